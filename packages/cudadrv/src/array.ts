@@ -1,0 +1,520 @@
+import { check, driver } from './driver.js';
+import {
+  assertDType,
+  DTYPES,
+  type DType,
+  decodeHalf,
+  dtypeBytes,
+  dtypeOfHost,
+  encodeHalf,
+  float32ToBfloat16Bits,
+  float32ToFloat16Bits,
+  type HostArray,
+  type HostArrayOf,
+} from './dtype.js';
+import { CudaArgumentError, DisposedError } from './errors.js';
+import { CU_MEMORYTYPE_DEVICE } from './ffi/cuda.js';
+import {
+  copyDeviceToPinned,
+  copyHostToDevice,
+  DeviceBuffer,
+  memset,
+  memsetWords,
+  type StreamOption,
+  stagingPool,
+} from './memory.js';
+import { currentStream } from './provider.js';
+import type { Stream } from './stream.js';
+import { waitForStream } from './wait.js';
+
+const arrayBrand = Symbol.for('@cuda-tasks/DeviceArray');
+
+/** A shape: dimensions, first dimension fastest (column-major, as cuBLAS expects). */
+export type Shape = readonly number[];
+
+function checkShape(shape: Shape): number {
+  if (!Array.isArray(shape) || shape.length === 0) {
+    throw new CudaArgumentError(
+      `shape must be a non-empty array of non-negative integers, got ${JSON.stringify(shape)}`,
+    );
+  }
+  let length = 1;
+  for (const dimension of shape) {
+    if (!Number.isSafeInteger(dimension) || dimension < 0) {
+      throw new CudaArgumentError(
+        `shape must hold non-negative integers, got ${JSON.stringify(shape)}`,
+      );
+    }
+    length *= dimension;
+  }
+  return length;
+}
+
+function columnMajorStrides(shape: Shape): number[] {
+  const strides: number[] = [];
+  let stride = 1;
+  for (const dimension of shape) {
+    strides.push(stride);
+    stride *= dimension;
+  }
+  return strides;
+}
+
+/**
+ * A typed, shaped view of device memory, column-major (the first index varies fastest, as in
+ * cuBLAS and Fortran). Views and reshapes share the memory without copying; the array that
+ * allocated the memory owns it and frees it on `dispose()`.
+ */
+export class DeviceArray<D extends DType = DType> {
+  readonly [arrayBrand] = true;
+  readonly dtype: D;
+  readonly shape: readonly number[];
+  /** Element strides per dimension. */
+  readonly strides: readonly number[];
+  /** Offset of the first element in the buffer, in elements. */
+  readonly offset: number;
+  /** Number of elements. */
+  readonly length: number;
+  readonly buffer: DeviceBuffer;
+  /** Whether this array allocated its buffer (views do not own it). */
+  readonly owner: boolean;
+  readonly #pointer: bigint;
+
+  /** @internal Use `DeviceArray.empty`, `zeros`, `fromHost` or a view method. */
+  constructor(
+    buffer: DeviceBuffer,
+    dtype: D,
+    shape: Shape,
+    strides: readonly number[],
+    offset: number,
+    owner: boolean,
+  ) {
+    this.buffer = buffer;
+    this.dtype = dtype;
+    this.shape = Object.freeze([...shape]);
+    this.strides = Object.freeze([...strides]);
+    this.offset = offset;
+    this.length = checkShape(shape);
+    this.owner = owner;
+    this.#pointer =
+      buffer.byteLength === 0 ? 0n : buffer.pointer + BigInt(offset * dtypeBytes(dtype));
+  }
+
+  /** True for a DeviceArray of any loaded copy of this package. */
+  static isInstance(value: unknown): value is DeviceArray {
+    return typeof value === 'object' && value !== null && arrayBrand in value;
+  }
+
+  /**
+   * Uninitialized array of `dtype` and `shape`, allocated on the stream.
+   * @example const a = DeviceArray.empty('float32', [1024, 1024]);
+   */
+  static empty<D extends DType>(
+    dtype: D,
+    shape: Shape | number,
+    options: StreamOption = {},
+  ): DeviceArray<D> {
+    assertDType(dtype);
+    const dims = typeof shape === 'number' ? [shape] : shape;
+    const length = checkShape(dims);
+    const buffer = DeviceBuffer.allocate(length * dtypeBytes(dtype), options);
+    return new DeviceArray(buffer, dtype, dims, columnMajorStrides(dims), 0, true);
+  }
+
+  /** Array of zeros (memset on the stream). */
+  static zeros<D extends DType>(
+    dtype: D,
+    shape: Shape | number,
+    options: StreamOption = {},
+  ): DeviceArray<D> {
+    const array = DeviceArray.empty(dtype, shape, options);
+    memset({ buffer: array.buffer }, 0, array.buffer.byteLength, options);
+    return array;
+  }
+
+  /** Array filled with `value`. */
+  static full<D extends DType>(
+    dtype: D,
+    shape: Shape | number,
+    value: number,
+    options: StreamOption = {},
+  ): DeviceArray<D> {
+    return DeviceArray.empty(dtype, shape, options).fill(value, options);
+  }
+
+  /**
+   * Copies a host typed array to a new device array. The dtype follows the typed array
+   * (Float32Array -> float32, ...); pass `dtype: 'float16' | 'bfloat16'` with a Float32Array
+   * to store half precision. `shape` defaults to `[data.length]`; elements are column-major.
+   * @example const a = DeviceArray.fromHost(new Float32Array([1, 2, 3, 4]), [2, 2]);
+   */
+  static fromHost<D extends DType = DType>(
+    data: HostArray | readonly number[],
+    shape?: Shape,
+    options: StreamOption & { dtype?: D } = {},
+  ): DeviceArray<D> {
+    const host = Array.isArray(data)
+      ? new DTYPES[options.dtype ?? 'float32'].host(data.length)
+      : (data as HostArray);
+    if (Array.isArray(data)) host.set(data as number[]);
+    const dtype = (options.dtype ?? dtypeOfHost(host)) as D;
+    assertDType(dtype);
+    const expectedHost = DTYPES[dtype].host;
+    if (!(host instanceof expectedHost)) {
+      throw new CudaArgumentError(
+        `fromHost: dtype ${dtype} needs a ${expectedHost.name}, got ${host.constructor.name}`,
+      );
+    }
+    const dims = shape ?? [host.length];
+    const length = checkShape(dims);
+    if (length !== host.length) {
+      throw new CudaArgumentError(
+        `fromHost: shape ${JSON.stringify(dims)} holds ${length} elements, the data has ${host.length}`,
+      );
+    }
+    const array = DeviceArray.empty(dtype, dims, options);
+    array.copyFromHost(host, options);
+    return array;
+  }
+
+  /** The device address of the first element (throws DisposedError after dispose). */
+  get pointer(): bigint {
+    if (this.buffer.disposed) throw new DisposedError('DeviceArray');
+    return this.#pointer;
+  }
+
+  /** Whether the memory has been freed. */
+  get disposed(): boolean {
+    return this.buffer.disposed;
+  }
+
+  /** Bytes per element. */
+  get elementBytes(): number {
+    return dtypeBytes(this.dtype);
+  }
+
+  /** Rows (first dimension). */
+  get rows(): number {
+    return this.shape[0]!;
+  }
+
+  /** Columns (second dimension, 1 for vectors). */
+  get columns(): number {
+    return this.shape.length > 1 ? this.shape[1]! : 1;
+  }
+
+  /** Leading dimension of a 2-D array (elements between columns), as BLAS and LAPACK want it. */
+  get leadingDimension(): number {
+    return this.shape.length > 1 ? this.strides[1]! : Math.max(1, this.shape[0]!);
+  }
+
+  /** True when the elements are dense in column-major order. */
+  get contiguous(): boolean {
+    let stride = 1;
+    for (let i = 0; i < this.shape.length; i++) {
+      if (this.shape[i]! > 1 && this.strides[i] !== stride) return false;
+      stride *= this.shape[i]!;
+    }
+    return true;
+  }
+
+  /**
+   * Orders `stream` after the last stream that used the memory (on the GPU) and returns the
+   * device address of the first element. Library packages call it before each native call.
+   */
+  useOn(stream: Stream): bigint {
+    if (this.buffer.byteLength === 0) return 0n;
+    this.buffer.useOn(stream);
+    return this.#pointer;
+  }
+
+  /** Throws DisposedError when the memory has been freed (checked before native calls). */
+  assertUsable(what = 'DeviceArray'): void {
+    if (this.buffer.disposed) throw new DisposedError(what);
+  }
+
+  /**
+   * A view of the same memory with another shape; the array must be contiguous.
+   * @example const m = DeviceArray.zeros('float32', 12).reshape([3, 4]);
+   */
+  reshape(shape: Shape): DeviceArray<D> {
+    const length = checkShape(shape);
+    if (length !== this.length) {
+      throw new CudaArgumentError(
+        `reshape: ${JSON.stringify(shape)} holds ${length} elements, the array has ${this.length}`,
+      );
+    }
+    if (!this.contiguous)
+      throw new CudaArgumentError('reshape: the array is a strided view; copy() it first');
+    this.assertUsable();
+    return new DeviceArray(
+      this.buffer,
+      this.dtype,
+      shape,
+      columnMajorStrides(shape),
+      this.offset,
+      false,
+    );
+  }
+
+  /**
+   * A rectangular block of a 2-D array (rows `row`..`row+rows`, columns `column`..`column+columns`)
+   * without copying; its leading dimension is the parent's.
+   * @example const topLeft = a.block(0, 0, 2, 2);
+   */
+  block(row: number, column: number, rows: number, columns: number): DeviceArray<D> {
+    if (this.shape.length !== 2)
+      throw new CudaArgumentError(
+        `block: needs a 2-D array, got shape ${JSON.stringify(this.shape)}`,
+      );
+    const [totalRows, totalColumns] = this.shape as [number, number];
+    for (const value of [row, column, rows, columns]) {
+      if (!Number.isSafeInteger(value) || value < 0)
+        throw new CudaArgumentError(`block: indices must be non-negative integers`);
+    }
+    if (row + rows > totalRows || column + columns > totalColumns) {
+      throw new CudaArgumentError(
+        `block: rows ${row}..${row + rows} x columns ${column}..${column + columns} exceed the array's ${totalRows} x ${totalColumns}`,
+      );
+    }
+    this.assertUsable();
+    const offset = this.offset + row * this.strides[0]! + column * this.strides[1]!;
+    return new DeviceArray(this.buffer, this.dtype, [rows, columns], this.strides, offset, false);
+  }
+
+  /** Column `j` of a 2-D array as a vector view. */
+  column(j: number): DeviceArray<D> {
+    return this.block(0, j, this.rows, 1).reshapeStrided([this.rows], [this.strides[0]!]);
+  }
+
+  /** Elements `start`..`start+length` of a vector (1-D) array, as a view. */
+  slice(start: number, length: number): DeviceArray<D> {
+    if (this.shape.length !== 1) throw new CudaArgumentError('slice: needs a 1-D array');
+    if (
+      !Number.isSafeInteger(start) ||
+      !Number.isSafeInteger(length) ||
+      start < 0 ||
+      length < 0 ||
+      start + length > this.length
+    ) {
+      throw new CudaArgumentError(
+        `slice: ${start}..${start + length} is outside 0..${this.length}`,
+      );
+    }
+    this.assertUsable();
+    return new DeviceArray(
+      this.buffer,
+      this.dtype,
+      [length],
+      this.strides,
+      this.offset + start * this.strides[0]!,
+      false,
+    );
+  }
+
+  private reshapeStrided(shape: Shape, strides: readonly number[]): DeviceArray<D> {
+    return new DeviceArray(this.buffer, this.dtype, shape, strides, this.offset, false);
+  }
+
+  /** A contiguous copy on the device, ordered on the stream. */
+  copy(options: StreamOption = {}): DeviceArray<D> {
+    const out = DeviceArray.empty(this.dtype, this.shape, options);
+    out.copyFrom(this, options);
+    return out;
+  }
+
+  /** Copies `source` (same dtype and shape; either may be a strided 2-D view) into this array. */
+  copyFrom(source: DeviceArray<D>, options: StreamOption = {}): this {
+    if (source.dtype !== this.dtype)
+      throw new CudaArgumentError(`copyFrom: dtype ${source.dtype} into ${this.dtype}`);
+    if (
+      source.length !== this.length ||
+      source.shape.length !== this.shape.length ||
+      source.shape.some((d, i) => d !== this.shape[i])
+    ) {
+      throw new CudaArgumentError(
+        `copyFrom: shape ${JSON.stringify(source.shape)} into ${JSON.stringify(this.shape)}`,
+      );
+    }
+    const stream = options.stream ?? currentStream();
+    if (this.length === 0) return this;
+    const to = this.useOn(stream);
+    const from = source.useOn(stream);
+    const bytes = this.elementBytes;
+    const api = driver();
+    stream.context.makeCurrent();
+    if (this.contiguous && source.contiguous) {
+      if (this.buffer.context === source.buffer.context) {
+        check(
+          api.cuMemcpyDtoDAsync_v2(to, from, this.length * bytes, stream.handle),
+          'cuMemcpyDtoDAsync_v2',
+        );
+      } else {
+        check(
+          api.cuMemcpyPeerAsync(
+            to,
+            this.buffer.context.handle,
+            from,
+            source.buffer.context.handle,
+            this.length * bytes,
+            stream.handle,
+          ),
+          'cuMemcpyPeerAsync',
+        );
+      }
+      return this;
+    }
+    if (this.shape.length !== 2 || this.strides[0] !== 1 || source.strides[0] !== 1) {
+      throw new CudaArgumentError(
+        'copyFrom: strided copies are supported for 2-D column-major views only',
+      );
+    }
+    check(
+      api.cuMemcpy2DAsync_v2(
+        {
+          srcXInBytes: 0,
+          srcY: 0,
+          srcMemoryType: CU_MEMORYTYPE_DEVICE,
+          srcHost: null,
+          srcDevice: from,
+          srcArray: null,
+          srcPitch: source.leadingDimension * bytes,
+          dstXInBytes: 0,
+          dstY: 0,
+          dstMemoryType: CU_MEMORYTYPE_DEVICE,
+          dstHost: null,
+          dstDevice: to,
+          dstArray: null,
+          dstPitch: this.leadingDimension * bytes,
+          WidthInBytes: this.rows * bytes,
+          Height: this.columns,
+        },
+        stream.handle,
+      ),
+      'cuMemcpy2DAsync_v2',
+    );
+    return this;
+  }
+
+  /** Copies host data (same element count, column-major) into this array, ordered on the stream. */
+  copyFromHost(data: HostArray, options: StreamOption = {}): this {
+    if (data.length !== this.length) {
+      throw new CudaArgumentError(
+        `copyFromHost: ${data.length} elements into an array of ${this.length}`,
+      );
+    }
+    const expectedHost = DTYPES[this.dtype].host;
+    if (!(data instanceof expectedHost)) {
+      throw new CudaArgumentError(
+        `copyFromHost: dtype ${this.dtype} needs a ${expectedHost.name}, got ${data.constructor.name}`,
+      );
+    }
+    this.assertUsable();
+    const bytes: ArrayBufferView =
+      this.dtype === 'float16' || this.dtype === 'bfloat16'
+        ? encodeHalf(this.dtype, data as Float32Array)
+        : data;
+    if (this.contiguous) {
+      copyHostToDevice(
+        { buffer: this.buffer, byteOffset: this.offset * this.elementBytes },
+        bytes,
+        options,
+      );
+      return this;
+    }
+    const staging = DeviceArray.empty(this.dtype, this.shape, options);
+    try {
+      copyHostToDevice({ buffer: staging.buffer }, bytes, options);
+      this.copyFrom(staging as DeviceArray<D>, options);
+    } finally {
+      staging.dispose();
+    }
+    return this;
+  }
+
+  /** Sets every element to `value`, ordered on the stream. */
+  fill(value: number, options: StreamOption = {}): this {
+    this.assertUsable();
+    const stream = options.stream ?? currentStream();
+    if (this.length === 0) return this;
+    if (!this.contiguous) {
+      const filled = DeviceArray.full(this.dtype, this.shape, value, { stream });
+      this.copyFrom(filled as DeviceArray<D>, { stream });
+      filled.dispose();
+      return this;
+    }
+    const region = { buffer: this.buffer, byteOffset: this.offset * this.elementBytes };
+    const pattern = new DTYPES[this.dtype].host(1);
+    pattern[0] = value;
+    switch (this.dtype) {
+      case 'int8':
+      case 'uint8':
+        memset(region, new Uint8Array(pattern.buffer)[0]!, this.length, { stream });
+        break;
+      case 'float16':
+        memsetWords(region, float32ToFloat16Bits(value), this.length, 2, { stream });
+        break;
+      case 'bfloat16':
+        memsetWords(region, float32ToBfloat16Bits(value), this.length, 2, { stream });
+        break;
+      case 'float64': {
+        const words = new Uint32Array(pattern.buffer);
+        if (words[0] === words[1]) memsetWords(region, words[0]!, this.length * 2, 4, { stream });
+        else this.copyFromHost(new Float64Array(this.length).fill(value), { stream });
+        break;
+      }
+      default:
+        memsetWords(region, new Uint32Array(pattern.buffer)[0]!, this.length, 4, { stream });
+    }
+    return this;
+  }
+
+  /**
+   * Copies the array to the host. The promise resolves when the data has arrived; the copy
+   * goes through pinned memory so it is truly asynchronous, and the event loop is never
+   * blocked while waiting. Half-precision arrays come back as Float32Array.
+   * @example const values = await a.toHost();
+   */
+  async toHost(options: StreamOption = {}): Promise<HostArrayOf[D]> {
+    this.assertUsable();
+    const stream = options.stream ?? currentStream();
+    const source = this.contiguous ? this : this.copy({ stream });
+    const byteLength = this.length * this.elementBytes;
+    const staging = stagingPool.acquire(byteLength);
+    try {
+      copyDeviceToPinned(
+        staging,
+        { buffer: source.buffer, byteOffset: source.offset * this.elementBytes },
+        byteLength,
+        {
+          stream,
+        },
+      );
+      if (source !== this) source.dispose();
+      await waitForStream(stream);
+      const half = this.dtype === 'float16' || this.dtype === 'bfloat16';
+      const out = half ? new Uint16Array(this.length) : new DTYPES[this.dtype].host(this.length);
+      new Uint8Array(out.buffer, out.byteOffset, byteLength).set(
+        staging.bytes.subarray(0, byteLength),
+      );
+      return (
+        half ? decodeHalf(this.dtype as 'float16', out as Uint16Array) : out
+      ) as HostArrayOf[D];
+    } finally {
+      stagingPool.release(staging);
+    }
+  }
+
+  /** Frees the memory if this array owns it (views do nothing). Safe to call twice. */
+  dispose(): void {
+    if (this.owner) this.buffer.dispose();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  toString(): string {
+    return `DeviceArray<${this.dtype}>[${this.shape.join('x')}]`;
+  }
+}

@@ -1,0 +1,240 @@
+import { check, driver, scratch } from './driver.js';
+import { CudaArgumentError } from './errors.js';
+import {
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+} from './ffi/cuda.js';
+import { MemoryPool } from './memory-pool.js';
+import { Stream } from './stream.js';
+
+const REGISTRY_KEY = Symbol.for('@cuda-tasks/cudadrv/contexts');
+interface Registry {
+  devices: Map<number, Device>;
+  /** The context handle that is current on the event loop's thread, as far as we set it. */
+  current: bigint;
+}
+const registry: Registry = ((globalThis as any)[REGISTRY_KEY] ??= {
+  devices: new Map(),
+  current: -1n,
+});
+
+/** Number of CUDA devices visible to this process. */
+export function deviceCount(): number {
+  const count = [0];
+  check(driver().cuDeviceGetCount(count), 'cuDeviceGetCount');
+  return count[0]!;
+}
+
+/**
+ * A CUDA device by ordinal. Each device has one primary context, retained on first use and
+ * kept for the life of the process.
+ */
+export class Device {
+  /** The ordinal (0-based) as the driver numbers devices. */
+  readonly ordinal: number;
+  /** The CUdevice handle. */
+  readonly handle: number;
+  #context: Context | undefined;
+
+  private constructor(ordinal: number, handle: number) {
+    this.ordinal = ordinal;
+    this.handle = handle;
+  }
+
+  /**
+   * The device with this ordinal; throws a CudaArgumentError naming the valid range when it
+   * does not exist.
+   * @example const gpu = Device.get(0); console.log(gpu.name(), gpu.computeCapability());
+   */
+  static get(ordinal = 0): Device {
+    const known = registry.devices.get(ordinal);
+    if (known !== undefined) return known;
+    if (!Number.isInteger(ordinal) || ordinal < 0) {
+      throw new CudaArgumentError(`device ordinal must be a non-negative integer, got ${ordinal}`);
+    }
+    const count = deviceCount();
+    if (ordinal >= count) {
+      throw new CudaArgumentError(
+        `device ${ordinal} does not exist: this process sees ${count} CUDA device${count === 1 ? '' : 's'} (ordinals 0..${count - 1})`,
+      );
+    }
+    const handle = [0];
+    check(driver().cuDeviceGet(handle, ordinal), 'cuDeviceGet');
+    const device = new Device(ordinal, handle[0]!);
+    registry.devices.set(ordinal, device);
+    return device;
+  }
+
+  /** All visible devices. */
+  static all(): Device[] {
+    return Array.from({ length: deviceCount() }, (_, i) => Device.get(i));
+  }
+
+  /** The device's name, e.g. "NVIDIA H200". */
+  name(): string {
+    const buffer = new Uint8Array(256);
+    check(driver().cuDeviceGetName(buffer, buffer.length, this.handle), 'cuDeviceGetName');
+    const end = buffer.indexOf(0);
+    return Buffer.from(buffer.subarray(0, end < 0 ? buffer.length : end)).toString('utf8');
+  }
+
+  /** Any CUdevice_attribute (see cuda.h), e.g. 16 for the multiprocessor count. */
+  attribute(attribute: number): number {
+    const value = [0];
+    check(driver().cuDeviceGetAttribute(value, attribute, this.handle), 'cuDeviceGetAttribute');
+    return value[0]!;
+  }
+
+  /** Compute capability as [major, minor]. */
+  computeCapability(): [number, number] {
+    return [
+      this.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+      this.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+    ];
+  }
+
+  /** Number of streaming multiprocessors. */
+  multiprocessorCount(): number {
+    return this.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  }
+
+  /** Total device memory in bytes. */
+  totalMemory(): number {
+    const bytes = [0];
+    check(driver().cuDeviceTotalMem_v2(bytes, this.handle), 'cuDeviceTotalMem_v2');
+    return Number(bytes[0]);
+  }
+
+  /** Free and total device memory in bytes (cuMemGetInfo in this device's primary context). */
+  memoryInfo(): { free: number; total: number } {
+    this.primaryContext().makeCurrent();
+    const free = [0];
+    const total = [0];
+    check(driver().cuMemGetInfo_v2(free, total), 'cuMemGetInfo_v2');
+    return { free: Number(free[0]), total: Number(total[0]) };
+  }
+
+  /** Free device memory in bytes. */
+  freeMemory(): number {
+    return this.memoryInfo().free;
+  }
+
+  /** The device UUID as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it. */
+  uuid(): string {
+    const bytes = new Uint8Array(16);
+    check(driver().cuDeviceGetUuid(bytes, this.handle), 'cuDeviceGetUuid');
+    const hex = Buffer.from(bytes).toString('hex');
+    return `GPU-${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  }
+
+  /** Whether this device can map memory of `peer` directly (peer access). */
+  canAccessPeer(peer: Device): boolean {
+    const value = [0];
+    check(driver().cuDeviceCanAccessPeer(value, this.handle, peer.handle), 'cuDeviceCanAccessPeer');
+    return value[0] === 1;
+  }
+
+  /** The device's primary context, retained on first call. */
+  primaryContext(): Context {
+    if (this.#context === undefined) {
+      const handle: (bigint | null)[] = [null];
+      check(driver().cuDevicePrimaryCtxRetain(handle, this.handle), 'cuDevicePrimaryCtxRetain');
+      this.#context = new Context(this, handle[0] as bigint);
+    }
+    return this.#context;
+  }
+
+  /** Waits (blocking the thread) until all work in this device's primary context is done. */
+  synchronize(): void {
+    this.primaryContext().synchronize();
+  }
+
+  toString(): string {
+    return `Device(${this.ordinal})`;
+  }
+}
+
+/**
+ * A CUDA context (the primary context of a device). Owns the device's default stream, a
+ * non-blocking stream created on first use (never the legacy NULL stream), and the device's
+ * stream-ordered memory pool.
+ */
+export class Context {
+  readonly device: Device;
+  /** The CUcontext handle. */
+  readonly handle: bigint;
+  #defaultStream: Stream | undefined;
+  #memoryPool: MemoryPool | undefined;
+  #priorityRange: { least: number; greatest: number } | undefined;
+
+  /** @internal Use `Device.primaryContext()`. */
+  constructor(device: Device, handle: bigint) {
+    this.device = device;
+    this.handle = handle;
+  }
+
+  /** Makes this context current on the calling thread; a no-op when it already is. */
+  makeCurrent(): void {
+    if (registry.current !== this.handle) {
+      check(driver().cuCtxSetCurrent(this.handle), 'cuCtxSetCurrent');
+      registry.current = this.handle;
+    }
+  }
+
+  /** The context's default stream: non-blocking, created on first use. */
+  get defaultStream(): Stream {
+    return (this.#defaultStream ??= Stream.create({ context: this }));
+  }
+
+  /** The device's stream-ordered memory pool (the device's default pool). */
+  get memoryPool(): MemoryPool {
+    if (this.#memoryPool === undefined) {
+      const pool: (bigint | null)[] = [null];
+      check(
+        driver().cuDeviceGetDefaultMemPool(pool, this.device.handle),
+        'cuDeviceGetDefaultMemPool',
+      );
+      this.#memoryPool = new MemoryPool(this, pool[0] as bigint);
+    }
+    return this.#memoryPool;
+  }
+
+  /** Stream priorities this context supports: lower numbers are higher priority. */
+  streamPriorityRange(): { least: number; greatest: number } {
+    if (this.#priorityRange === undefined) {
+      this.makeCurrent();
+      const least = [0];
+      const greatest = [0];
+      check(driver().cuCtxGetStreamPriorityRange(least, greatest), 'cuCtxGetStreamPriorityRange');
+      this.#priorityRange = { least: least[0]!, greatest: greatest[0]! };
+    }
+    return this.#priorityRange;
+  }
+
+  /** Blocks the calling thread until all work in this context is done (cuCtxSynchronize). */
+  synchronize(): void {
+    this.makeCurrent();
+    check(driver().cuCtxSynchronize(), 'cuCtxSynchronize');
+  }
+
+  /**
+   * Enables access from this context to memory of `peer`'s context (cuCtxEnablePeerAccess);
+   * true when enabled (or already was), false when the hardware does not allow it.
+   */
+  enablePeerAccess(peer: Context): boolean {
+    if (peer === this) return true;
+    if (!this.device.canAccessPeer(peer.device)) return false;
+    this.makeCurrent();
+    const result = driver().cuCtxEnablePeerAccess(peer.handle, 0);
+    if (result !== 0 && result !== 704) check(result, 'cuCtxEnablePeerAccess');
+    return true;
+  }
+
+  toString(): string {
+    return `Context(device ${this.device.ordinal})`;
+  }
+}
+
+/** @internal The scratch arena, re-exported for sibling modules. */
+export { scratch };

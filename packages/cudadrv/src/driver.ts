@@ -1,0 +1,119 @@
+import { CudaError, CudaUnavailableError } from './errors.js';
+import { CUresult, type CudaBindings, cuda, STICKY_ERRORS } from './ffi/cuda.js';
+import { koffi } from './ffi/library.js';
+
+const STATE_KEY = Symbol.for('@cuda-tasks/cudadrv/driver');
+
+interface DriverState {
+  initialized: boolean;
+  /** The first sticky error seen, e.g. "CUDA_ERROR_ILLEGAL_ADDRESS in cuStreamSynchronize". */
+  stickyError: string | undefined;
+}
+
+// Process-wide: a second loaded copy of this package shares the same state.
+const state: DriverState = ((globalThis as any)[STATE_KEY] ??= {
+  initialized: false,
+  stickyError: undefined,
+});
+
+let bindings: CudaBindings | undefined;
+
+/**
+ * The libcuda bindings after `cuInit(0)` has succeeded once. Throws CudaUnavailableError when
+ * the driver library is missing or no GPU answers.
+ */
+export function driver(): CudaBindings {
+  if (bindings !== undefined) return bindings;
+  const api = cuda();
+  if (!state.initialized) {
+    const result = api.cuInit(0);
+    if (result === CUresult.CUDA_ERROR_NO_DEVICE || result === CUresult.CUDA_ERROR_INVALID_DEVICE) {
+      throw new CudaUnavailableError(
+        'The NVIDIA driver is installed but reports no CUDA-capable GPU (cuInit: CUDA_ERROR_NO_DEVICE). Run on a machine with an NVIDIA GPU, and check that CUDA_VISIBLE_DEVICES does not hide it.',
+        'GPU',
+      );
+    }
+    if (result !== CUresult.CUDA_SUCCESS) {
+      const { name, message } = describeResult(api, result);
+      throw new CudaUnavailableError(
+        `The CUDA driver failed to initialize: cuInit returned ${name} (${result}): ${message}. Check the NVIDIA driver installation (nvidia-smi should list the GPU).`,
+        'libcuda',
+      );
+    }
+    state.initialized = true;
+  }
+  bindings = api;
+  return api;
+}
+
+function describeResult(api: CudaBindings, result: number): { name: string; message: string } {
+  const name: (string | null)[] = [null];
+  const message: (string | null)[] = [null];
+  api.cuGetErrorName(result, name);
+  api.cuGetErrorString(result, message);
+  return { name: name[0] ?? `CUresult ${result}`, message: message[0] ?? 'unknown error' };
+}
+
+/**
+ * Turns a CUresult into a CudaError naming the call. Sticky errors (an illegal address, a
+ * failed launch) are remembered: every later failure says that the context is unusable.
+ */
+export function check(result: number, call: string): void {
+  if (result !== 0) throw cudaError(result, call);
+}
+
+/** The CudaError for a non-zero CUresult (see `check`). */
+export function cudaError(result: number, call: string): CudaError {
+  const { name, message } = describeResult(cuda(), result);
+  let text = message;
+  if (STICKY_ERRORS.has(result)) {
+    if (state.stickyError === undefined) {
+      state.stickyError = `${name} in ${call}`;
+      text +=
+        '. This error is sticky: the CUDA context is now unusable and the process must restart to use the GPU again';
+    } else {
+      text += `. The CUDA context is unusable since an earlier ${state.stickyError}; restart the process`;
+    }
+  }
+  return new CudaError(result, name, call, text);
+}
+
+/** The sticky error that made the context unusable, if one happened. */
+export function stickyError(): string | undefined {
+  return state.stickyError;
+}
+
+/** The driver's CUDA version as major * 1000 + minor * 10 (e.g. 13000). */
+export function driverVersion(): number {
+  const version = [0];
+  check(driver().cuDriverGetVersion(version), 'cuDriverGetVersion');
+  return version[0]!;
+}
+
+/**
+ * A reused native scratch arena for out-parameters on hot paths (cuMemAllocAsync's device
+ * pointer, pool attributes, elapsed times), so those calls allocate nothing per call.
+ * Only one call at a time uses it (the event loop's thread).
+ */
+export class Scratch {
+  readonly pointer: bigint;
+  readonly u64: BigUint64Array;
+  readonly u32: Uint32Array;
+  readonly i32: Int32Array;
+  readonly f32: Float32Array;
+  constructor(bytes = 64) {
+    const k = koffi();
+    this.pointer = k.alloc('uint8_t', bytes) as bigint;
+    const view = k.view(this.pointer, bytes);
+    this.u64 = new BigUint64Array(view);
+    this.u32 = new Uint32Array(view);
+    this.i32 = new Int32Array(view);
+    this.f32 = new Float32Array(view);
+  }
+}
+
+let scratchArena: Scratch | undefined;
+/** The process's scratch arena (see `Scratch`). */
+export function scratch(): Scratch {
+  return (scratchArena ??= new Scratch());
+}

@@ -1,0 +1,103 @@
+import type { Context } from './device.js';
+import { check, cudaError, driver, scratch } from './driver.js';
+import { DisposedError } from './errors.js';
+import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from './ffi/cuda.js';
+import { currentContext, currentStream } from './provider.js';
+import type { Stream } from './stream.js';
+
+/** Options for `Event.create`. */
+export interface EventOptions {
+  /** Record timestamps so that `elapsedTime` works (default false: timing off). */
+  timing?: boolean;
+  /** cuEventSynchronize yields the thread instead of spinning (default false). */
+  blockingSync?: boolean;
+  context?: Context;
+}
+
+const finalizer = new FinalizationRegistry<{ handle: bigint }>((held) => {
+  try {
+    driver().cuEventDestroy_v2(held.handle);
+  } catch {
+    // Process teardown.
+  }
+});
+
+/** A CUDA event: a marker in a stream that the host or other streams can wait for. */
+export class Event {
+  readonly handle: bigint;
+  readonly context: Context;
+  readonly timing: boolean;
+  #disposed = false;
+
+  private constructor(handle: bigint, context: Context, timing: boolean) {
+    this.handle = handle;
+    this.context = context;
+    this.timing = timing;
+    finalizer.register(this, { handle }, this);
+  }
+
+  /**
+   * Creates an event; timing is off unless asked.
+   * @example
+   * const start = Event.create({ timing: true }), end = Event.create({ timing: true });
+   * start.record(); launch(...); end.record(); end.synchronize();
+   * console.log(Event.elapsedTime(start, end), 'ms');
+   */
+  static create(options: EventOptions = {}): Event {
+    const context = options.context ?? currentContext();
+    context.makeCurrent();
+    const flags =
+      (options.timing ? 0 : CU_EVENT_DISABLE_TIMING) |
+      (options.blockingSync ? CU_EVENT_BLOCKING_SYNC : 0);
+    const handle: (bigint | null)[] = [null];
+    check(driver().cuEventCreate(handle, flags), 'cuEventCreate');
+    return new Event(handle[0] as bigint, context, options.timing ?? false);
+  }
+
+  /** Records the event on `stream` (default: the current stream). */
+  record(stream: Stream = currentStream()): this {
+    this.assertUsable();
+    check(driver().cuEventRecord(this.handle, stream.handle), 'cuEventRecord');
+    return this;
+  }
+
+  /** True when the work before the last record has completed. */
+  query(): boolean {
+    this.assertUsable();
+    const result = driver().cuEventQuery(this.handle);
+    if (result === CUresult.CUDA_SUCCESS) return true;
+    if (result === CUresult.CUDA_ERROR_NOT_READY) return false;
+    throw cudaError(result, 'cuEventQuery');
+  }
+
+  /** Blocks the calling thread until the event has completed. */
+  synchronize(): void {
+    this.assertUsable();
+    check(driver().cuEventSynchronize(this.handle), 'cuEventSynchronize');
+  }
+
+  /** Milliseconds between two completed, timing-enabled events. */
+  static elapsedTime(start: Event, end: Event): number {
+    start.assertUsable();
+    end.assertUsable();
+    const out = scratch();
+    check(driver().cuEventElapsedTime(out.f32, start.handle, end.handle), 'cuEventElapsedTime');
+    return out.f32[0]!;
+  }
+
+  private assertUsable(): void {
+    if (this.#disposed) throw new DisposedError('Event');
+  }
+
+  /** Destroys the event. Safe to call twice. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    finalizer.unregister(this);
+    check(driver().cuEventDestroy_v2(this.handle), 'cuEventDestroy_v2');
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}

@@ -1,0 +1,261 @@
+/**
+ * libcuda through koffi: declarations named exactly as in cuda.h (the `_v2` entry points
+ * where cuda.h maps to them), with the C prototype above each. Loaded on first use.
+ *
+ * Conventions: handles (CUcontext, CUstream, ...) are `void *` and travel as BigInt;
+ * CUdeviceptr is `uint64_t` (BigInt in, BigInt out through the scratch arena); hot-path
+ * out-parameters are written into a reused `koffi.alloc` scratch arena (see `scratch.ts`)
+ * rather than per-call arrays.
+ */
+import { funcFirst, koffi, lazyBindings, loadLibrary } from './library.js';
+
+/** CUresult values that the TypeScript layer branches on. */
+export const CUresult = {
+  CUDA_SUCCESS: 0,
+  CUDA_ERROR_INVALID_VALUE: 1,
+  CUDA_ERROR_OUT_OF_MEMORY: 2,
+  CUDA_ERROR_NOT_INITIALIZED: 3,
+  CUDA_ERROR_NO_DEVICE: 100,
+  CUDA_ERROR_INVALID_DEVICE: 101,
+  CUDA_ERROR_NOT_READY: 600,
+  CUDA_ERROR_ILLEGAL_ADDRESS: 700,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: 704,
+} as const;
+
+/** Errors after which the context cannot be used again (the process must restart). */
+export const STICKY_ERRORS: ReadonlySet<number> = new Set([
+  214, // CUDA_ERROR_ECC_UNCORRECTABLE
+  700, // CUDA_ERROR_ILLEGAL_ADDRESS
+  702, // CUDA_ERROR_LAUNCH_TIMEOUT
+  710, // CUDA_ERROR_ASSERT
+  714, // CUDA_ERROR_HARDWARE_STACK_ERROR
+  715, // CUDA_ERROR_ILLEGAL_INSTRUCTION
+  716, // CUDA_ERROR_MISALIGNED_ADDRESS
+  717, // CUDA_ERROR_INVALID_ADDRESS_SPACE
+  718, // CUDA_ERROR_INVALID_PC
+  719, // CUDA_ERROR_LAUNCH_FAILED
+]);
+
+export const CU_STREAM_NON_BLOCKING = 0x1;
+export const CU_EVENT_DEFAULT = 0x0;
+export const CU_EVENT_BLOCKING_SYNC = 0x1;
+export const CU_EVENT_DISABLE_TIMING = 0x2;
+export const CU_MEMHOSTALLOC_PORTABLE = 0x1;
+export const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
+export const CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5;
+export const CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6;
+export const CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7;
+export const CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8;
+export const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1;
+export const CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10;
+export const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+export const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+export const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+export const CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115;
+export const CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;
+export const CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
+
+/** Where libcuda is found, and what to say when it is not. */
+export const libcudaSpec = {
+  displayName: 'The NVIDIA CUDA driver (libcuda)',
+  environmentVariable: 'CUDA_TASKS_LIBCUDA',
+  candidates: ['libcuda.so.1', 'libcuda.so'],
+  installHint:
+    'Install the NVIDIA GPU driver (version 525 or newer for CUDA 12, 580 or newer for CUDA 13) on a machine with an NVIDIA GPU.',
+} as const;
+
+export const CU_MEMORYTYPE_HOST = 1;
+export const CU_MEMORYTYPE_DEVICE = 2;
+
+/** The libcuda bindings, loaded on first call. */
+export const cuda = lazyBindings(() => {
+  const lib = loadLibrary(libcudaSpec);
+  const k = koffi();
+  // typedef struct CUDA_MEMCPY2D_st { ... } CUDA_MEMCPY2D;
+  k.struct('CUDA_MEMCPY2D', {
+    srcXInBytes: 'size_t',
+    srcY: 'size_t',
+    srcMemoryType: 'int',
+    srcHost: 'void *',
+    srcDevice: 'uint64_t',
+    srcArray: 'void *',
+    srcPitch: 'size_t',
+    dstXInBytes: 'size_t',
+    dstY: 'size_t',
+    dstMemoryType: 'int',
+    dstHost: 'void *',
+    dstDevice: 'uint64_t',
+    dstArray: 'void *',
+    dstPitch: 'size_t',
+    WidthInBytes: 'size_t',
+    Height: 'size_t',
+  });
+  return {
+    // CUresult cuInit(unsigned int Flags);
+    cuInit: lib.func('int cuInit(unsigned int flags)'),
+    // CUresult cuDriverGetVersion(int *driverVersion);
+    cuDriverGetVersion: lib.func('int cuDriverGetVersion(_Out_ int *driverVersion)'),
+    // CUresult cuGetErrorName(CUresult error, const char **pStr);
+    cuGetErrorName: lib.func('int cuGetErrorName(int error, _Out_ const char **pStr)'),
+    // CUresult cuGetErrorString(CUresult error, const char **pStr);
+    cuGetErrorString: lib.func('int cuGetErrorString(int error, _Out_ const char **pStr)'),
+
+    // CUresult cuDeviceGet(CUdevice *device, int ordinal);
+    cuDeviceGet: lib.func('int cuDeviceGet(_Out_ int *device, int ordinal)'),
+    // CUresult cuDeviceGetCount(int *count);
+    cuDeviceGetCount: lib.func('int cuDeviceGetCount(_Out_ int *count)'),
+    // CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
+    cuDeviceGetName: lib.func('int cuDeviceGetName(_Out_ uint8_t *name, int len, int dev)'),
+    // CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
+    cuDeviceGetAttribute: lib.func('int cuDeviceGetAttribute(_Out_ int *pi, int attrib, int dev)'),
+    // CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+    cuDeviceTotalMem_v2: lib.func('int cuDeviceTotalMem_v2(_Out_ size_t *bytes, int dev)'),
+    // CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev);
+    cuDeviceGetUuid: funcFirst(lib, [
+      'int cuDeviceGetUuid_v2(_Out_ uint8_t *uuid, int dev)',
+      'int cuDeviceGetUuid(_Out_ uint8_t *uuid, int dev)',
+    ]),
+    // CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev);
+    cuDeviceCanAccessPeer: lib.func(
+      'int cuDeviceCanAccessPeer(_Out_ int *canAccess, int dev, int peerDev)',
+    ),
+    // CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
+    cuDeviceGetDefaultMemPool: lib.func(
+      'int cuDeviceGetDefaultMemPool(_Out_ void **pool, int dev)',
+    ),
+    // CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+    cuDevicePrimaryCtxRetain: lib.func('int cuDevicePrimaryCtxRetain(_Out_ void **pctx, int dev)'),
+    // CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+    cuDevicePrimaryCtxRelease_v2: lib.func('int cuDevicePrimaryCtxRelease_v2(int dev)'),
+
+    // CUresult cuCtxSetCurrent(CUcontext ctx);
+    cuCtxSetCurrent: lib.func('int cuCtxSetCurrent(void *ctx)'),
+    // CUresult cuCtxGetCurrent(CUcontext *pctx);
+    cuCtxGetCurrent: lib.func('int cuCtxGetCurrent(_Out_ void **pctx)'),
+    // CUresult cuCtxSynchronize(void);
+    cuCtxSynchronize: lib.func('int cuCtxSynchronize()'),
+    // CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
+    cuCtxGetStreamPriorityRange: lib.func(
+      'int cuCtxGetStreamPriorityRange(_Out_ int *leastPriority, _Out_ int *greatestPriority)',
+    ),
+    // CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags);
+    cuCtxEnablePeerAccess: lib.func(
+      'int cuCtxEnablePeerAccess(void *peerContext, unsigned int flags)',
+    ),
+    // CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
+    cuMemGetInfo_v2: lib.func('int cuMemGetInfo_v2(_Out_ size_t *free, _Out_ size_t *total)'),
+
+    // CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority);
+    cuStreamCreateWithPriority: lib.func(
+      'int cuStreamCreateWithPriority(_Out_ void **phStream, unsigned int flags, int priority)',
+    ),
+    // CUresult cuStreamDestroy_v2(CUstream hStream);
+    cuStreamDestroy_v2: lib.func('int cuStreamDestroy_v2(void *hStream)'),
+    // CUresult cuStreamQuery(CUstream hStream);
+    cuStreamQuery: lib.func('int cuStreamQuery(void *hStream)'),
+    // CUresult cuStreamSynchronize(CUstream hStream);
+    cuStreamSynchronize: lib.func('int cuStreamSynchronize(void *hStream)'),
+    // CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
+    cuStreamWaitEvent: lib.func(
+      'int cuStreamWaitEvent(void *hStream, void *hEvent, unsigned int flags)',
+    ),
+    // CUresult cuStreamGetPriority(CUstream hStream, int *priority);
+    cuStreamGetPriority: lib.func('int cuStreamGetPriority(void *hStream, _Out_ int *priority)'),
+    // CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags);
+    cuStreamGetFlags: lib.func('int cuStreamGetFlags(void *hStream, _Out_ unsigned int *flags)'),
+
+    // CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
+    cuEventCreate: lib.func('int cuEventCreate(_Out_ void **phEvent, unsigned int flags)'),
+    // CUresult cuEventDestroy_v2(CUevent hEvent);
+    cuEventDestroy_v2: lib.func('int cuEventDestroy_v2(void *hEvent)'),
+    // CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
+    cuEventRecord: lib.func('int cuEventRecord(void *hEvent, void *hStream)'),
+    // CUresult cuEventQuery(CUevent hEvent);
+    cuEventQuery: lib.func('int cuEventQuery(void *hEvent)'),
+    // CUresult cuEventSynchronize(CUevent hEvent);
+    cuEventSynchronize: lib.func('int cuEventSynchronize(void *hEvent)'),
+    // CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd);
+    cuEventElapsedTime: funcFirst(lib, [
+      'int cuEventElapsedTime_v2(_Out_ float *ms, void *hStart, void *hEnd)',
+      'int cuEventElapsedTime(_Out_ float *ms, void *hStart, void *hEnd)',
+    ]),
+
+    // CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+    cuMemAllocAsync: lib.func('int cuMemAllocAsync(void *dptr, size_t bytesize, void *hStream)'),
+    // CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
+    cuMemFreeAsync: lib.func('int cuMemFreeAsync(uint64_t dptr, void *hStream)'),
+    // CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+    cuMemPoolSetAttribute: lib.func('int cuMemPoolSetAttribute(void *pool, int attr, void *value)'),
+    // CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+    cuMemPoolGetAttribute: lib.func('int cuMemPoolGetAttribute(void *pool, int attr, void *value)'),
+    // CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
+    cuMemPoolTrimTo: lib.func('int cuMemPoolTrimTo(void *pool, size_t minBytesToKeep)'),
+    // CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
+    cuMemHostAlloc: lib.func(
+      'int cuMemHostAlloc(_Out_ void **pp, size_t bytesize, unsigned int flags)',
+    ),
+    // CUresult cuMemFreeHost(void *p);
+    cuMemFreeHost: lib.func('int cuMemFreeHost(void *p)'),
+    // CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
+    cuMemcpyHtoDAsync_v2: lib.func(
+      'int cuMemcpyHtoDAsync_v2(uint64_t dstDevice, void *srcHost, size_t byteCount, void *hStream)',
+    ),
+    // CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
+    cuMemcpyDtoHAsync_v2: lib.func(
+      'int cuMemcpyDtoHAsync_v2(void *dstHost, uint64_t srcDevice, size_t byteCount, void *hStream)',
+    ),
+    // CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
+    cuMemcpyDtoDAsync_v2: lib.func(
+      'int cuMemcpyDtoDAsync_v2(uint64_t dstDevice, uint64_t srcDevice, size_t byteCount, void *hStream)',
+    ),
+    // CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream);
+    cuMemcpyPeerAsync: lib.func(
+      'int cuMemcpyPeerAsync(uint64_t dstDevice, void *dstContext, uint64_t srcDevice, void *srcContext, size_t byteCount, void *hStream)',
+    ),
+    // CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream);
+    cuMemcpy2DAsync_v2: lib.func(
+      'int cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, void *hStream)',
+    ),
+    // CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
+    cuMemsetD8Async: lib.func(
+      'int cuMemsetD8Async(uint64_t dstDevice, uint8_t value, size_t n, void *hStream)',
+    ),
+    // CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream);
+    cuMemsetD16Async: lib.func(
+      'int cuMemsetD16Async(uint64_t dstDevice, uint16_t value, size_t n, void *hStream)',
+    ),
+    // CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
+    cuMemsetD32Async: lib.func(
+      'int cuMemsetD32Async(uint64_t dstDevice, uint32_t value, size_t n, void *hStream)',
+    ),
+
+    // CUresult cuModuleLoadData(CUmodule *module, const void *image);
+    cuModuleLoadData: lib.func('int cuModuleLoadData(_Out_ void **module, void *image)'),
+    // CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options, void **optionValues);
+    cuModuleLoadDataEx: lib.func(
+      'int cuModuleLoadDataEx(_Out_ void **module, void *image, unsigned int numOptions, void *options, void *optionValues)',
+    ),
+    // CUresult cuModuleUnload(CUmodule hmod);
+    cuModuleUnload: lib.func('int cuModuleUnload(void *hmod)'),
+    // CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
+    cuModuleGetFunction: lib.func(
+      'int cuModuleGetFunction(_Out_ void **hfunc, void *hmod, const char *name)',
+    ),
+    // CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc);
+    cuFuncGetAttribute: lib.func('int cuFuncGetAttribute(_Out_ int *pi, int attrib, void *hfunc)'),
+    // CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+    //   unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes,
+    //   CUstream hStream, void **kernelParams, void **extra);
+    cuLaunchKernel: lib.func(
+      'int cuLaunchKernel(void *f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, void *hStream, void *kernelParams, void *extra)',
+    ),
+    // CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
+    //   CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit);
+    cuOccupancyMaxPotentialBlockSize: lib.func(
+      'int cuOccupancyMaxPotentialBlockSize(_Out_ int *minGridSize, _Out_ int *blockSize, void *func, void *blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)',
+    ),
+  };
+});
+
+/** The libcuda bindings' type. */
+export type CudaBindings = ReturnType<typeof cuda>;

@@ -1,0 +1,15 @@
+/**
+ * The raw binding layer: libcuda and NVRTC declared with koffi exactly as the C headers
+ * name them, plus the loader that the library packages share.
+ */
+export * from './cuda.js';
+export {
+  cudaLibraryCandidates,
+  funcFirst,
+  koffi,
+  type LibrarySpec,
+  lazyBindings,
+  loadLibrary,
+  type NativeLibrary,
+} from './library.js';
+export * from './nvrtc.js';

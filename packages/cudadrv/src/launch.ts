@@ -1,0 +1,383 @@
+import { DeviceArray } from './array.js';
+import { check, driver } from './driver.js';
+import type { DType } from './dtype.js';
+import { CudaArgumentError, DisposedError } from './errors.js';
+import { CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK } from './ffi/cuda.js';
+import { koffi } from './ffi/library.js';
+import { DeviceBuffer } from './memory.js';
+import type { Module } from './module.js';
+import { currentStream } from './provider.js';
+import type { Stream } from './stream.js';
+
+/**
+ * A kernel parameter's declared type. Scalars by C type; pointers as `'pointer'` (any
+ * DeviceArray, DeviceBuffer or bigint address) or `'<dtype>*'` (a DeviceArray of that dtype,
+ * checked at launch).
+ */
+export type KernelParameter =
+  | 'int8'
+  | 'uint8'
+  | 'int16'
+  | 'uint16'
+  | 'int32'
+  | 'uint32'
+  | 'int64'
+  | 'uint64'
+  | 'float32'
+  | 'float64'
+  | 'pointer'
+  | `${DType}*`;
+
+/** A kernel argument value. */
+export type KernelArgument = number | bigint | boolean | DeviceArray | DeviceBuffer;
+
+/** Launch geometry: a number is the x dimension. */
+export type Dim3 = number | readonly [number, number?, number?];
+
+/** How to launch a kernel. */
+export interface LaunchConfig {
+  grid: Dim3;
+  block: Dim3;
+  /** Dynamic shared memory in bytes (default 0). */
+  sharedMemory?: number;
+  /** Default: `currentStream()`. */
+  stream?: Stream;
+}
+
+// Writer codes, one per parameter, so the launch loop is a switch on small integers.
+const W_I8 = 0;
+const W_U8 = 1;
+const W_I16 = 2;
+const W_U16 = 3;
+const W_I32 = 4;
+const W_U32 = 5;
+const W_I64 = 6;
+const W_U64 = 7;
+const W_F32 = 8;
+const W_F64 = 9;
+const W_PTR = 10;
+
+const writerOf: Record<string, number> = {
+  int8: W_I8,
+  uint8: W_U8,
+  int16: W_I16,
+  uint16: W_U16,
+  int32: W_I32,
+  uint32: W_U32,
+  int64: W_I64,
+  uint64: W_U64,
+  float32: W_F32,
+  float64: W_F64,
+  pointer: W_PTR,
+};
+const INTEGER_RANGES: Record<number, [number, number]> = {
+  [W_I8]: [-128, 127],
+  [W_U8]: [0, 255],
+  [W_I16]: [-32768, 32767],
+  [W_U16]: [0, 65535],
+  [W_I32]: [-2147483648, 2147483647],
+  [W_U32]: [0, 4294967295],
+};
+const TWO_32 = 4294967296;
+
+/**
+ * A kernel from a loaded module with its declared parameters. Arguments are marshalled into
+ * a native arena allocated once per kernel (one 8-byte slot per parameter plus the `void*`
+ * array cuLaunchKernel reads), so a launch allocates nothing.
+ */
+export class Kernel {
+  readonly module: Module;
+  readonly name: string;
+  /** The CUfunction handle. */
+  readonly handle: bigint;
+  readonly parameters: readonly KernelParameter[];
+  /** Writer code per parameter. */
+  readonly #writers: Uint8Array;
+  /** dtype a pointer parameter requires, or undefined. */
+  readonly #pointerDTypes: (DType | undefined)[];
+  /** Address of the `void*[]` array (0n without parameters). */
+  readonly #argumentArray: bigint;
+  readonly #slotBase: number;
+  readonly #i8: Int8Array;
+  readonly #u8: Uint8Array;
+  readonly #i16: Int16Array;
+  readonly #u16: Uint16Array;
+  readonly #i32: Int32Array;
+  readonly #u32: Uint32Array;
+  readonly #u64: BigUint64Array;
+  readonly #i64: BigInt64Array;
+  readonly #f32: Float32Array;
+  readonly #f64: Float64Array;
+
+  /** @internal Use `module.kernel(name, parameters)`. */
+  constructor(
+    module: Module,
+    name: string,
+    handle: bigint,
+    parameters: readonly KernelParameter[],
+  ) {
+    this.module = module;
+    this.name = name;
+    this.handle = handle;
+    this.parameters = Object.freeze([...parameters]);
+    const count = parameters.length;
+    this.#writers = new Uint8Array(count);
+    this.#pointerDTypes = new Array(count);
+    parameters.forEach((parameter, i) => {
+      if (typeof parameter === 'string' && parameter.endsWith('*')) {
+        const dtype = parameter.slice(0, -1);
+        if (
+          ![
+            'float32',
+            'float64',
+            'int32',
+            'uint32',
+            'int8',
+            'uint8',
+            'float16',
+            'bfloat16',
+          ].includes(dtype)
+        ) {
+          throw new CudaArgumentError(
+            `kernel ${name}: unknown parameter type ${JSON.stringify(parameter)}`,
+          );
+        }
+        this.#writers[i] = W_PTR;
+        this.#pointerDTypes[i] = dtype as DType;
+      } else {
+        const writer = writerOf[parameter];
+        if (writer === undefined)
+          throw new CudaArgumentError(
+            `kernel ${name}: unknown parameter type ${JSON.stringify(parameter)}`,
+          );
+        this.#writers[i] = writer;
+      }
+    });
+    // Layout: [void* x count][8-byte slot x count]. The pointer array is written once.
+    const k = koffi();
+    const bytes = Math.max(16, count * 16);
+    const arena = k.alloc('uint8_t', bytes) as bigint;
+    const view = k.view(arena, bytes);
+    this.#slotBase = count * 8;
+    this.#i8 = new Int8Array(view);
+    this.#u8 = new Uint8Array(view);
+    this.#i16 = new Int16Array(view);
+    this.#u16 = new Uint16Array(view);
+    this.#i32 = new Int32Array(view);
+    this.#u32 = new Uint32Array(view);
+    this.#u64 = new BigUint64Array(view);
+    this.#i64 = new BigInt64Array(view);
+    this.#f32 = new Float32Array(view);
+    this.#f64 = new Float64Array(view);
+    for (let i = 0; i < count; i++) this.#u64[i] = arena + BigInt(this.#slotBase + i * 8);
+    this.#argumentArray = count === 0 ? 0n : arena;
+  }
+
+  /** The largest block this kernel can be launched with. */
+  maxThreadsPerBlock(): number {
+    const value = [0];
+    check(
+      driver().cuFuncGetAttribute(value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, this.handle),
+      'cuFuncGetAttribute',
+    );
+    return value[0]!;
+  }
+
+  /**
+   * The block size that maximizes occupancy (cuOccupancyMaxPotentialBlockSize), and the
+   * smallest grid that reaches it.
+   */
+  suggestBlockSize(
+    sharedMemory = 0,
+    blockSizeLimit = 0,
+  ): { blockSize: number; minGridSize: number } {
+    this.module.context.makeCurrent();
+    const minGrid = [0];
+    const block = [0];
+    check(
+      driver().cuOccupancyMaxPotentialBlockSize(
+        minGrid,
+        block,
+        this.handle,
+        null,
+        sharedMemory,
+        blockSizeLimit,
+      ),
+      'cuOccupancyMaxPotentialBlockSize',
+    );
+    return { blockSize: block[0]!, minGridSize: minGrid[0]! };
+  }
+
+  /** @internal Writes the arguments into the arena; returns the `void**` for cuLaunchKernel. */
+  marshal(args: readonly KernelArgument[], stream: Stream): bigint {
+    const writers = this.#writers;
+    const count = writers.length;
+    if (args.length !== count) {
+      throw new CudaArgumentError(
+        `kernel ${this.name} takes ${count} argument${count === 1 ? '' : 's'} (${this.parameters.join(', ')}), got ${args.length}`,
+      );
+    }
+    const base = this.#slotBase;
+    for (let i = 0; i < count; i++) {
+      const value = args[i];
+      const offset = base + i * 8;
+      const writer = writers[i]!;
+      if (writer === W_PTR) {
+        this.#u64[offset >> 3] = this.pointerArgument(i, value, stream);
+      } else if (writer === W_F32 || writer === W_F64) {
+        if (typeof value !== 'number') this.badArgument(i, value);
+        if (writer === W_F32) this.#f32[offset >> 2] = value as number;
+        else this.#f64[offset >> 3] = value as number;
+      } else if (writer === W_I64 || writer === W_U64) {
+        if (typeof value === 'bigint') {
+          if (writer === W_I64) this.#i64[offset >> 3] = value;
+          else this.#u64[offset >> 3] = value;
+        } else if (
+          typeof value === 'number' &&
+          Number.isSafeInteger(value) &&
+          (writer === W_I64 || value >= 0)
+        ) {
+          // Two 32-bit halves: no BigInt allocated.
+          const low = value >>> 0;
+          const high = Math.floor(value / TWO_32);
+          this.#u32[offset >> 2] = low;
+          this.#i32[(offset >> 2) + 1] = high;
+        } else this.badArgument(i, value);
+      } else {
+        const number = typeof value === 'boolean' ? (value ? 1 : 0) : value;
+        const range = INTEGER_RANGES[writer]!;
+        if (
+          typeof number !== 'number' ||
+          !Number.isInteger(number) ||
+          number < range[0] ||
+          number > range[1]
+        ) {
+          this.badArgument(i, value);
+        }
+        switch (writer) {
+          case W_I8:
+            this.#i8[offset] = number as number;
+            break;
+          case W_U8:
+            this.#u8[offset] = number as number;
+            break;
+          case W_I16:
+            this.#i16[offset >> 1] = number as number;
+            break;
+          case W_U16:
+            this.#u16[offset >> 1] = number as number;
+            break;
+          case W_I32:
+            this.#i32[offset >> 2] = number as number;
+            break;
+          default:
+            this.#u32[offset >> 2] = number as number;
+        }
+      }
+    }
+    return this.#argumentArray;
+  }
+
+  private pointerArgument(i: number, value: unknown, stream: Stream): bigint {
+    if (DeviceArray.isInstance(value)) {
+      const dtype = this.#pointerDTypes[i];
+      if (dtype !== undefined && value.dtype !== dtype) {
+        throw new CudaArgumentError(
+          `kernel ${this.name}: argument ${i} must be a DeviceArray of ${dtype}, got ${value.dtype}`,
+        );
+      }
+      if (value.disposed)
+        throw new DisposedError(`kernel ${this.name}: argument ${i} (DeviceArray)`);
+      return value.useOn(stream);
+    }
+    if (DeviceBuffer.isInstance(value) && this.#pointerDTypes[i] === undefined) {
+      if (value.disposed)
+        throw new DisposedError(`kernel ${this.name}: argument ${i} (DeviceBuffer)`);
+      return value.useOn(stream);
+    }
+    if (typeof value === 'bigint' && this.#pointerDTypes[i] === undefined) return value;
+    return this.badArgument(i, value);
+  }
+
+  private badArgument(i: number, value: unknown): never {
+    const shown =
+      typeof value === 'bigint'
+        ? `${value}n`
+        : DeviceArray.isInstance(value)
+          ? String(value)
+          : typeof value === 'object' && value !== null
+            ? value.constructor.name
+            : JSON.stringify(value);
+    throw new CudaArgumentError(
+      `kernel ${this.name}: argument ${i} must be ${describe(this.parameters[i]!)}, got ${shown}`,
+    );
+  }
+}
+
+function describe(parameter: KernelParameter): string {
+  if (parameter === 'pointer') return 'a DeviceArray, DeviceBuffer or bigint device address';
+  if (parameter.endsWith('*')) return `a DeviceArray of ${parameter.slice(0, -1)}`;
+  if (parameter === 'int64' || parameter === 'uint64')
+    return `an integer (${parameter}, number or bigint)`;
+  if (parameter === 'float32' || parameter === 'float64') return `a number (${parameter})`;
+  return `an integer in the ${parameter} range`;
+}
+
+function dimension(value: Dim3, index: 0 | 1 | 2): number {
+  if (typeof value === 'number') return index === 0 ? value : 1;
+  return value[index] ?? 1;
+}
+
+function checkDim3(what: string, value: Dim3): void {
+  for (const index of [0, 1, 2] as const) {
+    const d = dimension(value, index);
+    if (!Number.isInteger(d) || d < 1)
+      throw new CudaArgumentError(
+        `launch: ${what} must be positive integers, got ${JSON.stringify(value)}`,
+      );
+  }
+}
+
+/**
+ * Launches `kernel` on the config's stream (default: the current stream). Arguments are
+ * checked against the declared parameter list before the native call; device arrays used on
+ * another stream before are ordered after that stream's work on the GPU.
+ * @example launch(saxpy, { grid: Math.ceil(n / 256), block: 256 }, y, x, 2.0, n);
+ */
+export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgument[]): void {
+  const stream = config.stream ?? currentStream();
+  if (kernel.module.disposed) throw new DisposedError(`kernel ${kernel.name}'s module`);
+  if (stream.context !== kernel.module.context) {
+    throw new CudaArgumentError(
+      `launch: kernel ${kernel.name} belongs to ${kernel.module.context}, the stream to ${stream.context}`,
+    );
+  }
+  const parameters = kernel.marshal(args, stream);
+  const grid = config.grid;
+  const block = config.block;
+  const gx = typeof grid === 'number' ? grid : (grid[0] ?? 1);
+  const bx = typeof block === 'number' ? block : (block[0] ?? 1);
+  const gy = typeof grid === 'number' ? 1 : (grid[1] ?? 1);
+  const gz = typeof grid === 'number' ? 1 : (grid[2] ?? 1);
+  const by = typeof block === 'number' ? 1 : (block[1] ?? 1);
+  const bz = typeof block === 'number' ? 1 : (block[2] ?? 1);
+  if (!(gx >= 1 && gy >= 1 && gz >= 1 && bx >= 1 && by >= 1 && bz >= 1)) {
+    checkDim3('grid', grid);
+    checkDim3('block', block);
+  }
+  stream.context.makeCurrent();
+  const result = driver().cuLaunchKernel(
+    kernel.handle,
+    gx,
+    gy,
+    gz,
+    bx,
+    by,
+    bz,
+    config.sharedMemory ?? 0,
+    stream.handle,
+    parameters === 0n ? null : parameters,
+    null,
+  );
+  if (result !== 0) check(result, `cuLaunchKernel(${kernel.name})`);
+}

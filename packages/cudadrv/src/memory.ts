@@ -1,0 +1,353 @@
+import type { Context } from './device.js';
+import { check, driver } from './driver.js';
+import { CudaArgumentError, DisposedError } from './errors.js';
+import { CU_MEMHOSTALLOC_PORTABLE } from './ffi/cuda.js';
+import { koffi } from './ffi/library.js';
+import { currentStream } from './provider.js';
+import type { Stream } from './stream.js';
+
+const bufferBrand = Symbol.for('@cuda-tasks/DeviceBuffer');
+
+/** Where an operation runs. Every operation defaults to the current stream. */
+export interface StreamOption {
+  /** The stream to order the operation on (default: `currentStream()`). */
+  stream?: Stream;
+}
+
+/** What the FinalizationRegistry needs to free a forgotten buffer (no reference to the buffer). */
+interface Allocation {
+  pointer: bigint;
+  stream: Stream;
+  context: Context;
+}
+
+function freeAllocation(allocation: Allocation): void {
+  if (allocation.pointer === 0n) return;
+  const context = allocation.context;
+  // A disposed stream was drained when it was disposed, so its work is done.
+  const stream = allocation.stream.disposed ? context.defaultStream : allocation.stream;
+  context.makeCurrent();
+  check(driver().cuMemFreeAsync(allocation.pointer, stream.handle), 'cuMemFreeAsync');
+  allocation.pointer = 0n;
+}
+
+const finalizer = new FinalizationRegistry<Allocation>((allocation) => {
+  try {
+    freeAllocation(allocation);
+  } catch {
+    // A sticky error or teardown: the context's memory goes with it.
+  }
+});
+
+/**
+ * Device memory from the stream-ordered pool. Remembers the stream that last used it: use
+ * on another stream is ordered on the GPU (an event recorded on the old stream, waited for
+ * by the new one), and the free goes to the last stream that used it.
+ */
+export class DeviceBuffer {
+  readonly [bufferBrand] = true;
+  /** Size in bytes. */
+  readonly byteLength: number;
+  readonly context: Context;
+  readonly #allocation: Allocation;
+
+  private constructor(allocation: Allocation, byteLength: number) {
+    this.#allocation = allocation;
+    this.byteLength = byteLength;
+    this.context = allocation.context;
+    if (allocation.pointer !== 0n) finalizer.register(this, allocation, this);
+  }
+
+  /**
+   * Allocates `byteLength` bytes ordered on the stream (the memory is usable by work that
+   * the stream runs after this call).
+   * @example using buffer = DeviceBuffer.allocate(1 << 20);
+   */
+  static allocate(byteLength: number, options: StreamOption = {}): DeviceBuffer {
+    if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+      throw new CudaArgumentError(`byteLength must be a non-negative integer, got ${byteLength}`);
+    }
+    const stream = options.stream ?? currentStream();
+    stream.assertUsable();
+    const context = stream.context;
+    const pointer = byteLength === 0 ? 0n : context.memoryPool.allocate(byteLength, stream);
+    return new DeviceBuffer({ pointer, stream, context }, byteLength);
+  }
+
+  /** True for a DeviceBuffer of any loaded copy of this package. */
+  static isInstance(value: unknown): value is DeviceBuffer {
+    return typeof value === 'object' && value !== null && bufferBrand in value;
+  }
+
+  /** The device address (throws DisposedError after dispose). */
+  get pointer(): bigint {
+    if (this.#allocation.pointer === 0n && this.byteLength > 0)
+      throw new DisposedError('DeviceBuffer');
+    return this.#allocation.pointer;
+  }
+
+  /** Whether `dispose()` has been called. */
+  get disposed(): boolean {
+    return this.#allocation.pointer === 0n && this.byteLength > 0;
+  }
+
+  /** The stream that last used this buffer. */
+  get lastStream(): Stream {
+    return this.#allocation.stream;
+  }
+
+  /**
+   * Declares that `stream` is about to use this buffer: orders it after the last stream's
+   * work on the GPU when the streams differ. Returns the device address. Every operation in
+   * cuda-tasks calls this; call it yourself before handing the pointer to foreign code.
+   */
+  useOn(stream: Stream): bigint {
+    const allocation = this.#allocation;
+    if (allocation.pointer === 0n && this.byteLength > 0) throw new DisposedError('DeviceBuffer');
+    const last = allocation.stream;
+    if (last !== stream) {
+      if (!last.disposed) stream.waitFor(last);
+      allocation.stream = stream;
+    }
+    return allocation.pointer;
+  }
+
+  /** Frees the memory, ordered on the last stream that used it. Safe to call twice. */
+  dispose(): void {
+    if (this.#allocation.pointer === 0n) return;
+    finalizer.unregister(this);
+    freeAllocation(this.#allocation);
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/** Page-locked host memory: the only host memory that copies to and from the device can overlap with. */
+export class PinnedHostBuffer {
+  readonly pointer: bigint;
+  readonly byteLength: number;
+  /** A view of the memory; invalid after dispose(). */
+  readonly bytes: Uint8Array;
+  #disposed = false;
+
+  private constructor(pointer: bigint, byteLength: number) {
+    this.pointer = pointer;
+    this.byteLength = byteLength;
+    this.bytes =
+      byteLength === 0 ? new Uint8Array(0) : new Uint8Array(koffi().view(pointer, byteLength));
+  }
+
+  /** Allocates pinned memory usable from every context (cuMemHostAlloc, portable). */
+  static allocate(byteLength: number): PinnedHostBuffer {
+    if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+      throw new CudaArgumentError(`byteLength must be a non-negative integer, got ${byteLength}`);
+    }
+    if (byteLength === 0) return new PinnedHostBuffer(0n, 0);
+    const pointer: (bigint | null)[] = [null];
+    check(driver().cuMemHostAlloc(pointer, byteLength, CU_MEMHOSTALLOC_PORTABLE), 'cuMemHostAlloc');
+    return new PinnedHostBuffer(pointer[0] as bigint, byteLength);
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** Frees the memory. The caller must make sure no copy still uses it. Safe to call twice. */
+  dispose(): void {
+    if (this.#disposed || this.pointer === 0n) return;
+    this.#disposed = true;
+    check(driver().cuMemFreeHost(this.pointer), 'cuMemFreeHost');
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/**
+ * A cache of pinned staging buffers for device-to-host transfers, by power-of-two size, so
+ * that `toHost()` is truly asynchronous without paying cuMemHostAlloc (milliseconds) each time.
+ */
+class StagingPool {
+  readonly #idle = new Map<number, PinnedHostBuffer[]>();
+  #idleBytes = 0;
+  readonly maxIdleBytes = 256 * 1024 * 1024;
+
+  acquire(byteLength: number): PinnedHostBuffer {
+    const size = Math.max(4096, 2 ** Math.ceil(Math.log2(Math.max(1, byteLength))));
+    const buffer = this.#idle.get(size)?.pop();
+    if (buffer !== undefined) {
+      this.#idleBytes -= size;
+      return buffer;
+    }
+    return PinnedHostBuffer.allocate(size);
+  }
+
+  release(buffer: PinnedHostBuffer): void {
+    if (this.#idleBytes + buffer.byteLength > this.maxIdleBytes) {
+      buffer.dispose();
+      return;
+    }
+    let list = this.#idle.get(buffer.byteLength);
+    if (list === undefined) this.#idle.set(buffer.byteLength, (list = []));
+    list.push(buffer);
+    this.#idleBytes += buffer.byteLength;
+  }
+}
+
+const STAGING_KEY = Symbol.for('@cuda-tasks/cudadrv/staging');
+/** @internal The process's pinned staging pool. */
+export const stagingPool: StagingPool = ((globalThis as any)[STAGING_KEY] ??= new StagingPool());
+
+/** Anything that names device memory: a DeviceBuffer (with an optional byte offset). */
+export interface DeviceRegion {
+  buffer: DeviceBuffer;
+  byteOffset?: number;
+}
+
+function checkRange(what: string, region: DeviceRegion, byteLength: number): number {
+  const offset = region.byteOffset ?? 0;
+  if (
+    !Number.isSafeInteger(offset) ||
+    offset < 0 ||
+    offset + byteLength > region.buffer.byteLength
+  ) {
+    throw new CudaArgumentError(
+      `${what}: ${byteLength} bytes at offset ${offset} do not fit in a buffer of ${region.buffer.byteLength} bytes`,
+    );
+  }
+  return offset;
+}
+
+/** Copies host memory (a typed array, or pinned memory) to the device, ordered on the stream. */
+export function copyHostToDevice(
+  destination: DeviceRegion,
+  source: ArrayBufferView | PinnedHostBuffer,
+  options: StreamOption & { byteLength?: number } = {},
+): void {
+  const stream = options.stream ?? currentStream();
+  const byteLength = options.byteLength ?? source.byteLength;
+  if (byteLength > source.byteLength) {
+    throw new CudaArgumentError(
+      `copyHostToDevice: source has ${source.byteLength} bytes, ${byteLength} asked`,
+    );
+  }
+  const offset = checkRange('copyHostToDevice', destination, byteLength);
+  if (byteLength === 0) return;
+  const pointer = destination.buffer.useOn(stream) + BigInt(offset);
+  const host = source instanceof PinnedHostBuffer ? source.pointer : asBytes(source);
+  stream.context.makeCurrent();
+  check(
+    driver().cuMemcpyHtoDAsync_v2(pointer, host, byteLength, stream.handle),
+    'cuMemcpyHtoDAsync_v2',
+  );
+}
+
+/**
+ * Copies device memory into pinned host memory, ordered on the stream. The data is there once
+ * the stream reaches this point (await `waitForStream(stream)`).
+ */
+export function copyDeviceToPinned(
+  destination: PinnedHostBuffer,
+  source: DeviceRegion,
+  byteLength: number,
+  options: StreamOption = {},
+): void {
+  const stream = options.stream ?? currentStream();
+  if (destination.disposed) throw new DisposedError('PinnedHostBuffer');
+  if (byteLength > destination.byteLength) {
+    throw new CudaArgumentError(
+      `copyDeviceToPinned: destination has ${destination.byteLength} bytes, ${byteLength} asked`,
+    );
+  }
+  const offset = checkRange('copyDeviceToPinned', source, byteLength);
+  if (byteLength === 0) return;
+  const pointer = source.buffer.useOn(stream) + BigInt(offset);
+  stream.context.makeCurrent();
+  check(
+    driver().cuMemcpyDtoHAsync_v2(destination.pointer, pointer, byteLength, stream.handle),
+    'cuMemcpyDtoHAsync_v2',
+  );
+}
+
+/**
+ * Copies between device buffers, ordered on the stream; across devices it goes through
+ * cuMemcpyPeerAsync (direct where peer access is enabled, staged by the driver otherwise).
+ */
+export function copyDeviceToDevice(
+  destination: DeviceRegion,
+  source: DeviceRegion,
+  byteLength: number,
+  options: StreamOption = {},
+): void {
+  const stream = options.stream ?? currentStream();
+  const destinationOffset = checkRange('copyDeviceToDevice (destination)', destination, byteLength);
+  const sourceOffset = checkRange('copyDeviceToDevice (source)', source, byteLength);
+  if (byteLength === 0) return;
+  const to = destination.buffer.useOn(stream) + BigInt(destinationOffset);
+  const from = source.buffer.useOn(stream) + BigInt(sourceOffset);
+  stream.context.makeCurrent();
+  const api = driver();
+  if (destination.buffer.context === source.buffer.context) {
+    check(api.cuMemcpyDtoDAsync_v2(to, from, byteLength, stream.handle), 'cuMemcpyDtoDAsync_v2');
+  } else {
+    check(
+      api.cuMemcpyPeerAsync(
+        to,
+        destination.buffer.context.handle,
+        from,
+        source.buffer.context.handle,
+        byteLength,
+        stream.handle,
+      ),
+      'cuMemcpyPeerAsync',
+    );
+  }
+}
+
+/** Sets `byteLength` bytes to `value` (0-255), ordered on the stream. */
+export function memset(
+  destination: DeviceRegion,
+  value: number,
+  byteLength: number,
+  options: StreamOption = {},
+): void {
+  if (!Number.isInteger(value) || value < 0 || value > 255) {
+    throw new CudaArgumentError(`memset: value must be a byte (0..255), got ${value}`);
+  }
+  const stream = options.stream ?? currentStream();
+  const offset = checkRange('memset', destination, byteLength);
+  if (byteLength === 0) return;
+  const pointer = destination.buffer.useOn(stream) + BigInt(offset);
+  stream.context.makeCurrent();
+  check(driver().cuMemsetD8Async(pointer, value, byteLength, stream.handle), 'cuMemsetD8Async');
+}
+
+/** Sets `count` 16- or 32-bit words to the bit pattern `word`, ordered on the stream. */
+export function memsetWords(
+  destination: DeviceRegion,
+  word: number,
+  count: number,
+  wordBytes: 2 | 4,
+  options: StreamOption = {},
+): void {
+  const stream = options.stream ?? currentStream();
+  const offset = checkRange('memsetWords', destination, count * wordBytes);
+  if (offset % wordBytes !== 0)
+    throw new CudaArgumentError(`memsetWords: offset ${offset} is not ${wordBytes}-byte aligned`);
+  if (count === 0) return;
+  const pointer = destination.buffer.useOn(stream) + BigInt(offset);
+  stream.context.makeCurrent();
+  const api = driver();
+  if (wordBytes === 2)
+    check(api.cuMemsetD16Async(pointer, word, count, stream.handle), 'cuMemsetD16Async');
+  else check(api.cuMemsetD32Async(pointer, word >>> 0, count, stream.handle), 'cuMemsetD32Async');
+}
+
+function asBytes(view: ArrayBufferView): Uint8Array {
+  return view instanceof Uint8Array
+    ? view
+    : new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}

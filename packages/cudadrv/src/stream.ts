@@ -1,0 +1,172 @@
+import type { Context } from './device.js';
+import { check, cudaError, driver } from './driver.js';
+import { DisposedError } from './errors.js';
+import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from './ffi/cuda.js';
+import { currentContext } from './provider.js';
+
+const streamBrand = Symbol.for('@cuda-tasks/Stream');
+
+/** Options for `Stream.create`. */
+export interface StreamOptions {
+  /** The context the stream belongs to (default: the current stream's context). */
+  context?: Context;
+  /** Priority: lower numbers run first; see `Context.streamPriorityRange()` (default 0). */
+  priority?: number;
+  /** Synchronize with the legacy NULL stream (default false: non-blocking). */
+  blocking?: boolean;
+  /** A name shown in traces. */
+  name?: string;
+}
+
+const finalizer = new FinalizationRegistry<{ handle: bigint; context: Context }>((held) => {
+  try {
+    held.context.makeCurrent();
+    driver().cuStreamDestroy_v2(held.handle);
+  } catch {
+    // The process may be tearing down; nothing to report to.
+  }
+});
+
+/**
+ * A CUDA stream. Created non-blocking by default; `Stream.wrap` adopts a handle another
+ * library created, without owning it.
+ */
+export class Stream {
+  readonly [streamBrand] = true;
+  /** The CUstream handle. */
+  readonly handle: bigint;
+  readonly context: Context;
+  /** Whether dispose() destroys the native stream. */
+  readonly owned: boolean;
+  /** A name shown in traces. */
+  name: string | undefined;
+  #disposed = false;
+  #handoffEvent: bigint = 0n;
+
+  private constructor(handle: bigint, context: Context, owned: boolean, name?: string) {
+    this.handle = handle;
+    this.context = context;
+    this.owned = owned;
+    this.name = name;
+    if (owned) finalizer.register(this, { handle, context }, this);
+  }
+
+  /**
+   * Creates a stream (non-blocking unless `blocking: true`).
+   * @example const s = Stream.create({ priority: -1 });
+   */
+  static create(options: StreamOptions = {}): Stream {
+    const context = options.context ?? currentContext();
+    context.makeCurrent();
+    const handle: (bigint | null)[] = [null];
+    check(
+      driver().cuStreamCreateWithPriority(
+        handle,
+        options.blocking ? 0 : CU_STREAM_NON_BLOCKING,
+        options.priority ?? 0,
+      ),
+      'cuStreamCreateWithPriority',
+    );
+    return new Stream(handle[0] as bigint, context, true, options.name);
+  }
+
+  /**
+   * Wraps a CUstream created elsewhere (another library, another binding). The wrapper never
+   * destroys it.
+   */
+  static wrap(handle: bigint, context: Context = currentContext(), name?: string): Stream {
+    return new Stream(handle, context, false, name);
+  }
+
+  /** True for a Stream of any loaded copy of this package. */
+  static isInstance(value: unknown): value is Stream {
+    return typeof value === 'object' && value !== null && streamBrand in value;
+  }
+
+  /** Whether `dispose()` has been called. */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** True when all work submitted to the stream has completed. */
+  query(): boolean {
+    this.assertUsable();
+    const result = driver().cuStreamQuery(this.handle);
+    if (result === CUresult.CUDA_SUCCESS) return true;
+    if (result === CUresult.CUDA_ERROR_NOT_READY) return false;
+    throw cudaError(result, 'cuStreamQuery');
+  }
+
+  /** Blocks the calling thread until the stream's work is done. Scripts only: it blocks the event loop. */
+  synchronize(): void {
+    this.assertUsable();
+    check(driver().cuStreamSynchronize(this.handle), 'cuStreamSynchronize');
+  }
+
+  /** Makes later work on this stream wait for `event` (on the GPU; the host does not wait). */
+  waitEvent(event: { handle: bigint }): void {
+    this.assertUsable();
+    check(driver().cuStreamWaitEvent(this.handle, event.handle, 0), 'cuStreamWaitEvent');
+  }
+
+  /**
+   * Orders this stream after all work submitted so far to `other`, on the GPU: records an
+   * event on `other` and makes this stream wait for it. The host never blocks.
+   */
+  waitFor(other: Stream): void {
+    if (other === this) return;
+    const api = driver();
+    const event = other.handoffEvent();
+    check(api.cuEventRecord(event, other.handle), 'cuEventRecord');
+    check(api.cuStreamWaitEvent(this.handle, event, 0), 'cuStreamWaitEvent');
+  }
+
+  /** The stream's priority. */
+  priority(): number {
+    const value = [0];
+    check(driver().cuStreamGetPriority(this.handle, value), 'cuStreamGetPriority');
+    return value[0]!;
+  }
+
+  /** A timing-free event used to hand work off from this stream to another (reused; waits capture its state). */
+  private handoffEvent(): bigint {
+    if (this.#handoffEvent === 0n) {
+      this.context.makeCurrent();
+      const handle: (bigint | null)[] = [null];
+      check(driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING), 'cuEventCreate');
+      this.#handoffEvent = handle[0] as bigint;
+    }
+    return this.#handoffEvent;
+  }
+
+  /** @internal Throws DisposedError after dispose(). */
+  assertUsable(): void {
+    if (this.#disposed) throw new DisposedError(`Stream${this.name ? ` "${this.name}"` : ''}`);
+  }
+
+  /**
+   * Destroys an owned stream after its pending work completes (the host waits for it, so that
+   * buffers last used on it are safe to free elsewhere); a wrapped stream is only forgotten.
+   * Safe to call twice.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    const api = driver();
+    this.context.makeCurrent();
+    if (this.owned) {
+      finalizer.unregister(this);
+      check(api.cuStreamSynchronize(this.handle), 'cuStreamSynchronize');
+      check(api.cuStreamDestroy_v2(this.handle), 'cuStreamDestroy_v2');
+    }
+    if (this.#handoffEvent !== 0n) api.cuEventDestroy_v2(this.#handoffEvent);
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  toString(): string {
+    return `Stream(${this.name ?? `0x${this.handle.toString(16)}`})`;
+  }
+}

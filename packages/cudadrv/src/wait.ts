@@ -1,0 +1,130 @@
+import type { Context } from './device.js';
+import { check, cudaError, driver } from './driver.js';
+import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from './ffi/cuda.js';
+import type { Stream } from './stream.js';
+
+/**
+ * Waiting for the GPU without blocking the event loop.
+ *
+ * Strategy (chosen by measurement, see the benchmark table in the README):
+ * 1. spin on cuStreamQuery a few dozen times (about 1.3 us each): short work completes here
+ *    with the latency of a blocking synchronize;
+ * 2. then record an event and wait for it off the main thread with a koffi async call of
+ *    cuEventSynchronize (the event uses blocking sync, so the worker sleeps). At most
+ *    `MAX_BLOCKING_WAITS` such calls run at once, so libuv's pool (4 threads) is never starved;
+ * 3. further waiters join one poller that queries all their events each turn of the loop
+ *    (setImmediate for the first 2 ms, then every millisecond), so no waiter waits behind
+ *    another's longer work.
+ */
+
+/** Queries before leaving the spin phase. */
+export const SPIN_QUERIES = 64;
+/** Blocking waits in flight on libuv's pool at once. */
+export const MAX_BLOCKING_WAITS = 2;
+const POLL_FAST_MS = 2;
+
+const RESOLVED: Promise<void> = Promise.resolve();
+
+interface PendingWait {
+  event: bigint;
+  context: Context;
+  since: number;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+const idleEvents = new Map<Context, bigint[]>();
+let blockingInFlight = 0;
+const polled: PendingWait[] = [];
+let pollScheduled = false;
+
+function acquireEvent(context: Context): bigint {
+  const idle = idleEvents.get(context);
+  const reused = idle?.pop();
+  if (reused !== undefined) return reused;
+  context.makeCurrent();
+  const handle: (bigint | null)[] = [null];
+  check(
+    driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC),
+    'cuEventCreate',
+  );
+  return handle[0] as bigint;
+}
+
+function releaseEvent(context: Context, event: bigint): void {
+  let idle = idleEvents.get(context);
+  if (idle === undefined) idleEvents.set(context, (idle = []));
+  idle.push(event);
+}
+
+/**
+ * Resolves when all work submitted to `stream` so far has completed; rejects with a
+ * CudaError on a device error (an illegal address, ...). Never blocks the event loop for
+ * longer than the spin phase (tens of microseconds).
+ */
+export function waitForStream(stream: Stream): Promise<void> {
+  const api = driver();
+  const handle = stream.handle;
+  for (let i = 0; i < SPIN_QUERIES; i++) {
+    const result = api.cuStreamQuery(handle);
+    if (result === CUresult.CUDA_SUCCESS) return RESOLVED;
+    if (result !== CUresult.CUDA_ERROR_NOT_READY)
+      return Promise.reject(cudaError(result, 'cuStreamQuery'));
+  }
+  const context = stream.context;
+  const event = acquireEvent(context);
+  const recorded = api.cuEventRecord(event, handle);
+  if (recorded !== 0) {
+    releaseEvent(context, event);
+    return Promise.reject(cudaError(recorded, 'cuEventRecord'));
+  }
+  return waitForRecordedEvent(context, event);
+}
+
+function waitForRecordedEvent(context: Context, event: bigint): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (blockingInFlight < MAX_BLOCKING_WAITS) {
+      blockingInFlight++;
+      driver().cuEventSynchronize.async(event, (error: unknown, result: number) => {
+        blockingInFlight--;
+        releaseEvent(context, event);
+        if (error) reject(error);
+        else if (result !== 0) reject(cudaError(result, 'cuEventSynchronize'));
+        else resolve();
+      });
+      return;
+    }
+    polled.push({ event, context, since: performance.now(), resolve, reject });
+    schedulePoll();
+  });
+}
+
+function schedulePoll(): void {
+  if (pollScheduled || polled.length === 0) return;
+  pollScheduled = true;
+  const now = performance.now();
+  let youngest = 0;
+  for (const wait of polled) youngest = Math.max(youngest, wait.since);
+  if (now - youngest < POLL_FAST_MS) setImmediate(poll);
+  else setTimeout(poll, 1);
+}
+
+function poll(): void {
+  pollScheduled = false;
+  const api = driver();
+  for (let i = polled.length - 1; i >= 0; i--) {
+    const wait = polled[i]!;
+    const result = api.cuEventQuery(wait.event);
+    if (result === CUresult.CUDA_ERROR_NOT_READY) continue;
+    polled.splice(i, 1);
+    releaseEvent(wait.context, wait.event);
+    if (result === CUresult.CUDA_SUCCESS) wait.resolve();
+    else wait.reject(cudaError(result, 'cuEventQuery'));
+  }
+  schedulePoll();
+}
+
+/** Waiters currently parked (for tests and diagnostics). */
+export function pendingWaits(): { blocking: number; polled: number } {
+  return { blocking: blockingInFlight, polled: polled.length };
+}
