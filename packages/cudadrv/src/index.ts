@@ -6,7 +6,7 @@
  */
 export { DeviceArray, type Shape } from './array.js';
 export { Context, Device, deviceCount } from './device.js';
-export { check, cudaError, driver, driverVersion, stickyError } from './driver.js';
+export { check, cudaError, driver, driverVersion, Scratch, scratch, stickyError } from './driver.js';
 export {
   bfloat16BitsToFloat32,
   DTYPES,
@@ -47,6 +47,7 @@ export {
   PinnedHostBuffer,
   type StreamOption,
 } from './memory.js';
+export { beginOperation, endOperation, type OperationObserver, setOperationObserver } from './observer.js';
 export { MemoryPool, onOutOfMemory, type PoolStatistics } from './memory-pool.js';
 export { CompileError, type CompileOptions, compileToCubin, Module } from './module.js';
 export {

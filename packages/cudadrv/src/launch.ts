@@ -5,6 +5,7 @@ import { CudaArgumentError, DisposedError } from './errors.js';
 import { CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK } from './ffi/cuda.js';
 import { koffi } from './ffi/library.js';
 import { DeviceBuffer } from './memory.js';
+import { beginOperation, endOperation } from './observer.js';
 import type { Module } from './module.js';
 import { currentStream } from './provider.js';
 import type { Stream } from './stream.js';
@@ -366,6 +367,7 @@ export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgu
     checkDim3('block', block);
   }
   stream.context.makeCurrent();
+  const token = beginOperation(kernel.name, stream);
   const result = driver().cuLaunchKernel(
     kernel.handle,
     gx,
@@ -379,5 +381,6 @@ export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgu
     parameters === 0n ? null : parameters,
     null,
   );
+  endOperation(token);
   if (result !== 0) check(result, `cuLaunchKernel(${kernel.name})`);
 }

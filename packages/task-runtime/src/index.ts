@@ -1,1 +1,20 @@
-export {};
+/**
+ * @cuda-tasks/task-runtime: automatic concurrency. Every `task()` gets its own CUDA stream;
+ * launches, copies and library calls go to the stream of the task that issues them.
+ * Importing this package installs its current-stream provider into `@cuda-tasks/cudadrv`.
+ */
+export { HandleCache, type HandleCacheOptions } from './handle-cache.js';
+export { nvtxAvailable, range } from './nvtx.js';
+export { onStreamReleased, streamPoolStatistics } from './pool.js';
+export { device, setDefaultDevice, stream } from './state.js';
+export {
+  currentTask,
+  deviceSynchronize,
+  synchronize,
+  synchronizeSync,
+  type TaskOptions,
+  task,
+  withDevice,
+  withStream,
+} from './task.js';
+export { startTrace, type Trace, type TraceEvent, TraceRecorder } from './trace.js';

@@ -1,0 +1,278 @@
+/**
+ * Matrix-matrix products (BLAS level 3) over DeviceArrays: gemm, matmul, strided batched gemm
+ * and the mixed-precision gemmEx. Column-major, as cuBLAS; float32 picks the S routine,
+ * float64 the D routine.
+ */
+import {
+  beginOperation,
+  currentStream,
+  DeviceArray,
+  endOperation,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
+import { check } from './errors.js';
+import {
+  CUBLAS_COMPUTE_32F,
+  CUBLAS_GEMM_DEFAULT,
+  CUBLAS_OP_N,
+  CUBLAS_OP_T,
+  cublas,
+} from './ffi/cublas.js';
+import { acquire } from './handle.js';
+import { scalars } from './scalars.js';
+import {
+  type BatchOptions,
+  type BlasDType,
+  checkGemm,
+  checkGemmEx,
+  checkMatmul,
+  checkStridedBatched,
+  type GemmExInputDType,
+  type ProductOptions,
+} from './validate.js';
+
+/** Options of `gemm`: C = alpha op(A) op(B) + beta C. */
+export interface GemmOptions extends ProductOptions, StreamOption {}
+
+/** Options of `matmul` (beta is always 0: the result is new). */
+export interface MatmulOptions extends Omit<ProductOptions, 'beta'>, StreamOption {}
+
+/** Options of `gemmStridedBatched`. */
+export interface StridedBatchedOptions extends ProductOptions, BatchOptions, StreamOption {}
+
+/** Options of `gemmEx`. */
+export interface GemmExOptions extends ProductOptions, StreamOption {}
+
+function operation(transpose: boolean): number {
+  return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+/**
+ * C = alpha op(A) op(B) + beta C, in place on `c` (cublasSgemm_v2 / cublasDgemm_v2), ordered
+ * on the stream. op(X) is X or, with `transA` / `transB`, its transpose. A, B, C are 2-D
+ * (or 1-D: a column) float32 or float64 arrays of one dtype; views from `block()` work,
+ * their leading dimension going to cuBLAS as lda/ldb/ldc. Returns `c`.
+ * @example
+ * const c = DeviceArray.zeros('float32', [m, n]);
+ * gemm(a, b, c, { transB: true, alpha: 2 }); // c = 2 a b^T
+ */
+export function gemm<D extends BlasDType>(
+  a: DeviceArray<D>,
+  b: DeviceArray<D>,
+  c: DeviceArray<D>,
+  options: GemmOptions = {},
+): DeviceArray<D> {
+  const g = checkGemm('gemm', a, b, c, options);
+  const stream = options.stream ?? currentStream();
+  if (g.m === 0 || g.n === 0) return c;
+  const handle = acquire(stream);
+  const pa = a.useOn(stream);
+  const pb = b.useOn(stream);
+  const pc = c.useOn(stream);
+  const s = scalars().set(g.dtype, g.alpha, g.beta);
+  const api = cublas();
+  const transA = operation(g.transA);
+  const transB = operation(g.transB);
+  if (g.dtype === 'float32') {
+    const token = beginOperation('cublas.sgemm', stream);
+    const status = api.cublasSgemm_v2(
+      handle,
+      transA,
+      transB,
+      g.m,
+      g.n,
+      g.k,
+      s.alpha,
+      pa,
+      g.lda,
+      pb,
+      g.ldb,
+      s.beta,
+      pc,
+      g.ldc,
+    );
+    endOperation(token);
+    check(status, 'cublasSgemm_v2');
+  } else {
+    const token = beginOperation('cublas.dgemm', stream);
+    const status = api.cublasDgemm_v2(
+      handle,
+      transA,
+      transB,
+      g.m,
+      g.n,
+      g.k,
+      s.alpha,
+      pa,
+      g.lda,
+      pb,
+      g.ldb,
+      s.beta,
+      pc,
+      g.ldc,
+    );
+    endOperation(token);
+    check(status, 'cublasDgemm_v2');
+  }
+  return c;
+}
+
+/**
+ * A new array alpha op(A) op(B) (m x n), allocated from the pool on the stream.
+ * @example const c = matmul(a, b); // a: m x k, b: k x n
+ */
+export function matmul<D extends BlasDType>(
+  a: DeviceArray<D>,
+  b: DeviceArray<D>,
+  options: MatmulOptions = {},
+): DeviceArray<D> {
+  const { dtype, m, n } = checkMatmul('matmul', a, b, options);
+  const stream = options.stream ?? currentStream();
+  const c = DeviceArray.empty(dtype as D, [m, n], { stream });
+  try {
+    return gemm(a, b, c, {
+      transA: options.transA,
+      transB: options.transB,
+      alpha: options.alpha,
+      beta: 0,
+      stream,
+    });
+  } catch (error) {
+    c.dispose();
+    throw error;
+  }
+}
+
+/**
+ * C_i = alpha op(A_i) op(B_i) + beta C_i for every matrix i of a batch, in one call
+ * (cublasSgemmStridedBatched / cublasDgemmStridedBatched). By default the operands are 3-D
+ * arrays [rows, columns, batch] and each X_i is `X[:, :, i]`; a 2-D `a` or `b` is used for
+ * every product. `batch`, `strideA`, `strideB`, `strideC` (elements between consecutive
+ * matrices) override that. Every matrix must lie in its array's memory and the C matrices
+ * must not overlap. Returns `c`.
+ * @example
+ * const a = DeviceArray.fromHost(dataA, [m, k, batch]);
+ * const b = DeviceArray.fromHost(dataB, [k, n, batch]);
+ * const c = DeviceArray.empty('float32', [m, n, batch]);
+ * gemmStridedBatched(a, b, c);
+ */
+export function gemmStridedBatched<D extends BlasDType>(
+  a: DeviceArray<D>,
+  b: DeviceArray<D>,
+  c: DeviceArray<D>,
+  options: StridedBatchedOptions = {},
+): DeviceArray<D> {
+  const g = checkStridedBatched('gemmStridedBatched', a, b, c, options);
+  const stream = options.stream ?? currentStream();
+  if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
+  const handle = acquire(stream);
+  const pa = a.useOn(stream);
+  const pb = b.useOn(stream);
+  const pc = c.useOn(stream);
+  const s = scalars().set(g.dtype, g.alpha, g.beta);
+  const api = cublas();
+  const transA = operation(g.transA);
+  const transB = operation(g.transB);
+  if (g.dtype === 'float32') {
+    const token = beginOperation('cublas.sgemmStridedBatched', stream);
+    const status = api.cublasSgemmStridedBatched(
+      handle,
+      transA,
+      transB,
+      g.m,
+      g.n,
+      g.k,
+      s.alpha,
+      pa,
+      g.lda,
+      g.strideA,
+      pb,
+      g.ldb,
+      g.strideB,
+      s.beta,
+      pc,
+      g.ldc,
+      g.strideC,
+      g.batch,
+    );
+    endOperation(token);
+    check(status, 'cublasSgemmStridedBatched');
+  } else {
+    const token = beginOperation('cublas.dgemmStridedBatched', stream);
+    const status = api.cublasDgemmStridedBatched(
+      handle,
+      transA,
+      transB,
+      g.m,
+      g.n,
+      g.k,
+      s.alpha,
+      pa,
+      g.lda,
+      g.strideA,
+      pb,
+      g.ldb,
+      g.strideB,
+      s.beta,
+      pc,
+      g.ldc,
+      g.strideC,
+      g.batch,
+    );
+    endOperation(token);
+    check(status, 'cublasDgemmStridedBatched');
+  }
+  return c;
+}
+
+/**
+ * Mixed-precision C = alpha op(A) op(B) + beta C (cublasGemmEx) with float32 accumulation
+ * (CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT): A and B both float16 or both bfloat16 (or both
+ * float32), C float32 or the inputs' dtype. alpha and beta are float32. Tensor cores do the
+ * half-precision products. Returns `c`.
+ * @example
+ * const a = DeviceArray.fromHost(values, [m, k], { dtype: 'float16' });
+ * const b = DeviceArray.fromHost(other, [k, n], { dtype: 'float16' });
+ * const c = gemmEx(a, b, DeviceArray.empty('float32', [m, n]));
+ */
+export function gemmEx<C extends 'float32' | GemmExInputDType>(
+  a: DeviceArray<GemmExInputDType>,
+  b: DeviceArray<GemmExInputDType>,
+  c: DeviceArray<C>,
+  options: GemmExOptions = {},
+): DeviceArray<C> {
+  const g = checkGemmEx('gemmEx', a, b, c, options);
+  const stream = options.stream ?? currentStream();
+  if (g.m === 0 || g.n === 0) return c;
+  const handle = acquire(stream);
+  const pa = a.useOn(stream);
+  const pb = b.useOn(stream);
+  const pc = c.useOn(stream);
+  // CUBLAS_COMPUTE_32F: alpha and beta are float.
+  const s = scalars().float32(g.alpha, g.beta);
+  const token = beginOperation('cublas.gemmEx', stream);
+  const status = cublas().cublasGemmEx(
+    handle,
+    operation(g.transA),
+    operation(g.transB),
+    g.m,
+    g.n,
+    g.k,
+    s.alpha,
+    pa,
+    g.aType,
+    g.lda,
+    pb,
+    g.bType,
+    g.ldb,
+    s.beta,
+    pc,
+    g.cType,
+    g.ldc,
+    CUBLAS_COMPUTE_32F,
+    CUBLAS_GEMM_DEFAULT,
+  );
+  endOperation(token);
+  check(status, 'cublasGemmEx');
+  return c;
+}

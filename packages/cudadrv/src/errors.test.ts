@@ -1,0 +1,121 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CudaArgumentError,
+  CudaError,
+  CudaOutOfMemoryError,
+  CudaUnavailableError,
+  DisposedError,
+  formatBytes,
+} from './errors.js';
+
+describe('CudaError', () => {
+  it('carries the code, status and call, and formats the message from them', () => {
+    const error = new CudaError(2, 'CUDA_ERROR_OUT_OF_MEMORY', 'cuMemAlloc', 'out of memory');
+    expect(error.code).toBe(2);
+    expect(error.status).toBe('CUDA_ERROR_OUT_OF_MEMORY');
+    expect(error.call).toBe('cuMemAlloc');
+    expect(error.message).toBe('cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory');
+    expect(error.name).toBe('CudaError');
+    expect(error).toBeInstanceOf(Error);
+  });
+
+  it('isInstance recognizes a CudaError of another loaded copy by its brand', () => {
+    const otherCopy = Object.assign(new Error('x'), {
+      [Symbol.for('@cuda-tasks/CudaError')]: true,
+      code: 700,
+    });
+    expect(otherCopy instanceof CudaError).toBe(false);
+    expect(CudaError.isInstance(otherCopy)).toBe(true);
+    expect(CudaError.isInstance(new CudaError(1, 'S', 'c', 'm'))).toBe(true);
+  });
+
+  it('isInstance rejects values without the brand', () => {
+    expect(CudaError.isInstance(new Error('plain'))).toBe(false);
+    expect(CudaError.isInstance(null)).toBe(false);
+    expect(CudaError.isInstance(undefined)).toBe(false);
+    expect(CudaError.isInstance('CudaError')).toBe(false);
+    expect(CudaError.isInstance(new CudaArgumentError('bad'))).toBe(false);
+    expect(CudaError.isInstance({ [Symbol.for('@cuda-tasks/CudaArgumentError')]: true })).toBe(
+      false,
+    );
+  });
+
+  it('subclasses keep the brand (library errors extend CudaError)', () => {
+    class LibraryError extends CudaError {}
+    const error = new LibraryError(13, 'LIB_STATUS_EXECUTION_FAILED', 'libCall', 'failed');
+    expect(CudaError.isInstance(error)).toBe(true);
+    expect(error.message).toBe('libCall failed: LIB_STATUS_EXECUTION_FAILED (13): failed');
+  });
+});
+
+describe('CudaArgumentError and DisposedError', () => {
+  it('CudaArgumentError is a TypeError with its own brand', () => {
+    const error = new CudaArgumentError('shape must be positive');
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.name).toBe('CudaArgumentError');
+    expect(error.message).toBe('shape must be positive');
+    expect(CudaArgumentError.isInstance(error)).toBe(true);
+    expect(CudaArgumentError.isInstance({ [Symbol.for('@cuda-tasks/CudaArgumentError')]: true })).toBe(
+      true,
+    );
+    expect(CudaArgumentError.isInstance(new TypeError('x'))).toBe(false);
+    expect(CudaArgumentError.isInstance(null)).toBe(false);
+  });
+
+  it('DisposedError names what was disposed and is an argument error', () => {
+    const error = new DisposedError('Stream "a"');
+    expect(error.message).toBe('Stream "a" has been disposed and cannot be used');
+    expect(error.name).toBe('DisposedError');
+    expect(error).toBeInstanceOf(CudaArgumentError);
+    expect(CudaArgumentError.isInstance(error)).toBe(true);
+  });
+
+  it('CudaUnavailableError keeps what is missing', () => {
+    const error = new CudaUnavailableError('install it', 'cuBLAS');
+    expect(error.missing).toBe('cuBLAS');
+    expect(error.message).toBe('install it');
+    expect(error.name).toBe('CudaUnavailableError');
+    expect(CudaError.isInstance(error)).toBe(false);
+  });
+});
+
+describe('formatBytes', () => {
+  it.each([
+    [0, '0 B'],
+    [1, '1 B'],
+    [1023, '1023 B'],
+    [1024, '1.0 KiB'],
+    [1536, '1.5 KiB'],
+    [1024 * 1024 - 1, '1024.0 KiB'],
+    [1024 * 1024, '1.0 MiB'],
+    [5 * 1024 * 1024 + 512 * 1024, '5.5 MiB'],
+    [141 * 1024 ** 3, '141.0 GiB'],
+    [2 * 1024 ** 4, '2.0 TiB'],
+    [3 * 1024 ** 5, '3072.0 TiB'],
+  ])('%d bytes -> %s', (bytes, text) => {
+    expect(formatBytes(bytes)).toBe(text);
+  });
+});
+
+describe('CudaOutOfMemoryError', () => {
+  it('reports the requested bytes and the pool usage, formatted', () => {
+    const pool = {
+      reservedBytes: 3 * 1024 ** 3,
+      usedBytes: 2.5 * 1024 **3,
+      freeDeviceBytes: 512 * 1024 ** 2,
+      totalDeviceBytes: 141 * 1024 ** 3,
+    };
+    const error = new CudaOutOfMemoryError(2, 'CUDA_ERROR_OUT_OF_MEMORY', 1536 * 1024 ** 2, pool);
+    expect(error.requestedBytes).toBe(1536 * 1024 ** 2);
+    expect(error.pool).toEqual(pool);
+    expect(error.code).toBe(2);
+    expect(error.status).toBe('CUDA_ERROR_OUT_OF_MEMORY');
+    expect(error.call).toBe('cuMemAllocAsync');
+    expect(error.name).toBe('CudaOutOfMemoryError');
+    expect(error.message).toBe(
+      'cuMemAllocAsync failed: CUDA_ERROR_OUT_OF_MEMORY (2): out of device memory allocating 1.5 GiB; pool reserved 3.0 GiB, in use 2.5 GiB; device free 512.0 MiB of 141.0 GiB',
+    );
+    expect(CudaError.isInstance(error)).toBe(true);
+    expect(error).toBeInstanceOf(CudaError);
+  });
+});

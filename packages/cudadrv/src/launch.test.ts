@@ -1,0 +1,365 @@
+import { describe, expect, it } from 'vitest';
+import { DeviceArray } from './array.js';
+import type { DType } from './dtype.js';
+import { CudaArgumentError, DisposedError } from './errors.js';
+import { koffi } from './ffi/library.js';
+import { Kernel, type KernelArgument, type KernelParameter, launch } from './launch.js';
+import type { DeviceBuffer } from './memory.js';
+import type { Module } from './module.js';
+import type { Stream } from './stream.js';
+
+// No GPU here: a Kernel only needs koffi for its argument arena, so a fake module and a
+// made-up CUfunction handle are enough to exercise marshalling.
+const context = { name: 'fake context' };
+const fakeModule = { context, disposed: false } as unknown as Module;
+const fakeStream = { context, name: 'fake stream' } as unknown as Stream;
+
+function makeKernel(name: string, parameters: KernelParameter[]): Kernel {
+  return new Kernel(fakeModule, name, 1n, parameters);
+}
+
+/** What cuLaunchKernel would see: the slot addresses in the void* array, and 8 bytes at each. */
+function readSlots(argumentArray: bigint, count: number): { addresses: bigint[]; slots: DataView[] } {
+  const k = koffi();
+  const addresses = Array.from(new BigUint64Array(k.view(argumentArray, count * 8)));
+  const slots = addresses.map((address) => new DataView(k.view(address, 8)));
+  return { addresses, slots };
+}
+
+interface FakeBuffer {
+  byteLength: number;
+  pointer: bigint;
+  disposed: boolean;
+  context: object;
+  usedOn: unknown[];
+  useOn(stream: unknown): bigint;
+}
+
+function fakeBuffer(pointer: bigint, byteLength = 4096): FakeBuffer {
+  const buffer: FakeBuffer = {
+    byteLength,
+    pointer,
+    disposed: false,
+    context,
+    usedOn: [],
+    useOn(stream) {
+      buffer.usedOn.push(stream);
+      return pointer;
+    },
+  };
+  return buffer;
+}
+
+function fakeArray<D extends DType>(
+  dtype: D,
+  length: number,
+  pointer: bigint,
+  offset = 0,
+): { array: DeviceArray<D>; buffer: FakeBuffer } {
+  const buffer = fakeBuffer(pointer);
+  const array = new DeviceArray(
+    buffer as unknown as DeviceBuffer,
+    dtype,
+    [length],
+    [1],
+    offset,
+    false,
+  );
+  return { array, buffer };
+}
+
+describe('Kernel.marshal: scalar slots', () => {
+  const parameters: KernelParameter[] = [
+    'float32',
+    'float64',
+    'int32',
+    'uint32',
+    'int64',
+    'int64',
+    'int64',
+    'uint64',
+    'uint64',
+    'int8',
+    'uint8',
+    'int16',
+    'uint16',
+    'int32',
+    'uint8',
+  ];
+  const kernel = makeKernel('scalars', parameters);
+  const args: KernelArgument[] = [
+    1.5, // float32
+    Math.PI, // float64
+    -123456789, // int32
+    4294967295, // uint32 max
+    -5, // int64 from a negative number
+    -(2 ** 40) - 3, // int64, a negative number beyond 32 bits
+    -9223372036854775808n, // int64 from a bigint (its minimum)
+    2 ** 53 - 1, // uint64 from a large number
+    18446744073709551615n, // uint64 max as a bigint
+    -128, // int8
+    255, // uint8
+    -32768, // int16
+    65535, // uint16
+    true, // boolean -> 1
+    false, // boolean -> 0
+  ];
+
+  it('writes each argument into its slot, as cuLaunchKernel reads it', () => {
+    const address = kernel.marshal(args, fakeStream);
+    expect(typeof address).toBe('bigint');
+    expect(address).not.toBe(0n);
+    const { addresses, slots } = readSlots(address, parameters.length);
+    // Slots follow the pointer array, 8 bytes each.
+    addresses.forEach((slot, i) => {
+      expect(slot).toBe(address + BigInt(parameters.length * 8 + i * 8));
+    });
+    const little = true;
+    expect(slots[0]!.getFloat32(0, little)).toBe(1.5);
+    expect(slots[1]!.getFloat64(0, little)).toBe(Math.PI);
+    expect(slots[2]!.getInt32(0, little)).toBe(-123456789);
+    expect(slots[3]!.getUint32(0, little)).toBe(4294967295);
+    expect(slots[4]!.getBigInt64(0, little)).toBe(-5n);
+    expect(slots[5]!.getBigInt64(0, little)).toBe(-(2n ** 40n) - 3n);
+    expect(slots[6]!.getBigInt64(0, little)).toBe(-9223372036854775808n);
+    expect(slots[7]!.getBigUint64(0, little)).toBe(9007199254740991n);
+    expect(slots[8]!.getBigUint64(0, little)).toBe(18446744073709551615n);
+    expect(slots[9]!.getInt8(0)).toBe(-128);
+    expect(slots[10]!.getUint8(0)).toBe(255);
+    expect(slots[11]!.getInt16(0, little)).toBe(-32768);
+    expect(slots[12]!.getUint16(0, little)).toBe(65535);
+    expect(slots[13]!.getInt32(0, little)).toBe(1);
+    expect(slots[14]!.getUint8(0)).toBe(0);
+  });
+
+  it('rounds a float32 argument to float32 precision', () => {
+    const single = makeKernel('single', ['float32']);
+    const { slots } = readSlots(single.marshal([0.1], fakeStream), 1);
+    expect(slots[0]!.getFloat32(0, true)).toBe(Math.fround(0.1));
+  });
+
+  it('int64 and uint64 from numbers match BigInt conversions over random values', () => {
+    const wide = makeKernel('wide', ['int64', 'uint64']);
+    let seed = 12345;
+    const random = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed / 4294967296;
+    };
+    for (let i = 0; i < 200; i++) {
+      const magnitude = Math.floor(random() * 2 ** Math.floor(random() * 53));
+      const signed = random() < 0.5 ? -magnitude : magnitude;
+      const { slots } = readSlots(wide.marshal([signed, magnitude], fakeStream), 2);
+      expect(slots[0]!.getBigInt64(0, true)).toBe(BigInt(signed));
+      expect(slots[1]!.getBigUint64(0, true)).toBe(BigInt(magnitude));
+    }
+  });
+
+  it('reuses one arena: marshalling again returns the same address with the new values', () => {
+    const first = kernel.marshal(args, fakeStream);
+    const changed = [...args];
+    changed[0] = -2.25;
+    changed[2] = 7;
+    const second = kernel.marshal(changed, fakeStream);
+    expect(second).toBe(first);
+    const { slots } = readSlots(second, parameters.length);
+    expect(slots[0]!.getFloat32(0, true)).toBe(-2.25);
+    expect(slots[2]!.getInt32(0, true)).toBe(7);
+    expect(slots[1]!.getFloat64(0, true)).toBe(Math.PI);
+  });
+
+  it('a kernel without parameters passes a null argument array', () => {
+    const none = makeKernel('noParameters', []);
+    expect(none.marshal([], fakeStream)).toBe(0n);
+  });
+});
+
+describe('Kernel.marshal: pointer slots', () => {
+  it('a DeviceArray argument passes its element address and is used on the stream', () => {
+    const kernel = makeKernel('saxpy', ['float32*', 'float32*', 'float32', 'int32']);
+    const y = fakeArray('float32', 16, 0x7f0000001000n, 4);
+    const x = fakeArray('float32', 16, 0x7f0000002000n);
+    const { slots } = readSlots(kernel.marshal([y.array, x.array, 2, 16], fakeStream), 4);
+    expect(slots[0]!.getBigUint64(0, true)).toBe(0x7f0000001000n + 16n); // offset 4 * 4 bytes
+    expect(slots[1]!.getBigUint64(0, true)).toBe(0x7f0000002000n);
+    expect(slots[2]!.getFloat32(0, true)).toBe(2);
+    expect(slots[3]!.getInt32(0, true)).toBe(16);
+    expect(y.buffer.usedOn).toEqual([fakeStream]);
+    expect(x.buffer.usedOn).toEqual([fakeStream]);
+  });
+
+  it("'pointer' takes a DeviceArray of any dtype, a DeviceBuffer or a bigint address", () => {
+    const kernel = makeKernel('raw', ['pointer', 'pointer', 'pointer']);
+    const array = fakeArray('uint8', 8, 0x10000n, 3);
+    const buffer = {
+      [Symbol.for('@cuda-tasks/DeviceBuffer')]: true,
+      disposed: false,
+      usedOn: [] as unknown[],
+      useOn(stream: unknown) {
+        buffer.usedOn.push(stream);
+        return 0x20000n;
+      },
+    };
+    const address = kernel.marshal(
+      [array.array, buffer as unknown as DeviceBuffer, 0xdeadbeef00n],
+      fakeStream,
+    );
+    const { slots } = readSlots(address, 3);
+    expect(slots[0]!.getBigUint64(0, true)).toBe(0x10003n);
+    expect(slots[1]!.getBigUint64(0, true)).toBe(0x20000n);
+    expect(slots[2]!.getBigUint64(0, true)).toBe(0xdeadbeef00n);
+    expect(buffer.usedOn).toEqual([fakeStream]);
+  });
+});
+
+describe('Kernel.marshal: argument errors', () => {
+  const kernel = makeKernel('mixed', [
+    'float32*',
+    'float32',
+    'int32',
+    'uint8',
+    'uint64',
+    'int64',
+    'pointer',
+  ]);
+  const good = (): KernelArgument[] => [
+    fakeArray('float32', 4, 0x1000n).array,
+    1,
+    1,
+    1,
+    1,
+    1,
+    0x2000n,
+  ];
+  function errorFor(index: number, value: unknown): Error {
+    const args = good();
+    args[index] = value as KernelArgument;
+    try {
+      kernel.marshal(args, fakeStream);
+    } catch (error) {
+      return error as Error;
+    }
+    throw new Error(`argument ${index} = ${String(value)} was accepted`);
+  }
+
+  it('the wrong argument count names the kernel, the counts and the parameter types', () => {
+    expect(() => kernel.marshal(good().slice(0, 6), fakeStream)).toThrow(CudaArgumentError);
+    expect(() => kernel.marshal(good().slice(0, 6), fakeStream)).toThrow(
+      'kernel mixed takes 7 arguments (float32*, float32, int32, uint8, uint64, int64, pointer), got 6',
+    );
+    expect(() => kernel.marshal([...good(), 1], fakeStream)).toThrow(/takes 7 arguments.*got 8/);
+    const single = makeKernel('one', ['int32']);
+    expect(() => single.marshal([], fakeStream)).toThrow('kernel one takes 1 argument (int32), got 0');
+  });
+
+  it.each([
+    [1, '1.5', 'kernel mixed: argument 1 must be a number (float32), got "1.5"'],
+    [1, true, 'kernel mixed: argument 1 must be a number (float32), got true'],
+    [1, 2n, 'kernel mixed: argument 1 must be a number (float32), got 2n'],
+    [2, 1.5, 'kernel mixed: argument 2 must be an integer in the int32 range, got 1.5'],
+    [2, 2 ** 31, 'kernel mixed: argument 2 must be an integer in the int32 range, got 2147483648'],
+    [2, 1n, 'kernel mixed: argument 2 must be an integer in the int32 range, got 1n'],
+    [3, 256, 'kernel mixed: argument 3 must be an integer in the uint8 range, got 256'],
+    [3, -1, 'kernel mixed: argument 3 must be an integer in the uint8 range, got -1'],
+    [4, -1, 'kernel mixed: argument 4 must be an integer (uint64, number or bigint), got -1'],
+    [4, 0.5, 'kernel mixed: argument 4 must be an integer (uint64, number or bigint), got 0.5'],
+    [
+      5,
+      2 ** 53,
+      'kernel mixed: argument 5 must be an integer (int64, number or bigint), got 9007199254740992',
+    ],
+    [
+      6,
+      12,
+      'kernel mixed: argument 6 must be a DeviceArray, DeviceBuffer or bigint device address, got 12',
+    ],
+    [0, 0x1000n, 'kernel mixed: argument 0 must be a DeviceArray of float32, got 4096n'],
+    [0, null, 'kernel mixed: argument 0 must be a DeviceArray of float32, got null'],
+  ])('argument %i = %s is rejected', (index, value, message) => {
+    const error = errorFor(index, value);
+    expect(error).toBeInstanceOf(CudaArgumentError);
+    expect(error.message).toBe(message);
+  });
+
+  it('a DeviceArray of the wrong dtype for a typed pointer names both dtypes', () => {
+    const error = errorFor(0, fakeArray('float64', 4, 0x1000n).array);
+    expect(error).toBeInstanceOf(CudaArgumentError);
+    expect(error.message).toBe(
+      'kernel mixed: argument 0 must be a DeviceArray of float32, got float64',
+    );
+  });
+
+  it('a DeviceBuffer is not accepted for a typed pointer', () => {
+    const buffer = { [Symbol.for('@cuda-tasks/DeviceBuffer')]: true, disposed: false };
+    const error = errorFor(0, buffer);
+    expect(error).toBeInstanceOf(CudaArgumentError);
+    expect(error.message).toMatch(/^kernel mixed: argument 0 must be a DeviceArray of float32/);
+  });
+
+  it('a disposed DeviceArray is a DisposedError naming the argument', () => {
+    const { array, buffer } = fakeArray('float32', 4, 0x1000n);
+    buffer.disposed = true;
+    const error = errorFor(0, array);
+    expect(error).toBeInstanceOf(DisposedError);
+    expect(error.message).toBe(
+      'kernel mixed: argument 0 (DeviceArray) has been disposed and cannot be used',
+    );
+    expect(buffer.usedOn).toEqual([]);
+  });
+
+  it('an unknown parameter type is rejected when the kernel is declared', () => {
+    expect(() => makeKernel('k', ['float128' as KernelParameter])).toThrow(
+      'kernel k: unknown parameter type "float128"',
+    );
+    expect(() => makeKernel('k', ['int16*' as KernelParameter])).toThrow(CudaArgumentError);
+    expect(() => makeKernel('k', ['int16*' as KernelParameter])).toThrow(
+      'kernel k: unknown parameter type "int16*"',
+    );
+  });
+});
+
+describe('launch: checks before any native call', () => {
+  const kernel = makeKernel('fill', ['float32*', 'int32']);
+  const args = (): KernelArgument[] => [fakeArray('float32', 4, 0x1000n).array, 4];
+
+  it('rejects grid and block dimensions below 1', () => {
+    expect(() => launch(kernel, { grid: 0, block: 32, stream: fakeStream }, ...args())).toThrow(
+      'launch: grid must be positive integers, got 0',
+    );
+    expect(() =>
+      launch(kernel, { grid: [2, 0], block: 32, stream: fakeStream }, ...args()),
+    ).toThrow('launch: grid must be positive integers, got [2,0]');
+    expect(() =>
+      launch(kernel, { grid: 1, block: [32, 1, 0], stream: fakeStream }, ...args()),
+    ).toThrow('launch: block must be positive integers, got [32,1,0]');
+    expect(() =>
+      launch(kernel, { grid: Number.NaN, block: 32, stream: fakeStream }, ...args()),
+    ).toThrow(CudaArgumentError);
+  });
+
+  it('checks the arguments first', () => {
+    expect(() => launch(kernel, { grid: 1, block: 32, stream: fakeStream }, 4)).toThrow(
+      'kernel fill takes 2 arguments (float32*, int32), got 1',
+    );
+  });
+
+  it('rejects a stream of another context', () => {
+    const otherStream = { context: { name: 'other' } } as unknown as Stream;
+    expect(() => launch(kernel, { grid: 1, block: 32, stream: otherStream }, ...args())).toThrow(
+      CudaArgumentError,
+    );
+    expect(() => launch(kernel, { grid: 1, block: 32, stream: otherStream }, ...args())).toThrow(
+      /^launch: kernel fill belongs to/,
+    );
+  });
+
+  it('rejects a kernel whose module was disposed', () => {
+    const disposedModule = { context, disposed: true } as unknown as Module;
+    const orphan = new Kernel(disposedModule, 'orphan', 1n, ['int32']);
+    expect(() => launch(orphan, { grid: 1, block: 1, stream: fakeStream }, 1)).toThrow(
+      DisposedError,
+    );
+    expect(() => launch(orphan, { grid: 1, block: 1, stream: fakeStream }, 1)).toThrow(
+      "kernel orphan's module has been disposed and cannot be used",
+    );
+  });
+});

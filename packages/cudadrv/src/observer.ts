@@ -1,0 +1,37 @@
+import type { Stream } from './stream.js';
+
+/**
+ * An observer of GPU operations (the task runtime's trace recorder installs one). Called
+ * around each launch, copy and library call; absent by default, when the hooks cost one
+ * comparison and allocate nothing.
+ */
+export interface OperationObserver {
+  /** An operation named `name` is about to be issued on `stream`; returns a token for `end`. */
+  begin(name: string, stream: Stream): number;
+  /** The operation with this token has been issued. */
+  end(token: number): void;
+}
+
+const OBSERVER_KEY = Symbol.for('@cuda-tasks/cudadrv/observer');
+const slot: { observer: OperationObserver | null } = ((globalThis as any)[OBSERVER_KEY] ??= { observer: null });
+
+/** Installs (or with null removes) the operation observer; returns the previous one. */
+export function setOperationObserver(observer: OperationObserver | null): OperationObserver | null {
+  const previous = slot.observer;
+  slot.observer = observer;
+  return previous;
+}
+
+/**
+ * Marks the start of an operation for the observer; returns -1 (and does nothing) when none
+ * is installed. Library packages call it around each native call they issue.
+ */
+export function beginOperation(name: string, stream: Stream): number {
+  const observer = slot.observer;
+  return observer === null ? -1 : observer.begin(name, stream);
+}
+
+/** Marks the end of the operation that `beginOperation` returned `token` for. */
+export function endOperation(token: number): void {
+  if (token >= 0) slot.observer?.end(token);
+}

@@ -1,0 +1,37 @@
+// Run in a child process by driver.gpu.test.ts: an out-of-bounds kernel poisons the CUDA
+// context for the rest of the process, so it cannot share the test runner's process.
+import { readFileSync } from 'node:fs';
+import {
+  CudaError,
+  currentStream,
+  DeviceArray,
+  launch,
+  Module,
+  waitForStream,
+} from '../src/index.js';
+
+const module = Module.fromPtx(
+  readFileSync(new URL('./fixtures/kernels.ptx', import.meta.url), 'utf8'),
+);
+const kernel = module.kernel('write_out_of_bounds', ['int32*']);
+const target = DeviceArray.zeros('int32', 1);
+const describe = (error: unknown) =>
+  CudaError.isInstance(error)
+    ? { name: error.name, status: error.status, call: error.call, message: error.message }
+    : { name: String((error as Error)?.name), message: String((error as Error)?.message) };
+const report: Record<string, unknown> = {};
+try {
+  launch(kernel, { grid: 1, block: 1 }, target);
+  await waitForStream(currentStream());
+  report.first = { name: 'none', message: 'the kernel did not fail' };
+} catch (error) {
+  report.first = describe(error);
+}
+try {
+  DeviceArray.zeros('float32', 16);
+  await waitForStream(currentStream());
+  report.later = { name: 'none', message: 'later call did not fail' };
+} catch (error) {
+  report.later = describe(error);
+}
+console.log(JSON.stringify(report));

@@ -1,0 +1,144 @@
+import { type Context, Event, type Stream } from '@cuda-tasks/cudadrv';
+import { check } from './errors.js';
+import { curand } from './ffi/curand.js';
+import { type GeneratorKind, rngTypeOf } from './validation.js';
+
+/**
+ * @internal One native cuRAND generator and the stream bookkeeping around it, shared by user
+ * `Generator`s and the tasks' default generators.
+ *
+ * A generator's state lives on the device and every generation advances it, so its work must
+ * run in the order it was issued even when it moves between streams: binding to a new stream
+ * first makes that stream wait (on the GPU) for the generator's work on the previous one.
+ */
+export class GeneratorCore {
+  /** The `curandGenerator_t`. */
+  readonly handle: bigint;
+  readonly context: Context;
+  readonly kind: GeneratorKind;
+  /** The seed last set (see `setSeed`). */
+  seed: bigint;
+  /** For default generators: the seed sequence's epoch the seed was drawn in. */
+  epoch = 0;
+  #stream: Stream | undefined;
+  /** Marks the end of the generator's work on a stream that was given back to the pool. */
+  #handoff: Event | undefined;
+  #handoffPending = false;
+  #destroyed = false;
+
+  private constructor(handle: bigint, context: Context, kind: GeneratorKind) {
+    this.handle = handle;
+    this.context = context;
+    this.kind = kind;
+    this.seed = 0n;
+  }
+
+  /**
+   * Creates a generator of `kind` in `context`, seeded with `seed` at `offset`, with the
+   * given `curandOrdering_t` (undefined: cuRAND's default).
+   */
+  static create(
+    context: Context,
+    kind: GeneratorKind,
+    seed: bigint,
+    offset: bigint,
+    ordering: number | undefined,
+  ): GeneratorCore {
+    const rngType = rngTypeOf(kind);
+    context.makeCurrent();
+    const api = curand();
+    const out: (bigint | null)[] = [null];
+    check(api.curandCreateGenerator(out, rngType), 'curandCreateGenerator');
+    const core = new GeneratorCore(out[0] as bigint, context, kind);
+    try {
+      if (ordering !== undefined) {
+        check(api.curandSetGeneratorOrdering(core.handle, ordering), 'curandSetGeneratorOrdering');
+      }
+      core.setSeed(seed);
+      if (offset !== 0n) core.setOffset(offset);
+    } catch (error) {
+      core.destroy();
+      throw error;
+    }
+    return core;
+  }
+
+  /** The stream the generator is bound to (undefined before its first use). */
+  get stream(): Stream | undefined {
+    return this.#stream;
+  }
+
+  get destroyed(): boolean {
+    return this.#destroyed;
+  }
+
+  /**
+   * Binds the generator to `stream` for the next generation: nothing when it already is
+   * (the hot path is one comparison); otherwise orders `stream` after the generator's work
+   * on its previous stream, then calls curandSetStream.
+   */
+  bind(stream: Stream): void {
+    if (stream === this.#stream) return;
+    stream.assertUsable();
+    if (this.#handoffPending) {
+      stream.waitEvent(this.#handoff!);
+      this.#handoffPending = false;
+    } else {
+      const previous = this.#stream;
+      if (previous !== undefined && !previous.disposed) stream.waitFor(previous);
+    }
+    check(curand().curandSetStream(this.handle, stream.handle), 'curandSetStream');
+    this.#stream = stream;
+  }
+
+  /**
+   * The bound `stream` stops being the generator's (it went back to the task runtime's pool,
+   * where another task may take it): records an event there that the next stream will wait
+   * for, so that the next stream does not wait for that other task's work.
+   */
+  release(stream: Stream): void {
+    if (this.#stream !== stream) return;
+    this.#stream = undefined;
+    if (stream.disposed || this.#destroyed) return;
+    this.#handoff ??= Event.create({ context: this.context });
+    this.#handoff.record(stream);
+    this.#handoffPending = true;
+  }
+
+  /**
+   * Sets the seed and restarts the sequence at offset 0. Host-side only: cuRAND regenerates
+   * the device state at the next generation, ordered on the stream that runs it.
+   */
+  setSeed(seed: bigint): void {
+    const api = curand();
+    check(
+      api.curandSetPseudoRandomGeneratorSeed(this.handle, seed),
+      'curandSetPseudoRandomGeneratorSeed',
+    );
+    check(api.curandSetGeneratorOffset(this.handle, 0n), 'curandSetGeneratorOffset');
+    this.seed = seed;
+  }
+
+  /** Skips ahead to `offset` in the sequence of the current seed. */
+  setOffset(offset: bigint): void {
+    check(curand().curandSetGeneratorOffset(this.handle, offset), 'curandSetGeneratorOffset');
+  }
+
+  /**
+   * Destroys the native generator (curandDestroyGenerator frees its device state with
+   * cudaFree, which waits for work in flight). Safe to call twice.
+   */
+  destroy(): void {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    this.#handoffPending = false;
+    this.#stream = undefined;
+    try {
+      this.context.makeCurrent();
+      check(curand().curandDestroyGenerator(this.handle), 'curandDestroyGenerator');
+    } finally {
+      this.#handoff?.dispose();
+      this.#handoff = undefined;
+    }
+  }
+}

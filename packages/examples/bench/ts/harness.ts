@@ -1,0 +1,38 @@
+/** Timing helpers shared by the TypeScript benchmarks: the same method as the C baseline. */
+
+export const REPEATS = 15;
+export const WARMUPS = 3;
+
+/** One benchmark result line (the JSON-lines format the C and Python baselines print too). */
+export interface Result {
+  name: string;
+  median_us: number;
+  unit: string;
+  note?: string;
+  extra?: Record<string, number>;
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const n = sorted.length;
+  return n % 2 ? sorted[(n - 1) / 2]! : 0.5 * (sorted[n / 2 - 1]! + sorted[n / 2]!);
+}
+
+/** Runs `batch` WARMUPS times untimed, then REPEATS times; each returns microseconds per op. */
+export async function repeatMedian(batch: () => number | Promise<number>): Promise<number> {
+  for (let i = 0; i < WARMUPS; i++) await batch();
+  const samples: number[] = [];
+  for (let i = 0; i < REPEATS; i++) samples.push(await batch());
+  return median(samples);
+}
+
+/** Microseconds since an arbitrary origin. */
+export function nowUs(): number {
+  return performance.now() * 1000;
+}
+
+/** Prints a result as one JSON line and returns it. */
+export function emit(result: Result): Result {
+  console.log(JSON.stringify(result));
+  return result;
+}

@@ -1,0 +1,157 @@
+import { type Context, currentStream, onOutOfMemory, type Stream } from '@cuda-tasks/cudadrv';
+import { onStreamReleased } from './pool.js';
+import { currentTaskState, type TaskResourceOwner, type TaskState } from './state.js';
+
+/** How a `HandleCache` makes, binds and destroys a library's handles. */
+export interface HandleCacheOptions<H> {
+  /** Library name for diagnostics, e.g. 'cublas'. */
+  name: string;
+  /** Creates a handle in `context` (already current). Expensive: milliseconds for cuBLAS. */
+  create(context: Context): H;
+  /** Destroys a handle (its context is current). */
+  destroy(handle: H, context: Context): void;
+  /** Binds the handle to `stream` (e.g. cublasSetStream); called only when the stream changes. */
+  bindStream(handle: H, stream: Stream): void;
+  /**
+   * Called when `stream` stops being usable for the handle: the stream went back to the
+   * runtime's pool, or the handle is about to be destroyed. Free per-(handle, stream)
+   * resources here; the next use rebinds.
+   */
+  unbindStream?(handle: H, stream: Stream): void;
+  /** Idle handles kept per context (default 32); more are destroyed. */
+  maxIdlePerContext?: number;
+}
+
+/** One handle and what it is bound to; a task's leases form a chain, one per context. */
+interface HandleRecord<H> {
+  readonly handle: H;
+  readonly context: Context;
+  bound: Stream | undefined;
+  /** The next lease of the same task (another context). */
+  nextLease: HandleRecord<H> | undefined;
+}
+
+/**
+ * A cache of library handles (cuBLAS, cuSOLVER, cuRAND generators, or your own: cuFFT,
+ * cuSPARSE, ...): idle pools per context; one lease per task and context, returned when the
+ * task settles (never left to the GC); a bounded idle pool; and lazy binding: each `get()`
+ * rebinds only when the current stream differs from the handle's bound stream, so a stream
+ * switch without a library call costs nothing.
+ * @example
+ * const cache = new HandleCache<bigint>({
+ *   name: 'cufft',
+ *   create: () => { const out = [null]; check(cufftCreate(out)); return out[0]; },
+ *   destroy: (plan) => cufftDestroy(plan),
+ *   bindStream: (plan, stream) => cufftSetStream(plan, stream.handle),
+ * });
+ * cufftExecC2C(cache.get(), ...); // the current task's plan, on the current stream
+ */
+export class HandleCache<H> implements TaskResourceOwner {
+  readonly name: string;
+  readonly #options: HandleCacheOptions<H>;
+  readonly #maxIdle: number;
+  readonly #idle = new Map<Context, HandleRecord<H>[]>();
+  readonly #records = new Map<H, HandleRecord<H>>();
+  #created = 0;
+  #destroyed = 0;
+  #leased = 0;
+
+  constructor(options: HandleCacheOptions<H>) {
+    this.name = options.name;
+    this.#options = options;
+    this.#maxIdle = options.maxIdlePerContext ?? 32;
+    onStreamReleased((stream) => this.unbindFrom(stream));
+    onOutOfMemory(() => this.destroyIdle());
+  }
+
+  /**
+   * The running task's handle for the stream's context, bound to `stream` (default: the
+   * current stream). Allocates nothing once the task holds its lease.
+   */
+  get(stream: Stream = currentStream()): H {
+    const task = currentTaskState();
+    const context = stream.context;
+    let record = task.leases.get(this) as HandleRecord<H> | undefined;
+    while (record !== undefined && record.context !== context) record = record.nextLease;
+    if (record === undefined) record = this.lease(task, context);
+    if (record.bound !== stream) {
+      this.#options.bindStream(record.handle, stream);
+      record.bound = stream;
+    }
+    return record.handle;
+  }
+
+  /** The stream `handle` is bound to, or undefined. */
+  boundStream(handle: H): Stream | undefined {
+    return this.#records.get(handle)?.bound;
+  }
+
+  private lease(task: TaskState, context: Context): HandleRecord<H> {
+    let record = this.#idle.get(context)?.pop();
+    if (record === undefined) {
+      context.makeCurrent();
+      const handle = this.#options.create(context);
+      this.#created++;
+      record = { handle, context, bound: undefined, nextLease: undefined };
+      this.#records.set(handle, record);
+    }
+    record.nextLease = task.leases.get(this) as HandleRecord<H> | undefined;
+    task.leases.set(this, record);
+    this.#leased++;
+    return record;
+  }
+
+  /** @internal Returns a settled task's leases to the idle pools (called by the runtime). */
+  releaseTask(task: TaskState): void {
+    let record = task.leases.get(this) as HandleRecord<H> | undefined;
+    while (record !== undefined) {
+      const next = record.nextLease;
+      record.nextLease = undefined;
+      this.#leased--;
+      let idle = this.#idle.get(record.context);
+      if (idle === undefined) this.#idle.set(record.context, (idle = []));
+      if (idle.length < this.#maxIdle) idle.push(record);
+      else this.destroyRecord(record);
+      record = next;
+    }
+  }
+
+  private unbindFrom(stream: Stream): void {
+    for (const record of this.#records.values()) {
+      if (record.bound === stream) {
+        this.#options.unbindStream?.(record.handle, stream);
+        record.bound = undefined;
+      }
+    }
+  }
+
+  private destroyRecord(record: HandleRecord<H>): void {
+    if (record.bound !== undefined) {
+      this.#options.unbindStream?.(record.handle, record.bound);
+      record.bound = undefined;
+    }
+    record.context.makeCurrent();
+    this.#options.destroy(record.handle, record.context);
+    this.#records.delete(record.handle);
+    this.#destroyed++;
+  }
+
+  /** Destroys all idle handles (it runs on out-of-memory too); returns how many. */
+  destroyIdle(): number {
+    let count = 0;
+    for (const idle of this.#idle.values()) {
+      for (const record of idle.splice(0)) {
+        this.destroyRecord(record);
+        count++;
+      }
+    }
+    return count;
+  }
+
+  /** Handles created and destroyed so far, and idle and leased now. */
+  statistics(): { created: number; destroyed: number; idle: number; leased: number } {
+    let idle = 0;
+    for (const list of this.#idle.values()) idle += list.length;
+    return { created: this.#created, destroyed: this.#destroyed, idle, leased: this.#leased };
+  }
+}

@@ -1,0 +1,165 @@
+import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { DeviceArray, type Kernel, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import { beforeAll, expect, it } from 'vitest';
+import { describeGpu } from '../../../test/gpu';
+import { randomFloat32 } from '../../../test/random';
+import {
+  currentTask,
+  stream,
+  streamPoolStatistics,
+  synchronize,
+  task,
+  withDevice,
+  withStream,
+} from './index.js';
+
+const ptxPath = fileURLToPath(new URL('../../cudadrv/test/fixtures/kernels.ptx', import.meta.url));
+
+describeGpu('task runtime on the GPU', () => {
+  let axpb: Kernel;
+  let spin: Kernel;
+  beforeAll(() => {
+    const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+    axpb = module.kernel('axpb_f32', ['float32*', 'float32*', 'float32', 'float32', 'uint64']);
+    spin = module.kernel('spin_ns', ['uint64']);
+    launch(spin, { grid: 1, block: 1 }, 1000); // warm up the module
+  });
+
+  it('runs 16 concurrent tasks on 16 distinct streams with correct results', async () => {
+    const n = 1 << 16;
+    const x = randomFloat32(n, 11);
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, t) =>
+        task(
+          async () => {
+            const dx = DeviceArray.fromHost(x);
+            const dy = DeviceArray.empty('float32', n);
+            launch(spin, { grid: 1, block: 1 }, 2_000_000); // 2 ms, so the tasks overlap
+            launch(axpb, { grid: 128, block: 256 }, dy, dx, t, 1, n);
+            await synchronize();
+            const y = await dy.toHost();
+            dx.dispose();
+            dy.dispose();
+            return { handle: stream().handle, y, id: currentTask().id };
+          },
+          { name: `worker-${t}` },
+        ),
+      ),
+    );
+    expect(new Set(results.map((r) => r.handle)).size).toBe(16);
+    expect(new Set(results.map((r) => r.id)).size).toBe(16);
+    results.forEach(({ y }, t) => {
+      for (let i = 0; i < n; i += 97) expect(y[i]).toBe(Math.fround(Math.fround(t * x[i]!) + 1));
+    });
+  });
+
+  it('overlaps two tasks with long kernels', async () => {
+    const length = 100_000_000; // 100 ms
+    const one = async () => {
+      launch(spin, { grid: 1, block: 1 }, length);
+      await synchronize();
+    };
+    let start = performance.now();
+    await task(one);
+    const alone = performance.now() - start;
+    start = performance.now();
+    await Promise.all([task(one), task(one)]);
+    const both = performance.now() - start;
+    expect(alone).toBeGreaterThanOrEqual(99);
+    expect(both).toBeLessThan(1.3 * alone);
+  });
+
+  it('synchronize() in one task does not wait for another task', async () => {
+    let longDone = 0;
+    const long = task(async () => {
+      launch(spin, { grid: 1, block: 1 }, 300_000_000); // 300 ms
+      await synchronize();
+      longDone = performance.now();
+    });
+    const start = performance.now();
+    const shortDone = await task(async () => {
+      launch(spin, { grid: 1, block: 1 }, 1_000_000); // 1 ms
+      await synchronize();
+      return performance.now();
+    });
+    expect(shortDone - start).toBeLessThan(100);
+    await long;
+    expect(longDone - start).toBeGreaterThanOrEqual(290);
+  });
+
+  it('keeps the event loop responsive while awaiting a 200 ms kernel', async () => {
+    const histogram = monitorEventLoopDelay({ resolution: 1 });
+    histogram.enable();
+    await task(async () => {
+      launch(spin, { grid: 1, block: 1 }, 200_000_000);
+      await synchronize();
+    });
+    histogram.disable();
+    const maxMs = histogram.max / 1e6;
+    expect(maxMs).toBeLessThan(5);
+  });
+
+  it('100 tasks synchronizing at once neither starve the pool nor delay each other', async () => {
+    const histogram = monitorEventLoopDelay({ resolution: 1 });
+    histogram.enable();
+    const start = performance.now();
+    const done = await Promise.all(
+      Array.from({ length: 100 }, (_, t) =>
+        task(async () => {
+          launch(spin, { grid: 1, block: 1 }, t === 0 ? 200_000_000 : 5_000_000); // one 200 ms, 99 x 5 ms
+          await synchronize();
+          return performance.now() - start;
+        }),
+      ),
+    );
+    histogram.disable();
+    const shortOnes = done.slice(1);
+    expect(Math.max(...shortOnes)).toBeLessThan(150); // not stuck behind the 200 ms task
+    expect(done[0]).toBeGreaterThanOrEqual(195);
+    expect(histogram.max / 1e6).toBeLessThan(10);
+  });
+
+  it('withStream switches the stream for sync and async code, and restores it', async () => {
+    const own = Stream.create({ name: 'own' });
+    await task(async () => {
+      const taskStream = stream();
+      const inside = withStream(own, () => stream());
+      expect(inside).toBe(own);
+      expect(stream()).toBe(taskStream);
+      await withStream(own, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        expect(stream()).toBe(own);
+        const y = DeviceArray.zeros('float32', 8);
+        expect(y.buffer.lastStream).toBe(own);
+        y.dispose();
+      });
+      expect(stream()).toBe(taskStream);
+      expect(() =>
+        withStream(own, () => {
+          throw new Error('boom');
+        }),
+      ).toThrow('boom');
+      expect(stream()).toBe(taskStream);
+    });
+    own.dispose();
+  });
+
+  it('withDevice(0) works and a missing ordinal is a clear error', async () => {
+    const s = await withDevice(0, () => task(async () => stream()));
+    expect(s.context.device.ordinal).toBe(0);
+    expect(() => withDevice(64, () => 1)).toThrow(/device 64 does not exist/);
+  });
+
+  it('runs 1,000 tasks one after another on a few streams', async () => {
+    const before = streamPoolStatistics().created;
+    for (let i = 0; i < 1000; i++) {
+      await task(async () => {
+        launch(spin, { grid: 1, block: 1 }, 0);
+        await synchronize();
+      });
+    }
+    expect(streamPoolStatistics().created - before).toBeLessThanOrEqual(2);
+  });
+});

@@ -1,0 +1,88 @@
+import { Device, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
+import { currentFrame, device, type Frame, storage, stream, TaskState } from './state.js';
+import { taskObserver } from './trace.js';
+
+/** Options for `task`. */
+export interface TaskOptions {
+  /** A name shown in traces and errors. */
+  name?: string;
+}
+
+/**
+ * Runs `fn` (sync or async) as a new task and returns a promise of its result. The task has
+ * its own state: it inherits the current device, and gets its own stream on first GPU use
+ * (from a per-context pool, returned when the task settles, also when it throws). Kernel
+ * launches, copies and library calls inside go to that stream, so independent tasks overlap
+ * on the GPU. Plain async functions called inside a task share its stream; start a nested
+ * `task()` to get another.
+ * @example
+ * const [x, y] = await Promise.all([
+ *   task(async () => { gemm(a, b, c1); await synchronize(); return c1.toHost(); }),
+ *   task(async () => { gemm(a, b, c2); await synchronize(); return c2.toHost(); }),
+ * ]);
+ */
+export function task<T>(fn: () => T | Promise<T>, options: TaskOptions = {}): Promise<T> {
+  const parent = currentFrame();
+  const state = new TaskState(options.name, parent.task);
+  const frame: Frame = { task: state, device: parent.device, stream: undefined };
+  return storage.run(frame, async () => {
+    const observer = taskObserver();
+    observer?.taskStarted(state);
+    try {
+      return await fn();
+    } finally {
+      observer?.taskSettled(state);
+      state.settle();
+    }
+  });
+}
+
+/**
+ * Runs `fn` with `s` as the current stream, and restores the previous stream when `fn`
+ * returns or throws (for an async `fn`, the override holds across its awaits and ends
+ * with it). The device follows the stream's.
+ * @example withStream(myStream, () => launch(kernel, { grid: 1, block: 1 }));
+ */
+export function withStream<T>(s: Stream, fn: () => T): T {
+  const frame = storage.getStore();
+  const task = frame === undefined ? currentFrame().task : frame.task;
+  return storage.run({ task, device: s.context.device, stream: s }, fn);
+}
+
+/**
+ * Runs `fn` on device `d` (an ordinal or a Device): operations use the task's stream for
+ * that device, and tasks started inside inherit it. An ordinal that does not exist gives a
+ * CudaArgumentError.
+ * @example await withDevice(1, () => task(async () => { ... }));
+ */
+export function withDevice<T>(d: Device | number, fn: () => T): T {
+  const target = typeof d === 'number' ? Device.get(d) : d;
+  const frame = currentFrame();
+  return storage.run({ task: frame.task, device: target, stream: undefined }, fn);
+}
+
+/** The running task's name and id (the root task outside any task). */
+export function currentTask(): { id: number; name: string | undefined; isRoot: boolean } {
+  const state = currentFrame().task;
+  return { id: state.id, name: state.name, isRoot: state.isRoot };
+}
+
+/**
+ * Waits for the current stream only (not other tasks' work). The promise never blocks the
+ * event loop: a short spin on cuStreamQuery, then a wait off the main thread. A device error
+ * found while waiting (an illegal address, ...) rejects it with a CudaError.
+ * @example launch(kernel, config, x); await synchronize();
+ */
+export function synchronize(): Promise<void> {
+  return waitForStream(stream());
+}
+
+/** Blocks until the current stream's work is done. For scripts: it blocks the event loop. */
+export function synchronizeSync(): void {
+  stream().synchronize();
+}
+
+/** Blocks until all work on the current device is done (cuCtxSynchronize). For scripts. */
+export function deviceSynchronize(): void {
+  device().synchronize();
+}

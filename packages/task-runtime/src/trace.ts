@@ -1,0 +1,193 @@
+import { writeFileSync } from 'node:fs';
+import {
+  type Context,
+  Event,
+  type OperationObserver,
+  type Stream,
+  setOperationObserver,
+  waitForStream,
+} from '@cuda-tasks/cudadrv';
+import { currentTaskState, type TaskState } from './state.js';
+
+/** Task lifecycle hooks the recorder needs. */
+interface TaskObserver {
+  taskStarted(task: TaskState): void;
+  taskSettled(task: TaskState): void;
+}
+
+let activeRecorder: TraceRecorder | null = null;
+
+/** @internal The recorder's task hooks while tracing, else null. */
+export function taskObserver(): TaskObserver | null {
+  return activeRecorder;
+}
+
+interface Operation {
+  name: string;
+  stream: Stream;
+  taskId: number;
+  taskName: string;
+  start: Event;
+  end: Event;
+}
+
+/** One entry of a Chrome / Perfetto trace (the JSON "trace event" format). */
+export interface TraceEvent {
+  name: string;
+  ph: 'X' | 'M';
+  ts?: number;
+  dur?: number;
+  pid: number;
+  tid: number;
+  cat?: string;
+  args?: Record<string, unknown>;
+}
+
+/** A finished trace: Chrome / Perfetto trace events, one track per stream and per task. */
+export interface Trace {
+  traceEvents: TraceEvent[];
+  displayTimeUnit: 'ms';
+}
+
+/**
+ * Records, per task and stream, when each GPU operation ran (timed with CUDA events) and
+ * when each task was alive (host clock), and writes a Chrome/Perfetto trace: open it at
+ * ui.perfetto.dev or chrome://tracing to see tasks overlap, without Nsight. Opt-in; while no
+ * recorder runs, the hooks cost one comparison per operation.
+ * @example
+ * const recorder = startTrace();
+ * await Promise.all([task(work, { name: 'a' }), task(work, { name: 'b' })]);
+ * (await recorder.stop()).write('trace.json');
+ */
+export class TraceRecorder implements OperationObserver, TaskObserver {
+  readonly #operations: Operation[] = [];
+  readonly #tasks = new Map<number, { name: string; start: number; end: number | undefined }>();
+  readonly #references = new Map<Context, { event: Event; host: number }>();
+  readonly #hostStart = performance.now();
+  #stopped = false;
+
+  /** @internal */
+  begin(name: string, stream: Stream): number {
+    if (this.#stopped) return -1;
+    const context = stream.context;
+    if (!this.#references.has(context)) {
+      const event = Event.create({ timing: true, context });
+      event.record(context.defaultStream);
+      this.#references.set(context, { event, host: performance.now() });
+    }
+    const task = currentTaskState();
+    const start = Event.create({ timing: true, context });
+    const end = Event.create({ timing: true, context });
+    start.record(stream);
+    this.#operations.push({
+      name,
+      stream,
+      taskId: task.id,
+      taskName: task.name ?? (task.isRoot ? 'root' : `task #${task.id}`),
+      start,
+      end,
+    });
+    return this.#operations.length - 1;
+  }
+
+  /** @internal */
+  end(token: number): void {
+    const operation = this.#operations[token];
+    operation?.end.record(operation.stream);
+  }
+
+  /** @internal */
+  taskStarted(task: TaskState): void {
+    this.#tasks.set(task.id, { name: task.name ?? `task #${task.id}`, start: performance.now(), end: undefined });
+  }
+
+  /** @internal */
+  taskSettled(task: TaskState): void {
+    const entry = this.#tasks.get(task.id);
+    if (entry !== undefined) entry.end = performance.now();
+  }
+
+  /** Stops recording, waits for the recorded work to finish, and returns the trace. */
+  async stop(): Promise<Trace> {
+    this.#stopped = true;
+    if (activeRecorder === this) {
+      activeRecorder = null;
+      setOperationObserver(null);
+    }
+    const streams = new Set(this.#operations.map((operation) => operation.stream));
+    for (const stream of streams) await waitForStream(stream);
+    for (const reference of this.#references.values()) reference.event.synchronize();
+
+    const events: TraceEvent[] = [];
+    const streamIds = new Map<Stream, number>();
+    const devicePid = (context: Context) => 1 + context.device.ordinal;
+    for (const operation of this.#operations) {
+      const reference = this.#references.get(operation.stream.context)!;
+      let tid = streamIds.get(operation.stream);
+      if (tid === undefined) {
+        tid = streamIds.size + 1;
+        streamIds.set(operation.stream, tid);
+        events.push({
+          name: 'thread_name',
+          ph: 'M',
+          pid: devicePid(operation.stream.context),
+          tid,
+          args: { name: `stream ${operation.stream.name ?? tid}` },
+        });
+      }
+      const startMs = Event.elapsedTime(reference.event, operation.start);
+      const endMs = Event.elapsedTime(reference.event, operation.end);
+      events.push({
+        name: operation.name,
+        cat: 'gpu',
+        ph: 'X',
+        ts: (reference.host - this.#hostStart + startMs) * 1000,
+        dur: Math.max(0, endMs - startMs) * 1000,
+        pid: devicePid(operation.stream.context),
+        tid,
+        args: { task: operation.taskName, taskId: operation.taskId },
+      });
+      operation.start.dispose();
+      operation.end.dispose();
+    }
+    for (const context of this.#references.keys()) {
+      events.push({ name: 'process_name', ph: 'M', pid: devicePid(context), tid: 0, args: { name: `GPU ${context.device.ordinal}` } });
+    }
+    events.push({ name: 'process_name', ph: 'M', pid: 0, tid: 0, args: { name: 'tasks (host)' } });
+    const now = performance.now();
+    for (const [id, entry] of this.#tasks) {
+      events.push({ name: 'thread_name', ph: 'M', pid: 0, tid: id + 1, args: { name: entry.name } });
+      events.push({
+        name: entry.name,
+        cat: 'task',
+        ph: 'X',
+        ts: (entry.start - this.#hostStart) * 1000,
+        dur: ((entry.end ?? now) - entry.start) * 1000,
+        pid: 0,
+        tid: id + 1,
+      });
+    }
+    for (const reference of this.#references.values()) reference.event.dispose();
+    return new TraceFile(events);
+  }
+}
+
+class TraceFile implements Trace {
+  readonly traceEvents: TraceEvent[];
+  readonly displayTimeUnit = 'ms' as const;
+  constructor(events: TraceEvent[]) {
+    this.traceEvents = events;
+  }
+  /** Writes the trace as JSON (open it at ui.perfetto.dev or chrome://tracing). */
+  write(path: string): void {
+    writeFileSync(path, JSON.stringify({ traceEvents: this.traceEvents, displayTimeUnit: this.displayTimeUnit }));
+  }
+}
+
+/** Starts recording a trace (replacing any recorder already running). */
+export function startTrace(): TraceRecorder & { stop(): Promise<Trace & { write(path: string): void }> } {
+  const recorder = new TraceRecorder();
+  activeRecorder = recorder;
+  setOperationObserver(recorder);
+  return recorder as TraceRecorder & { stop(): Promise<Trace & { write(path: string): void }> };
+}
