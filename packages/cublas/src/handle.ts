@@ -4,7 +4,13 @@
  * gets its own workspace from the stream-ordered pool, because cublasSetStream resets the
  * handle's workspace and cuBLAS kernels on two streams must never share one.
  */
-import { type Context, CudaArgumentError, currentStream, DeviceBuffer, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  type Context,
+  CudaArgumentError,
+  currentStream,
+  DeviceBuffer,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
 import { HandleCache, onStreamReleased } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import {
@@ -98,6 +104,13 @@ function bindHandle(handle: bigint, stream: Stream): void {
   stream.context.makeCurrent();
   check(api.cublasSetStream_v2(handle, stream.handle), 'cublasSetStream_v2');
   const record = recordOf(handle);
+  // Workspaces of streams disposed since (user streams) are no use any more.
+  for (const [other, workspace] of record.workspaces) {
+    if (other.disposed) {
+      record.workspaces.delete(other);
+      workspace.dispose();
+    }
+  }
   const bytes = state.workspaceBytes;
   const existing = record.workspaces.get(stream);
   let workspace = existing;

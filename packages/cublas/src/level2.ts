@@ -10,7 +10,7 @@ import { check } from './errors.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { acquire } from './handle.js';
 import { scalars } from './scalars.js';
-import { type BlasDType, checkGemv, type GemvOptions as GemvScalars } from './validate.js';
+import { checkGemv, type GemvOptions as GemvScalars } from './validate.js';
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
 export interface GemvOptions extends GemvScalars, StreamOption {}
@@ -22,12 +22,12 @@ export interface GemvOptions extends GemvScalars, StreamOption {}
  * and row counts. Returns `y`.
  * @example gemv(a, x, y, { trans: true }); // y = a^T x
  */
-export function gemv<D extends BlasDType>(
-  a: DeviceArray<D>,
-  x: DeviceArray<D>,
-  y: DeviceArray<D>,
+export function gemv<Y extends DeviceArray>(
+  a: DeviceArray,
+  x: DeviceArray,
+  y: Y,
   options: GemvOptions = {},
-): DeviceArray<D> {
+): Y {
   const g = checkGemv('gemv', a, x, y, options);
   const stream = options.stream ?? currentStream();
   const rows = g.trans ? g.n : g.m;

@@ -7,6 +7,7 @@ import {
   beginOperation,
   currentStream,
   DeviceArray,
+  type DType,
   endOperation,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -22,12 +23,10 @@ import { acquire } from './handle.js';
 import { scalars } from './scalars.js';
 import {
   type BatchOptions,
-  type BlasDType,
   checkGemm,
   checkGemmEx,
   checkMatmul,
   checkStridedBatched,
-  type GemmExInputDType,
   type ProductOptions,
 } from './validate.js';
 
@@ -56,12 +55,12 @@ function operation(transpose: boolean): number {
  * const c = DeviceArray.zeros('float32', [m, n]);
  * gemm(a, b, c, { transB: true, alpha: 2 }); // c = 2 a b^T
  */
-export function gemm<D extends BlasDType>(
-  a: DeviceArray<D>,
-  b: DeviceArray<D>,
-  c: DeviceArray<D>,
+export function gemm<C extends DeviceArray>(
+  a: DeviceArray,
+  b: DeviceArray,
+  c: C,
   options: GemmOptions = {},
-): DeviceArray<D> {
+): C {
   const g = checkGemm('gemm', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
@@ -121,9 +120,9 @@ export function gemm<D extends BlasDType>(
  * A new array alpha op(A) op(B) (m x n), allocated from the pool on the stream.
  * @example const c = matmul(a, b); // a: m x k, b: k x n
  */
-export function matmul<D extends BlasDType>(
+export function matmul<D extends DType>(
   a: DeviceArray<D>,
-  b: DeviceArray<D>,
+  b: DeviceArray,
   options: MatmulOptions = {},
 ): DeviceArray<D> {
   const { dtype, m, n } = checkMatmul('matmul', a, b, options);
@@ -156,12 +155,12 @@ export function matmul<D extends BlasDType>(
  * const c = DeviceArray.empty('float32', [m, n, batch]);
  * gemmStridedBatched(a, b, c);
  */
-export function gemmStridedBatched<D extends BlasDType>(
-  a: DeviceArray<D>,
-  b: DeviceArray<D>,
-  c: DeviceArray<D>,
+export function gemmStridedBatched<C extends DeviceArray>(
+  a: DeviceArray,
+  b: DeviceArray,
+  c: C,
   options: StridedBatchedOptions = {},
-): DeviceArray<D> {
+): C {
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
@@ -235,12 +234,12 @@ export function gemmStridedBatched<D extends BlasDType>(
  * const b = DeviceArray.fromHost(other, [k, n], { dtype: 'float16' });
  * const c = gemmEx(a, b, DeviceArray.empty('float32', [m, n]));
  */
-export function gemmEx<C extends 'float32' | GemmExInputDType>(
-  a: DeviceArray<GemmExInputDType>,
-  b: DeviceArray<GemmExInputDType>,
-  c: DeviceArray<C>,
+export function gemmEx<C extends DeviceArray>(
+  a: DeviceArray,
+  b: DeviceArray,
+  c: C,
   options: GemmExOptions = {},
-): DeviceArray<C> {
+): C {
   const g = checkGemmEx('gemmEx', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;

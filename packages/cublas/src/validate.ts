@@ -3,7 +3,7 @@
  * increments and batch strides. Nothing here touches native code, so every rule is unit
  * tested on plain objects; the wrappers call these before any native call.
  */
-import { CudaArgumentError, type DType, DisposedError } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
 
 /** What the checks read from an operand (a DeviceArray has all of it). */
 export interface OperandLike {
@@ -69,7 +69,11 @@ function isOperand(value: unknown): value is OperandLike {
  * Throws unless `value` is a usable array: a DisposedError for a freed one, a
  * CudaArgumentError for anything that is not an array.
  */
-export function assertOperand(call: string, name: string, value: unknown): asserts value is OperandLike {
+export function assertOperand(
+  call: string,
+  name: string,
+  value: unknown,
+): asserts value is OperandLike {
   if (!isOperand(value)) fail(call, `${name} must be a DeviceArray, got ${describe(value)}`);
   if (value.disposed) throw new DisposedError(`${call}: ${name}`);
 }
@@ -406,7 +410,8 @@ export function stridedBatchedShape(
     c: options.strideC,
   };
   for (const name of ['a', 'b', 'c'] as const) {
-    if (explicit[name] !== undefined) assertCount(call, `stride${name.toUpperCase()}`, explicit[name]);
+    if (explicit[name] !== undefined)
+      assertCount(call, `stride${name.toUpperCase()}`, explicit[name]);
   }
 
   // The batch count: given, or the third dimension the 3-D operands agree on.
@@ -688,10 +693,7 @@ export function checkGemv(
 }
 
 /** Everything a one-vector routine (nrm2, asum, iamax, scal) checks. */
-export function checkVector(
-  call: string,
-  x: unknown,
-): { dtype: DType; n: number; incx: number } {
+export function checkVector(call: string, x: unknown): { dtype: DType; n: number; incx: number } {
   assertOperand(call, 'x', x);
   const dtype = commonDType(call, { x });
   const { length, increment } = vectorLayout(call, 'x', x);

@@ -284,6 +284,10 @@ export class DeviceArray<D extends DType = DType> {
 
   /** Column `j` of a 2-D array as a vector view. */
   column(j: number): DeviceArray<D> {
+    if (this.shape.length !== 2)
+      throw new CudaArgumentError(
+        `column: needs a 2-D array, got shape ${JSON.stringify(this.shape)}`,
+      );
     return this.block(0, j, this.rows, 1).reshapeStrided([this.rows], [this.strides[0]!]);
   }
 

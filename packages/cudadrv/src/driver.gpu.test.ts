@@ -324,7 +324,9 @@ describeGpu('cudadrv on the GPU', () => {
       encoding: 'utf8',
       timeout: 60_000,
     });
-    const report = JSON.parse(result.stdout.trim().split('\n').pop() ?? '{}');
+    const last = result.stdout.trim().split('\n').pop() ?? '';
+    expect(last.startsWith('{'), `child printed: ${result.stdout}\n${result.stderr}`).toBe(true);
+    const report = JSON.parse(last);
     expect(report.first?.name).toBe('CudaError');
     expect(report.first?.status).toBe('CUDA_ERROR_ILLEGAL_ADDRESS');
     expect(report.first?.message).toMatch(/sticky/);

@@ -50,7 +50,7 @@ export function dtypeBytes(dtype: DType): number {
 
 /** Throws a CudaArgumentError unless `dtype` is one of the supported names. */
 export function assertDType(dtype: unknown): asserts dtype is DType {
-  if (typeof dtype !== 'string' || !(dtype in DTYPES)) {
+  if (typeof dtype !== 'string' || !Object.hasOwn(DTYPES, dtype)) {
     throw new CudaArgumentError(
       `unknown dtype ${JSON.stringify(dtype)}; expected one of ${Object.keys(DTYPES).join(', ')}`,
     );
@@ -72,7 +72,7 @@ export function dtypeOfHost(data: ArrayBufferView): DType {
 
 const conversion = new DataView(new ArrayBuffer(4));
 
-/** IEEE binary16 bits of a number, rounded to nearest even. */
+/** IEEE binary16 bits of a float32 value, rounded to nearest even (a wider double is first rounded to float32). */
 export function float32ToFloat16Bits(value: number): number {
   conversion.setFloat32(0, value);
   const x = conversion.getUint32(0);

@@ -55,9 +55,9 @@ describe('CudaArgumentError and DisposedError', () => {
     expect(error.name).toBe('CudaArgumentError');
     expect(error.message).toBe('shape must be positive');
     expect(CudaArgumentError.isInstance(error)).toBe(true);
-    expect(CudaArgumentError.isInstance({ [Symbol.for('@cuda-tasks/CudaArgumentError')]: true })).toBe(
-      true,
-    );
+    expect(
+      CudaArgumentError.isInstance({ [Symbol.for('@cuda-tasks/CudaArgumentError')]: true }),
+    ).toBe(true);
     expect(CudaArgumentError.isInstance(new TypeError('x'))).toBe(false);
     expect(CudaArgumentError.isInstance(null)).toBe(false);
   });
@@ -101,7 +101,7 @@ describe('CudaOutOfMemoryError', () => {
   it('reports the requested bytes and the pool usage, formatted', () => {
     const pool = {
       reservedBytes: 3 * 1024 ** 3,
-      usedBytes: 2.5 * 1024 **3,
+      usedBytes: 2.5 * 1024 ** 3,
       freeDeviceBytes: 512 * 1024 ** 2,
       totalDeviceBytes: 141 * 1024 ** 3,
     };

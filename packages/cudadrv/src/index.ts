@@ -6,7 +6,15 @@
  */
 export { DeviceArray, type Shape } from './array.js';
 export { Context, Device, deviceCount } from './device.js';
-export { check, cudaError, driver, driverVersion, Scratch, scratch, stickyError } from './driver.js';
+export {
+  check,
+  cudaError,
+  driver,
+  driverVersion,
+  Scratch,
+  scratch,
+  stickyError,
+} from './driver.js';
 export {
   bfloat16BitsToFloat32,
   DTYPES,
@@ -47,9 +55,14 @@ export {
   PinnedHostBuffer,
   type StreamOption,
 } from './memory.js';
-export { beginOperation, endOperation, type OperationObserver, setOperationObserver } from './observer.js';
 export { MemoryPool, onOutOfMemory, type PoolStatistics } from './memory-pool.js';
 export { CompileError, type CompileOptions, compileToCubin, Module } from './module.js';
+export {
+  beginOperation,
+  endOperation,
+  type OperationObserver,
+  setOperationObserver,
+} from './observer.js';
 export {
   type CurrentDeviceProvider,
   type CurrentStreamProvider,
@@ -60,4 +73,10 @@ export {
   setDefaultDevice,
 } from './provider.js';
 export { Stream, type StreamOptions } from './stream.js';
-export { MAX_BLOCKING_WAITS, pendingWaits, SPIN_QUERIES, waitForStream } from './wait.js';
+export {
+  MAX_BLOCKING_WAITS,
+  pendingWaits,
+  SPIN_BUDGET_PER_TURN,
+  SPIN_QUERIES,
+  waitForStream,
+} from './wait.js';

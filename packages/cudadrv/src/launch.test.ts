@@ -19,7 +19,10 @@ function makeKernel(name: string, parameters: KernelParameter[]): Kernel {
 }
 
 /** What cuLaunchKernel would see: the slot addresses in the void* array, and 8 bytes at each. */
-function readSlots(argumentArray: bigint, count: number): { addresses: bigint[]; slots: DataView[] } {
+function readSlots(
+  argumentArray: bigint,
+  count: number,
+): { addresses: bigint[]; slots: DataView[] } {
   const k = koffi();
   const addresses = Array.from(new BigUint64Array(k.view(argumentArray, count * 8)));
   const slots = addresses.map((address) => new DataView(k.view(address, 8)));
@@ -248,7 +251,9 @@ describe('Kernel.marshal: argument errors', () => {
     );
     expect(() => kernel.marshal([...good(), 1], fakeStream)).toThrow(/takes 7 arguments.*got 8/);
     const single = makeKernel('one', ['int32']);
-    expect(() => single.marshal([], fakeStream)).toThrow('kernel one takes 1 argument (int32), got 0');
+    expect(() => single.marshal([], fakeStream)).toThrow(
+      'kernel one takes 1 argument (int32), got 0',
+    );
   });
 
   it.each([

@@ -5,8 +5,8 @@ import { CudaArgumentError, DisposedError } from './errors.js';
 import { CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK } from './ffi/cuda.js';
 import { koffi } from './ffi/library.js';
 import { DeviceBuffer } from './memory.js';
-import { beginOperation, endOperation } from './observer.js';
 import type { Module } from './module.js';
+import { beginOperation, endOperation } from './observer.js';
 import { currentStream } from './provider.js';
 import type { Stream } from './stream.js';
 
@@ -80,6 +80,9 @@ const INTEGER_RANGES: Record<number, [number, number]> = {
   [W_U32]: [0, 4294967295],
 };
 const TWO_32 = 4294967296;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const UINT64_MAX = 2n ** 64n - 1n;
 
 /**
  * A kernel from a loaded module with its declared parameters. Arguments are marshalled into
@@ -146,7 +149,7 @@ export class Kernel {
         this.#writers[i] = W_PTR;
         this.#pointerDTypes[i] = dtype as DType;
       } else {
-        const writer = writerOf[parameter];
+        const writer = Object.hasOwn(writerOf, parameter) ? writerOf[parameter] : undefined;
         if (writer === undefined)
           throw new CudaArgumentError(
             `kernel ${name}: unknown parameter type ${JSON.stringify(parameter)}`,
@@ -231,8 +234,13 @@ export class Kernel {
         else this.#f64[offset >> 3] = value as number;
       } else if (writer === W_I64 || writer === W_U64) {
         if (typeof value === 'bigint') {
-          if (writer === W_I64) this.#i64[offset >> 3] = value;
-          else this.#u64[offset >> 3] = value;
+          if (writer === W_I64) {
+            if (value < INT64_MIN || value > INT64_MAX) this.badArgument(i, value);
+            this.#i64[offset >> 3] = value;
+          } else {
+            if (value < 0n || value > UINT64_MAX) this.badArgument(i, value);
+            this.#u64[offset >> 3] = value;
+          }
         } else if (
           typeof value === 'number' &&
           Number.isSafeInteger(value) &&
@@ -362,7 +370,22 @@ export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgu
   const gz = typeof grid === 'number' ? 1 : (grid[2] ?? 1);
   const by = typeof block === 'number' ? 1 : (block[1] ?? 1);
   const bz = typeof block === 'number' ? 1 : (block[2] ?? 1);
-  if (!(gx >= 1 && gy >= 1 && gz >= 1 && bx >= 1 && by >= 1 && bz >= 1)) {
+  if (
+    !(
+      Number.isInteger(gx) &&
+      gx >= 1 &&
+      Number.isInteger(gy) &&
+      gy >= 1 &&
+      Number.isInteger(gz) &&
+      gz >= 1 &&
+      Number.isInteger(bx) &&
+      bx >= 1 &&
+      Number.isInteger(by) &&
+      by >= 1 &&
+      Number.isInteger(bz) &&
+      bz >= 1
+    )
+  ) {
     checkDim3('grid', grid);
     checkDim3('block', block);
   }

@@ -115,6 +115,8 @@ export class MemoryPool {
     result = api.cuMemAllocAsync(out.pointer, bytes, stream.handle);
     if (result === CUresult.CUDA_SUCCESS) return out.u64[0]!;
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
+    // A failed attempt can leave the pool holding what it grew by; give it back.
+    this.trim(0);
     const stats = this.statistics();
     const info = this.context.device.memoryInfo();
     throw new CudaOutOfMemoryError(result, 'CUDA_ERROR_OUT_OF_MEMORY', bytes, {

@@ -19,6 +19,8 @@ interface Allocation {
   pointer: bigint;
   stream: Stream;
   context: Context;
+  /** Whether the buffer is registered with the finalizer (see `trackYoung`). */
+  registered: boolean;
 }
 
 function freeAllocation(allocation: Allocation): void {
@@ -39,6 +41,31 @@ const finalizer = new FinalizationRegistry<Allocation>((allocation) => {
   }
 });
 
+/*
+ * The FinalizationRegistry safety net costs about a microsecond per register/unregister in
+ * V8, more than a stream-ordered alloc+free pair itself. So a new buffer is registered only if
+ * it survives the turn of the event loop that allocated it (or 4,096 newer allocations): the
+ * common allocate-use-dispose pattern never touches the registry.
+ */
+const young: DeviceBuffer[] = [];
+let flushScheduled = false;
+const YOUNG_LIMIT = 4096;
+
+function trackYoung(buffer: DeviceBuffer): void {
+  young.push(buffer);
+  if (young.length >= YOUNG_LIMIT) flushYoung();
+  else if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flushYoung);
+  }
+}
+
+function flushYoung(): void {
+  flushScheduled = false;
+  for (const buffer of young) buffer.registerFinalizer();
+  young.length = 0;
+}
+
 /**
  * Device memory from the stream-ordered pool. Remembers the stream that last used it: use
  * on another stream is ordered on the GPU (an event recorded on the old stream, waited for
@@ -55,7 +82,16 @@ export class DeviceBuffer {
     this.#allocation = allocation;
     this.byteLength = byteLength;
     this.context = allocation.context;
-    if (allocation.pointer !== 0n) finalizer.register(this, allocation, this);
+    if (allocation.pointer !== 0n) trackYoung(this);
+  }
+
+  /** @internal Registers a live buffer with the finalizer (once). */
+  registerFinalizer(): void {
+    const allocation = this.#allocation;
+    if (allocation.pointer !== 0n && !allocation.registered) {
+      allocation.registered = true;
+      finalizer.register(this, allocation, this);
+    }
   }
 
   /**
@@ -71,7 +107,7 @@ export class DeviceBuffer {
     stream.assertUsable();
     const context = stream.context;
     const pointer = byteLength === 0 ? 0n : context.memoryPool.allocate(byteLength, stream);
-    return new DeviceBuffer({ pointer, stream, context }, byteLength);
+    return new DeviceBuffer({ pointer, stream, context, registered: false }, byteLength);
   }
 
   /** True for a DeviceBuffer of any loaded copy of this package. */
@@ -114,9 +150,10 @@ export class DeviceBuffer {
 
   /** Frees the memory, ordered on the last stream that used it. Safe to call twice. */
   dispose(): void {
-    if (this.#allocation.pointer === 0n) return;
-    finalizer.unregister(this);
-    freeAllocation(this.#allocation);
+    const allocation = this.#allocation;
+    if (allocation.pointer === 0n) return;
+    if (allocation.registered) finalizer.unregister(this);
+    freeAllocation(allocation);
   }
 
   [Symbol.dispose](): void {
@@ -227,7 +264,6 @@ export function copyHostToDevice(
   source: ArrayBufferView | PinnedHostBuffer,
   options: StreamOption & { byteLength?: number } = {},
 ): void {
-  const stream = options.stream ?? currentStream();
   const byteLength = options.byteLength ?? source.byteLength;
   if (byteLength > source.byteLength) {
     throw new CudaArgumentError(
@@ -236,6 +272,7 @@ export function copyHostToDevice(
   }
   const offset = checkRange('copyHostToDevice', destination, byteLength);
   if (byteLength === 0) return;
+  const stream = options.stream ?? currentStream();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   const host = source instanceof PinnedHostBuffer ? source.pointer : asBytes(source);
   stream.context.makeCurrent();
@@ -255,7 +292,6 @@ export function copyDeviceToPinned(
   byteLength: number,
   options: StreamOption = {},
 ): void {
-  const stream = options.stream ?? currentStream();
   if (destination.disposed) throw new DisposedError('PinnedHostBuffer');
   if (byteLength > destination.byteLength) {
     throw new CudaArgumentError(
@@ -264,6 +300,7 @@ export function copyDeviceToPinned(
   }
   const offset = checkRange('copyDeviceToPinned', source, byteLength);
   if (byteLength === 0) return;
+  const stream = options.stream ?? currentStream();
   const pointer = source.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
   check(
@@ -282,10 +319,10 @@ export function copyDeviceToDevice(
   byteLength: number,
   options: StreamOption = {},
 ): void {
-  const stream = options.stream ?? currentStream();
   const destinationOffset = checkRange('copyDeviceToDevice (destination)', destination, byteLength);
   const sourceOffset = checkRange('copyDeviceToDevice (source)', source, byteLength);
   if (byteLength === 0) return;
+  const stream = options.stream ?? currentStream();
   const to = destination.buffer.useOn(stream) + BigInt(destinationOffset);
   const from = source.buffer.useOn(stream) + BigInt(sourceOffset);
   stream.context.makeCurrent();
@@ -317,9 +354,9 @@ export function memset(
   if (!Number.isInteger(value) || value < 0 || value > 255) {
     throw new CudaArgumentError(`memset: value must be a byte (0..255), got ${value}`);
   }
-  const stream = options.stream ?? currentStream();
   const offset = checkRange('memset', destination, byteLength);
   if (byteLength === 0) return;
+  const stream = options.stream ?? currentStream();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
   check(driver().cuMemsetD8Async(pointer, value, byteLength, stream.handle), 'cuMemsetD8Async');
@@ -333,11 +370,11 @@ export function memsetWords(
   wordBytes: 2 | 4,
   options: StreamOption = {},
 ): void {
-  const stream = options.stream ?? currentStream();
   const offset = checkRange('memsetWords', destination, count * wordBytes);
   if (offset % wordBytes !== 0)
     throw new CudaArgumentError(`memsetWords: offset ${offset} is not ${wordBytes}-byte aligned`);
   if (count === 0) return;
+  const stream = options.stream ?? currentStream();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
   const api = driver();

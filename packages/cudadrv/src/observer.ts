@@ -13,7 +13,9 @@ export interface OperationObserver {
 }
 
 const OBSERVER_KEY = Symbol.for('@cuda-tasks/cudadrv/observer');
-const slot: { observer: OperationObserver | null } = ((globalThis as any)[OBSERVER_KEY] ??= { observer: null });
+const slot: { observer: OperationObserver | null } = ((globalThis as any)[OBSERVER_KEY] ??= {
+  observer: null,
+});
 
 /** Installs (or with null removes) the operation observer; returns the previous one. */
 export function setOperationObserver(observer: OperationObserver | null): OperationObserver | null {

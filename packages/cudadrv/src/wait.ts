@@ -7,18 +7,23 @@ import type { Stream } from './stream.js';
  * Waiting for the GPU without blocking the event loop.
  *
  * Strategy (chosen by measurement, see the benchmark table in the README):
- * 1. spin on cuStreamQuery a few dozen times (about 1.3 us each): short work completes here
- *    with the latency of a blocking synchronize;
- * 2. then record an event and wait for it off the main thread with a koffi async call of
+ * 1. one cuStreamQuery right away: finished work resolves at once;
+ * 2. otherwise, in a microtask (so that other tasks issue their work first), spin on
+ *    cuStreamQuery a few dozen times (about 1.3 us each): short work completes here with the
+ *    latency of a blocking synchronize. The spinning of all waiters together is capped per
+ *    turn of the event loop, so many waiters never hold the loop for long;
+ * 3. then record an event and wait for it off the main thread with a koffi async call of
  *    cuEventSynchronize (the event uses blocking sync, so the worker sleeps). At most
  *    `MAX_BLOCKING_WAITS` such calls run at once, so libuv's pool (4 threads) is never starved;
- * 3. further waiters join one poller that queries all their events each turn of the loop
+ * 4. further waiters join one poller that queries all their events each turn of the loop
  *    (setImmediate for the first 2 ms, then every millisecond), so no waiter waits behind
  *    another's longer work.
  */
 
-/** Queries before leaving the spin phase. */
+/** Queries one waiter spins before leaving the spin phase. */
 export const SPIN_QUERIES = 64;
+/** Queries all waiters together may spin in one turn of the event loop. */
+export const SPIN_BUDGET_PER_TURN = 256;
 /** Blocking waits in flight on libuv's pool at once. */
 export const MAX_BLOCKING_WAITS = 2;
 const POLL_FAST_MS = 2;
@@ -37,6 +42,13 @@ const idleEvents = new Map<Context, bigint[]>();
 let blockingInFlight = 0;
 const polled: PendingWait[] = [];
 let pollScheduled = false;
+let spinBudget = SPIN_BUDGET_PER_TURN;
+let budgetResetScheduled = false;
+
+function resetSpinBudget(): void {
+  spinBudget = SPIN_BUDGET_PER_TURN;
+  budgetResetScheduled = false;
+}
 
 function acquireEvent(context: Context): bigint {
   const idle = idleEvents.get(context);
@@ -60,43 +72,57 @@ function releaseEvent(context: Context, event: bigint): void {
 /**
  * Resolves when all work submitted to `stream` so far has completed; rejects with a
  * CudaError on a device error (an illegal address, ...). Never blocks the event loop for
- * longer than the spin phase (tens of microseconds).
+ * longer than a short, capped spin.
  */
 export function waitForStream(stream: Stream): Promise<void> {
+  const result = driver().cuStreamQuery(stream.handle);
+  if (result === CUresult.CUDA_SUCCESS) return RESOLVED;
+  if (result !== CUresult.CUDA_ERROR_NOT_READY)
+    return Promise.reject(cudaError(result, 'cuStreamQuery'));
+  return new Promise<void>((resolve, reject) => {
+    queueMicrotask(() => spinThenWait(stream, resolve, reject));
+  });
+}
+
+function spinThenWait(stream: Stream, resolve: () => void, reject: (error: unknown) => void): void {
   const api = driver();
   const handle = stream.handle;
-  for (let i = 0; i < SPIN_QUERIES; i++) {
+  if (!budgetResetScheduled) {
+    budgetResetScheduled = true;
+    setImmediate(resetSpinBudget);
+  }
+  const spins = Math.min(SPIN_QUERIES, spinBudget);
+  for (let i = 0; i < spins; i++) {
+    spinBudget--;
     const result = api.cuStreamQuery(handle);
-    if (result === CUresult.CUDA_SUCCESS) return RESOLVED;
-    if (result !== CUresult.CUDA_ERROR_NOT_READY)
-      return Promise.reject(cudaError(result, 'cuStreamQuery'));
+    if (result === CUresult.CUDA_SUCCESS) return resolve();
+    if (result !== CUresult.CUDA_ERROR_NOT_READY) return reject(cudaError(result, 'cuStreamQuery'));
   }
   const context = stream.context;
-  const event = acquireEvent(context);
+  let event: bigint;
+  try {
+    event = acquireEvent(context);
+  } catch (error) {
+    return reject(error);
+  }
   const recorded = api.cuEventRecord(event, handle);
   if (recorded !== 0) {
     releaseEvent(context, event);
-    return Promise.reject(cudaError(recorded, 'cuEventRecord'));
+    return reject(cudaError(recorded, 'cuEventRecord'));
   }
-  return waitForRecordedEvent(context, event);
-}
-
-function waitForRecordedEvent(context: Context, event: bigint): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    if (blockingInFlight < MAX_BLOCKING_WAITS) {
-      blockingInFlight++;
-      driver().cuEventSynchronize.async(event, (error: unknown, result: number) => {
-        blockingInFlight--;
-        releaseEvent(context, event);
-        if (error) reject(error);
-        else if (result !== 0) reject(cudaError(result, 'cuEventSynchronize'));
-        else resolve();
-      });
-      return;
-    }
-    polled.push({ event, context, since: performance.now(), resolve, reject });
-    schedulePoll();
-  });
+  if (blockingInFlight < MAX_BLOCKING_WAITS) {
+    blockingInFlight++;
+    api.cuEventSynchronize.async(event, (error: unknown, result: number) => {
+      blockingInFlight--;
+      releaseEvent(context, event);
+      if (error) reject(error);
+      else if (result !== 0) reject(cudaError(result, 'cuEventSynchronize'));
+      else resolve();
+    });
+    return;
+  }
+  polled.push({ event, context, since: performance.now(), resolve, reject });
+  schedulePoll();
 }
 
 function schedulePoll(): void {

@@ -23,7 +23,8 @@ export class GeneratorCore {
   #stream: Stream | undefined;
   /** Marks the end of the generator's work on a stream that was given back to the pool. */
   #handoff: Event | undefined;
-  #handoffPending = false;
+  /** The stream `#handoff` was recorded on, while a next stream has still to wait for it. */
+  #handoffStream: Stream | undefined;
   #destroyed = false;
 
   private constructor(handle: bigint, context: Context, kind: GeneratorKind) {
@@ -80,9 +81,11 @@ export class GeneratorCore {
   bind(stream: Stream): void {
     if (stream === this.#stream) return;
     stream.assertUsable();
-    if (this.#handoffPending) {
-      stream.waitEvent(this.#handoff!);
-      this.#handoffPending = false;
+    const handoffStream = this.#handoffStream;
+    if (handoffStream !== undefined) {
+      // Taken up again by the stream it was released from: already in order there.
+      if (handoffStream !== stream) stream.waitEvent(this.#handoff!);
+      this.#handoffStream = undefined;
     } else {
       const previous = this.#stream;
       if (previous !== undefined && !previous.disposed) stream.waitFor(previous);
@@ -102,7 +105,7 @@ export class GeneratorCore {
     if (stream.disposed || this.#destroyed) return;
     this.#handoff ??= Event.create({ context: this.context });
     this.#handoff.record(stream);
-    this.#handoffPending = true;
+    this.#handoffStream = stream;
   }
 
   /**
@@ -131,7 +134,7 @@ export class GeneratorCore {
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    this.#handoffPending = false;
+    this.#handoffStream = undefined;
     this.#stream = undefined;
     try {
       this.context.makeCurrent();

@@ -11,7 +11,7 @@ const statusNames: ReadonlyMap<number, string> = new Map(
  * The symbolic name of a `curandStatus_t`, e.g. `CURAND_STATUS_LENGTH_NOT_MULTIPLE` for 105
  * (from a table of curand.h: cuRAND has no function that names a status).
  */
-export function curandStatusName(status: number): string {
+export function statusName(status: number): string {
   return statusNames.get(status) ?? `CURAND_STATUS_UNKNOWN_${status}`;
 }
 
@@ -43,7 +43,7 @@ export function curandError(status: number, call: string): CurandError {
   } else if (status === curandStatus.CURAND_STATUS_LAUNCH_FAILURE) {
     message += ': the generator kernel could not be launched on the stream';
   }
-  return new CurandError(status, curandStatusName(status), call, message);
+  return new CurandError(status, statusName(status), call, message);
 }
 
 /** Throws a CurandError naming `call` when `status` is not `CURAND_STATUS_SUCCESS`. */

@@ -112,6 +112,20 @@ export function checkTarget(
   );
 }
 
+/** Checks a shape argument (a non-negative integer, or a non-empty array of them). */
+export function checkShape(operation: string, shape: unknown): void {
+  const dimensions = typeof shape === 'number' ? [shape] : shape;
+  if (
+    !Array.isArray(dimensions) ||
+    dimensions.length === 0 ||
+    !dimensions.every((dimension) => Number.isSafeInteger(dimension) && dimension >= 0)
+  ) {
+    throw new CudaArgumentError(
+      `${operation}: shape must be a non-negative integer or a non-empty array of them, got ${JSON.stringify(shape)}`,
+    );
+  }
+}
+
 /** Checks the parameters of a normal (or the normal under a log-normal) distribution. */
 export function checkNormalParameters(operation: string, mean: unknown, stddev: unknown): void {
   if (typeof mean !== 'number' || !Number.isFinite(mean)) {

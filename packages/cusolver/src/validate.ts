@@ -24,11 +24,15 @@ function describe(value: unknown): string {
   if (DeviceArray.isInstance(value)) return String(value);
   if (value === null) return 'null';
   if (typeof value === 'object') return value.constructor?.name ?? 'an object';
-  return typeof value === 'bigint' ? `${value}n` : JSON.stringify(value) ?? typeof value;
+  return typeof value === 'bigint' ? `${value}n` : (JSON.stringify(value) ?? typeof value);
 }
 
 /** Throws unless `value` is a usable (not disposed) DeviceArray. */
-export function assertArray(value: unknown, what: string, call: string): asserts value is DeviceArray {
+export function assertArray(
+  value: unknown,
+  what: string,
+  call: string,
+): asserts value is DeviceArray {
   if (!DeviceArray.isInstance(value)) {
     throw new CudaArgumentError(`${call}: ${what} must be a DeviceArray, got ${describe(value)}`);
   }
@@ -49,9 +53,7 @@ export function matrixLayout(
 ): MatrixLayout {
   assertArray(value, what, call);
   if (value.dtype !== 'float32' && value.dtype !== 'float64') {
-    throw new CudaArgumentError(
-      `${call}: ${what} must be float32 or float64, got ${value.dtype}`,
-    );
+    throw new CudaArgumentError(`${call}: ${what} must be float32 or float64, got ${value.dtype}`);
   }
   const shape = value.shape;
   if (shape.length !== 2 && !(vector && shape.length === 1)) {
@@ -122,12 +124,13 @@ export function rightHandSideLayout(
   a: DeviceArray,
   n: number,
   call: string,
+  whatA = 'a',
 ): MatrixLayout {
   const layout = matrixLayout(b, 'b', call, true);
-  assertSameDType(a, b as DeviceArray, 'a', 'b', call);
+  assertSameDType(a, b as DeviceArray, whatA, 'b', call);
   if (layout.rows !== n) {
     throw new CudaArgumentError(
-      `${call}: b has ${layout.rows} rows but a is ${n} x ${n}; they must match`,
+      `${call}: b has ${layout.rows} rows but ${whatA} is ${n} x ${n}; they must match`,
     );
   }
   return layout;
@@ -151,4 +154,16 @@ export function assertOptions(options: unknown, call: string): void {
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new CudaArgumentError(`${call}: options must be an object, got ${describe(options)}`);
   }
+}
+
+/** The value of a boolean option (default false); throws when it is present but not a boolean. */
+export function booleanOption(options: object, name: string, call: string): boolean {
+  const value = (options as Record<string, unknown>)[name];
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') {
+    throw new CudaArgumentError(
+      `${call}: option ${name} must be a boolean, got ${describe(value)}`,
+    );
+  }
+  return value;
 }

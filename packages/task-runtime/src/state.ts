@@ -95,9 +95,10 @@ export function currentFrame(): Frame {
   return storage.getStore() ?? runtime.root;
 }
 
-/** @internal The running task's state. */
+/** @internal The running task's state; code that outlives its task counts as the root task's. */
 export function currentTaskState(): TaskState {
-  return (storage.getStore() ?? runtime.root).task;
+  const task = (storage.getStore() ?? runtime.root).task;
+  return task.settled ? runtime.root.task : task;
 }
 
 /** The device that code outside any `withDevice` uses (default 0). */

@@ -84,9 +84,7 @@ function build() {
     // cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId);
     cublasGetStream_v2: lib.func('int cublasGetStream_v2(void *handle, _Out_ void **streamId)'),
     // cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t* mode);
-    cublasGetPointerMode_v2: lib.func(
-      'int cublasGetPointerMode_v2(void *handle, _Out_ int *mode)',
-    ),
+    cublasGetPointerMode_v2: lib.func('int cublasGetPointerMode_v2(void *handle, _Out_ int *mode)'),
     // cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode);
     cublasSetPointerMode_v2: lib.func('int cublasSetPointerMode_v2(void *handle, int mode)'),
     // cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode);
@@ -129,9 +127,13 @@ function build() {
       'int cublasDnrm2_v2(void *handle, int n, void *x, int incx, void *result)',
     ),
     // cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float* alpha, float* x, int incx);
-    cublasSscal_v2: lib.func('int cublasSscal_v2(void *handle, int n, void *alpha, void *x, int incx)'),
+    cublasSscal_v2: lib.func(
+      'int cublasSscal_v2(void *handle, int n, void *alpha, void *x, int incx)',
+    ),
     // cublasStatus_t cublasDscal_v2(cublasHandle_t handle, int n, const double* alpha, double* x, int incx);
-    cublasDscal_v2: lib.func('int cublasDscal_v2(void *handle, int n, void *alpha, void *x, int incx)'),
+    cublasDscal_v2: lib.func(
+      'int cublasDscal_v2(void *handle, int n, void *alpha, void *x, int incx)',
+    ),
     // cublasStatus_t cublasSasum_v2(cublasHandle_t handle, int n, const float* x, int incx, float* result);
     cublasSasum_v2: lib.func(
       'int cublasSasum_v2(void *handle, int n, void *x, int incx, void *result)',

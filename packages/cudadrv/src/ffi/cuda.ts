@@ -3,7 +3,7 @@
  * where cuda.h maps to them), with the C prototype above each. Loaded on first use.
  *
  * Conventions: handles (CUcontext, CUstream, ...) are `void *` and travel as BigInt;
- * CUdeviceptr is `uint64_t` (BigInt in, BigInt out through the scratch arena); hot-path
+ * CUdeviceptr is `uint64_t` (`void *` on cuMemFreeAsync, a hot path; BigInt either way); hot-path
  * out-parameters are written into a reused `koffi.alloc` scratch arena (see `scratch.ts`)
  * rather than per-call arrays.
  */
@@ -183,7 +183,9 @@ export const cuda = lazyBindings(() => {
     // CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
     cuMemAllocAsync: lib.func('int cuMemAllocAsync(void *dptr, size_t bytesize, void *hStream)'),
     // CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
-    cuMemFreeAsync: lib.func('int cuMemFreeAsync(uint64_t dptr, void *hStream)'),
+    // CUdeviceptr travels as a pointer-sized argument: koffi converts a BigInt to a pointer
+    // faster than to uint64_t, and the x86-64 and AArch64 ABIs pass both the same way.
+    cuMemFreeAsync: lib.func('int cuMemFreeAsync(void *dptr, void *hStream)'),
     // CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
     cuMemPoolSetAttribute: lib.func('int cuMemPoolSetAttribute(void *pool, int attr, void *value)'),
     // CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);

@@ -11,8 +11,8 @@
  */
 import {
   cudaLibraryCandidates,
-  lazyBindings,
   type LibrarySpec,
+  lazyBindings,
   loadLibrary,
 } from '@cuda-tasks/cudadrv/ffi';
 

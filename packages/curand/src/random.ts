@@ -1,0 +1,109 @@
+import {
+  CudaArgumentError,
+  currentStream,
+  DisposedError,
+  DeviceArray,
+  type Shape,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
+import { type FloatDType, Generator } from './generator.js';
+import { checkNormalParameters, checkShape } from './validation.js';
+
+const DEFAULT_KEY = Symbol.for('@cuda-tasks/curand/default-generator');
+
+/**
+ * The current task's default generator, as a `Generator`: each call on it uses the generator
+ * that the calling task leases (one Philox generator per task and device, seeded from the
+ * process's seed sequence, see `setDefaultSeed`), bound to the task's stream. Tasks never
+ * share one at the same time, so concurrent tasks draw independent numbers without ordering
+ * each other. `dispose()` on it does nothing: the task runtime owns the generators.
+ * @example
+ * await task(async () => {
+ *   const x = DeviceArray.empty('float32', 1024);
+ *   defaultGenerator().normal(x);
+ * });
+ */
+export function defaultGenerator(): Generator {
+  return ((globalThis as any)[DEFAULT_KEY] ??= Generator.taskDefault());
+}
+
+/** Options of `rand`. */
+export interface RandOptions extends StreamOption {
+  /** The generator to draw from (default: the current task's, `defaultGenerator()`). */
+  generator?: Generator;
+}
+
+/** Options of `randn`. */
+export interface RandnOptions extends RandOptions {
+  /** Mean (default 0). */
+  mean?: number;
+  /** Standard deviation, > 0 (default 1). */
+  stddev?: number;
+}
+
+function checkFloatDType(operation: string, dtype: unknown): asserts dtype is FloatDType {
+  if (dtype !== 'float32' && dtype !== 'float64') {
+    throw new CudaArgumentError(`${operation}: dtype must be float32 or float64, got ${String(dtype)}`);
+  }
+}
+
+function checkGenerator(operation: string, generator: unknown): Generator {
+  if (generator === undefined) return defaultGenerator();
+  if (!Generator.isInstance(generator)) {
+    throw new CudaArgumentError(`${operation}: options.generator must be a Generator`);
+  }
+  if (generator.disposed) throw new DisposedError(`${operation}: options.generator`);
+  return generator;
+}
+
+/**
+ * A new array of `dtype` and `shape` filled with uniform values in (0, 1], allocated and
+ * generated on the current stream with the current task's default generator.
+ * @example const u = rand('float32', [1024, 1024]);
+ */
+export function rand<D extends FloatDType>(
+  dtype: D,
+  shape: Shape | number,
+  options: RandOptions = {},
+): DeviceArray<D> {
+  checkFloatDType('rand', dtype);
+  checkShape('rand', shape);
+  const generator = checkGenerator('rand', options.generator);
+  const stream = options.stream ?? currentStream();
+  const array = DeviceArray.empty(dtype, shape, { stream });
+  try {
+    generator.uniform(array, { stream });
+  } catch (error) {
+    array.dispose();
+    throw error;
+  }
+  return array;
+}
+
+/**
+ * A new array of `dtype` and `shape` filled with normal values (standard normal unless
+ * `mean`/`stddev` are given), allocated and generated on the current stream with the current
+ * task's default generator. Any size works, odd ones included.
+ * @example const z = randn('float64', 1001, { mean: 2, stddev: 3 });
+ */
+export function randn<D extends FloatDType>(
+  dtype: D,
+  shape: Shape | number,
+  options: RandnOptions = {},
+): DeviceArray<D> {
+  checkFloatDType('randn', dtype);
+  checkShape('randn', shape);
+  const mean = options.mean ?? 0;
+  const stddev = options.stddev ?? 1;
+  checkNormalParameters('randn', mean, stddev);
+  const generator = checkGenerator('randn', options.generator);
+  const stream = options.stream ?? currentStream();
+  const array = DeviceArray.empty(dtype, shape, { stream });
+  try {
+    generator.normal(array, { mean, stddev, stream });
+  } catch (error) {
+    array.dispose();
+    throw error;
+  }
+  return array;
+}

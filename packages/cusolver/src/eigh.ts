@@ -1,0 +1,78 @@
+import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
+import { infoError } from './errors.js';
+import { disposeAll, readInfo } from './info.js';
+import { syevd } from './routines.js';
+import {
+  assertOptions,
+  assertSquare,
+  booleanOption,
+  matrixLayout,
+  type SolverDType,
+} from './validate.js';
+
+/** Options for `eigh`. */
+export interface EighOptions extends StreamOption {
+  /** Read A's upper triangle instead of its lower triangle (default false). */
+  upper?: boolean;
+}
+
+/** Eigenvalues and eigenvectors of a symmetric matrix: A V = V diag(values). */
+export interface EighResult<D extends SolverDType = SolverDType> {
+  /** The n eigenvalues in ascending order. */
+  values: DeviceArray<D>;
+  /** n x n orthogonal matrix: column j is the unit eigenvector of `values[j]`. */
+  vectors: DeviceArray<D>;
+}
+
+/**
+ * Eigenvalues and eigenvectors of a real symmetric float32/float64 matrix by divide and
+ * conquer (cusolverDn syevd, jobz = CUSOLVER_EIG_MODE_VECTOR), on a copy: `a` is not
+ * modified, and only its lower triangle (or upper, with `upper: true`) is read. Rejects with
+ * a `CusolverError` (status NO_CONVERGENCE, `info` > 0) if the algorithm fails to converge.
+ * @example
+ * const { values, vectors } = await eigh(a);
+ */
+export async function eigh<D extends SolverDType>(
+  a: DeviceArray<D>,
+  options: EighOptions = {},
+): Promise<EighResult<D>> {
+  const layout = matrixLayout(a, 'a', 'eigh');
+  assertSquare(layout, 'a', 'eigh');
+  assertOptions(options, 'eigh');
+  const upper = booleanOption(options, 'upper', 'eigh');
+  const n = layout.rows;
+  const stream = options.stream ?? currentStream();
+  const dtype = a.dtype;
+  let vectors: DeviceArray<D> | undefined;
+  let values: DeviceArray<D> | undefined;
+  let info: DeviceArray<'int32'> | undefined;
+  try {
+    vectors = a.copy({ stream });
+    values = DeviceArray.empty(dtype, n, { stream });
+    info = DeviceArray.empty('int32', 1, { stream });
+    syevd(
+      stream,
+      dtype,
+      upper,
+      n,
+      vectors.useOn(stream),
+      n,
+      values.useOn(stream),
+      info.useOn(stream),
+    );
+    const pending = info;
+    info = undefined;
+    const [status] = await readInfo(pending, stream);
+    if (status !== 0) {
+      throw infoError(
+        dtype === 'float64' ? 'cusolverDnDsyevd' : 'cusolverDnSsyevd',
+        status!,
+        'noConvergence',
+      );
+    }
+    return { values, vectors };
+  } catch (error) {
+    disposeAll(vectors, values, info);
+    throw error;
+  }
+}

@@ -1,0 +1,204 @@
+import {
+  CudaArgumentError,
+  currentStream,
+  DeviceArray,
+  DeviceBuffer,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
+import { infoError } from './errors.js';
+import { disposeAll, readInfo } from './info.js';
+import { getrf, getrs } from './routines.js';
+import {
+  assertOptions,
+  assertPivots,
+  assertSquare,
+  booleanOption,
+  matrixLayout,
+  rightHandSideLayout,
+  type SolverDType,
+} from './validate.js';
+
+/**
+ * An LU factorization with partial pivoting, A = P * L * U, as LAPACK's getrf leaves it.
+ * Dispose both arrays when done.
+ */
+export interface LuFactorization<D extends SolverDType = SolverDType> {
+  /**
+   * L and U of an m x n matrix in one m x n array: U on and above the diagonal, L's
+   * multipliers below it (L's unit diagonal is not stored).
+   */
+  lu: DeviceArray<D>;
+  /**
+   * min(m, n) 1-based row interchanges (LAPACK's ipiv): during the factorization row `i`
+   * was swapped with row `pivots[i]` (1-based), for i = 1, 2, ... in order.
+   */
+  pivots: DeviceArray<'int32'>;
+}
+
+/** Options for `luSolve`. */
+export interface LuSolveOptions extends StreamOption {
+  /** Solve A^T X = B instead of A X = B (default false). */
+  transpose?: boolean;
+}
+
+function getrfName(dtype: SolverDType): string {
+  return dtype === 'float64' ? 'cusolverDnDgetrf' : 'cusolverDnSgetrf';
+}
+
+function getrsName(dtype: SolverDType): string {
+  return dtype === 'float64' ? 'cusolverDnDgetrs' : 'cusolverDnSgetrs';
+}
+
+/**
+ * LU factorization with partial pivoting of an m x n float32/float64 matrix (cusolverDn
+ * getrf) on a copy: `a` is not modified. The promise resolves once the factorization is done
+ * (its status is read back without blocking the event loop); an exactly singular matrix
+ * rejects with `SingularMatrixError` (`info` = the 1-based index of the zero pivot).
+ * @example
+ * const { lu: factors, pivots } = await lu(a);
+ * const x = luSolve({ lu: factors, pivots }, b);
+ */
+export async function lu<D extends SolverDType>(
+  a: DeviceArray<D>,
+  options: StreamOption = {},
+): Promise<LuFactorization<D>> {
+  const { rows: m, columns: n } = matrixLayout(a, 'a', 'lu');
+  assertOptions(options, 'lu');
+  const stream = options.stream ?? currentStream();
+  const dtype = a.dtype;
+  let factors: DeviceArray<D> | undefined;
+  let pivots: DeviceArray<'int32'> | undefined;
+  let info: DeviceArray<'int32'> | undefined;
+  try {
+    factors = a.copy({ stream });
+    pivots = DeviceArray.empty('int32', Math.min(m, n), { stream });
+    info = DeviceArray.empty('int32', 1, { stream });
+    getrf(stream, dtype, m, n, factors.useOn(stream), m, pivots.useOn(stream), info.useOn(stream));
+    const pending = info;
+    info = undefined;
+    const [status] = await readInfo(pending, stream);
+    if (status !== 0) throw infoError(getrfName(dtype), status!, 'singular');
+    return { lu: factors, pivots };
+  } catch (error) {
+    disposeAll(factors, pivots, info);
+    throw error;
+  }
+}
+
+/**
+ * Solves A X = B (or A^T X = B) from `lu(A)`'s factorization (cusolverDn getrs). `b` is an
+ * n x k matrix or a length-n vector and is not modified; the solution is a new contiguous
+ * array of b's shape. The solve is only queued on the stream: nothing waits for the GPU.
+ * @example
+ * const factorization = await lu(a);
+ * const x1 = luSolve(factorization, b1);
+ * const x2 = luSolve(factorization, b2, { transpose: true });
+ */
+export function luSolve<D extends SolverDType>(
+  factorization: LuFactorization<D>,
+  b: DeviceArray<D>,
+  options: LuSolveOptions = {},
+): DeviceArray<D> {
+  if (typeof factorization !== 'object' || factorization === null) {
+    throw new CudaArgumentError(
+      'luSolve: the first argument must be the { lu, pivots } object that lu() returns',
+    );
+  }
+  const layout = matrixLayout(factorization.lu, 'lu', 'luSolve');
+  assertSquare(layout, 'lu', 'luSolve');
+  const n = layout.rows;
+  assertPivots(factorization.pivots, n, 'luSolve');
+  const right = rightHandSideLayout(b, factorization.lu, n, 'luSolve', 'lu');
+  assertOptions(options, 'luSolve');
+  const transpose = booleanOption(options, 'transpose', 'luSolve');
+  const stream = options.stream ?? currentStream();
+  let x: DeviceArray<D> | undefined;
+  let info: DeviceBuffer | undefined;
+  try {
+    x = b.copy({ stream });
+    info = DeviceBuffer.allocate(4, { stream });
+    getrs(
+      stream,
+      b.dtype,
+      transpose,
+      n,
+      right.columns,
+      factorization.lu.useOn(stream),
+      layout.leadingDimension,
+      factorization.pivots.useOn(stream),
+      x.useOn(stream),
+      n,
+      info.useOn(stream),
+    );
+    return x;
+  } catch (error) {
+    x?.dispose();
+    throw error;
+  } finally {
+    // getrs reports only illegal arguments in devInfo, which the checks above rule out.
+    info?.dispose();
+  }
+}
+
+/**
+ * Solves the square system A X = B by LU factorization (getrf, then getrs), without
+ * modifying `a` or `b`: both are copied. `b` is an n x k matrix or a length-n vector; the
+ * solution has b's shape. Rejects with `SingularMatrixError` when A is exactly singular.
+ * @example
+ * const a = DeviceArray.fromHost(new Float64Array([4, 1, 2, 3]), [2, 2]);
+ * const b = DeviceArray.fromHost(new Float64Array([1, 2]));
+ * const x = await solve(a, b);
+ * console.log(await x.toHost());
+ */
+export async function solve<D extends SolverDType>(
+  a: DeviceArray<D>,
+  b: DeviceArray<D>,
+  options: StreamOption = {},
+): Promise<DeviceArray<D>> {
+  const layout = matrixLayout(a, 'a', 'solve');
+  assertSquare(layout, 'a', 'solve');
+  const n = layout.rows;
+  const right = rightHandSideLayout(b, a, n, 'solve');
+  assertOptions(options, 'solve');
+  const stream = options.stream ?? currentStream();
+  const dtype = a.dtype;
+  let factors: DeviceArray<D> | undefined;
+  let pivots: DeviceArray<'int32'> | undefined;
+  let info: DeviceArray<'int32'> | undefined;
+  let x: DeviceArray<D> | undefined;
+  try {
+    factors = a.copy({ stream });
+    x = b.copy({ stream });
+    pivots = DeviceArray.empty('int32', n, { stream });
+    // Two devInfo words: getrs resets its devInfo, so it must not overwrite getrf's.
+    info = DeviceArray.empty('int32', 2, { stream });
+    const infoPointer = info.useOn(stream);
+    const factorsPointer = factors.useOn(stream);
+    const pivotsPointer = pivots.useOn(stream);
+    getrf(stream, dtype, n, n, factorsPointer, n, pivotsPointer, infoPointer);
+    getrs(
+      stream,
+      dtype,
+      false,
+      n,
+      right.columns,
+      factorsPointer,
+      n,
+      pivotsPointer,
+      x.useOn(stream),
+      n,
+      infoPointer + 4n,
+    );
+    disposeAll(factors, pivots);
+    factors = pivots = undefined;
+    const pending = info;
+    info = undefined;
+    const [factorStatus, solveStatus] = await readInfo(pending, stream);
+    if (factorStatus !== 0) throw infoError(getrfName(dtype), factorStatus!, 'singular');
+    if (solveStatus !== 0) throw infoError(getrsName(dtype), solveStatus!, 'singular');
+    return x;
+  } catch (error) {
+    disposeAll(factors, pivots, info, x);
+    throw error;
+  }
+}

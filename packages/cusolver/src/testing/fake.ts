@@ -1,0 +1,21 @@
+import { DeviceArray, type DeviceBuffer, type DType } from '@cuda-tasks/cudadrv';
+
+/**
+ * A real DeviceArray over a stand-in buffer with no device memory: its dtype, shape, strides
+ * and disposed state behave as usual, so argument checks can be tested without a GPU. Any
+ * native call made with it would fail, which is what the unit tests rely on.
+ */
+export function hostOnlyArray<D extends DType>(
+  dtype: D,
+  shape: readonly number[],
+  options: { strides?: readonly number[]; disposed?: boolean } = {},
+): DeviceArray<D> {
+  const strides: number[] = [];
+  let stride = 1;
+  for (const dimension of shape) {
+    strides.push(stride);
+    stride *= dimension;
+  }
+  const buffer = { byteLength: 0, disposed: options.disposed ?? false } as unknown as DeviceBuffer;
+  return new DeviceArray(buffer, dtype, shape, options.strides ?? strides, 0, false);
+}

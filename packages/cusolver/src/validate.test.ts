@@ -1,0 +1,152 @@
+import { CudaArgumentError, DisposedError } from '@cuda-tasks/cudadrv';
+import { describe, expect, it } from 'vitest';
+import { hostOnlyArray } from './testing/fake.js';
+import {
+  assertOptions,
+  assertPivots,
+  assertSameDType,
+  assertSquare,
+  booleanOption,
+  INT_MAX,
+  matrixLayout,
+  rightHandSideLayout,
+} from './validate.js';
+
+describe('matrixLayout', () => {
+  it('returns rows, columns and the leading dimension of a contiguous matrix', () => {
+    expect(matrixLayout(hostOnlyArray('float64', [5, 3]), 'a', 'lu')).toEqual({
+      rows: 5,
+      columns: 3,
+      leadingDimension: 5,
+    });
+  });
+
+  it('passes a block view with the parent leading dimension', () => {
+    const parent = hostOnlyArray('float32', [10, 8]);
+    const view = parent.block(2, 1, 4, 5);
+    expect(view.contiguous).toBe(false);
+    expect(matrixLayout(view, 'a', 'lu')).toEqual({ rows: 4, columns: 5, leadingDimension: 10 });
+  });
+
+  it('uses the row count as the leading dimension of a single column', () => {
+    const column = hostOnlyArray('float64', [10, 8]).block(0, 3, 10, 1);
+    expect(matrixLayout(column, 'b', 'solve', true)).toEqual({
+      rows: 10,
+      columns: 1,
+      leadingDimension: 10,
+    });
+  });
+
+  it('accepts vectors only where allowed', () => {
+    const v = hostOnlyArray('float32', [7]);
+    expect(matrixLayout(v, 'b', 'solve', true)).toEqual({
+      rows: 7,
+      columns: 1,
+      leadingDimension: 7,
+    });
+    expect(() => matrixLayout(v, 'a', 'lu')).toThrow(/lu: a must be a 2-D array/);
+    expect(() => matrixLayout(hostOnlyArray('float32', [2, 2, 2]), 'b', 'solve', true)).toThrow(
+      /1-D or 2-D/,
+    );
+  });
+
+  it('rejects what is not a DeviceArray', () => {
+    for (const value of [undefined, null, 3, 'a', new Float64Array(4), { dtype: 'float32' }]) {
+      expect(() => matrixLayout(value, 'a', 'lu')).toThrow(CudaArgumentError);
+    }
+    expect(() => matrixLayout(new Float64Array(4), 'a', 'lu')).toThrow(
+      /lu: a must be a DeviceArray, got Float64Array/,
+    );
+  });
+
+  it('rejects dtypes other than float32 and float64', () => {
+    for (const dtype of ['int32', 'uint8', 'float16', 'bfloat16'] as const) {
+      expect(() => matrixLayout(hostOnlyArray(dtype, [2, 2]), 'a', 'qr')).toThrow(
+        new RegExp(`qr: a must be float32 or float64, got ${dtype}`),
+      );
+    }
+  });
+
+  it('rejects disposed arrays with DisposedError', () => {
+    const a = hostOnlyArray('float64', [3, 3], { disposed: true });
+    expect(() => matrixLayout(a, 'a', 'cholesky')).toThrow(DisposedError);
+    expect(() => matrixLayout(a, 'a', 'cholesky')).toThrow(/cholesky: a has been disposed/);
+  });
+
+  it('rejects empty matrices', () => {
+    expect(() => matrixLayout(hostOnlyArray('float64', [0, 3]), 'a', 'lu')).toThrow(/empty/);
+    expect(() => matrixLayout(hostOnlyArray('float64', [3, 0]), 'a', 'lu')).toThrow(/empty/);
+  });
+
+  it('rejects layouts cuSOLVER cannot take', () => {
+    // Rows not adjacent (a row-major-like view).
+    const rowMajor = hostOnlyArray('float32', [3, 4], { strides: [4, 1] });
+    expect(() => matrixLayout(rowMajor, 'a', 'svd')).toThrow(/column-major 2-D view/);
+    // Leading dimension below the row count.
+    const overlapping = hostOnlyArray('float32', [4, 3], { strides: [1, 2] });
+    expect(() => matrixLayout(overlapping, 'a', 'svd')).toThrow(/leading dimension of 2/);
+    // A strided vector.
+    const strided = hostOnlyArray('float32', [4], { strides: [2] });
+    expect(() => matrixLayout(strided, 'b', 'solve', true)).toThrow(/contiguous/);
+  });
+
+  it('rejects dimensions beyond a C int', () => {
+    const wide = hostOnlyArray('float32', [1, INT_MAX + 1]);
+    expect(() => matrixLayout(wide, 'a', 'qr')).toThrow(/up to 2147483647/);
+  });
+});
+
+describe('other checks', () => {
+  it('assertSquare', () => {
+    expect(() =>
+      assertSquare({ rows: 3, columns: 3, leadingDimension: 3 }, 'a', 'lu'),
+    ).not.toThrow();
+    expect(() => assertSquare({ rows: 3, columns: 2, leadingDimension: 3 }, 'a', 'eigh')).toThrow(
+      /eigh: a must be square, got 3 x 2/,
+    );
+  });
+
+  it('assertSameDType', () => {
+    const a = hostOnlyArray('float32', [2, 2]);
+    const b = hostOnlyArray('float64', [2]);
+    expect(() => assertSameDType(a, b, 'a', 'b', 'solve')).toThrow(
+      /solve: b is float64 but a is float32/,
+    );
+  });
+
+  it('rightHandSideLayout checks rows and dtype', () => {
+    const a = hostOnlyArray('float64', [4, 4]);
+    expect(rightHandSideLayout(hostOnlyArray('float64', [4, 3]), a, 4, 'solve').columns).toBe(3);
+    expect(rightHandSideLayout(hostOnlyArray('float64', [4]), a, 4, 'solve').columns).toBe(1);
+    expect(() => rightHandSideLayout(hostOnlyArray('float64', [5, 1]), a, 4, 'solve')).toThrow(
+      /solve: b has 5 rows but a is 4 x 4/,
+    );
+    expect(() => rightHandSideLayout(hostOnlyArray('float32', [4]), a, 4, 'solve')).toThrow(
+      /same dtype/,
+    );
+  });
+
+  it('assertPivots', () => {
+    expect(() => assertPivots(hostOnlyArray('int32', [4]), 4, 'luSolve')).not.toThrow();
+    expect(() => assertPivots(hostOnlyArray('int32', [3]), 4, 'luSolve')).toThrow(/4 elements/);
+    expect(() => assertPivots(hostOnlyArray('uint32', [4]), 4, 'luSolve')).toThrow(
+      /pivots must be int32/,
+    );
+    expect(() =>
+      assertPivots(hostOnlyArray('int32', [4], { disposed: true }), 4, 'luSolve'),
+    ).toThrow(DisposedError);
+    expect(() => assertPivots(undefined, 4, 'luSolve')).toThrow(/pivots must be a DeviceArray/);
+  });
+
+  it('assertOptions and booleanOption', () => {
+    expect(() => assertOptions(undefined, 'qr')).not.toThrow();
+    expect(() => assertOptions({}, 'qr')).not.toThrow();
+    expect(() => assertOptions('upper', 'qr')).toThrow(/qr: options must be an object/);
+    expect(() => assertOptions(null, 'qr')).toThrow(CudaArgumentError);
+    expect(booleanOption({}, 'upper', 'eigh')).toBe(false);
+    expect(booleanOption({ upper: true }, 'upper', 'eigh')).toBe(true);
+    expect(() => booleanOption({ upper: 1 }, 'upper', 'eigh')).toThrow(
+      /eigh: option upper must be a boolean, got 1/,
+    );
+  });
+});

@@ -1,0 +1,385 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Context, Stream } from '@cuda-tasks/cudadrv';
+import { describe, expect, it, vi } from 'vitest';
+
+// The driver is replaced by a test double: two fake devices with one primary context each,
+// a fake Stream.create that counts creations, and a provider slot like the real one.
+const fake = vi.hoisted(() => {
+  class CudaArgumentError extends TypeError {
+    constructor(message: string) {
+      super(message);
+      this.name = 'CudaArgumentError';
+    }
+  }
+  class FakeStream {
+    constructor(
+      readonly context: FakeContext,
+      readonly name: string | undefined,
+    ) {}
+    disposed = false;
+    toString(): string {
+      return `FakeStream(${this.name})`;
+    }
+  }
+  class FakeContext {
+    readonly defaultStream: FakeStream;
+    makeCurrentCalls = 0;
+    constructor(readonly device: FakeDevice) {
+      this.defaultStream = new FakeStream(this, `default-${device.ordinal}`);
+    }
+    makeCurrent(): void {
+      this.makeCurrentCalls++;
+    }
+  }
+  class FakeDevice {
+    readonly context: FakeContext;
+    constructor(readonly ordinal: number) {
+      this.context = new FakeContext(this);
+    }
+    primaryContext(): FakeContext {
+      return this.context;
+    }
+  }
+  const devices = [new FakeDevice(0), new FakeDevice(1)];
+  const state = {
+    streamProvider: undefined as (() => unknown) | undefined,
+    deviceProvider: undefined as (() => unknown) | undefined,
+    created: [] as FakeStream[],
+    waited: [] as unknown[],
+    outOfMemoryHooks: new Set<(context: unknown) => void>(),
+  };
+  const module = {
+    CudaArgumentError,
+    Device: {
+      get(ordinal = 0): FakeDevice {
+        const device = Number.isInteger(ordinal) ? devices[ordinal] : undefined;
+        if (device === undefined) {
+          throw new CudaArgumentError(
+            `device ${ordinal} does not exist: this process sees 2 CUDA devices (ordinals 0..1)`,
+          );
+        }
+        return device;
+      },
+    },
+    Stream: {
+      create(options: { context: FakeContext; name?: string }): FakeStream {
+        const stream = new FakeStream(options.context, options.name);
+        state.created.push(stream);
+        return stream;
+      },
+    },
+    setCurrentStreamProvider(stream: () => unknown, device: () => unknown) {
+      const previous = { stream: state.streamProvider, device: state.deviceProvider };
+      state.streamProvider = stream;
+      state.deviceProvider = device;
+      return previous;
+    },
+    currentStream: () => state.streamProvider!(),
+    onOutOfMemory(hook: (context: unknown) => void) {
+      state.outOfMemoryHooks.add(hook);
+      return () => state.outOfMemoryHooks.delete(hook);
+    },
+    waitForStream(stream: unknown): Promise<void> {
+      state.waited.push(stream);
+      return Promise.resolve();
+    },
+    Event: {},
+    setOperationObserver: () => null,
+  };
+  return { module, state, devices, FakeStream, CudaArgumentError };
+});
+
+vi.mock('@cuda-tasks/cudadrv', () => fake.module);
+
+import { HandleCache } from './handle-cache.js';
+import { stream } from './state.js';
+import { task, withDevice, withStream } from './task.js';
+
+const context0 = fake.devices[0]!.context;
+const context1 = fake.devices[1]!.context;
+
+interface FakeHandle {
+  id: number;
+  context: unknown;
+}
+
+function userStream(context = context0, name = 'user'): Stream {
+  return new fake.FakeStream(context, name) as unknown as Stream;
+}
+
+function nameOf(s: Stream): string {
+  return (s as unknown as { name: string }).name;
+}
+
+/** A cache whose callbacks are spies that also log, in order, what happened to which handle. */
+function makeCache(maxIdlePerContext?: number) {
+  let next = 0;
+  const log: string[] = [];
+  const options = {
+    name: 'fakelib',
+    create: vi.fn((context: Context): FakeHandle => {
+      const handle = { id: next++, context };
+      log.push(`create ${handle.id}`);
+      return handle;
+    }),
+    destroy: vi.fn((handle: FakeHandle, _context: Context) => {
+      log.push(`destroy ${handle.id}`);
+    }),
+    bindStream: vi.fn((handle: FakeHandle, s: Stream) => {
+      log.push(`bind ${handle.id} ${nameOf(s)}`);
+    }),
+    unbindStream: vi.fn((handle: FakeHandle, s: Stream) => {
+      log.push(`unbind ${handle.id} ${nameOf(s)}`);
+    }),
+    maxIdlePerContext,
+  };
+  const cache = new HandleCache<FakeHandle>(options);
+  return { cache, options, log };
+}
+
+/** Starts `count` tasks that each run `body`, all alive at once until the gate opens. */
+async function concurrently<T>(count: number, body: () => T): Promise<T[]> {
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const tasks = Array.from({ length: count }, () =>
+    task(async () => {
+      const result = body();
+      await gate;
+      return result;
+    }),
+  );
+  await sleep(1);
+  open();
+  return Promise.all(tasks);
+}
+
+describe('HandleCache leases', () => {
+  it('a lease goes back to the idle pool when the task settles', async () => {
+    const { cache, options } = makeCache();
+    const makeCurrentBefore = context0.makeCurrentCalls;
+    const handle = await task(async () => {
+      const handle = cache.get();
+      expect(cache.statistics()).toEqual({ created: 1, destroyed: 0, idle: 0, leased: 1 });
+      await sleep(1);
+      return handle;
+    });
+    expect(cache.statistics()).toEqual({ created: 1, destroyed: 0, idle: 1, leased: 0 });
+    expect(options.create).toHaveBeenCalledTimes(1);
+    expect(options.create.mock.calls[0]![0]).toBe(context0);
+    expect(handle.context).toBe(context0);
+    // The context was made current before create.
+    expect(context0.makeCurrentCalls).toBeGreaterThan(makeCurrentBefore);
+    expect(options.destroy).not.toHaveBeenCalled();
+  });
+
+  it('a lease goes back also when the task throws (async and sync)', async () => {
+    const { cache } = makeCache();
+    await expect(
+      task(async () => {
+        cache.get();
+        await sleep(1);
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    expect(cache.statistics()).toEqual({ created: 1, destroyed: 0, idle: 1, leased: 0 });
+    await expect(
+      task(() => {
+        cache.get();
+        throw new Error('sync boom');
+      }),
+    ).rejects.toThrow('sync boom');
+    expect(cache.statistics()).toEqual({ created: 1, destroyed: 0, idle: 1, leased: 0 });
+  });
+
+  it('one lease per task and context: repeated get() returns the same handle', async () => {
+    const { cache, options } = makeCache();
+    await task(async () => {
+      const first = cache.get();
+      await sleep(1);
+      const second = cache.get();
+      await Promise.resolve();
+      expect(cache.get(stream())).toBe(first);
+      expect(second).toBe(first);
+      expect(cache.statistics().leased).toBe(1);
+    });
+    expect(options.create).toHaveBeenCalledTimes(1);
+    expect(options.bindStream).toHaveBeenCalledTimes(1);
+  });
+
+  it('concurrent tasks get distinct handles; a second wave reuses the idle ones', async () => {
+    const { cache, options } = makeCache();
+    const first = await concurrently(3, () => cache.get());
+    expect(new Set(first).size).toBe(3);
+    expect(cache.statistics()).toEqual({ created: 3, destroyed: 0, idle: 3, leased: 0 });
+    const second = await concurrently(3, () => cache.get());
+    expect(options.create).toHaveBeenCalledTimes(3);
+    expect(new Set([...first, ...second]).size).toBe(3);
+    expect(cache.statistics()).toEqual({ created: 3, destroyed: 0, idle: 3, leased: 0 });
+  });
+
+  it('a nested task takes its own lease', async () => {
+    const { cache } = makeCache();
+    await task(async () => {
+      const outer = cache.get();
+      const inner = await task(async () => {
+        const handle = cache.get();
+        expect(cache.statistics().leased).toBe(2);
+        return handle;
+      });
+      expect(inner).not.toBe(outer);
+      expect(cache.get()).toBe(outer);
+      expect(cache.statistics()).toMatchObject({ leased: 1, idle: 1 });
+    });
+    expect(cache.statistics()).toEqual({ created: 2, destroyed: 0, idle: 2, leased: 0 });
+  });
+
+  it('one lease per context: a task on two devices holds two handles', async () => {
+    const { cache, options } = makeCache();
+    const [h0, h1, h1Explicit] = await task(async () => {
+      const h0 = cache.get();
+      const h1 = withDevice(1, () => cache.get());
+      await sleep(1);
+      const h1Explicit = cache.get(userStream(context1, 'user on 1'));
+      expect(cache.statistics().leased).toBe(2);
+      return [h0, h1, h1Explicit];
+    });
+    expect(h0!.context).toBe(context0);
+    expect(h1!.context).toBe(context1);
+    expect(h1Explicit).toBe(h1);
+    expect(options.create.mock.calls.map((call) => call[0])).toEqual([context0, context1]);
+    expect(cache.statistics()).toEqual({ created: 2, destroyed: 0, idle: 2, leased: 0 });
+    // Idle pools are per context: device 1 gets its device-1 handle back.
+    expect(await withDevice(1, () => task(() => cache.get()))).toBe(h1);
+    expect(await task(() => cache.get())).toBe(h0);
+    expect(options.create).toHaveBeenCalledTimes(2);
+  });
+});
+
+describe('HandleCache stream binding', () => {
+  it('bindStream is called only when the stream changes', async () => {
+    const { cache, options } = makeCache();
+    const s2 = userStream(context0, 's2');
+    await task(async () => {
+      const own = stream();
+      const handle = cache.get();
+      cache.get();
+      await sleep(1);
+      cache.get();
+      expect(options.bindStream).toHaveBeenCalledTimes(1);
+      expect(options.bindStream.mock.calls[0]![0]).toBe(handle);
+      expect(options.bindStream.mock.calls[0]![1]).toBe(own);
+      expect(cache.boundStream(handle)).toBe(own);
+
+      expect(withStream(s2, () => cache.get())).toBe(handle);
+      withStream(s2, () => cache.get());
+      expect(options.bindStream).toHaveBeenCalledTimes(2);
+      expect(options.bindStream.mock.calls[1]![1]).toBe(s2);
+      expect(cache.boundStream(handle)).toBe(s2);
+
+      cache.get();
+      cache.get();
+      expect(options.bindStream).toHaveBeenCalledTimes(3);
+      expect(options.bindStream.mock.calls[2]![1]).toBe(own);
+
+      cache.get(s2);
+      expect(options.bindStream).toHaveBeenCalledTimes(4);
+      expect(options.bindStream.mock.calls[3]![1]).toBe(s2);
+    });
+  });
+
+  it("releasing a task's stream unbinds handles bound to it; the next get() rebinds", async () => {
+    const { cache, options } = makeCache();
+    const [handle, own] = await task(async () => {
+      const handle = cache.get();
+      await sleep(1);
+      return [handle, stream()] as const;
+    });
+    expect(options.unbindStream).toHaveBeenCalledTimes(1);
+    expect(options.unbindStream.mock.calls[0]![0]).toBe(handle);
+    expect(options.unbindStream.mock.calls[0]![1]).toBe(own);
+    expect(cache.boundStream(handle)).toBeUndefined();
+
+    const [again, next] = await task(() => [cache.get(), stream()] as const);
+    expect(again).toBe(handle);
+    expect(options.bindStream).toHaveBeenCalledTimes(2);
+    expect(options.bindStream.mock.calls[1]![0]).toBe(handle);
+    expect(options.bindStream.mock.calls[1]![1]).toBe(next);
+  });
+
+  it('a handle bound to a user stream stays bound when the task settles', async () => {
+    const { cache, options } = makeCache();
+    const s = userStream(context0, 'kept');
+    const handle = await task(() => withStream(s, () => cache.get()));
+    expect(cache.boundStream(handle)).toBe(s);
+    expect(options.unbindStream).not.toHaveBeenCalled();
+    // Reused on the same stream: no rebind.
+    expect(await task(() => withStream(s, () => cache.get()))).toBe(handle);
+    expect(options.bindStream).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('HandleCache idle pool', () => {
+  it('keeps at most maxIdlePerContext idle handles, unbinding before destroying the rest', async () => {
+    const { cache, options, log } = makeCache(2);
+    const handles = await concurrently(5, () => cache.get());
+    expect(new Set(handles).size).toBe(5);
+    expect(cache.statistics()).toEqual({ created: 5, destroyed: 3, idle: 2, leased: 0 });
+    expect(options.destroy).toHaveBeenCalledTimes(3);
+    for (const [handle, context] of options.destroy.mock.calls) {
+      expect(context).toBe(context0);
+      const unbound = log.findIndex((entry) => entry.startsWith(`unbind ${handle.id} `));
+      expect(unbound).toBeGreaterThanOrEqual(0);
+      expect(unbound).toBeLessThan(log.indexOf(`destroy ${handle.id}`));
+    }
+    // The survivors serve the next wave.
+    const next = await concurrently(2, () => cache.get());
+    expect(options.create).toHaveBeenCalledTimes(5);
+    const destroyed = new Set(options.destroy.mock.calls.map((call) => call[0]));
+    for (const handle of next) expect(destroyed.has(handle)).toBe(false);
+  });
+
+  it('destroyIdle destroys the idle handles, unbinding bound ones first', async () => {
+    const { cache, options, log } = makeCache();
+    const s = userStream(context0, 'kept');
+    // Two idle handles, unbound when their tasks' streams went back to the pool...
+    const pair = await concurrently(2, () => cache.get());
+    for (const handle of pair) expect(cache.boundStream(handle)).toBeUndefined();
+    // ...then one of them used on a user stream, which it stays bound to.
+    const bound = await task(() => withStream(s, () => cache.get()));
+    expect(pair).toContain(bound);
+    expect(cache.boundStream(bound)).toBe(s);
+    expect(cache.statistics()).toMatchObject({ idle: 2, leased: 0 });
+    const unbindsBefore = options.unbindStream.mock.calls.length;
+
+    expect(cache.destroyIdle()).toBe(2);
+    expect(cache.statistics()).toEqual({ created: 2, destroyed: 2, idle: 0, leased: 0 });
+    expect(options.unbindStream).toHaveBeenCalledTimes(unbindsBefore + 1);
+    expect(options.unbindStream.mock.calls.at(-1)![0]).toBe(bound);
+    expect(options.unbindStream.mock.calls.at(-1)![1]).toBe(s);
+    expect(log.indexOf(`unbind ${bound.id} kept`)).toBeLessThan(log.indexOf(`destroy ${bound.id}`));
+    expect(cache.boundStream(bound)).toBeUndefined();
+    expect(cache.destroyIdle()).toBe(0);
+  });
+
+  it('destroyIdle leaves leased handles alone', async () => {
+    const { cache, options } = makeCache();
+    await task(async () => {
+      const held = cache.get();
+      await task(() => cache.get());
+      expect(cache.destroyIdle()).toBe(1);
+      expect(options.destroy.mock.calls.map((call) => call[0])).not.toContain(held);
+      expect(cache.get()).toBe(held);
+    });
+    expect(cache.statistics()).toEqual({ created: 2, destroyed: 1, idle: 1, leased: 0 });
+  });
+
+  it('the out-of-memory hook destroys idle handles', async () => {
+    const { cache, options } = makeCache();
+    await concurrently(3, () => cache.get());
+    expect(cache.statistics().idle).toBe(3);
+    expect(fake.state.outOfMemoryHooks.size).toBeGreaterThan(0);
+    for (const hook of fake.state.outOfMemoryHooks) hook(context0);
+    expect(cache.statistics()).toEqual({ created: 3, destroyed: 3, idle: 0, leased: 0 });
+    expect(options.destroy).toHaveBeenCalledTimes(3);
+  });
+});

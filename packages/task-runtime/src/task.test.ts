@@ -1,0 +1,478 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Device, Stream } from '@cuda-tasks/cudadrv';
+import { describe, expect, it, vi } from 'vitest';
+
+// The driver is replaced by a test double: two fake devices with one primary context each,
+// a fake Stream.create that counts creations, and a provider slot like the real one.
+const fake = vi.hoisted(() => {
+  class CudaArgumentError extends TypeError {
+    constructor(message: string) {
+      super(message);
+      this.name = 'CudaArgumentError';
+    }
+  }
+  class FakeStream {
+    constructor(
+      readonly context: FakeContext,
+      readonly name: string | undefined,
+    ) {}
+    disposed = false;
+    toString(): string {
+      return `FakeStream(${this.name})`;
+    }
+  }
+  class FakeContext {
+    readonly defaultStream: FakeStream;
+    makeCurrentCalls = 0;
+    constructor(readonly device: FakeDevice) {
+      this.defaultStream = new FakeStream(this, `default-${device.ordinal}`);
+    }
+    makeCurrent(): void {
+      this.makeCurrentCalls++;
+    }
+  }
+  class FakeDevice {
+    readonly context: FakeContext;
+    constructor(readonly ordinal: number) {
+      this.context = new FakeContext(this);
+    }
+    primaryContext(): FakeContext {
+      return this.context;
+    }
+  }
+  const devices = [new FakeDevice(0), new FakeDevice(1)];
+  const state = {
+    streamProvider: undefined as (() => unknown) | undefined,
+    deviceProvider: undefined as (() => unknown) | undefined,
+    created: [] as FakeStream[],
+    waited: [] as unknown[],
+    outOfMemoryHooks: new Set<(context: unknown) => void>(),
+  };
+  const module = {
+    CudaArgumentError,
+    Device: {
+      get(ordinal = 0): FakeDevice {
+        const device = Number.isInteger(ordinal) ? devices[ordinal] : undefined;
+        if (device === undefined) {
+          throw new CudaArgumentError(
+            `device ${ordinal} does not exist: this process sees 2 CUDA devices (ordinals 0..1)`,
+          );
+        }
+        return device;
+      },
+    },
+    Stream: {
+      create(options: { context: FakeContext; name?: string }): FakeStream {
+        const stream = new FakeStream(options.context, options.name);
+        state.created.push(stream);
+        return stream;
+      },
+    },
+    setCurrentStreamProvider(stream: () => unknown, device: () => unknown) {
+      const previous = { stream: state.streamProvider, device: state.deviceProvider };
+      state.streamProvider = stream;
+      state.deviceProvider = device;
+      return previous;
+    },
+    currentStream: () => state.streamProvider!(),
+    onOutOfMemory(hook: (context: unknown) => void) {
+      state.outOfMemoryHooks.add(hook);
+      return () => state.outOfMemoryHooks.delete(hook);
+    },
+    waitForStream(stream: unknown): Promise<void> {
+      state.waited.push(stream);
+      return Promise.resolve();
+    },
+    Event: {},
+    setOperationObserver: () => null,
+  };
+  return { module, state, devices, FakeStream, CudaArgumentError };
+});
+
+vi.mock('@cuda-tasks/cudadrv', () => fake.module);
+
+import { onStreamReleased, streamPoolStatistics } from './pool.js';
+import { device, stream } from './state.js';
+import { currentTask, synchronize, task, withDevice, withStream } from './task.js';
+
+const device0 = fake.devices[0]!;
+const device1 = fake.devices[1]!;
+const context0 = device0.context;
+const context1 = device1.context;
+
+/** A stream the user created (not from the runtime's pool). */
+function userStream(context = context0, name = 'user'): Stream {
+  return new fake.FakeStream(context, name) as unknown as Stream;
+}
+
+const created = () => fake.state.created.length;
+
+/** Element-wise identity (toEqual would accept two distinct but similar fake streams). */
+function expectSame(actual: readonly unknown[], expected: readonly unknown[]): void {
+  expect(actual).toHaveLength(expected.length);
+  for (let i = 0; i < actual.length; i++) expect(actual[i]).toBe(expected[i]);
+}
+
+describe('the stream an async context sees', () => {
+  it('the runtime installs its provider on import', () => {
+    expect(fake.state.streamProvider).toBe(stream);
+    expect(fake.state.deviceProvider).toBe(device);
+    expect(fake.module.currentStream()).toBe(context0.defaultStream);
+  });
+
+  it('outside any task: the default device default stream, also after awaits', async () => {
+    expect(stream()).toBe(context0.defaultStream);
+    expect(device()).toBe(device0);
+    await sleep(1);
+    expect(stream()).toBe(context0.defaultStream);
+    expect(currentTask().isRoot).toBe(true);
+  });
+
+  it('a task keeps its own stream across awaits of every kind', async () => {
+    const before = created();
+    const seen = await task(async () => {
+      const first = stream();
+      await sleep(1);
+      const second = stream();
+      await Promise.resolve();
+      const third = stream();
+      await new Promise((resolve) => setImmediate(resolve));
+      const fourth = fake.module.currentStream();
+      return [first, second, third, fourth];
+    });
+    expect(new Set(seen).size).toBe(1);
+    const own = seen[0] as unknown as InstanceType<typeof fake.FakeStream>;
+    expect(own).not.toBe(context0.defaultStream);
+    expect(own.context).toBe(context0);
+    expect(created() - before).toBeLessThanOrEqual(1);
+    expect(stream()).toBe(context0.defaultStream);
+  });
+
+  it('two interleaved tasks each see their own stream throughout', async () => {
+    const order: string[] = [];
+    const worker = (name: string) =>
+      task(async () => {
+        const mine = stream();
+        const seen: Stream[] = [];
+        for (let i = 0; i < 6; i++) {
+          await Promise.resolve();
+          order.push(name);
+          seen.push(stream());
+          if (i % 2 === 1) await sleep(1);
+        }
+        return { mine, seen };
+      });
+    const [a, b] = await Promise.all([worker('a'), worker('b')]);
+    expect(a.mine).not.toBe(b.mine);
+    expect(a.seen.every((s) => s === a.mine)).toBe(true);
+    expect(b.seen.every((s) => s === b.mine)).toBe(true);
+    // The two really alternated.
+    expect(order.slice(0, 4)).toEqual(['a', 'b', 'a', 'b']);
+  });
+
+  it('a nested task gets another stream; the parent keeps its own before and after', async () => {
+    await task(async () => {
+      const parent = stream();
+      const parentTask = currentTask();
+      const child = task(
+        async () => {
+          const mine = stream();
+          await sleep(1);
+          expect(stream()).toBe(mine);
+          const info = currentTask();
+          expect(info.isRoot).toBe(false);
+          expect(info.name).toBe('child');
+          expect(info.id).not.toBe(parentTask.id);
+          return mine;
+        },
+        { name: 'child' },
+      );
+      expect(stream()).toBe(parent);
+      const childStream = await child;
+      expect(childStream).not.toBe(parent);
+      expect(stream()).toBe(parent);
+      await sleep(1);
+      expect(stream()).toBe(parent);
+      expect(currentTask()).toEqual(parentTask);
+    });
+  });
+
+  it('plain async functions called in a task share its stream', async () => {
+    async function helper(): Promise<Stream> {
+      await sleep(1);
+      return stream();
+    }
+    async function deeper(): Promise<Stream[]> {
+      const a = await helper();
+      await Promise.resolve();
+      return [a, stream()];
+    }
+    const [own, ...others] = await task(async () => {
+      const own = stream();
+      return [own, await helper(), ...(await deeper())];
+    });
+    expectSame(others, [own, own, own]);
+    expect(own).not.toBe(context0.defaultStream);
+  });
+
+  it('code that outlives its task falls back to the default stream', async () => {
+    let late: Promise<Stream> | undefined;
+    const own = await task(() => {
+      late = new Promise((resolve) => setTimeout(() => resolve(stream()), 5));
+      return stream();
+    });
+    expect(own).not.toBe(context0.defaultStream);
+    expect(await late).toBe(context0.defaultStream);
+  });
+
+  it('a task that does no GPU work takes no stream', async () => {
+    const before = created();
+    const idle = streamPoolStatistics().idle;
+    expect(await task(async () => 42)).toBe(42);
+    expect(await task(() => 'sync')).toBe('sync');
+    expect(created()).toBe(before);
+    expect(streamPoolStatistics().idle).toBe(idle);
+  });
+
+  it('a synchronous throw in a task becomes a rejection', async () => {
+    const promise = task(() => {
+      throw new Error('sync boom');
+    });
+    await expect(promise).rejects.toThrow('sync boom');
+  });
+
+  it('synchronize waits for the current stream only', async () => {
+    const own = await task(async () => {
+      await synchronize();
+      return stream();
+    });
+    expect(fake.state.waited.at(-1)).toBe(own);
+    const s = userStream();
+    await withStream(s, () => synchronize());
+    expect(fake.state.waited.at(-1)).toBe(s);
+  });
+});
+
+describe('withStream', () => {
+  it('a sync function sees the stream; the previous one is back after it returns', () => {
+    const s = userStream();
+    expect(withStream(s, () => stream())).toBe(s);
+    expect(stream()).toBe(context0.defaultStream);
+  });
+
+  it('an async function sees the stream across its awaits', async () => {
+    const s = userStream();
+    const seen = await withStream(s, async () => {
+      const first = stream();
+      await sleep(1);
+      return [first, stream()];
+    });
+    expectSame(seen, [s, s]);
+    expect(stream()).toBe(context0.defaultStream);
+  });
+
+  it('inside a task the task stream is restored after return, sync throw and async rejection', async () => {
+    const s = userStream();
+    await task(async () => {
+      const own = stream();
+      expect(withStream(s, () => stream())).toBe(s);
+      expect(stream()).toBe(own);
+      expect(() =>
+        withStream(s, () => {
+          throw new Error('sync');
+        }),
+      ).toThrow('sync');
+      expect(stream()).toBe(own);
+      await expect(
+        withStream(s, async () => {
+          await sleep(1);
+          expect(stream()).toBe(s);
+          throw new Error('async');
+        }),
+      ).rejects.toThrow('async');
+      expect(stream()).toBe(own);
+      await sleep(1);
+      expect(stream()).toBe(own);
+    });
+  });
+
+  it('nests: the innermost stream wins, each level restores its outer one', async () => {
+    const s1 = userStream(context0, 's1');
+    const s2 = userStream(context0, 's2');
+    const seen = withStream(s1, () => {
+      const outer = stream();
+      const inner = withStream(s2, () => stream());
+      return [outer, inner, stream()];
+    });
+    expectSame(seen, [s1, s2, s1]);
+    const asyncSeen = await withStream(s1, async () => {
+      const inner = await withStream(s2, async () => {
+        await sleep(1);
+        return stream();
+      });
+      return [inner, stream()];
+    });
+    expectSame(asyncSeen, [s2, s1]);
+  });
+
+  it("the device follows the stream's context", () => {
+    const s = userStream(context1, 'on device 1');
+    expect(withStream(s, () => device())).toBe(device1);
+    expect(device()).toBe(device0);
+  });
+
+  it('a task started inside withStream gets its own stream, on that device', async () => {
+    const s = userStream(context1, 'on device 1');
+    const inner = (await withStream(s, () => task(() => stream()))) as unknown as InstanceType<
+      typeof fake.FakeStream
+    >;
+    expect(inner).not.toBe(s);
+    expect(inner.context).toBe(context1);
+    expect(inner).not.toBe(context1.defaultStream);
+  });
+});
+
+describe('withDevice', () => {
+  it("outside a task: device 1's default stream, then back to device 0", () => {
+    const seen = withDevice(1, () => [stream(), device()]);
+    expectSame(seen, [context1.defaultStream, device1]);
+    expect(stream()).toBe(context0.defaultStream);
+    expect(device()).toBe(device0);
+  });
+
+  it("inside a task: a stream from device 1's context, and one per device", async () => {
+    const before = created();
+    const idleBefore = streamPoolStatistics().idle;
+    const [own0, own1, again1] = await task(async () => {
+      const own0 = stream();
+      const own1 = withDevice(1, () => stream()) as unknown as InstanceType<typeof fake.FakeStream>;
+      await sleep(1);
+      const again1 = await withDevice(fake.devices[1] as unknown as Device, async () => {
+        await sleep(1);
+        return stream();
+      });
+      return [own0, own1, again1];
+    });
+    expect((own1 as unknown as InstanceType<typeof fake.FakeStream>).context).toBe(context1);
+    expect(own1).not.toBe(context1.defaultStream);
+    expect(again1).toBe(own1);
+    expect(own0).not.toBe(own1);
+    // Both streams went back to the pool.
+    expect(streamPoolStatistics().idle).toBe(idleBefore + (created() - before));
+  });
+
+  it('tasks started inside inherit the device', async () => {
+    const [ordinal, context] = await withDevice(1, () =>
+      task(async () => {
+        await sleep(1);
+        return [device().ordinal, (stream() as unknown as { context: unknown }).context];
+      }),
+    );
+    expect(ordinal).toBe(1);
+    expect(context).toBe(context1);
+  });
+
+  it('nests', () => {
+    expect(withDevice(1, () => withDevice(0, () => device().ordinal))).toBe(0);
+    expect(withDevice(0, () => withDevice(1, () => stream()))).toBe(context1.defaultStream);
+  });
+
+  it('an invalid ordinal propagates the error of Device.get, before running fn', () => {
+    const fn = vi.fn();
+    expect(() => withDevice(7, fn)).toThrow(fake.CudaArgumentError);
+    expect(() => withDevice(7, fn)).toThrow(
+      'device 7 does not exist: this process sees 2 CUDA devices (ordinals 0..1)',
+    );
+    expect(() => withDevice(-1, fn)).toThrow(fake.CudaArgumentError);
+    expect(fn).not.toHaveBeenCalled();
+  });
+});
+
+describe('the stream pool', () => {
+  it('1,000 tasks run one after another create at most a couple of streams', async () => {
+    const before = created();
+    const seen = new Set<Stream>();
+    for (let i = 0; i < 1000; i++) {
+      seen.add(
+        await task(async () => {
+          const s = stream();
+          await Promise.resolve();
+          return s;
+        }),
+      );
+    }
+    expect(created() - before).toBeLessThanOrEqual(2);
+    expect(seen.size).toBeLessThanOrEqual(2);
+  });
+
+  it('concurrent tasks get distinct streams; a second wave reuses them', async () => {
+    const wave = async (count: number) => {
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const tasks = Array.from({ length: count }, () =>
+        task(async () => {
+          const s = stream();
+          await gate;
+          expect(stream()).toBe(s);
+          return s;
+        }),
+      );
+      await sleep(1);
+      release();
+      return Promise.all(tasks);
+    };
+    const first = await wave(20);
+    expect(new Set(first).size).toBe(20);
+    for (const s of first) {
+      expect((s as unknown as { context: unknown }).context).toBe(context0);
+      expect(s).not.toBe(context0.defaultStream);
+    }
+    const before = created();
+    const second = await wave(20);
+    expect(created()).toBe(before);
+    expect(new Set(second).size).toBe(20);
+    expect(new Set([...first, ...second]).size).toBe(20);
+  });
+
+  it('a stream goes back to the pool when the task settles, also when it throws', async () => {
+    const released = vi.fn();
+    const off = onStreamReleased(released);
+    let used: Stream | undefined;
+    await expect(
+      task(async () => {
+        used = stream();
+        await sleep(1);
+        throw new Error('boom');
+      }),
+    ).rejects.toThrow('boom');
+    expect(released).toHaveBeenCalledTimes(1);
+    expect(released).toHaveBeenCalledWith(used);
+    // The pool is last-in first-out: the next task gets the same stream.
+    const before = created();
+    expect(await task(() => stream())).toBe(used);
+    expect(created()).toBe(before);
+    expect(released).toHaveBeenCalledTimes(2);
+    off();
+    await task(() => stream());
+    expect(released).toHaveBeenCalledTimes(2);
+  });
+
+  it('a synchronous throw returns the stream too', async () => {
+    const idle = streamPoolStatistics().idle;
+    let used: Stream | undefined;
+    await expect(
+      task(() => {
+        used = stream();
+        throw new Error('sync');
+      }),
+    ).rejects.toThrow('sync');
+    expect(streamPoolStatistics().idle).toBe(idle);
+    expect(await task(() => stream())).toBe(used);
+  });
+
+  it('streamPoolStatistics counts the streams created by the pool', () => {
+    const statistics = streamPoolStatistics();
+    expect(statistics.created).toBe(created());
+    expect(statistics.idle).toBeLessThanOrEqual(statistics.created);
+  });
+});
