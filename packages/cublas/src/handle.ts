@@ -85,7 +85,11 @@ function destroyHandle(handle: bigint, _context: Context): void {
   const record = state.handles.get(handle);
   state.handles.delete(handle);
   try {
-    check(cublas().cublasDestroy_v2(handle), 'cublasDestroy_v2');
+    const api = cublas();
+    // The bound stream may have been disposed by now (a user stream): move the handle to
+    // the NULL stream first so that destroy never touches a dead one. Errors do not matter.
+    api.cublasSetStream_v2(handle, 0n);
+    check(api.cublasDestroy_v2(handle), 'cublasDestroy_v2');
   } finally {
     // Each free is ordered on the stream the workspace was used on.
     if (record !== undefined) {

@@ -40,7 +40,9 @@ describe('cuRAND statuses', () => {
     expect(curand.code).toBe(105);
     expect(curand.status).toBe('CURAND_STATUS_LENGTH_NOT_MULTIPLE');
     expect(curand.call).toBe('curandGenerateNormal');
-    expect(curand.message).toMatch(/curandGenerateNormal failed: CURAND_STATUS_LENGTH_NOT_MULTIPLE \(105\)/);
+    expect(curand.message).toMatch(
+      /curandGenerateNormal failed: CURAND_STATUS_LENGTH_NOT_MULTIPLE \(105\)/,
+    );
     expect(CurandError.isInstance(curand)).toBe(true);
     expect(CudaError.isInstance(curand)).toBe(true);
     expect(CurandError.isInstance(new CudaError(1, 'X', 'y', 'z'))).toBe(false);

@@ -39,7 +39,7 @@ export function curandError(status: number, call: string): CurandError {
   let message = description;
   if (status === curandStatus.CURAND_STATUS_PREEXISTING_FAILURE) {
     message +=
-      ': an earlier asynchronous CUDA error (a failed kernel, an illegal address) was still pending when cuRAND was entered; the failure is not cuRAND\'s';
+      ": an earlier asynchronous CUDA error (a failed kernel, an illegal address) was still pending when cuRAND was entered; the failure is not cuRAND's";
   } else if (status === curandStatus.CURAND_STATUS_LAUNCH_FAILURE) {
     message += ': the generator kernel could not be launched on the stream';
   }

@@ -47,7 +47,9 @@ describe('argument checks before any native call', () => {
     expect(() => generator.uniform(fakeArray('int32', [4], [1]) as never)).toThrow(
       /Generator\.uniform: needs a float32 or float64 array, got int32/,
     );
-    expect(() => generator.normal(fakeArray('uint32', [4], [1]) as never)).toThrow(CudaArgumentError);
+    expect(() => generator.normal(fakeArray('uint32', [4], [1]) as never)).toThrow(
+      CudaArgumentError,
+    );
     expect(() => generator.logNormal(fakeArray('float16', [4], [1]) as never)).toThrow(
       CudaArgumentError,
     );
@@ -60,7 +62,9 @@ describe('argument checks before any native call', () => {
   it('rejects bad distribution parameters', () => {
     const floats = fakeArray('float32', [4], [1]);
     const counts = fakeArray('uint32', [4], [1]);
-    expect(() => generator.normal(floats, { stddev: 0 })).toThrow(/stddev must be a finite number > 0/);
+    expect(() => generator.normal(floats, { stddev: 0 })).toThrow(
+      /stddev must be a finite number > 0/,
+    );
     expect(() => generator.normal(floats, { stddev: -2 })).toThrow(CudaArgumentError);
     expect(() => generator.normal(floats, { mean: Number.NaN })).toThrow(CudaArgumentError);
     expect(() => generator.logNormal(floats, { stddev: Number.POSITIVE_INFINITY })).toThrow(
@@ -91,7 +95,9 @@ describe('argument checks before any native call', () => {
   });
 
   it('rejects bad constructor options', () => {
-    expect(() => new Generator({ kind: 'mt19937' as never })).toThrow(/generator kind must be one of/);
+    expect(() => new Generator({ kind: 'mt19937' as never })).toThrow(
+      /generator kind must be one of/,
+    );
     expect(() => new Generator({ seed: -1 })).toThrow(CudaArgumentError);
     expect(() => new Generator({ seed: 1.5 })).toThrow(CudaArgumentError);
     expect(() => new Generator({ offset: 2n ** 64n })).toThrow(CudaArgumentError);

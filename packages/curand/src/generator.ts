@@ -164,8 +164,10 @@ export class Generator {
 
   /**
    * The raw `curandGenerator_t`, for routines of `@cuda-tasks/curand/ffi` that this class
-   * does not wrap (for `defaultGenerator()`: the current task's, bound to the current stream).
-   * Bind it yourself with `curandSetStream` if you call it on another stream.
+   * does not wrap (for `defaultGenerator()`: the current task's). Reading it binds the
+   * generator to the current stream (ordered after its previous one): call the routine on
+   * that stream, and read `handle` again inside `withStream(other, ...)` to use another one,
+   * rather than calling curandSetStream yourself (the binding would go out of step).
    */
   get handle(): bigint {
     return this.#resolve(currentStream()).handle;
@@ -173,7 +175,7 @@ export class Generator {
 
   /** The seed last set (for `defaultGenerator()`: the current task's generator's). */
   get seed(): bigint {
-    return this.#resolve(currentStream()).seed;
+    return (this.#core ?? defaultCore(currentStream())).seed;
   }
 
   /** Whether `dispose()` has been called (never true for `defaultGenerator()`). */

@@ -57,7 +57,9 @@ export function defaultCore(stream: Stream): GeneratorCore {
 /**
  * The raw `curandGenerator_t` of the current task's default generator, bound to `stream`
  * (default: the current stream), for calling cuRAND routines this package does not wrap
- * through `@cuda-tasks/curand/ffi`. Valid until the task settles.
+ * through `@cuda-tasks/curand/ffi`. Valid until the task settles; do not call
+ * curandSetStream on it yourself (ask `handle(otherStream)` instead, which keeps the
+ * generator's stream ordering).
  * @example
  * import { curand } from '@cuda-tasks/curand/ffi';
  * const s = stream();

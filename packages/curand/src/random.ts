@@ -1,8 +1,8 @@
 import {
   CudaArgumentError,
   currentStream,
-  DisposedError,
   DeviceArray,
+  DisposedError,
   type Shape,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -43,7 +43,9 @@ export interface RandnOptions extends RandOptions {
 
 function checkFloatDType(operation: string, dtype: unknown): asserts dtype is FloatDType {
   if (dtype !== 'float32' && dtype !== 'float64') {
-    throw new CudaArgumentError(`${operation}: dtype must be float32 or float64, got ${String(dtype)}`);
+    throw new CudaArgumentError(
+      `${operation}: dtype must be float32 or float64, got ${String(dtype)}`,
+    );
   }
 }
 

@@ -37,7 +37,18 @@ describe('toUint64', () => {
   });
 
   it('rejects negatives, fractions, unsafe numbers, out-of-range BigInts and other types', () => {
-    for (const bad of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, -1n, 2n ** 64n, '1', null, undefined]) {
+    for (const bad of [
+      -1,
+      1.5,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      2 ** 53,
+      -1n,
+      2n ** 64n,
+      '1',
+      null,
+      undefined,
+    ]) {
       expect(() => toUint64(bad, 'seed')).toThrow(CudaArgumentError);
     }
     expect(() => toUint64(-1, 'Generator: seed')).toThrow(/Generator: seed/);
@@ -89,9 +100,9 @@ describe('checkTarget', () => {
   });
 
   it('rejects disposed arrays with DisposedError, before the dtype check', () => {
-    expect(() => checkTarget('op', layout({ disposed: true, dtype: 'int8' }), FLOATING_DTYPES)).toThrow(
-      DisposedError,
-    );
+    expect(() =>
+      checkTarget('op', layout({ disposed: true, dtype: 'int8' }), FLOATING_DTYPES),
+    ).toThrow(DisposedError);
   });
 
   it('fills 2-D column-major blocks through a temporary and rejects other strided views', () => {
@@ -151,7 +162,11 @@ describe('planGeneration', () => {
       scratchBytes: 0,
       tailByteOffset: 0,
     });
-    expect(planGeneration(1_000_000, 8, true, true)).toMatchObject({ body: 1_000_000, tail: 0, scratchBytes: 0 });
+    expect(planGeneration(1_000_000, 8, true, true)).toMatchObject({
+      body: 1_000_000,
+      tail: 0,
+      scratchBytes: 0,
+    });
   });
 
   it('splits odd normal counts into an even body and a 2-element tail in scratch', () => {
@@ -183,12 +198,24 @@ describe('planGeneration', () => {
 
   it('routes a misaligned body through aligned scratch, with the tail after it', () => {
     const plan = planGeneration(1001, 4, false, true);
-    expect(plan).toEqual({ body: 1000, tail: 1, direct: false, scratchBytes: 4000 + 8, tailByteOffset: 4000 });
+    expect(plan).toEqual({
+      body: 1000,
+      tail: 1,
+      direct: false,
+      scratchBytes: 4000 + 8,
+      tailByteOffset: 4000,
+    });
     expect(plan.tailByteOffset % OUTPUT_ALIGNMENT).toBe(0);
     const odd = planGeneration(7, 4, false, false);
     expect(odd).toEqual({ body: 7, tail: 0, direct: false, scratchBytes: 32, tailByteOffset: 32 });
     const doubles = planGeneration(5, 8, false, true);
-    expect(doubles).toEqual({ body: 4, tail: 1, direct: false, scratchBytes: 48, tailByteOffset: 32 });
+    expect(doubles).toEqual({
+      body: 4,
+      tail: 1,
+      direct: false,
+      scratchBytes: 48,
+      tailByteOffset: 32,
+    });
   });
 
   it('makes the same cuRAND calls whatever the alignment (so the same numbers)', () => {

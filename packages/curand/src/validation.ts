@@ -2,7 +2,7 @@
  * Argument checks and generation planning as pure functions: everything here runs before
  * any native call and is unit-tested without a GPU.
  */
-import { CudaArgumentError, type DType, DisposedError } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
 import { curandOrdering, curandRngType } from './ffi/curand.js';
 
 /** The largest `unsigned long long`. */

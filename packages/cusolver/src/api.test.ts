@@ -70,19 +70,25 @@ describe('argument checks run before any native call', () => {
   it('valid arguments get past the checks (and stop at the driver, hidden here)', async () => {
     // Point the driver loader at nothing (read on first use, in this test file's own process),
     // so that this holds on a GPU machine too and no native call sees the fake arrays.
+    const saved = process.env.CUDA_TASKS_LIBCUDA;
     process.env.CUDA_TASKS_LIBCUDA = '/nonexistent/libcuda.so.1';
-    let driverLoaded = true;
     try {
-      driver();
-    } catch {
-      driverLoaded = false;
+      let driverLoaded = true;
+      try {
+        driver();
+      } catch {
+        driverLoaded = false;
+      }
+      // Loaded before this test in the same process: the fakes must not reach it.
+      if (driverLoaded) return;
+      await expect(lu(f64([3, 3]))).rejects.toThrow(CudaUnavailableError);
+      await expect(solve(f64([3, 3]), f64([3, 2]))).rejects.toThrow(CudaUnavailableError);
+      await expect(eigh(f32([3, 3]), { upper: true })).rejects.toThrow(CudaUnavailableError);
+      expect(() => qr(f32([5, 3]))).toThrow(CudaUnavailableError);
+      expect(() => choleskySolve(f32([3, 3]), f32([3, 2]))).toThrow(CudaUnavailableError);
+    } finally {
+      if (saved === undefined) delete process.env.CUDA_TASKS_LIBCUDA;
+      else process.env.CUDA_TASKS_LIBCUDA = saved;
     }
-    // Loaded before this test in the same process: the fakes must not reach it.
-    if (driverLoaded) return;
-    await expect(lu(f64([3, 3]))).rejects.toThrow(CudaUnavailableError);
-    await expect(solve(f64([3, 3]), f64([3, 2]))).rejects.toThrow(CudaUnavailableError);
-    await expect(eigh(f32([3, 3]), { upper: true })).rejects.toThrow(CudaUnavailableError);
-    expect(() => qr(f32([5, 3]))).toThrow(CudaUnavailableError);
-    expect(() => choleskySolve(f32([3, 3]), f32([3, 2]))).toThrow(CudaUnavailableError);
   });
 });

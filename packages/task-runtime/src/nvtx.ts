@@ -12,7 +12,10 @@ function nvtx(): NvtxBindings | null {
   if (bindings !== undefined) return bindings;
   const names = process.env.CUDA_TASKS_LIBNVTX
     ? [process.env.CUDA_TASKS_LIBNVTX]
-    : [...cudaLibraryCandidates('libnvtx3interop.so', ['1']), ...cudaLibraryCandidates('libnvToolsExt.so', ['1'])];
+    : [
+        ...cudaLibraryCandidates('libnvtx3interop.so', ['1']),
+        ...cudaLibraryCandidates('libnvToolsExt.so', ['1']),
+      ];
   bindings = null;
   for (const name of names) {
     try {

@@ -98,7 +98,11 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
 
   /** @internal */
   taskStarted(task: TaskState): void {
-    this.#tasks.set(task.id, { name: task.name ?? `task #${task.id}`, start: performance.now(), end: undefined });
+    this.#tasks.set(task.id, {
+      name: task.name ?? `task #${task.id}`,
+      start: performance.now(),
+      end: undefined,
+    });
   }
 
   /** @internal */
@@ -151,12 +155,24 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       operation.end.dispose();
     }
     for (const context of this.#references.keys()) {
-      events.push({ name: 'process_name', ph: 'M', pid: devicePid(context), tid: 0, args: { name: `GPU ${context.device.ordinal}` } });
+      events.push({
+        name: 'process_name',
+        ph: 'M',
+        pid: devicePid(context),
+        tid: 0,
+        args: { name: `GPU ${context.device.ordinal}` },
+      });
     }
     events.push({ name: 'process_name', ph: 'M', pid: 0, tid: 0, args: { name: 'tasks (host)' } });
     const now = performance.now();
     for (const [id, entry] of this.#tasks) {
-      events.push({ name: 'thread_name', ph: 'M', pid: 0, tid: id + 1, args: { name: entry.name } });
+      events.push({
+        name: 'thread_name',
+        ph: 'M',
+        pid: 0,
+        tid: id + 1,
+        args: { name: entry.name },
+      });
       events.push({
         name: entry.name,
         cat: 'task',
@@ -180,12 +196,17 @@ class TraceFile implements Trace {
   }
   /** Writes the trace as JSON (open it at ui.perfetto.dev or chrome://tracing). */
   write(path: string): void {
-    writeFileSync(path, JSON.stringify({ traceEvents: this.traceEvents, displayTimeUnit: this.displayTimeUnit }));
+    writeFileSync(
+      path,
+      JSON.stringify({ traceEvents: this.traceEvents, displayTimeUnit: this.displayTimeUnit }),
+    );
   }
 }
 
 /** Starts recording a trace (replacing any recorder already running). */
-export function startTrace(): TraceRecorder & { stop(): Promise<Trace & { write(path: string): void }> } {
+export function startTrace(): TraceRecorder & {
+  stop(): Promise<Trace & { write(path: string): void }>;
+} {
   const recorder = new TraceRecorder();
   activeRecorder = recorder;
   setOperationObserver(recorder);

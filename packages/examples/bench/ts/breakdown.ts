@@ -1,0 +1,66 @@
+/**
+ * Where a launch's time goes: the bare koffi call against our wrapper, piece by piece, on the
+ * GPU machine. Prints ns per call (median of 7 batches).
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { currentStream, driver, launch, Module } from '@cuda-tasks/cudadrv';
+import { stream, task } from '@cuda-tasks/task-runtime';
+
+const ptx = readFileSync(
+  fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url)),
+  'utf8',
+);
+const module = Module.fromPtx(ptx);
+const empty = module.kernel('empty_kernel', []);
+const api = driver();
+
+function time(name: string, body: () => void, sync: () => void, n = 20_000) {
+  for (let i = 0; i < n; i++) body();
+  sync();
+  const samples: number[] = [];
+  for (let r = 0; r < 7; r++) {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) body();
+    samples.push(Number(process.hrtime.bigint() - t0) / n);
+    sync();
+  }
+  samples.sort((a, b) => a - b);
+  console.log(JSON.stringify({ name, ns: Math.round(samples[3]!) }));
+}
+
+await task(async () => {
+  const s = stream();
+  const sync = () => s.synchronize();
+  const handle = s.handle;
+  const f = empty.handle;
+  time(
+    'bare driver().cuLaunchKernel',
+    () => api.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, handle, null, null),
+    sync,
+  );
+  const explicit = { grid: 1, block: 1, stream: s };
+  time('launch(kernel, {stream})', () => launch(empty, explicit), sync);
+  const implicit = { grid: 1, block: 1 };
+  time('launch(kernel, {}) in a task', () => launch(empty, implicit), sync);
+  time(
+    'currentStream()',
+    () => currentStream(),
+    () => {},
+  );
+  time(
+    'stream.context.makeCurrent()',
+    () => s.context.makeCurrent(),
+    () => {},
+  );
+  time(
+    'kernel.marshal([])',
+    () => empty.marshal([], s),
+    () => {},
+  );
+  time(
+    'bare cuStreamQuery',
+    () => api.cuStreamQuery(handle),
+    () => {},
+  );
+});
