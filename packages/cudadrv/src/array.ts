@@ -148,6 +148,25 @@ export class DeviceArray<D extends DType = DType> {
    * to store half precision. `shape` defaults to `[data.length]`; elements are column-major.
    * @example const a = DeviceArray.fromHost(new Float32Array([1, 2, 3, 4]), [2, 2]);
    */
+  static fromHost(
+    data: Float32Array | readonly number[],
+    shape?: Shape,
+    options?: StreamOption,
+  ): DeviceArray<'float32'>;
+  static fromHost(
+    data: Float64Array,
+    shape?: Shape,
+    options?: StreamOption,
+  ): DeviceArray<'float64'>;
+  static fromHost(data: Int32Array, shape?: Shape, options?: StreamOption): DeviceArray<'int32'>;
+  static fromHost(data: Uint32Array, shape?: Shape, options?: StreamOption): DeviceArray<'uint32'>;
+  static fromHost(data: Int8Array, shape?: Shape, options?: StreamOption): DeviceArray<'int8'>;
+  static fromHost(data: Uint8Array, shape?: Shape, options?: StreamOption): DeviceArray<'uint8'>;
+  static fromHost<D extends DType>(
+    data: HostArray | readonly number[],
+    shape?: Shape,
+    options?: StreamOption & { dtype?: D },
+  ): DeviceArray<D>;
   static fromHost<D extends DType = DType>(
     data: HostArray | readonly number[],
     shape?: Shape,

@@ -72,7 +72,7 @@ export {
   setCurrentStreamProvider,
   setDefaultDevice,
 } from './provider.js';
-export { Stream, type StreamOptions } from './stream.js';
+export { onStreamDisposed, Stream, type StreamOptions } from './stream.js';
 export {
   MAX_BLOCKING_WAITS,
   pendingWaits,

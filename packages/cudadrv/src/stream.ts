@@ -18,6 +18,19 @@ export interface StreamOptions {
   name?: string;
 }
 
+const DISPOSED_KEY = Symbol.for('@cuda-tasks/cudadrv/stream-disposed');
+const disposedListeners: Set<(stream: Stream) => void> = ((globalThis as any)[DISPOSED_KEY] ??=
+  new Set());
+
+/**
+ * Registers a callback that runs when a stream is disposed, before it is destroyed (library
+ * handles bound to it unbind there). Returns a function that unregisters it.
+ */
+export function onStreamDisposed(listener: (stream: Stream) => void): () => void {
+  disposedListeners.add(listener);
+  return () => disposedListeners.delete(listener);
+}
+
 const finalizer = new FinalizationRegistry<{ handle: bigint; context: Context }>((held) => {
   try {
     held.context.makeCurrent();
@@ -151,6 +164,7 @@ export class Stream {
    */
   dispose(): void {
     if (this.#disposed) return;
+    for (const listener of disposedListeners) listener(this);
     this.#disposed = true;
     const api = driver();
     this.context.makeCurrent();

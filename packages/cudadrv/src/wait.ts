@@ -95,20 +95,28 @@ function spinThenWait(stream: Stream, resolve: () => void, reject: (error: unkno
   for (let i = 0; i < spins; i++) {
     spinBudget--;
     const result = api.cuStreamQuery(handle);
-    if (result === CUresult.CUDA_SUCCESS) return resolve();
-    if (result !== CUresult.CUDA_ERROR_NOT_READY) return reject(cudaError(result, 'cuStreamQuery'));
+    if (result === CUresult.CUDA_SUCCESS) {
+      resolve();
+      return;
+    }
+    if (result !== CUresult.CUDA_ERROR_NOT_READY) {
+      reject(cudaError(result, 'cuStreamQuery'));
+      return;
+    }
   }
   const context = stream.context;
   let event: bigint;
   try {
     event = acquireEvent(context);
   } catch (error) {
-    return reject(error);
+    reject(error);
+    return;
   }
   const recorded = api.cuEventRecord(event, handle);
   if (recorded !== 0) {
     releaseEvent(context, event);
-    return reject(cudaError(recorded, 'cuEventRecord'));
+    reject(cudaError(recorded, 'cuEventRecord'));
+    return;
   }
   if (blockingInFlight < MAX_BLOCKING_WAITS) {
     blockingInFlight++;

@@ -48,6 +48,7 @@ const fake = vi.hoisted(() => {
     waited: [] as unknown[],
     outOfMemoryHooks: new Set<(context: unknown) => void>(),
   };
+  const disposedListeners = new Set<(stream: unknown) => void>();
   const module = {
     CudaArgumentError,
     Device: {
@@ -79,6 +80,10 @@ const fake = vi.hoisted(() => {
       state.outOfMemoryHooks.add(hook);
       return () => state.outOfMemoryHooks.delete(hook);
     },
+    onStreamDisposed(listener: (stream: unknown) => void) {
+      disposedListeners.add(listener);
+      return () => disposedListeners.delete(listener);
+    },
     waitForStream(stream: unknown): Promise<void> {
       state.waited.push(stream);
       return Promise.resolve();
@@ -86,7 +91,7 @@ const fake = vi.hoisted(() => {
     Event: {},
     setOperationObserver: () => null,
   };
-  return { module, state, devices, FakeStream, CudaArgumentError };
+  return { module, state, devices, FakeStream, CudaArgumentError, disposedListeners };
 });
 
 vi.mock('@cuda-tasks/cudadrv', () => fake.module);
@@ -315,6 +320,24 @@ describe('HandleCache stream binding', () => {
     // Reused on the same stream: no rebind.
     expect(await task(() => withStream(s, () => cache.get()))).toBe(handle);
     expect(options.bindStream).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('HandleCache and disposed streams', () => {
+  it('disposing a user stream unbinds handles bound to it; the next get() rebinds', async () => {
+    const { cache, options } = makeCache();
+    const own = userStream(context0, 'doomed');
+    await task(() => {
+      const handle = withStream(own, () => cache.get());
+      expect(cache.boundStream(handle)).toBe(own);
+      for (const listener of fake.disposedListeners) listener(own);
+      expect(options.unbindStream).toHaveBeenCalledWith(handle, own);
+      expect(cache.boundStream(handle)).toBeUndefined();
+      const bindsBefore = options.bindStream.mock.calls.length;
+      cache.get();
+      expect(options.bindStream).toHaveBeenCalledTimes(bindsBefore + 1);
+      expect(cache.boundStream(handle)).toBe(stream());
+    });
   });
 });
 

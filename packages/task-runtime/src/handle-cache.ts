@@ -1,4 +1,10 @@
-import { type Context, currentStream, onOutOfMemory, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  type Context,
+  currentStream,
+  onOutOfMemory,
+  onStreamDisposed,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
 import { onStreamReleased } from './pool.js';
 import { currentTaskState, type TaskResourceOwner, type TaskState } from './state.js';
 
@@ -61,6 +67,7 @@ export class HandleCache<H> implements TaskResourceOwner {
     this.#options = options;
     this.#maxIdle = options.maxIdlePerContext ?? 32;
     onStreamReleased((stream) => this.unbindFrom(stream));
+    onStreamDisposed((stream) => this.unbindFrom(stream));
     onOutOfMemory(() => this.destroyIdle());
   }
 

@@ -48,6 +48,7 @@ const fake = vi.hoisted(() => {
     waited: [] as unknown[],
     outOfMemoryHooks: new Set<(context: unknown) => void>(),
   };
+  const disposedListeners = new Set<(stream: unknown) => void>();
   const module = {
     CudaArgumentError,
     Device: {
@@ -79,6 +80,10 @@ const fake = vi.hoisted(() => {
       state.outOfMemoryHooks.add(hook);
       return () => state.outOfMemoryHooks.delete(hook);
     },
+    onStreamDisposed(listener: (stream: unknown) => void) {
+      disposedListeners.add(listener);
+      return () => disposedListeners.delete(listener);
+    },
     waitForStream(stream: unknown): Promise<void> {
       state.waited.push(stream);
       return Promise.resolve();
@@ -86,7 +91,7 @@ const fake = vi.hoisted(() => {
     Event: {},
     setOperationObserver: () => null,
   };
-  return { module, state, devices, FakeStream, CudaArgumentError };
+  return { module, state, devices, FakeStream, CudaArgumentError, disposedListeners };
 });
 
 vi.mock('@cuda-tasks/cudadrv', () => fake.module);

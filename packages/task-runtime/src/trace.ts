@@ -47,6 +47,8 @@ export interface TraceEvent {
 export interface Trace {
   traceEvents: TraceEvent[];
   displayTimeUnit: 'ms';
+  /** Writes the trace as JSON (open it at ui.perfetto.dev or chrome://tracing). */
+  write(path: string): void;
 }
 
 /**
@@ -204,11 +206,9 @@ class TraceFile implements Trace {
 }
 
 /** Starts recording a trace (replacing any recorder already running). */
-export function startTrace(): TraceRecorder & {
-  stop(): Promise<Trace & { write(path: string): void }>;
-} {
+export function startTrace(): TraceRecorder {
   const recorder = new TraceRecorder();
   activeRecorder = recorder;
   setOperationObserver(recorder);
-  return recorder as TraceRecorder & { stop(): Promise<Trace & { write(path: string): void }> };
+  return recorder;
 }

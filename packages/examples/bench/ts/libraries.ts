@@ -1,0 +1,152 @@
+/**
+ * Library and seed benchmarks in TypeScript, the same work as bench/c/bench.cu: SGEMM issue
+ * rate and device time, a stream switch with every library's handle alive, and the seed
+ * workload serial against concurrent. Prints one JSON line per benchmark; run by bench/run.ts
+ * beside the C baseline.
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { gemm, handle as cublasHandle } from '@cuda-tasks/cublas';
+import { DeviceArray, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import { rand, handle as curandHandle } from '@cuda-tasks/curand';
+import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
+import { stream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
+import {
+  concurrentIteration,
+  disposeJobs,
+  makeJobs,
+  serialIteration,
+} from '../../src/seed/seed.js';
+import { emit, nowUs, type Result, repeatMedian } from './harness.js';
+
+const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
+
+/** Runs the library and seed benchmarks; returns the results (also printed as JSON lines). */
+export async function runLibraries(): Promise<Result[]> {
+  const results: Result[] = [];
+  const out = (name: string, median_us: number, note: string) =>
+    results.push(emit({ name, median_us, unit: 'us/op', note }));
+
+  await task(
+    async () => {
+      const s = stream();
+
+      // SGEMM 8x8x8: how fast calls are issued; the drain after each batch is not timed.
+      {
+        const calls = 10_000;
+        const a = rand('float32', [8, 8]);
+        const b = rand('float32', [8, 8]);
+        const c = rand('float32', [8, 8]);
+        out(
+          'sgemm_8',
+          await repeatMedian(() => {
+            const t0 = nowUs();
+            for (let i = 0; i < calls; i++) gemm(a, b, c);
+            const t1 = nowUs();
+            s.synchronize();
+            return (t1 - t0) / calls;
+          }),
+          'gemm 8x8x8 float32, 10000 per batch, host-timed issue rate, sync excluded',
+        );
+        for (const array of [a, b, c]) array.dispose();
+      }
+
+      // SGEMM 1024^3: device time per call, from events around a batch of 20.
+      {
+        const calls = 20;
+        const n = 1024;
+        const a = rand('float32', [n, n]);
+        const b = rand('float32', [n, n]);
+        const c = rand('float32', [n, n]);
+        const start = Event.create({ timing: true });
+        const stop = Event.create({ timing: true });
+        out(
+          'sgemm_1024',
+          await repeatMedian(async () => {
+            start.record(s);
+            for (let i = 0; i < calls; i++) gemm(a, b, c);
+            stop.record(s);
+            await synchronize();
+            return (1000 * Event.elapsedTime(start, stop)) / calls;
+          }),
+          'gemm 1024x1024x1024 float32 (no TF32), device time per call from events, 20 per batch',
+        );
+        start.dispose();
+        stop.dispose();
+        for (const array of [a, b, c]) array.dispose();
+      }
+    },
+    { name: 'bench sgemm' },
+  );
+
+  // A stream switch costs the same with cuBLAS, cuRAND and cuSOLVER handles alive in the task:
+  // the handles rebind lazily, on their next call, not on the switch.
+  await task(
+    async () => {
+      cublasHandle();
+      curandHandle();
+      cusolverHandle();
+      const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+      const empty = module.kernel('empty_kernel', []);
+      const config = { grid: 1, block: 1 };
+      const launchEmpty = () => launch(empty, config);
+      const launches = 10_000;
+      const s1 = Stream.create({ name: 'bench-libs-1' });
+      const s2 = Stream.create({ name: 'bench-libs-2' });
+      out(
+        'withstream_launch_libs',
+        await repeatMedian(() => {
+          const t0 = nowUs();
+          for (let i = 0; i < launches; i++) withStream(i % 2 ? s2 : s1, launchEmpty);
+          const t1 = nowUs();
+          s1.synchronize();
+          s2.synchronize();
+          return (t1 - t0) / launches;
+        }),
+        'withStream(s, () => launch(empty)) alternating two streams, with cuBLAS, cuRAND and cuSOLVER handles leased by the task',
+      );
+      s1.dispose();
+      s2.dispose();
+      module.dispose();
+    },
+    { name: 'bench libraries' },
+  );
+
+  // The seed workload: 2 jobs of (gemm 1024^3 + sin_inplace), as in C.
+  {
+    const n = 1024;
+    const a = rand('float32', [n, n]);
+    const b = rand('float32', [n, n]);
+    const jobs = makeJobs(a, b, 2);
+    await synchronize();
+    out(
+      'seed_serial',
+      await repeatMedian(async () => {
+        const t0 = nowUs();
+        await serialIteration(jobs);
+        return nowUs() - t0;
+      }),
+      '2 jobs (gemm 1024^3 + sin_inplace) one after the other in one task, host wall time from issue to await synchronize(), per iteration',
+    );
+    out(
+      'seed_concurrent',
+      await repeatMedian(async () => {
+        const t0 = nowUs();
+        await concurrentIteration(jobs);
+        return nowUs() - t0;
+      }),
+      '2 jobs (gemm 1024^3 + sin_inplace), one task each (own stream and cuBLAS handle), host wall time until both awaited, per iteration',
+    );
+    disposeJobs(jobs);
+    a.dispose();
+    b.dispose();
+  }
+  return results;
+}
+
+/** Keeps `DeviceArray` referenced for readers jumping here from core.ts. */
+export type { DeviceArray };
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  await runLibraries();
+}

@@ -1,0 +1,315 @@
+/**
+ * The seed example: `c = sin(a * b)` with a cuBLAS SGEMM and our own kernel, run on the
+ * current task's stream. Two independent jobs in two tasks overlap on the GPU without passing
+ * a stream or a handle around; this module checks that the results are the same whichever way
+ * the work is issued, and times one stream against two tasks.
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { gemm } from '@cuda-tasks/cublas';
+import {
+  type Context,
+  CudaArgumentError,
+  currentStream,
+  DeviceArray,
+  type Kernel,
+  launch,
+  Module,
+  Stream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
+import { rand } from '@cuda-tasks/curand';
+import { synchronize, task, withStream } from '@cuda-tasks/task-runtime';
+
+const ptxPath = fileURLToPath(new URL('../kernels/kernels.ptx', import.meta.url));
+
+/** Threads per block of `sin_inplace` (the C baseline uses the same shape). */
+const BLOCK = 256;
+/** The kernel has a grid-stride loop, so the grid can be capped. */
+const MAX_GRID = 65_535;
+
+let ptxText: string | undefined;
+const sinKernels = new WeakMap<Context, Kernel>();
+
+/** `sin_inplace(float *x, unsigned long long n)` from kernels.ptx, loaded once per context. */
+function sinKernel(context: Context): Kernel {
+  let kernel = sinKernels.get(context);
+  if (kernel === undefined) {
+    ptxText ??= readFileSync(ptxPath, 'utf8');
+    kernel = Module.fromPtx(ptxText, { context }).kernel('sin_inplace', ['float32*', 'uint64']);
+    sinKernels.set(context, kernel);
+  }
+  return kernel;
+}
+
+/** What `checkRunOperands` looks at: a DeviceArray or anything shaped like one. */
+export interface OperandLike {
+  readonly dtype: string;
+  readonly shape: readonly number[];
+  readonly contiguous: boolean;
+}
+
+/**
+ * Checks the operands of `run` before anything reaches the GPU: float32 everywhere (the sin
+ * kernel is float32), 2-D, and a contiguous `c` (the kernel walks it as one flat vector).
+ * The shapes are checked by `gemm` itself, also before any native call.
+ */
+export function checkRunOperands(a: OperandLike, b: OperandLike, c: OperandLike): void {
+  for (const [name, operand] of [
+    ['a', a],
+    ['b', b],
+    ['c', c],
+  ] as const) {
+    if (operand.dtype !== 'float32') {
+      throw new CudaArgumentError(`seed run: ${name} must be float32, got ${operand.dtype}`);
+    }
+    if (operand.shape.length !== 2) {
+      throw new CudaArgumentError(
+        `seed run: ${name} must be a matrix, got shape ${JSON.stringify(operand.shape)}`,
+      );
+    }
+  }
+  if (!c.contiguous) {
+    throw new CudaArgumentError('seed run: c must be contiguous (sin_inplace walks it flat)');
+  }
+}
+
+/**
+ * `c = sin(a * b)`: a cuBLAS SGEMM into `c`, then our `sin_inplace` kernel over `c`, both
+ * queued on the stream (default: the current task's stream). Returns `c` without waiting.
+ * @example
+ * run(a, b, c);
+ * await synchronize();
+ */
+export function run(
+  a: DeviceArray,
+  b: DeviceArray,
+  c: DeviceArray,
+  options: StreamOption = {},
+): DeviceArray {
+  checkRunOperands(a, b, c);
+  const stream = options.stream ?? currentStream();
+  gemm(a, b, c, { stream });
+  const n = c.length;
+  if (n > 0) {
+    const grid = Math.min(Math.ceil(n / BLOCK), MAX_GRID);
+    launch(sinKernel(stream.context), { grid, block: BLOCK, stream }, c, n);
+  }
+  return c;
+}
+
+/** One job of the seed workload: `c = sin(a * b)` on its own operands. */
+export interface SeedJob {
+  a: DeviceArray<'float32'>;
+  b: DeviceArray<'float32'>;
+  c: DeviceArray<'float32'>;
+}
+
+/**
+ * `count` jobs, each with its own copies of `a` and `b` and its own output `c`.
+ *
+ * Why copies: a buffer remembers the last stream that used it, and a use on another stream is
+ * ordered after that stream's work (reads included). Two tasks reading one `a` would so run
+ * one after the other. The C baseline gives each job its own operands too.
+ */
+export function makeJobs(
+  a: DeviceArray<'float32'>,
+  b: DeviceArray<'float32'>,
+  count = 2,
+): SeedJob[] {
+  return Array.from({ length: count }, () => ({
+    a: a.copy(),
+    b: b.copy(),
+    c: DeviceArray.empty('float32', [a.rows, b.columns]),
+  }));
+}
+
+/** Frees the jobs' arrays. */
+export function disposeJobs(jobs: readonly SeedJob[]): void {
+  for (const job of jobs) {
+    job.a.dispose();
+    job.b.dispose();
+    job.c.dispose();
+  }
+}
+
+/** The serial iteration: every job one after the other in one task (one stream). */
+export function serialIteration(jobs: readonly SeedJob[]): Promise<void> {
+  return task(
+    async () => {
+      for (const job of jobs) run(job.a, job.b, job.c);
+      await synchronize();
+    },
+    { name: 'serial' },
+  );
+}
+
+/** The concurrent iteration: one task per job, each on its own stream, awaited together. */
+export async function concurrentIteration(jobs: readonly SeedJob[]): Promise<void> {
+  await Promise.all(
+    jobs.map((job, index) =>
+      task(
+        async () => {
+          run(job.a, job.b, job.c);
+          await synchronize();
+        },
+        { name: `job ${index + 1}` },
+      ),
+    ),
+  );
+}
+
+/** Median of the host wall times (microseconds) of `iterations` calls, after `warmups` more. */
+export async function timeIterations(
+  iteration: () => Promise<void>,
+  iterations = 20,
+  warmups = 3,
+): Promise<number> {
+  for (let i = 0; i < warmups; i++) await iteration();
+  const samples: number[] = [];
+  for (let i = 0; i < iterations; i++) {
+    const start = performance.now();
+    await iteration();
+    samples.push((performance.now() - start) * 1000);
+  }
+  samples.sort((x, y) => x - y);
+  const middle = samples.length >> 1;
+  return samples.length % 2 ? samples[middle]! : 0.5 * (samples[middle - 1]! + samples[middle]!);
+}
+
+/** How two host copies of a result compare. */
+export interface Comparison {
+  /** Bit-for-bit the same values (the same math on the same inputs). */
+  equal: boolean;
+  /** Elements that differ. */
+  mismatches: number;
+  /** Largest absolute difference (NaN where exactly one side is NaN). */
+  maxAbsDifference: number;
+}
+
+/** Compares two host arrays element by element. */
+export function compare(expected: Float32Array, actual: Float32Array): Comparison {
+  if (expected.length !== actual.length) {
+    return {
+      equal: false,
+      mismatches: Math.max(expected.length, actual.length),
+      maxAbsDifference: Number.NaN,
+    };
+  }
+  let mismatches = 0;
+  let maxAbsDifference = 0;
+  for (let i = 0; i < expected.length; i++) {
+    const x = expected[i]!;
+    const y = actual[i]!;
+    if (x !== y && !(Number.isNaN(x) && Number.isNaN(y))) {
+      mismatches++;
+      const difference = Math.abs(x - y);
+      maxAbsDifference = Number.isNaN(difference)
+        ? Number.NaN
+        : Math.max(maxAbsDifference, difference);
+    }
+  }
+  return { equal: mismatches === 0, mismatches, maxAbsDifference };
+}
+
+/** What `main` found. */
+export interface SeedSummary {
+  /** Matrix size (N x N). */
+  n: number;
+  /** Timed iterations per variant (the median is reported). */
+  iterations: number;
+  /** The computation inside `withStream(new stream)` against the root task's. */
+  withStream: Comparison;
+  /** Each of the two tasks' outputs against the root task's. */
+  tasks: Comparison[];
+  /** True when every comparison is exactly equal. */
+  resultsMatch: boolean;
+  /** Serial iteration (2 jobs in one task), median host wall time, microseconds. */
+  serialUs: number;
+  /** Concurrent iteration (2 jobs in 2 tasks), median host wall time, microseconds. */
+  concurrentUs: number;
+  /** concurrentUs / serialUs: below 1 when the tasks overlap on the GPU. */
+  ratio: number;
+}
+
+/** Options of `main`. */
+export interface MainOptions {
+  /** Timed iterations per variant (default 20). */
+  iterations?: number;
+  /** Called with the jobs for one extra concurrent iteration (the demo traces it). */
+  afterTiming?: (jobs: readonly SeedJob[]) => Promise<void>;
+}
+
+/**
+ * The whole seed example at size `n`: random `a`, `b`, `c` from cuRAND; `c = sin(a * b)` in
+ * the root task, then inside `withStream(new stream)`, then in two tasks at once, each on its
+ * own output; every result compared exactly with the root task's on the host. Then the
+ * serial iteration (two jobs in one task) is timed against the concurrent one (two tasks).
+ * @example
+ * const summary = await main(1024);
+ * console.log(summary.resultsMatch, summary.ratio);
+ */
+export async function main(n = 1024, options: MainOptions = {}): Promise<SeedSummary> {
+  if (!Number.isSafeInteger(n) || n < 1) {
+    throw new CudaArgumentError(`seed main: n must be a positive integer, got ${n}`);
+  }
+  const iterations = options.iterations ?? 20;
+  const a = rand('float32', [n, n]);
+  const b = rand('float32', [n, n]);
+  const c = rand('float32', [n, n]);
+  const outputs = [rand('float32', [n, n]), rand('float32', [n, n])];
+  const side = Stream.create({ name: 'withStream' });
+  let jobs: SeedJob[] = [];
+  try {
+    // Warm-up: loads the kernel, creates the cuBLAS handle and its workspace.
+    run(a, b, c);
+    await synchronize();
+
+    run(a, b, c);
+    const root = (await c.toHost()) as Float32Array;
+
+    const viaStream = (await withStream(side, async () => {
+      run(a, b, c);
+      return c.toHost();
+    })) as Float32Array;
+
+    // Two tasks at once, sharing a and b, each writing its own output.
+    await Promise.all(
+      outputs.map((output, index) =>
+        task(
+          async () => {
+            run(a, b, output);
+            await synchronize();
+          },
+          { name: `check ${index + 1}` },
+        ),
+      ),
+    );
+    const fromTasks = (await Promise.all(
+      outputs.map((output) => output.toHost()),
+    )) as Float32Array[];
+
+    const withStreamComparison = compare(root, viaStream);
+    const taskComparisons = fromTasks.map((values) => compare(root, values));
+
+    jobs = makeJobs(a, b, 2);
+    const serialUs = await timeIterations(() => serialIteration(jobs), iterations);
+    const concurrentUs = await timeIterations(() => concurrentIteration(jobs), iterations);
+    await options.afterTiming?.(jobs);
+
+    return {
+      n,
+      iterations,
+      withStream: withStreamComparison,
+      tasks: taskComparisons,
+      resultsMatch: withStreamComparison.equal && taskComparisons.every((t) => t.equal),
+      serialUs,
+      concurrentUs,
+      ratio: concurrentUs / serialUs,
+    };
+  } finally {
+    disposeJobs(jobs);
+    for (const array of [a, b, c, ...outputs]) array.dispose();
+    side.dispose();
+  }
+}

@@ -1,0 +1,345 @@
+/**
+ * A small GPU HTTP service: every request runs in its own `task()`, so concurrent requests
+ * get their own CUDA streams (and cuSOLVER / cuBLAS handles) and overlap on the GPU, while
+ * the event loop keeps serving. `POST /solve` solves A X = B with cuSOLVER (float64 LU),
+ * `POST /matmul` multiplies with cuBLAS (dgemm). With `sharedStream: true` every request is
+ * forced onto one stream instead, for comparison (see `load.ts`).
+ *
+ * Run: `node_modules/.bin/tsx --conditions=@cuda-tasks/source packages/examples/src/service/server.ts [--port 8080] [--shared-stream]`
+ */
+import { realpathSync } from 'node:fs';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { matmul } from '@cuda-tasks/cublas';
+import {
+  CudaArgumentError,
+  CudaError,
+  CudaOutOfMemoryError,
+  CudaUnavailableError,
+  DeviceArray,
+  Stream,
+} from '@cuda-tasks/cudadrv';
+import { SingularMatrixError, solve } from '@cuda-tasks/cusolver';
+import { task, withStream } from '@cuda-tasks/task-runtime';
+import {
+  DEFAULT_LIMITS,
+  type MatmulRequest,
+  parseJson,
+  parseMatmulRequest,
+  parseSolveRequest,
+  RequestError,
+  type RequestLimits,
+  type SolveRequest,
+} from './validation.js';
+
+/** Options of `createServer`. */
+export interface ServerOptions {
+  /**
+   * Run every request on ONE shared stream (`withStream(shared, ...)`) instead of each task's
+   * own stream: requests then queue behind each other on the GPU. For comparison only.
+   */
+  sharedStream?: boolean;
+  /** Largest matrix dimension accepted (default 2048). */
+  maxDimension?: number;
+  /** Largest request body in bytes (default 64 MiB). */
+  maxBodyBytes?: number;
+  /** Called with errors answered with a 5xx status (default: `console.error`). */
+  onServerError?: (error: unknown) => void;
+}
+
+/** An HTTP answer for an error: the status and the message of the `{ "error" }` body. */
+export interface ErrorResponse {
+  status: number;
+  message: string;
+}
+
+/**
+ * Maps anything a request can throw to an HTTP status: RequestError keeps its own (400, 404,
+ * 405, 413, 422); an exactly singular matrix is 422; bad input caught by the libraries is 400;
+ * no GPU / driver / library, or device memory exhausted, is 503; any other error is 500.
+ * @example errorResponse(new SingularMatrixError('cusolverDnDgetrf', 3)).status; // 422
+ */
+export function errorResponse(error: unknown): ErrorResponse {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof RequestError) return { status: error.status, message };
+  if (SingularMatrixError.isInstance(error)) return { status: 422, message };
+  if (CudaArgumentError.isInstance(error)) return { status: 400, message };
+  if (
+    error instanceof CudaUnavailableError ||
+    (error instanceof Error && error.name === 'CudaUnavailableError')
+  ) {
+    return { status: 503, message };
+  }
+  if (
+    error instanceof CudaOutOfMemoryError ||
+    (CudaError.isInstance(error) && error.name === 'CudaOutOfMemoryError')
+  ) {
+    return { status: 503, message };
+  }
+  return { status: 500, message };
+}
+
+/**
+ * Reads a request body up to `maxBytes`; a larger one (by Content-Length or as it streams in)
+ * is a 413 RequestError. The rest of a refused body is discarded by Node when the response ends.
+ */
+export function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const declared = Number(request.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    return Promise.reject(
+      new RequestError(
+        413,
+        `the request body is ${declared} bytes; this service accepts at most ${maxBytes}`,
+      ),
+    );
+  }
+  return new Promise((resolveBody, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > maxBytes) {
+        request.off('data', onData);
+        request.off('end', onEnd);
+        reject(
+          new RequestError(
+            413,
+            `the request body is larger than ${maxBytes} bytes, the most this service accepts`,
+          ),
+        );
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => resolveBody(Buffer.concat(chunks, received));
+    request.on('data', onData);
+    request.on('end', onEnd);
+    // A client that disconnects mid-body: reject instead of leaving an unhandled 'error'.
+    request.on('error', (error) => reject(new RequestError(400, `reading the body failed: ${error.message}`)));
+  });
+}
+
+function send(response: ServerResponse, status: number, body: unknown): void {
+  if (response.headersSent || response.destroyed) return;
+  const text = JSON.stringify(body);
+  response.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  response.end(text);
+}
+
+function finite(values: Float64Array, what: string): number[] {
+  for (let i = 0; i < values.length; i++) {
+    if (!Number.isFinite(values[i]!)) {
+      throw new RequestError(
+        422,
+        `${what}[${i}] is not finite: the matrix is numerically singular (or the values overflow float64)`,
+      );
+    }
+  }
+  return Array.from(values);
+}
+
+/** Solves on the current stream (the request's task stream, or the shared one). */
+async function runSolve(request: SolveRequest): Promise<{ x: number[] }> {
+  const { n, k } = request;
+  const a = DeviceArray.fromHost(request.a, [n, n], { dtype: 'float64' });
+  let b: DeviceArray<'float64'> | undefined;
+  let x: DeviceArray<'float64'> | undefined;
+  try {
+    b = DeviceArray.fromHost(request.b, [n, k], { dtype: 'float64' });
+    x = await solve(a, b);
+    return { x: finite(await x.toHost(), 'x') };
+  } finally {
+    a.dispose();
+    b?.dispose();
+    x?.dispose();
+  }
+}
+
+/** Multiplies on the current stream. */
+async function runMatmul(request: MatmulRequest): Promise<{ c: number[] }> {
+  const { m, k, n } = request;
+  const a = DeviceArray.fromHost(request.a, [m, k], { dtype: 'float64' });
+  let b: DeviceArray<'float64'> | undefined;
+  let c: DeviceArray<'float64'> | undefined;
+  try {
+    b = DeviceArray.fromHost(request.b, [k, n], { dtype: 'float64' });
+    c = matmul(a, b);
+    return { c: finite(await c.toHost(), 'c') };
+  } finally {
+    a.dispose();
+    b?.dispose();
+    c?.dispose();
+  }
+}
+
+interface Route {
+  method: string;
+  /** Validates the parsed JSON body (pure), then runs on the GPU. */
+  handle(body: unknown, limits: RequestLimits): () => Promise<unknown>;
+}
+
+const ROUTES: Readonly<Record<string, Route>> = {
+  '/solve': {
+    method: 'POST',
+    handle(body, limits) {
+      const request = parseSolveRequest(body, limits);
+      return () => runSolve(request);
+    },
+  },
+  '/matmul': {
+    method: 'POST',
+    handle(body, limits) {
+      const request = parseMatmulRequest(body, limits);
+      return () => runMatmul(request);
+    },
+  },
+};
+
+function pathOf(url: string | undefined): string {
+  try {
+    return new URL(url ?? '/', 'http://localhost').pathname;
+  } catch {
+    return url ?? '/';
+  }
+}
+
+/**
+ * Creates the service (not listening yet: call `listen`). Each request is validated first
+ * (no GPU call for a bad one), then runs in its own `task()`. Answers are JSON: `{ x }` for
+ * `/solve`, `{ c }` for `/matmul`, `{ error }` with status 400 (bad body), 404 (unknown
+ * route), 405 (wrong method), 413 (body too large), 422 (singular matrix), 503 (no GPU, or
+ * out of device memory) or 500 (any other GPU error). `GET /health` answers `{ status: 'ok' }`
+ * without touching the GPU. A failing request never takes the server down.
+ * @example
+ * const server = createServer();
+ * server.listen(0, '127.0.0.1', () => console.log(server.address()));
+ */
+export function createServer(options: ServerOptions = {}): Server {
+  const limits: RequestLimits = {
+    maxDimension: options.maxDimension ?? DEFAULT_LIMITS.maxDimension,
+    maxBodyBytes: options.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes,
+  };
+  const onServerError = options.onServerError ?? ((error: unknown) => console.error(error));
+  // Created on the first request that needs it, so that a server without GPU still starts.
+  let shared: Stream | undefined;
+
+  const onRequest = async (request: IncomingMessage, response: ServerResponse) => {
+    const path = pathOf(request.url);
+    try {
+      if (path === '/health' && (request.method === 'GET' || request.method === 'HEAD')) {
+        send(response, 200, { status: 'ok' });
+        return;
+      }
+      const route = ROUTES[path];
+      if (route === undefined) {
+        throw new RequestError(
+          404,
+          `no route ${request.method} ${path}: this service has POST /solve, POST /matmul and GET /health`,
+        );
+      }
+      if (request.method !== route.method) {
+        response.setHeader('allow', route.method);
+        throw new RequestError(
+          405,
+          `${path} takes ${route.method} with a JSON body, not ${request.method}`,
+        );
+      }
+      const body = parseJson(await readBody(request, limits.maxBodyBytes));
+      const run = route.handle(body, limits);
+      const result = await task(
+        () => {
+          if (!options.sharedStream) return run();
+          shared ??= Stream.create({ name: 'service shared stream' });
+          return withStream(shared, run);
+        },
+        { name: `${route.method} ${path}` },
+      );
+      send(response, 200, result);
+    } catch (error) {
+      const { status, message } = errorResponse(error);
+      if (status >= 500) onServerError(error);
+      send(response, status, { error: message });
+    }
+  };
+
+  const server = createHttpServer((request, response) => {
+    // onRequest catches everything it can; this is the last guard so that nothing escapes.
+    onRequest(request, response).catch((error: unknown) => {
+      onServerError(error);
+      if (!response.headersSent) send(response, 500, { error: String(error) });
+      else response.destroy();
+    });
+  });
+  server.on('close', () => {
+    shared?.dispose();
+    shared = undefined;
+  });
+  return server;
+}
+
+function argumentValue(argv: readonly string[], name: string): string | undefined {
+  const index = argv.indexOf(name);
+  if (index >= 0) return argv[index + 1];
+  const prefixed = argv.find((argument) => argument.startsWith(`${name}=`));
+  return prefixed?.slice(name.length + 1);
+}
+
+/**
+ * Starts the service on 127.0.0.1 and prints its URL. The port comes from `--port N`, then
+ * `$PORT`, then 0 (a random free port); `--shared-stream` forces the one-stream mode.
+ * Resolves with the listening server; SIGINT / SIGTERM close it.
+ */
+export function main(argv: readonly string[] = process.argv.slice(2)): Promise<Server> {
+  const portText = argumentValue(argv, '--port') ?? process.env.PORT ?? '0';
+  const port = Number(portText);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`--port must be an integer in 0..65535, got ${portText}`);
+  }
+  const sharedStream = argv.includes('--shared-stream');
+  const server = createServer({ sharedStream });
+  return new Promise((resolveServer, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      const address = server.address() as AddressInfo;
+      console.log(
+        `GPU service listening on http://127.0.0.1:${address.port} (${sharedStream ? 'one shared stream' : 'a stream per request task'})`,
+      );
+      console.log('  POST /solve {n, a, b, k?}   POST /matmul {m, k, n, a, b}   GET /health');
+      const stop = () => {
+        server.close();
+        server.closeAllConnections();
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      resolveServer(server);
+    });
+  });
+}
+
+/** True when `moduleUrl` is the script Node was started with (tsx keeps argv[1] as the script). */
+export function isEntryPoint(moduleUrl: string): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return realpathSync(fileURLToPath(moduleUrl)) === realpathSync(resolve(script));
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint(import.meta.url)) {
+  main().catch((error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exitCode = 1;
+  });
+}

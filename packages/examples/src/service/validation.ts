@@ -1,0 +1,203 @@
+/**
+ * Request parsing and validation for the GPU HTTP service, as pure functions: nothing here
+ * touches the GPU, so every rule is unit tested on plain values, and the server runs them
+ * before any GPU call (a bad request never reaches CUDA).
+ */
+
+/** A request the service refuses: an HTTP status and a message for the `{ "error" }` body. */
+export class RequestError extends Error {
+  /** The HTTP status to answer with (400, 404, 405, 413, 422, ...). */
+  readonly status: number;
+
+  constructor(status: number, message: string) {
+    super(message);
+    this.name = 'RequestError';
+    this.status = status;
+  }
+}
+
+/** What the service accepts. */
+export interface RequestLimits {
+  /** Largest matrix dimension (n for /solve; m, k, n for /matmul; also k for /solve). */
+  maxDimension: number;
+  /** Largest request body in bytes. */
+  maxBodyBytes: number;
+}
+
+/** 2048 x 2048 matrices, 64 MiB bodies. */
+export const DEFAULT_LIMITS: Readonly<RequestLimits> = Object.freeze({
+  maxDimension: 2048,
+  maxBodyBytes: 64 * 1024 * 1024,
+});
+
+/** A validated `POST /solve` body: A (n x n) X = B (n x k), column-major. */
+export interface SolveRequest {
+  n: number;
+  k: number;
+  a: Float64Array;
+  b: Float64Array;
+}
+
+/** A validated `POST /matmul` body: C (m x n) = A (m x k) B (k x n), column-major. */
+export interface MatmulRequest {
+  m: number;
+  k: number;
+  n: number;
+  a: Float64Array;
+  b: Float64Array;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  if (typeof value === 'string') {
+    const text = value.length > 20 ? `${value.slice(0, 20)}...` : value;
+    return `the string ${JSON.stringify(text)}`;
+  }
+  if (typeof value === 'object') return 'an object';
+  return String(value);
+}
+
+/**
+ * Parses a request body as JSON. An empty body or invalid JSON is a 400 that says so.
+ * @example parseJson(Buffer.from('{"n": 2}')); // { n: 2 }
+ */
+export function parseJson(body: Buffer | string): unknown {
+  const text = typeof body === 'string' ? body : body.toString('utf8');
+  if (text.trim().length === 0) {
+    throw new RequestError(400, 'the request body is empty: send a JSON object');
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new RequestError(400, `the request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+function requireObject(
+  body: unknown,
+  route: string,
+  fields: readonly string[],
+): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new RequestError(
+      400,
+      `${route}: the body must be a JSON object with fields ${fields.join(', ')}; got ${describe(body)}`,
+    );
+  }
+  const record = body as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    if (!fields.includes(key)) {
+      throw new RequestError(
+        400,
+        `${route}: unknown field "${key}" (the fields are ${fields.join(', ')})`,
+      );
+    }
+  }
+  return record;
+}
+
+function dimension(
+  record: Record<string, unknown>,
+  route: string,
+  name: string,
+  limits: RequestLimits,
+  fallback?: number,
+): number {
+  const value = record[name];
+  if (value === undefined && fallback !== undefined) return fallback;
+  if (value === undefined) throw new RequestError(400, `${route}: missing field "${name}"`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new RequestError(
+      400,
+      `${route}: "${name}" must be a positive integer, got ${describe(value)}`,
+    );
+  }
+  if (value > limits.maxDimension) {
+    throw new RequestError(
+      400,
+      `${route}: "${name}" = ${value} is too large: this service accepts dimensions up to ${limits.maxDimension}`,
+    );
+  }
+  return value;
+}
+
+function numbers(
+  record: Record<string, unknown>,
+  route: string,
+  name: string,
+  length: number,
+  shape: string,
+): Float64Array {
+  const value = record[name];
+  if (value === undefined) throw new RequestError(400, `${route}: missing field "${name}"`);
+  if (!Array.isArray(value)) {
+    throw new RequestError(
+      400,
+      `${route}: "${name}" must be an array of ${shape} = ${length} numbers (column-major), got ${describe(value)}`,
+    );
+  }
+  if (value.length !== length) {
+    throw new RequestError(
+      400,
+      `${route}: "${name}" must hold ${shape} = ${length} numbers (column-major), got ${value.length}`,
+    );
+  }
+  const out = new Float64Array(length);
+  for (let i = 0; i < length; i++) {
+    const element = value[i];
+    if (typeof element !== 'number' || !Number.isFinite(element)) {
+      throw new RequestError(
+        400,
+        `${route}: "${name}"[${i}] must be a finite number, got ${describe(element)}`,
+      );
+    }
+    out[i] = element;
+  }
+  return out;
+}
+
+/**
+ * Validates a `POST /solve` body `{ n, a, b, k? }`: A is n x n, B is n x k (k defaults to
+ * 1), both column-major arrays of finite numbers. Throws a 400 RequestError naming the field.
+ * @example
+ * parseSolveRequest({ n: 2, a: [4, 1, 2, 3], b: [1, 2] }); // { n: 2, k: 1, a, b }
+ */
+export function parseSolveRequest(
+  body: unknown,
+  limits: RequestLimits = DEFAULT_LIMITS,
+): SolveRequest {
+  const route = 'POST /solve';
+  const record = requireObject(body, route, ['n', 'a', 'b', 'k']);
+  const n = dimension(record, route, 'n', limits);
+  const k = dimension(record, route, 'k', limits, 1);
+  const a = numbers(record, route, 'a', n * n, 'n*n');
+  const b = numbers(
+    record,
+    route,
+    'b',
+    n * k,
+    record.k === undefined ? 'n*k (k defaults to 1)' : 'n*k',
+  );
+  return { n, k, a, b };
+}
+
+/**
+ * Validates a `POST /matmul` body `{ m, k, n, a, b }`: A is m x k, B is k x n, column-major
+ * arrays of finite numbers. Throws a 400 RequestError naming the field.
+ * @example
+ * parseMatmulRequest({ m: 1, k: 2, n: 1, a: [1, 2], b: [3, 4] }); // C = [11]
+ */
+export function parseMatmulRequest(
+  body: unknown,
+  limits: RequestLimits = DEFAULT_LIMITS,
+): MatmulRequest {
+  const route = 'POST /matmul';
+  const record = requireObject(body, route, ['m', 'k', 'n', 'a', 'b']);
+  const m = dimension(record, route, 'm', limits);
+  const k = dimension(record, route, 'k', limits);
+  const n = dimension(record, route, 'n', limits);
+  const a = numbers(record, route, 'a', m * k, 'm*k');
+  const b = numbers(record, route, 'b', k * n, 'k*n');
+  return { m, k, n, a, b };
+}
