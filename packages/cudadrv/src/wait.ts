@@ -7,15 +7,14 @@ import type { Stream } from './stream.js';
  * Waiting for the GPU without blocking the event loop.
  *
  * Strategy (chosen by measurement, see the benchmark table in the README):
- * 1. one cuStreamQuery right away: finished work resolves at once;
- * 2. otherwise, in a microtask (so that other tasks issue their work first), spin on
- *    cuStreamQuery a few dozen times (about 1.3 us each): short work completes here with the
- *    latency of a blocking synchronize. The spinning of all waiters together is capped per
+ * 1. in a microtask (so that other tasks started in the same turn issue their work first),
+ *    spin on cuStreamQuery a few dozen times (about 1.3 us each): short work completes here
+ *    with the latency of a blocking synchronize. The spinning of all waiters together is capped per
  *    turn of the event loop, so many waiters never hold the loop for long;
- * 3. then record an event and wait for it off the main thread with a koffi async call of
+ * 2. then record an event and wait for it off the main thread with a koffi async call of
  *    cuEventSynchronize (the event uses blocking sync, so the worker sleeps). At most
  *    `MAX_BLOCKING_WAITS` such calls run at once, so libuv's pool (4 threads) is never starved;
- * 4. further waiters join one poller that queries all their events each turn of the loop
+ * 3. further waiters join one poller that queries all their events each turn of the loop
  *    (setImmediate for the first 2 ms, then every millisecond), so no waiter waits behind
  *    another's longer work.
  */
@@ -27,8 +26,6 @@ export const SPIN_BUDGET_PER_TURN = 256;
 /** Blocking waits in flight on libuv's pool at once. */
 export const MAX_BLOCKING_WAITS = 2;
 const POLL_FAST_MS = 2;
-
-const RESOLVED: Promise<void> = Promise.resolve();
 
 interface PendingWait {
   event: bigint;
@@ -75,10 +72,8 @@ function releaseEvent(context: Context, event: bigint): void {
  * longer than a short, capped spin.
  */
 export function waitForStream(stream: Stream): Promise<void> {
-  const result = driver().cuStreamQuery(stream.handle);
-  if (result === CUresult.CUDA_SUCCESS) return RESOLVED;
-  if (result !== CUresult.CUDA_ERROR_NOT_READY)
-    return Promise.reject(cudaError(result, 'cuStreamQuery'));
+  // No query here: right after a launch the stream is busy, and the other tasks should issue
+  // their work before anyone spins.
   return new Promise<void>((resolve, reject) => {
     queueMicrotask(() => spinThenWait(stream, resolve, reject));
   });

@@ -79,6 +79,15 @@ time('launch uintptr params=number extra=0', () =>
 );
 time('launch uintptr params=0 extra=0', () => launchInt(f, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0));
 
+const launchI64 = lib.func(
+  `int cuLaunchKernel(void *f, ${launchProto}, void *s, void *p, int64_t e)`,
+);
+time('launch void* params=ptr, int64 extra=0n', () =>
+  launchI64(f, 1, 1, 1, 1, 1, 1, 0, stream, scratch, 0n),
+);
+time('launch void* params=ptr, void* extra=0n', () =>
+  launchPtr(f, 1, 1, 1, 1, 1, 1, 0, stream, scratch, 0n),
+);
 const alloc1 = lib.func('int cuMemAllocAsync(void *d, size_t n, void *s)');
 const free1 = lib.func('int cuMemFreeAsync(void *d, void *s)');
 time('alloc(void*,size_t number,void*)+free(void*)', () => {
