@@ -2,97 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context, Stream } from '@cuda-tasks/cudadrv';
 import { describe, expect, it, vi } from 'vitest';
 
-// The driver is replaced by a test double: two fake devices with one primary context each,
-// a fake Stream.create that counts creations, and a provider slot like the real one.
-const fake = vi.hoisted(() => {
-  class CudaArgumentError extends TypeError {
-    constructor(message: string) {
-      super(message);
-      this.name = 'CudaArgumentError';
-    }
-  }
-  class FakeStream {
-    constructor(
-      readonly context: FakeContext,
-      readonly name: string | undefined,
-    ) {}
-    disposed = false;
-    toString(): string {
-      return `FakeStream(${this.name})`;
-    }
-  }
-  class FakeContext {
-    readonly defaultStream: FakeStream;
-    makeCurrentCalls = 0;
-    constructor(readonly device: FakeDevice) {
-      this.defaultStream = new FakeStream(this, `default-${device.ordinal}`);
-    }
-    makeCurrent(): void {
-      this.makeCurrentCalls++;
-    }
-  }
-  class FakeDevice {
-    readonly context: FakeContext;
-    constructor(readonly ordinal: number) {
-      this.context = new FakeContext(this);
-    }
-    primaryContext(): FakeContext {
-      return this.context;
-    }
-  }
-  const devices = [new FakeDevice(0), new FakeDevice(1)];
-  const state = {
-    streamProvider: undefined as (() => unknown) | undefined,
-    deviceProvider: undefined as (() => unknown) | undefined,
-    created: [] as FakeStream[],
-    waited: [] as unknown[],
-    outOfMemoryHooks: new Set<(context: unknown) => void>(),
-  };
-  const disposedListeners = new Set<(stream: unknown) => void>();
-  const module = {
-    CudaArgumentError,
-    Device: {
-      get(ordinal = 0): FakeDevice {
-        const device = Number.isInteger(ordinal) ? devices[ordinal] : undefined;
-        if (device === undefined) {
-          throw new CudaArgumentError(
-            `device ${ordinal} does not exist: this process sees 2 CUDA devices (ordinals 0..1)`,
-          );
-        }
-        return device;
-      },
-    },
-    Stream: {
-      create(options: { context: FakeContext; name?: string }): FakeStream {
-        const stream = new FakeStream(options.context, options.name);
-        state.created.push(stream);
-        return stream;
-      },
-    },
-    setCurrentStreamProvider(stream: () => unknown, device: () => unknown) {
-      const previous = { stream: state.streamProvider, device: state.deviceProvider };
-      state.streamProvider = stream;
-      state.deviceProvider = device;
-      return previous;
-    },
-    currentStream: () => state.streamProvider!(),
-    onOutOfMemory(hook: (context: unknown) => void) {
-      state.outOfMemoryHooks.add(hook);
-      return () => state.outOfMemoryHooks.delete(hook);
-    },
-    onStreamDisposed(listener: (stream: unknown) => void) {
-      disposedListeners.add(listener);
-      return () => disposedListeners.delete(listener);
-    },
-    waitForStream(stream: unknown): Promise<void> {
-      state.waited.push(stream);
-      return Promise.resolve();
-    },
-    Event: {},
-    setOperationObserver: () => null,
-  };
-  return { module, state, devices, FakeStream, CudaArgumentError, disposedListeners };
-});
+// The driver is replaced by a test double (see testing/fake-driver.ts).
+const fake = await vi.hoisted(async () =>
+  (await import('./testing/fake-driver.js')).createFakeDriver(),
+);
 
 vi.mock('@cuda-tasks/cudadrv', () => fake.module);
 
