@@ -44,7 +44,7 @@ export function axpy<Y extends DeviceArray>(
   const stream = streamOf(options);
   if (v.n === 0) return y;
   const handle = acquire(stream);
-  const px = x.useOn(stream);
+  const px = x.useOn(stream, 'read');
   const py = y.useOn(stream);
   const s = scalars().set(v.dtype, alpha);
   const api = cublas();
@@ -142,8 +142,8 @@ export async function dot(
   const v = checkVectorPair('dot', x, y);
   const stream = streamOf(options);
   if (v.n === 0) return 0;
-  const px = x.useOn(stream);
-  const py = y.useOn(stream);
+  const px = x.useOn(stream, 'read');
+  const py = y.useOn(stream, 'read');
   return v.dtype === 'float32'
     ? reduce('cublas.sdot', 'cublasSdot_v2', stream, 'float32', (handle, result) =>
         cublas().cublasSdot_v2(handle, v.n, px, v.incx, py, v.incy, result),
@@ -161,7 +161,7 @@ export async function nrm2(x: DeviceArray, options: VectorOptions = {}): Promise
   const v = checkVector('nrm2', x);
   const stream = streamOf(options);
   if (v.n === 0) return 0;
-  const px = x.useOn(stream);
+  const px = x.useOn(stream, 'read');
   return v.dtype === 'float32'
     ? reduce('cublas.snrm2', 'cublasSnrm2_v2', stream, 'float32', (handle, result) =>
         cublas().cublasSnrm2_v2(handle, v.n, px, v.incx, result),
@@ -179,7 +179,7 @@ export async function asum(x: DeviceArray, options: VectorOptions = {}): Promise
   const v = checkVector('asum', x);
   const stream = streamOf(options);
   if (v.n === 0) return 0;
-  const px = x.useOn(stream);
+  const px = x.useOn(stream, 'read');
   return v.dtype === 'float32'
     ? reduce('cublas.sasum', 'cublasSasum_v2', stream, 'float32', (handle, result) =>
         cublas().cublasSasum_v2(handle, v.n, px, v.incx, result),
@@ -198,7 +198,7 @@ export async function iamax(x: DeviceArray, options: VectorOptions = {}): Promis
   const v = checkVector('iamax', x);
   const stream = streamOf(options);
   if (v.n === 0) return -1;
-  const px = x.useOn(stream);
+  const px = x.useOn(stream, 'read');
   const oneBased =
     v.dtype === 'float32'
       ? await reduce('cublas.isamax', 'cublasIsamax_v2', stream, 'int32', (handle, result) =>

@@ -33,8 +33,8 @@ export function gemv<Y extends DeviceArray>(
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
   const handle = acquire(stream);
-  const pa = a.useOn(stream);
-  const px = x.useOn(stream);
+  const pa = a.useOn(stream, 'read');
+  const px = x.useOn(stream, 'read');
   const py = y.useOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
   const api = cublas();

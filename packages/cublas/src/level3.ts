@@ -65,8 +65,8 @@ export function gemm<C extends DeviceArray>(
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
   const handle = acquire(stream);
-  const pa = a.useOn(stream);
-  const pb = b.useOn(stream);
+  const pa = a.useOn(stream, 'read');
+  const pb = b.useOn(stream, 'read');
   const pc = c.useOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
   const api = cublas();
@@ -165,8 +165,8 @@ export function gemmStridedBatched<C extends DeviceArray>(
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
   const handle = acquire(stream);
-  const pa = a.useOn(stream);
-  const pb = b.useOn(stream);
+  const pa = a.useOn(stream, 'read');
+  const pb = b.useOn(stream, 'read');
   const pc = c.useOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
   const api = cublas();
@@ -244,8 +244,8 @@ export function gemmEx<C extends DeviceArray>(
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
   const handle = acquire(stream);
-  const pa = a.useOn(stream);
-  const pb = b.useOn(stream);
+  const pa = a.useOn(stream, 'read');
+  const pb = b.useOn(stream, 'read');
   const pc = c.useOn(stream);
   // CUBLAS_COMPUTE_32F: alpha and beta are float.
   const s = scalars().float32(g.alpha, g.beta);

@@ -238,12 +238,13 @@ export class DeviceArray<D extends DType = DType> {
   }
 
   /**
-   * Orders `stream` after the last stream that used the memory (on the GPU) and returns the
-   * device address of the first element. Library packages call it before each native call.
+   * Declares that `stream` is about to read or write the memory, ordering it on the GPU after
+   * the work it depends on (see `DeviceBuffer.useOn`), and returns the device address of the
+   * first element. Library packages call it before each native call.
    */
-  useOn(stream: Stream): bigint {
+  useOn(stream: Stream, access: 'read' | 'write' = 'write'): bigint {
     if (this.buffer.byteLength === 0) return 0n;
-    this.buffer.useOn(stream);
+    this.buffer.useOn(stream, access);
     return this.#pointer;
   }
 
@@ -362,7 +363,7 @@ export class DeviceArray<D extends DType = DType> {
     const stream = options.stream ?? currentStream();
     if (this.length === 0) return this;
     const to = this.useOn(stream);
-    const from = source.useOn(stream);
+    const from = source.useOn(stream, 'read');
     const bytes = this.elementBytes;
     const api = driver();
     stream.context.makeCurrent();

@@ -271,11 +271,12 @@ describeGpu('cudadrv on the GPU', () => {
     launch(fill, { grid: 1, block: 256, stream: producer }, data, 42, n, 50_000_000); // 50 ms, then fill
     expect(producer.query()).toBe(false);
     const copy = data.copy({ stream: consumer }); // must wait for the producer, on the GPU
-    expect(data.buffer.lastStream).toBe(consumer);
+    expect(data.buffer.lastStream).toBe(producer); // the last writer
+    expect(data.buffer.readers).toEqual([consumer]); // a read since
     const values = await copy.toHost({ stream: consumer });
     expect(values.every((v) => v === 42)).toBe(true);
     copy.dispose();
-    data.dispose(); // freed on the consumer stream, the last user
+    data.dispose(); // freed on the producer stream, after the consumer's read
   });
 
   it('gives a clear out-of-memory error for an allocation larger than the GPU, and recovers', () => {

@@ -13,7 +13,8 @@ import type { Stream } from './stream.js';
 /**
  * A kernel parameter's declared type. Scalars by C type; pointers as `'pointer'` (any
  * DeviceArray, DeviceBuffer or bigint address) or `'<dtype>*'` (a DeviceArray of that dtype,
- * checked at launch).
+ * checked at launch). Prefix a pointer with `const ` when the kernel only reads it: concurrent
+ * readers on different streams then do not wait for each other.
  */
 export type KernelParameter =
   | 'int8'
@@ -27,7 +28,9 @@ export type KernelParameter =
   | 'float32'
   | 'float64'
   | 'pointer'
-  | `${DType}*`;
+  | 'const pointer'
+  | `${DType}*`
+  | `const ${DType}*`;
 
 /** A kernel argument value. */
 export type KernelArgument = number | bigint | boolean | DeviceArray | DeviceBuffer;
@@ -97,6 +100,8 @@ export class Kernel {
   readonly parameters: readonly KernelParameter[];
   /** Writer code per parameter. */
   readonly #writers: Uint8Array;
+  /** 1 where a pointer parameter is only read (declared `const`). */
+  readonly #readOnly: Uint8Array;
   /** dtype a pointer parameter requires, or undefined. */
   readonly #pointerDTypes: (DType | undefined)[];
   /** Address of the `void*[]` array (0n without parameters). */
@@ -126,8 +131,19 @@ export class Kernel {
     this.parameters = Object.freeze([...parameters]);
     const count = parameters.length;
     this.#writers = new Uint8Array(count);
+    this.#readOnly = new Uint8Array(count);
     this.#pointerDTypes = new Array(count);
-    parameters.forEach((parameter, i) => {
+    parameters.forEach((declared, i) => {
+      let parameter: string = declared;
+      if (typeof parameter === 'string' && parameter.startsWith('const ')) {
+        parameter = parameter.slice(6);
+        if (parameter !== 'pointer' && !parameter.endsWith('*')) {
+          throw new CudaArgumentError(
+            `kernel ${name}: only pointers can be const, got ${JSON.stringify(declared)}`,
+          );
+        }
+        this.#readOnly[i] = 1;
+      }
       if (typeof parameter === 'string' && parameter.endsWith('*')) {
         const dtype = parameter.slice(0, -1);
         if (
@@ -143,7 +159,7 @@ export class Kernel {
           ].includes(dtype)
         ) {
           throw new CudaArgumentError(
-            `kernel ${name}: unknown parameter type ${JSON.stringify(parameter)}`,
+            `kernel ${name}: unknown parameter type ${JSON.stringify(declared)}`,
           );
         }
         this.#writers[i] = W_PTR;
@@ -152,7 +168,7 @@ export class Kernel {
         const writer = Object.hasOwn(writerOf, parameter) ? writerOf[parameter] : undefined;
         if (writer === undefined)
           throw new CudaArgumentError(
-            `kernel ${name}: unknown parameter type ${JSON.stringify(parameter)}`,
+            `kernel ${name}: unknown parameter type ${JSON.stringify(declared)}`,
           );
         this.#writers[i] = writer;
       }
@@ -297,12 +313,12 @@ export class Kernel {
       }
       if (value.disposed)
         throw new DisposedError(`kernel ${this.name}: argument ${i} (DeviceArray)`);
-      return value.useOn(stream);
+      return value.useOn(stream, this.#readOnly[i] === 1 ? 'read' : 'write');
     }
     if (DeviceBuffer.isInstance(value) && this.#pointerDTypes[i] === undefined) {
       if (value.disposed)
         throw new DisposedError(`kernel ${this.name}: argument ${i} (DeviceBuffer)`);
-      return value.useOn(stream);
+      return value.useOn(stream, this.#readOnly[i] === 1 ? 'read' : 'write');
     }
     if (typeof value === 'bigint' && this.#pointerDTypes[i] === undefined) return value;
     return this.badArgument(i, value);
@@ -323,7 +339,8 @@ export class Kernel {
   }
 }
 
-function describe(parameter: KernelParameter): string {
+function describe(declared: KernelParameter): string {
+  const parameter = declared.startsWith('const ') ? declared.slice(6) : declared;
   if (parameter === 'pointer') return 'a DeviceArray, DeviceBuffer or bigint device address';
   if (parameter.endsWith('*')) return `a DeviceArray of ${parameter.slice(0, -1)}`;
   if (parameter === 'int64' || parameter === 'uint64')

@@ -17,7 +17,10 @@ export interface StreamOption {
 /** What the FinalizationRegistry needs to free a forgotten buffer (no reference to the buffer). */
 interface Allocation {
   pointer: bigint;
+  /** The stream of the last write (or of the allocation). */
   stream: Stream;
+  /** Other streams that read the buffer since that write (null: none yet). */
+  readers: Stream[] | null;
   context: Context;
   /** Whether the buffer is registered with the finalizer (see `trackYoung`). */
   registered: boolean;
@@ -28,6 +31,11 @@ function freeAllocation(allocation: Allocation): void {
   const context = allocation.context;
   // A disposed stream was drained when it was disposed, so its work is done.
   const stream = allocation.stream.disposed ? context.defaultStream : allocation.stream;
+  // The free must come after every read too.
+  const readers = allocation.readers;
+  if (readers !== null) {
+    for (const reader of readers) if (reader !== stream && !reader.disposed) stream.waitFor(reader);
+  }
   context.makeCurrent();
   check(driver().cuMemFreeAsync(allocation.pointer, stream.handle), 'cuMemFreeAsync');
   allocation.pointer = 0n;
@@ -107,7 +115,10 @@ export class DeviceBuffer {
     stream.assertUsable();
     const context = stream.context;
     const pointer = byteLength === 0 ? 0n : context.memoryPool.allocate(byteLength, stream);
-    return new DeviceBuffer({ pointer, stream, context, registered: false }, byteLength);
+    return new DeviceBuffer(
+      { pointer, stream, readers: null, context, registered: false },
+      byteLength,
+    );
   }
 
   /** True for a DeviceBuffer of any loaded copy of this package. */
@@ -127,24 +138,43 @@ export class DeviceBuffer {
     return this.#allocation.pointer === 0n && this.byteLength > 0;
   }
 
-  /** The stream that last used this buffer. */
+  /** The stream that last wrote this buffer (or allocated it). */
   get lastStream(): Stream {
     return this.#allocation.stream;
   }
 
+  /** Streams other than `lastStream` that have read the buffer since its last write. */
+  get readers(): readonly Stream[] {
+    return this.#allocation.readers ?? [];
+  }
+
   /**
-   * Declares that `stream` is about to use this buffer: orders it after the last stream's
-   * work on the GPU when the streams differ. Returns the device address. Every operation in
-   * cuda-tasks calls this; call it yourself before handing the pointer to foreign code.
+   * Declares that `stream` is about to use this buffer and returns the device address. The
+   * hand-off is ordered on the GPU, never by blocking the host: a read waits for the last
+   * write (once per stream); a write waits for the last write and for every read since, so
+   * concurrent readers on different streams do not serialize. Every operation in cuda-tasks
+   * calls this; call it yourself before handing the pointer to foreign code.
    */
-  useOn(stream: Stream): bigint {
+  useOn(stream: Stream, access: 'read' | 'write' = 'write'): bigint {
     const allocation = this.#allocation;
     if (allocation.pointer === 0n && this.byteLength > 0) throw new DisposedError('DeviceBuffer');
-    const last = allocation.stream;
-    if (last !== stream) {
-      if (!last.disposed) stream.waitFor(last);
-      allocation.stream = stream;
+    const writer = allocation.stream;
+    let readers = allocation.readers;
+    if (access === 'read') {
+      if (writer !== stream && (readers === null || !readers.includes(stream))) {
+        if (!writer.disposed) stream.waitFor(writer);
+        if (readers === null) allocation.readers = readers = [];
+        readers.push(stream);
+      }
+      return allocation.pointer;
     }
+    if (writer !== stream && !writer.disposed) stream.waitFor(writer);
+    if (readers !== null && readers.length > 0) {
+      for (const reader of readers)
+        if (reader !== stream && !reader.disposed) stream.waitFor(reader);
+      readers.length = 0;
+    }
+    allocation.stream = stream;
     return allocation.pointer;
   }
 
@@ -301,7 +331,7 @@ export function copyDeviceToPinned(
   const offset = checkRange('copyDeviceToPinned', source, byteLength);
   if (byteLength === 0) return;
   const stream = options.stream ?? currentStream();
-  const pointer = source.buffer.useOn(stream) + BigInt(offset);
+  const pointer = source.buffer.useOn(stream, 'read') + BigInt(offset);
   stream.context.makeCurrent();
   check(
     driver().cuMemcpyDtoHAsync_v2(destination.pointer, pointer, byteLength, stream.handle),
@@ -324,7 +354,7 @@ export function copyDeviceToDevice(
   if (byteLength === 0) return;
   const stream = options.stream ?? currentStream();
   const to = destination.buffer.useOn(stream) + BigInt(destinationOffset);
-  const from = source.buffer.useOn(stream) + BigInt(sourceOffset);
+  const from = source.buffer.useOn(stream, 'read') + BigInt(sourceOffset);
   stream.context.makeCurrent();
   const api = driver();
   if (destination.buffer.context === source.buffer.context) {

@@ -108,7 +108,7 @@ export function choleskySolve<D extends SolverDType>(
       upper,
       n,
       right.columns,
-      factor.useOn(stream),
+      factor.useOn(stream, 'read'),
       layout.leadingDimension,
       x.useOn(stream),
       n,

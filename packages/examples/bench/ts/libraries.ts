@@ -6,9 +6,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { gemm, handle as cublasHandle } from '@cuda-tasks/cublas';
-import { DeviceArray, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
-import { rand, handle as curandHandle } from '@cuda-tasks/curand';
+import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
+import { Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import { handle as curandHandle, rand } from '@cuda-tasks/curand';
 import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
 import { stream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
 import {
@@ -143,9 +143,6 @@ export async function runLibraries(): Promise<Result[]> {
   }
   return results;
 }
-
-/** Keeps `DeviceArray` referenced for readers jumping here from core.ts. */
-export type { DeviceArray };
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   await runLibraries();

@@ -29,6 +29,7 @@ function parseArguments(argv: readonly string[]): DemoArguments {
   };
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!;
+    if (argument === '--') continue; // pnpm passes it through
     if (argument === '--trace') parsed.trace = true;
     else if (argument === '--out' && argv[i + 1] !== undefined) parsed.out = resolve(argv[++i]!);
     else if (argument === '--n' && argv[i + 1] !== undefined) parsed.n = Number(argv[++i]);

@@ -273,7 +273,9 @@ export async function main(n = 1024, options: MainOptions = {}): Promise<SeedSum
       return c.toHost();
     })) as Float32Array;
 
-    // Two tasks at once, sharing a and b, each writing its own output.
+    // Two tasks at once, sharing a and b, each writing its own output. Correct, but the second
+    // task's stream waits for the first one's work on a and b (see makeJobs): timed below with
+    // separate copies.
     await Promise.all(
       outputs.map((output, index) =>
         task(

@@ -122,7 +122,9 @@ export function readBody(request: IncomingMessage, maxBytes: number): Promise<Bu
     request.on('data', onData);
     request.on('end', onEnd);
     // A client that disconnects mid-body: reject instead of leaving an unhandled 'error'.
-    request.on('error', (error) => reject(new RequestError(400, `reading the body failed: ${error.message}`)));
+    request.on('error', (error) =>
+      reject(new RequestError(400, `reading the body failed: ${error.message}`)),
+    );
   });
 }
 

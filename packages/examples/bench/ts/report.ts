@@ -1,0 +1,480 @@
+/**
+ * The benchmark report: turns the JSON lines of ours, the C baseline and the Python peers
+ * into one table (text), one JSON document and one SVG bar chart. Pure functions: nothing
+ * here touches a GPU, so the report can be rebuilt from saved lines anywhere.
+ */
+
+/** One JSON line printed by a benchmark program (ours, C, or a Python peer). */
+export interface BenchLine {
+  name: string;
+  median_us?: number;
+  unit?: string;
+  note?: string;
+  /** Python peers: 'cupy' or 'torch'. */
+  peer?: string;
+  /** `_skip` lines: why a peer or a benchmark did not run. */
+  reason?: string;
+  /** `_skip` lines of one benchmark: its id. */
+  id?: string;
+  extra?: Record<string, number>;
+  [key: string]: unknown;
+}
+
+/** Where a set of results comes from. */
+export type Source = 'ours' | 'c' | 'cupy' | 'torch';
+
+/** All results, by source and id, plus what did not run. */
+export interface Collected {
+  results: Record<Source, Map<string, BenchLine>>;
+  /** `_meta` lines by source. */
+  meta: Partial<Record<Source, BenchLine>>;
+  /** Skipped peers / benchmarks and sources that could not run at all. */
+  skipped: { source: Source | 'python'; id?: string; reason: string }[];
+}
+
+/** Parses JSON lines, ignoring everything that is not a JSON object. */
+export function parseLines(text: string): BenchLine[] {
+  const lines: BenchLine[] = [];
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (!line.startsWith('{')) continue;
+    try {
+      const parsed = JSON.parse(line) as BenchLine;
+      if (typeof parsed === 'object' && parsed !== null && typeof parsed.name === 'string') {
+        lines.push(parsed);
+      }
+    } catch {
+      // A line that merely starts with "{": not ours to judge.
+    }
+  }
+  return lines;
+}
+
+/** An empty collection. */
+export function emptyCollected(): Collected {
+  return {
+    results: { ours: new Map(), c: new Map(), cupy: new Map(), torch: new Map() },
+    meta: {},
+    skipped: [],
+  };
+}
+
+/**
+ * Adds the lines of one program. Lines with a `peer` field go to that peer; the rest to
+ * `source` (for the Python program, pass 'cupy': every line of it names its peer anyway).
+ */
+export function addLines(collected: Collected, source: Source, lines: readonly BenchLine[]): void {
+  for (const line of lines) {
+    const target: Source =
+      line.peer === 'cupy' || line.peer === 'torch' ? (line.peer as Source) : source;
+    if (line.name === '_meta') collected.meta[target] = line;
+    else if (line.name === '_skip') {
+      collected.skipped.push({
+        source: target,
+        ...(typeof line.id === 'string' ? { id: line.id } : {}),
+        reason: String(line.reason ?? 'skipped'),
+      });
+    } else if (!line.name.startsWith('_') && typeof line.median_us === 'number') {
+      collected.results[target].set(line.name, line);
+    }
+  }
+}
+
+/** How one row of the table is assembled. */
+export interface RowSpec {
+  /** Our id (and the row's label). */
+  ours: string;
+  /** The C id doing the same work (default: the same id). */
+  c?: string;
+  /** The CuPy / PyTorch id doing the same work (default: the C id); null: none. */
+  peer?: string | null;
+  /** Further C ids to compare against, shown as notes. */
+  alsoC?: readonly string[];
+  /** A fixed note. */
+  note?: string;
+}
+
+/** The table's rows, in order. Ids that differ between ours and C are mapped here. */
+export const ROWS: readonly RowSpec[] = [
+  { ours: 'launch_empty' },
+  { ours: 'launch_args2', peer: null },
+  { ours: 'withstream_launch', c: 'launch_switch', alsoC: ['launch_empty'] },
+  { ours: 'withstream_launch_libs', c: 'launch_switch', alsoC: ['launch_empty'] },
+  { ours: 'launch_sync', alsoC: ['launch_query_spin'], note: 'await synchronize()' },
+  { ours: 'launch_sync_blocking', c: 'launch_sync' },
+  { ours: 'alloc_free' },
+  { ours: 'event_record' },
+  { ours: 'stream_query', peer: null },
+  { ours: 'sgemm_8' },
+  { ours: 'sgemm_1024', note: 'device time' },
+  { ours: 'seed_serial' },
+  { ours: 'seed_concurrent' },
+  { ours: 'tasks100', peer: null, note: 'whole batch' },
+];
+
+/** One row of the report. */
+export interface TableRow {
+  operation: string;
+  cId: string;
+  ours?: number;
+  c?: number;
+  cupy?: number;
+  torch?: number;
+  oursOverC?: number;
+  bestPeer?: 'cupy' | 'torch';
+  oursOverBestPeer?: number;
+  notes: string[];
+}
+
+/** A target the suite checks (the seed's overlap and its cost against C). */
+export interface Target {
+  name: string;
+  description: string;
+  value?: number;
+  limit: number;
+  met?: boolean;
+}
+
+const medianOf = (map: Map<string, BenchLine>, id: string | null | undefined) =>
+  id === null || id === undefined ? undefined : map.get(id)?.median_us;
+
+/** Builds the table rows: the fixed rows first, then any other id of ours. */
+export function buildTable(collected: Collected): TableRow[] {
+  const { ours, c, cupy, torch } = collected.results;
+  const specs: RowSpec[] = [...ROWS];
+  for (const id of ours.keys()) {
+    if (!specs.some((spec) => spec.ours === id)) specs.push({ ours: id });
+  }
+  const rows: TableRow[] = [];
+  for (const spec of specs) {
+    const cId = spec.c ?? spec.ours;
+    const peerId = spec.peer === null ? null : (spec.peer ?? cId);
+    const row: TableRow = {
+      operation: spec.ours,
+      cId,
+      ours: medianOf(ours, spec.ours),
+      c: medianOf(c, cId),
+      cupy: medianOf(cupy, peerId),
+      torch: medianOf(torch, peerId),
+      notes: [],
+    };
+    if (row.ours === undefined && row.c === undefined) continue;
+    if (spec.note) row.notes.push(spec.note);
+    if (cId !== spec.ours) row.notes.push(`C: ${cId}`);
+    if (row.ours !== undefined && row.c !== undefined) row.oursOverC = row.ours / row.c;
+    for (const other of spec.alsoC ?? []) {
+      const value = medianOf(c, other);
+      if (row.ours !== undefined && value !== undefined) {
+        row.notes.push(`vs C ${other} ${formatRatio(row.ours / value)}`);
+      }
+    }
+    const peers = (['cupy', 'torch'] as const).filter((peer) => row[peer] !== undefined);
+    if (peers.length > 0) {
+      const best = peers.reduce((x, y) => (row[y]! < row[x]! ? y : x));
+      row.bestPeer = best;
+      if (row.ours !== undefined) row.oursOverBestPeer = row.ours / row[best]!;
+    }
+    const extra = ours.get(spec.ours)?.extra;
+    if (extra?.max_event_loop_delay_us !== undefined) {
+      row.notes.push(`max event-loop delay ${formatUs(extra.max_event_loop_delay_us)} us`);
+    }
+    rows.push(row);
+  }
+  return rows;
+}
+
+/** The seed targets: concurrent/serial <= 0.85, and our concurrent time <= 1.05x C's. */
+export function buildTargets(collected: Collected): Target[] {
+  const { ours, c } = collected.results;
+  const serial = medianOf(ours, 'seed_serial');
+  const concurrent = medianOf(ours, 'seed_concurrent');
+  const cConcurrent = medianOf(c, 'seed_concurrent');
+  const ratio = serial !== undefined && concurrent !== undefined ? concurrent / serial : undefined;
+  const versusC =
+    concurrent !== undefined && cConcurrent !== undefined ? concurrent / cConcurrent : undefined;
+  return [
+    {
+      name: 'seed_overlap',
+      description: 'ours seed_concurrent / seed_serial (two tasks overlap)',
+      value: ratio,
+      limit: 0.85,
+      met: ratio === undefined ? undefined : ratio <= 0.85,
+    },
+    {
+      name: 'seed_vs_c',
+      description: 'ours seed_concurrent / C seed_concurrent',
+      value: versusC,
+      limit: 1.05,
+      met: versusC === undefined ? undefined : versusC <= 1.05,
+    },
+  ];
+}
+
+/** Microseconds with 3 significant-ish digits. */
+export function formatUs(value: number | undefined): string {
+  if (value === undefined || !Number.isFinite(value)) return '-';
+  if (value >= 100) return value.toFixed(1);
+  if (value >= 10) return value.toFixed(2);
+  return value.toFixed(3);
+}
+
+/** A ratio as "1.03x". */
+export function formatRatio(value: number | undefined): string {
+  if (value === undefined || !Number.isFinite(value)) return '-';
+  return `${value >= 10 ? value.toFixed(1) : value.toFixed(2)}x`;
+}
+
+/** The table as aligned text, with the targets and a short legend under it. */
+export function formatTable(
+  rows: readonly TableRow[],
+  targets: readonly Target[],
+  collected: Collected,
+): string {
+  const header = ['operation', 'ours', 'C', 'CuPy', 'PyTorch', 'ours/C', 'ours/peer', 'notes'];
+  const body = rows.map((row) => [
+    row.operation,
+    formatUs(row.ours),
+    formatUs(row.c),
+    formatUs(row.cupy),
+    formatUs(row.torch),
+    formatRatio(row.oursOverC),
+    row.oursOverBestPeer === undefined
+      ? '-'
+      : `${formatRatio(row.oursOverBestPeer)} ${row.bestPeer === 'cupy' ? 'cp' : 'pt'}`,
+    row.notes.join('; '),
+  ]);
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...body.map((cells) => cells[column]!.length)),
+  );
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, column) =>
+        column === 0 || column === cells.length - 1
+          ? cell.padEnd(widths[column]!)
+          : cell.padStart(widths[column]!),
+      )
+      .join('  ')
+      .trimEnd();
+  const out: string[] = [];
+  out.push(
+    'medians in us per operation (lower is better); ours/peer: against the faster of CuPy (cp) and PyTorch (pt)',
+  );
+  out.push(line(header));
+  out.push(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const cells of body) out.push(line(cells));
+  out.push('');
+
+  const { ours, c, cupy, torch } = collected.results;
+  const seedRatio = (map: Map<string, BenchLine>) => {
+    const serial = medianOf(map, 'seed_serial');
+    const concurrent = medianOf(map, 'seed_concurrent');
+    return serial !== undefined && concurrent !== undefined ? concurrent / serial : undefined;
+  };
+  const others = (
+    [
+      ['C', c],
+      ['CuPy', cupy],
+      ['PyTorch', torch],
+    ] as const
+  )
+    .map(([label, map]) => [label, seedRatio(map)] as const)
+    .filter(([, value]) => value !== undefined)
+    .map(([label, value]) => `${label} ${value!.toFixed(3)}`);
+  const verdict = (target: Target) =>
+    target.met === undefined ? 'not measured' : target.met ? 'PASS' : 'FAIL';
+  const [overlap, versusC] = targets;
+  out.push(
+    `seed overlap: ours concurrent/serial = ${overlap?.value === undefined ? '-' : overlap.value.toFixed(3)} (target <= ${overlap?.limit}) ${overlap ? verdict(overlap) : ''}${others.length ? `   [${others.join(', ')}]` : ''}`,
+  );
+  out.push(
+    `seed vs C:    ours seed_concurrent / C seed_concurrent = ${formatRatio(versusC?.value)} (target <= ${versusC?.limit}x) ${versusC ? verdict(versusC) : ''}${medianOf(ours, 'seed_concurrent') !== undefined && medianOf(c, 'seed_concurrent') !== undefined ? `   [${formatUs(medianOf(ours, 'seed_concurrent'))} us vs ${formatUs(medianOf(c, 'seed_concurrent'))} us]` : ''}`,
+  );
+  return out.join('\n');
+}
+
+/** Everything in one JSON document (bench.json). */
+export function buildJson(
+  collected: Collected,
+  rows: readonly TableRow[],
+  targets: readonly Target[],
+  machine: Record<string, unknown>,
+): Record<string, unknown> {
+  const lines = (source: Source) => [...collected.results[source].values()];
+  return {
+    generated: new Date().toISOString(),
+    method: 'median of 15 timed batches after 3 warm-ups, microseconds per operation',
+    machine,
+    meta: collected.meta,
+    targets,
+    table: rows.map((row) => ({
+      operation: row.operation,
+      c_id: row.cId,
+      ours_us: row.ours ?? null,
+      c_us: row.c ?? null,
+      cupy_us: row.cupy ?? null,
+      torch_us: row.torch ?? null,
+      ours_over_c: row.oursOverC ?? null,
+      best_peer: row.bestPeer ?? null,
+      ours_over_best_peer: row.oursOverBestPeer ?? null,
+      notes: row.notes,
+    })),
+    results: { ours: lines('ours'), c: lines('c'), cupy: lines('cupy'), torch: lines('torch') },
+    skipped: collected.skipped,
+  };
+}
+
+const escapeXml = (text: string) =>
+  text
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&apos;');
+
+const SERIES = [
+  { key: 'ours', label: 'ours (cuda-tasks)', color: '#4e79a7' },
+  { key: 'c', label: 'C (driver API + cuBLAS)', color: '#8c8c8c' },
+  { key: 'cupy', label: 'CuPy', color: '#f28e2b' },
+  { key: 'torch', label: 'PyTorch', color: '#e15759' },
+] as const;
+
+/**
+ * A horizontal bar chart: per operation, one bar per implementation, its length the time
+ * relative to C on a log2 scale (C = 1x; left of the line is faster than C), labelled with
+ * the absolute median and the ratio.
+ */
+export function renderBenchSvg(
+  rows: readonly TableRow[],
+  targets: readonly Target[],
+  subtitle: string,
+): string {
+  const width = 1100;
+  const labelWidth = 210;
+  const valueRoom = 150;
+  const plotLeft = labelWidth;
+  const plotWidth = width - labelWidth - valueRoom;
+  const barHeight = 11;
+  const barGap = 2;
+  const rowPad = 12;
+  const charted = rows.filter((row) => row.c !== undefined);
+  const ratios = charted.flatMap((row) =>
+    SERIES.map((series) => row[series.key])
+      .filter((value): value is number => value !== undefined && value > 0)
+      .map((value) => value / row.c!),
+  );
+  const low = Math.max(1 / 64, 2 ** Math.floor(Math.log2(Math.min(0.5, ...ratios))));
+  const high = Math.min(256, 2 ** Math.ceil(Math.log2(Math.max(2, ...ratios))));
+  const xOf = (ratio: number) => {
+    const clamped = Math.min(high, Math.max(low, ratio));
+    return (
+      plotLeft +
+      ((Math.log2(clamped) - Math.log2(low)) / (Math.log2(high) - Math.log2(low))) * plotWidth
+    );
+  };
+  const round = (value: number) => Math.round(value * 10) / 10;
+
+  const headerHeight = 118;
+  const rowHeights = charted.map((row) => {
+    const bars = SERIES.filter((series) => row[series.key] !== undefined).length;
+    return Math.max(2, bars) * (barHeight + barGap) + rowPad;
+  });
+  const plotHeight = rowHeights.reduce((sum, h) => sum + h, 0);
+  const missing = rows.filter((row) => row.c === undefined);
+  const footerHeight = 40 + targets.length * 18 + (missing.length ? 18 : 0);
+  const height = headerHeight + plotHeight + footerHeight;
+  const out: string[] = [];
+  out.push('<?xml version="1.0" encoding="UTF-8"?>');
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, &apos;Segoe UI&apos;, Helvetica, Arial, sans-serif">`,
+  );
+  out.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
+  out.push(
+    '<text x="16" y="26" font-size="17" font-weight="600" fill="#1f1f1f">cuda-tasks benchmarks: time relative to the C baseline</text>',
+  );
+  out.push(`<text x="16" y="45" font-size="12" fill="#555555">${escapeXml(subtitle)}</text>`);
+  out.push(
+    '<text x="16" y="62" font-size="12" fill="#555555">log scale, C = 1x; shorter bars are faster. Labels: median in µs (ratio to C).</text>',
+  );
+  let legendX = 16;
+  for (const series of SERIES) {
+    out.push(
+      `<rect x="${legendX}" y="72" width="14" height="14" rx="2" fill="${series.color}"/><text x="${legendX + 20}" y="83" font-size="12" fill="#1f1f1f">${escapeXml(series.label)}</text>`,
+    );
+    legendX += 40 + series.label.length * 7;
+  }
+
+  const top = headerHeight;
+  // Grid: powers of two, the 1x line stronger.
+  for (let exponent = Math.log2(low); exponent <= Math.log2(high); exponent++) {
+    const ratio = 2 ** exponent;
+    const x = round(xOf(ratio));
+    const isOne = exponent === 0;
+    out.push(
+      `<line x1="${x}" y1="${top - 8}" x2="${x}" y2="${top + plotHeight}" stroke="${isOne ? '#555555' : '#e4e4e4'}" stroke-width="${isOne ? 1.5 : 1}"/>`,
+    );
+    const label = ratio >= 1 ? `${ratio}x` : `1/${1 / ratio}x`;
+    out.push(
+      `<text x="${x}" y="${top - 12}" font-size="11" fill="${isOne ? '#1f1f1f' : '#777777'}" text-anchor="middle">${escapeXml(isOne ? 'C = 1x' : label)}</text>`,
+    );
+  }
+
+  let y = top;
+  charted.forEach((row, index) => {
+    const rowHeight = rowHeights[index]!;
+    if (index % 2 === 1) {
+      out.push(
+        `<rect x="8" y="${y}" width="${width - 16}" height="${rowHeight}" fill="#f5f5f5" fill-opacity="0.7"/>`,
+      );
+    }
+    out.push(`<g class="bench-row">`);
+    out.push(
+      `<text x="16" y="${y + rowPad / 2 + 12}" font-size="12" font-weight="600" fill="#1f1f1f">${escapeXml(row.operation)}</text>`,
+    );
+    const detail = row.cId !== row.operation ? `C: ${row.cId}` : `C ${formatUs(row.c)} µs`;
+    out.push(
+      `<text x="16" y="${y + rowPad / 2 + 26}" font-size="11" fill="#666666">${escapeXml(row.cId !== row.operation ? `${detail}, ${formatUs(row.c)} µs` : detail)}</text>`,
+    );
+    let barY = y + rowPad / 2;
+    for (const series of SERIES) {
+      const value = row[series.key];
+      if (value === undefined) continue;
+      const ratio = value / row.c!;
+      const x0 = plotLeft;
+      const x1 = round(xOf(ratio));
+      const barWidth = round(Math.max(1, x1 - x0));
+      out.push(
+        `<rect class="bar ${series.key}" x="${x0}" y="${round(barY)}" width="${barWidth}" height="${barHeight}" fill="${series.color}"><title>${escapeXml(`${series.label}: ${formatUs(value)} µs, ${formatRatio(ratio)} of C`)}</title></rect>`,
+      );
+      const clipped = ratio > high ? ' ▸' : '';
+      out.push(
+        `<text x="${round(x0 + barWidth + 5)}" y="${round(barY + barHeight - 1.5)}" font-size="10" fill="#333333">${escapeXml(`${formatUs(value)} µs (${formatRatio(ratio)})${clipped}`)}</text>`,
+      );
+      barY += barHeight + barGap;
+    }
+    out.push('</g>');
+    y += rowHeight;
+  });
+
+  let footerY = top + plotHeight + 26;
+  for (const target of targets) {
+    const verdict = target.met === undefined ? 'not measured' : target.met ? 'PASS' : 'FAIL';
+    const color = target.met === undefined ? '#777777' : target.met ? '#2e7d32' : '#c62828';
+    const value =
+      target.value === undefined
+        ? '-'
+        : target.name === 'seed_vs_c'
+          ? formatRatio(target.value)
+          : target.value.toFixed(3);
+    out.push(
+      `<text x="16" y="${footerY}" font-size="12" fill="#1f1f1f">${escapeXml(`${target.description}: ${value} (target <= ${target.limit}${target.name === 'seed_vs_c' ? 'x' : ''})`)} <tspan font-weight="600" fill="${color}">${verdict}</tspan></text>`,
+    );
+    footerY += 18;
+  }
+  if (missing.length) {
+    out.push(
+      `<text x="16" y="${footerY}" font-size="11" fill="#777777">${escapeXml(`no C baseline, not charted: ${missing.map((row) => `${row.operation} (ours ${formatUs(row.ours)} µs)`).join(', ')}`)}</text>`,
+    );
+  }
+  out.push('</svg>');
+  return `${out.join('\n')}\n`;
+}

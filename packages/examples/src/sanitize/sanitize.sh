@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Runs the seed example and the concurrency GPU tests of the runtime and the libraries under
+# compute-sanitizer: memcheck (out-of-bounds and misaligned device accesses, hardware
+# exceptions, CUDA API errors) and racecheck (shared-memory hazards in kernels). Prints one
+# line per run: tool, target, errors found, PASS/FAIL; exits non-zero when any run fails.
+#
+#   packages/examples/src/sanitize/sanitize.sh          # from the repository root
+#   SANITIZE_QUICK=1 ...                                 # only the seed demo, both tools
+#
+# Environment:
+#   SANITIZE_QUICK=1          only the seed demo under both tools (about a minute)
+#   SANITIZE_LEAK_CHECK=1     memcheck also with --leak-check full (see below; off by default)
+#   SANITIZE_LOG_DIR=dir      where the logs go (default: $OUT/sanitize when $OUT is set, else
+#                             /tmp/cuda-tasks-sanitize)
+#   SANITIZE_DEMO_ARGS=...    arguments of the seed demo (default "--n 256": the sanitizer
+#                             instruments every kernel, racecheck every shared-memory access of
+#                             cuBLAS's SGEMM, so a 1024^3 product 40 times over would take minutes;
+#                             256 runs the same code paths)
+#   SANITIZE_DEMO_TIMEOUT=s   per-run limit for the demo (default 90)
+#   SANITIZE_TESTS_TIMEOUT=s  per-run limit for the tests (default 150)
+#   COMPUTE_SANITIZER=path    the sanitizer (default /usr/local/cuda/bin/compute-sanitizer)
+#
+# Leak checking: `--leak-check full` reports device allocations still alive when a context is
+# torn down. Our processes exit with library handles parked in their HandleCaches (cuBLAS and
+# cuSOLVER keep internal device buffers per handle, cuFFT plans twiddle tables) and the
+# stream-ordered pool's reserve, by design: handles are reused until exit, never destroyed one
+# by one. Those would be reported as leaks that are not ours to fix, so the default run does
+# not enable it; SANITIZE_LEAK_CHECK=1 adds it for a manual look at the reports.
+#
+# Budget: the four runs stay under ~8 minutes (demo 2 x 90 s, tests 2 x 150 s at most).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)
+cd "$ROOT"
+
+SANITIZER=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+if [[ ! -x $SANITIZER ]]; then
+  SANITIZER=$(command -v compute-sanitizer || true)
+fi
+if [[ -z $SANITIZER || ! -x $SANITIZER ]]; then
+  echo "sanitize: compute-sanitizer not found (set COMPUTE_SANITIZER or install the CUDA toolkit)" >&2
+  exit 2
+fi
+
+if [[ -n ${SANITIZE_LOG_DIR:-} ]]; then
+  LOG_DIR=$SANITIZE_LOG_DIR
+elif [[ -n ${OUT:-} ]]; then
+  LOG_DIR=$OUT/sanitize
+else
+  LOG_DIR=/tmp/cuda-tasks-sanitize
+fi
+mkdir -p "$LOG_DIR"
+
+DEMO_TIMEOUT=${SANITIZE_DEMO_TIMEOUT:-90}
+TESTS_TIMEOUT=${SANITIZE_TESTS_TIMEOUT:-150}
+TSX=(node_modules/.bin/tsx --conditions=@cuda-tasks/source)
+DEMO=(packages/examples/src/seed/demo.ts)
+read -r -a DEMO_ARGS <<<"${SANITIZE_DEMO_ARGS---n 256}"
+TEST_FILES=(
+  packages/task-runtime
+  packages/cublas/src/handle.gpu.test.ts
+  packages/curand
+  packages/cusolver/src/handle.gpu.test.ts
+)
+# Tests that assert wall-clock timing or event-loop delay: the sanitizer instruments every
+# kernel and serializes work, so they measure the tool, not the code. Everything else runs.
+TIMING_TESTS='overlaps two tasks with long kernels|does not wait for another task|keeps the event loop responsive|neither starve the pool nor block the event loop'
+TEST_NAME_PATTERN="^(?!.*(${TIMING_TESTS})).*$"
+
+# Sanitizer options shared by every run. --target-processes all: vitest runs the tests in
+# forked workers and tsx starts node in a child process; both must be followed.
+COMMON=(--target-processes all --error-exitcode 1 --print-limit 20)
+
+SUMMARY=()
+FAILED=0
+
+# count_errors FILE...: the errors the sanitizer reported, summed over every process it
+# followed. Each process ends with "ERROR SUMMARY: N errors"; racecheck also prints
+# "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)", used for a process whose
+# ERROR SUMMARY line is missing (its errors are included in the ERROR SUMMARY otherwise).
+count_errors() {
+  local file total=0 count
+  for file in "$@"; do
+    [[ -f $file ]] || continue
+    if grep -aqE 'ERROR SUMMARY: [0-9]+ error' "$file"; then
+      while read -r count; do
+        total=$((total + count))
+      done < <(grep -aoE 'ERROR SUMMARY: [0-9]+ error' "$file" | grep -oE '[0-9]+')
+    else
+      while read -r count; do
+        total=$((total + count))
+      done < <(grep -aoE 'RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+ error' "$file" |
+        grep -oE '[0-9]+ error' | grep -oE '[0-9]+')
+    fi
+  done
+  echo "$total"
+}
+
+# summaries FILE...: how many sanitizer summaries were printed (0: the sanitizer never
+# reported on any process, which is itself a failure).
+summaries() {
+  local file total=0 count
+  for file in "$@"; do
+    [[ -f $file ]] || continue
+    count=$(grep -acE '(ERROR|RACECHECK) SUMMARY: ' "$file" || true)
+    total=$((total + count))
+  done
+  echo "$total"
+}
+
+# run TOOL TARGET TIMEOUT COMMAND...: one sanitized run, logged to $LOG_DIR.
+run() {
+  local tool=$1 target=$2 limit=$3
+  shift 3
+  local options=(--tool "$tool" "${COMMON[@]}")
+  if [[ $tool == memcheck && ${SANITIZE_LEAK_CHECK:-0} == 1 ]]; then
+    options+=(--leak-check full)
+  fi
+  local base="$LOG_DIR/$tool-$target"
+  rm -f "$base".sanitizer.*.log "$base".out.log
+  # The sanitizer's own report goes to per-process files (%p), the program's output (and
+  # anything the sanitizer prints outside them) to .out.log.
+  local started=$SECONDS
+  timeout --kill-after=10 "$limit" "$SANITIZER" "${options[@]}" \
+    --log-file "$base.sanitizer.%p.log" "$@" >"$base.out.log" 2>&1
+  local status=$?
+  local elapsed=$((SECONDS - started))
+  local logs=("$base".sanitizer.*.log "$base.out.log")
+  local errors processes verdict note=""
+  errors=$(count_errors "${logs[@]}")
+  processes=$(summaries "${logs[@]}")
+  if [[ $status -eq 124 || $status -eq 137 ]]; then
+    verdict=FAIL
+    note=" (timed out after ${limit}s)"
+  elif [[ $errors -gt 0 ]]; then
+    verdict=FAIL
+  elif [[ $status -ne 0 ]]; then
+    verdict=FAIL
+    note=" (exit status $status; see $base.out.log)"
+  elif [[ $processes -eq 0 ]]; then
+    verdict=FAIL
+    note=" (no sanitizer summary: did the target use the GPU?)"
+  else
+    verdict=PASS
+  fi
+  [[ $verdict == FAIL ]] && FAILED=1
+  local line
+  line=$(printf '%-9s %-6s errors: %-3s %s  %3ss%s' "$tool" "$target" "$errors" "$verdict" "$elapsed" "$note")
+  SUMMARY+=("$line")
+  echo "$line"
+  if [[ $verdict == FAIL ]]; then
+    # The first reports, so that the failure is visible without opening the logs.
+    cat "${logs[@]}" 2>/dev/null | grep -a -m 20 -E '^========= (Invalid|Program hit|Error|Race|Warning|.*hazard)' || true
+  fi
+}
+
+echo "compute-sanitizer: $("$SANITIZER" --version 2>/dev/null | tail -n 1)"
+echo "logs: $LOG_DIR"
+
+for tool in memcheck racecheck; do
+  run "$tool" demo "$DEMO_TIMEOUT" "${TSX[@]}" "${DEMO[@]}" "${DEMO_ARGS[@]}"
+  if [[ ${SANITIZE_QUICK:-0} != 1 ]]; then
+    run "$tool" tests "$TESTS_TIMEOUT" node_modules/.bin/vitest run --project gpu \
+      -t "$TEST_NAME_PATTERN" "${TEST_FILES[@]}"
+  fi
+done
+
+echo
+echo "summary:"
+printf '  %s\n' "${SUMMARY[@]}"
+if [[ $FAILED -ne 0 ]]; then
+  echo "sanitize: FAIL (logs in $LOG_DIR)"
+  exit 1
+fi
+echo "sanitize: PASS"

@@ -1,0 +1,91 @@
+import { DeviceArray } from '@cuda-tasks/cudadrv';
+import { expect, it } from 'vitest';
+import { describeGpu } from '../../../../test/gpu';
+import { randomFloat32 } from '../../../../test/random';
+import {
+  compare,
+  concurrentIteration,
+  disposeJobs,
+  main,
+  makeJobs,
+  run,
+  serialIteration,
+} from './seed.js';
+
+/** sin(a b) in float64, column-major n x n. */
+function referenceSinProduct(a: Float32Array, b: Float32Array, n: number): Float64Array {
+  const out = new Float64Array(n * n);
+  for (let j = 0; j < n; j++) {
+    for (let i = 0; i < n; i++) {
+      let sum = 0;
+      for (let k = 0; k < n; k++) sum += a[i + k * n]! * b[k + j * n]!;
+      out[i + j * n] = Math.sin(sum);
+    }
+  }
+  return out;
+}
+
+describeGpu('seed example', () => {
+  it('main(256): withStream and two concurrent tasks reproduce the root result exactly', async () => {
+    const summary = await main(256, { iterations: 3 });
+    expect(summary.withStream).toEqual({ equal: true, mismatches: 0, maxAbsDifference: 0 });
+    expect(summary.tasks).toHaveLength(2);
+    for (const comparison of summary.tasks) expect(comparison.equal).toBe(true);
+    expect(summary.resultsMatch).toBe(true);
+    expect(summary.serialUs).toBeGreaterThan(0);
+    expect(summary.concurrentUs).toBeGreaterThan(0);
+    expect(summary.ratio).toBeCloseTo(summary.concurrentUs / summary.serialUs, 12);
+  });
+
+  it('two tasks give the same outputs as the serial iteration', async () => {
+    const n = 256;
+    const a = DeviceArray.fromHost(randomFloat32(n * n, 1), [n, n]);
+    const b = DeviceArray.fromHost(randomFloat32(n * n, 2), [n, n]);
+    const jobs = makeJobs(a, b, 2);
+    try {
+      // Different inputs per job, so that swapped outputs would be caught.
+      jobs[1]!.a.copyFromHost(randomFloat32(n * n, 3));
+      await serialIteration(jobs);
+      const serial = await Promise.all(jobs.map((job) => job.c.toHost()));
+      for (const job of jobs) job.c.fill(0);
+      await concurrentIteration(jobs);
+      const concurrent = await Promise.all(jobs.map((job) => job.c.toHost()));
+      expect(compare(serial[0]!, serial[1]!).equal).toBe(false);
+      for (let i = 0; i < jobs.length; i++) {
+        expect(compare(serial[i]!, concurrent[i]!)).toEqual({
+          equal: true,
+          mismatches: 0,
+          maxAbsDifference: 0,
+        });
+      }
+    } finally {
+      disposeJobs(jobs);
+      a.dispose();
+      b.dispose();
+    }
+  });
+
+  it('run(a, b, c) matches a float64 CPU reference of sin(a b) (N = 128)', async () => {
+    const n = 128;
+    const hostA = randomFloat32(n * n, 11);
+    const hostB = randomFloat32(n * n, 12);
+    const a = DeviceArray.fromHost(hostA, [n, n]);
+    const b = DeviceArray.fromHost(hostB, [n, n]);
+    const c = DeviceArray.full('float32', [n, n], 7);
+    try {
+      expect(run(a, b, c)).toBe(c);
+      const got = (await c.toHost()) as Float32Array;
+      const expected = referenceSinProduct(hostA, hostB, n);
+      let largestError = 0;
+      let largestValue = 0;
+      for (let i = 0; i < n * n; i++) {
+        largestError = Math.max(largestError, Math.abs(got[i]! - expected[i]!));
+        largestValue = Math.max(largestValue, Math.abs(expected[i]!));
+      }
+      expect(largestValue).toBeGreaterThan(0.5);
+      expect(largestError / largestValue).toBeLessThanOrEqual(1e-4);
+    } finally {
+      for (const array of [a, b, c]) array.dispose();
+    }
+  });
+});

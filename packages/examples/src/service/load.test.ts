@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import {
+  checkSolution,
+  type ModeResult,
+  makeProblem,
+  parseLoadArguments,
+  randomSource,
+  report,
+} from './load.js';
+
+describe('parseLoadArguments', () => {
+  it('has the documented defaults', () => {
+    expect(parseLoadArguments([])).toEqual({
+      requests: 2000,
+      seconds: 20,
+      concurrency: 32,
+      n: 128,
+      modes: ['task', 'shared'],
+      url: undefined,
+      warmup: 32,
+      problems: 16,
+      seed: 1,
+    });
+  });
+
+  it('reads --name value and --name=value', () => {
+    const options = parseLoadArguments([
+      '--requests',
+      '100',
+      '--seconds=2.5',
+      '--concurrency',
+      '8',
+      '--n=64',
+      '--mode',
+      'shared',
+      '--warmup',
+      '0',
+    ]);
+    expect(options).toMatchObject({
+      requests: 100,
+      seconds: 2.5,
+      concurrency: 8,
+      n: 64,
+      modes: ['shared'],
+      warmup: 0,
+    });
+  });
+
+  it('accepts loopback URLs only', () => {
+    expect(parseLoadArguments(['--url', 'http://127.0.0.1:8080/']).url).toBe(
+      'http://127.0.0.1:8080',
+    );
+    expect(parseLoadArguments(['--url', 'http://localhost:1']).url).toBe('http://localhost:1');
+    expect(() => parseLoadArguments(['--url', 'http://example.com'])).toThrow(
+      /must be an http:\/\/ loopback address/,
+    );
+    expect(() => parseLoadArguments(['--url', 'nonsense'])).toThrow('--url is not a URL: nonsense');
+  });
+
+  it('refuses unknown options and bad values', () => {
+    expect(() => parseLoadArguments(['--reqs', '1'])).toThrow('unknown option --reqs');
+    expect(() => parseLoadArguments(['--n', '0'])).toThrow(
+      '--n must be an integer in 1..2048, got 0',
+    );
+    expect(() => parseLoadArguments(['--concurrency'])).toThrow(/got nothing/);
+    expect(() => parseLoadArguments(['--seconds', '-1'])).toThrow(/--seconds must be a number/);
+    expect(() => parseLoadArguments(['--mode', 'all'])).toThrow(/--mode must be/);
+    expect(() => parseLoadArguments(['fast'])).toThrow('unexpected argument fast');
+  });
+});
+
+describe('problems and the residual check', () => {
+  it('makes strictly diagonally dominant systems and their JSON bodies', () => {
+    const problem = makeProblem(5, randomSource(3));
+    for (let i = 0; i < 5; i++) {
+      let offDiagonal = 0;
+      for (let j = 0; j < 5; j++) if (j !== i) offDiagonal += Math.abs(problem.a[i + j * 5]!);
+      expect(problem.a[i + i * 5]!).toBeCloseTo(offDiagonal + 1, 12);
+    }
+    const body = JSON.parse(problem.body.toString());
+    expect(body.n).toBe(5);
+    expect(body.a).toEqual(Array.from(problem.a));
+    expect(body.b).toEqual(Array.from(problem.b));
+  });
+
+  it('accepts an exact solution and rejects a wrong one', () => {
+    // A = [[2, 1], [1, 3]] (column-major [2, 1, 1, 3]), x = [1, -1] -> b = [1, -2]
+    const problem = { n: 2, a: new Float64Array([2, 1, 1, 3]), b: new Float64Array([1, -2]) };
+    expect(checkSolution(problem, [1, -1], [0, 1])).toBeUndefined();
+    expect(checkSolution(problem, [1, -1 + 1e-6], [0, 1])).toMatch(/^row 0: residual 1.00e-6/);
+    expect(checkSolution(problem, [1], [0])).toBe('expected x with 2 numbers, got 1');
+    expect(checkSolution(problem, undefined, [0])).toBe('expected x with 2 numbers, got undefined');
+    expect(checkSolution(problem, [1, null], [1])).toMatch(/^row 1: residual/);
+  });
+});
+
+describe('report', () => {
+  const result = (mode: string, requestsPerSecond: number, p99: number): ModeResult => ({
+    mode,
+    completed: 100,
+    errors: 0,
+    messages: [],
+    seconds: 1,
+    requestsPerSecond,
+    p50: 1,
+    p99,
+    max: 10,
+    loopDelayMax: 2,
+  });
+
+  it('prints a table and the comparison of the two modes', () => {
+    const text = report([result('task', 900, 5), result('shared', 300, 20)]);
+    expect(text).toContain('stream per task');
+    expect(text).toContain('one shared stream');
+    expect(text).toContain('throughput x3.00, p99 latency x0.25');
+  });
+});

@@ -1,0 +1,465 @@
+/**
+ * Load test for the GPU service: fires `POST /solve` requests (random diagonally dominant
+ * n x n systems) from C concurrent clients over loopback, checks every answer on the CPU
+ * (the residual of a few rows), and reports per mode the throughput, p50 / p99 latency,
+ * errors and the event loop's maximum delay. By default it starts the server in-process
+ * twice, first with a stream per request task, then with one shared stream, and prints a
+ * comparison table last; `--url` targets a running server instead (loopback only).
+ *
+ * Bounded: stops after `--requests N` (default 2000) or `--seconds S` (default 20) per mode,
+ * whichever comes first.
+ *
+ * Run: `node_modules/.bin/tsx --conditions=@cuda-tasks/source packages/examples/src/service/load.ts [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--mode both|task|shared] [--url http://127.0.0.1:PORT]`
+ */
+import { Agent, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { createServer, isEntryPoint } from './server.js';
+import { formatNumber, formatTable, summarize, throughput } from './statistics.js';
+
+/** What the load script does (see `parseLoadArguments`). */
+export interface LoadOptions {
+  /** Requests per mode at most (default 2000). */
+  requests: number;
+  /** Seconds per mode at most (default 20). */
+  seconds: number;
+  /** Requests in flight at once (default 32). */
+  concurrency: number;
+  /** Matrix size (default 128). */
+  n: number;
+  /** Which in-process modes to run (default both). Ignored with `url`. */
+  modes: ('task' | 'shared')[];
+  /** A running server to target instead (loopback only). */
+  url: string | undefined;
+  /** Requests before each measured run, not counted (default: the concurrency). */
+  warmup: number;
+  /** Distinct systems, generated once and cycled through (default 16). */
+  problems: number;
+  /** Seed of the problem generator (default 1). */
+  seed: number;
+}
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
+
+function positiveInteger(name: string, text: string | undefined, maximum: number): number {
+  const value = Number(text);
+  if (text === undefined || !Number.isInteger(value) || value < 1 || value > maximum) {
+    throw new Error(`${name} must be an integer in 1..${maximum}, got ${text ?? 'nothing'}`);
+  }
+  return value;
+}
+
+/**
+ * Parses the command line (`--name value` or `--name=value`). Throws a message for unknown
+ * flags, out-of-range values and a non-loopback `--url`.
+ * @example parseLoadArguments(['--requests', '100', '--mode', 'task']).requests; // 100
+ */
+export function parseLoadArguments(argv: readonly string[]): LoadOptions {
+  const options: LoadOptions = {
+    requests: 2000,
+    seconds: 20,
+    concurrency: 32,
+    n: 128,
+    modes: ['task', 'shared'],
+    url: undefined,
+    warmup: -1,
+    problems: 16,
+    seed: 1,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const argument = argv[i]!;
+    if (!argument.startsWith('--')) throw new Error(`unexpected argument ${argument}`);
+    const equals = argument.indexOf('=');
+    const name = equals >= 0 ? argument.slice(0, equals) : argument;
+    const value = equals >= 0 ? argument.slice(equals + 1) : argv[++i];
+    switch (name) {
+      case '--requests':
+        options.requests = positiveInteger(name, value, 10_000_000);
+        break;
+      case '--seconds': {
+        const seconds = Number(value);
+        if (value === undefined || !(seconds > 0 && seconds <= 3600)) {
+          throw new Error(`--seconds must be a number in (0, 3600], got ${value ?? 'nothing'}`);
+        }
+        options.seconds = seconds;
+        break;
+      }
+      case '--concurrency':
+        options.concurrency = positiveInteger(name, value, 4096);
+        break;
+      case '--n':
+        options.n = positiveInteger(name, value, 2048);
+        break;
+      case '--warmup':
+        options.warmup = value === '0' ? 0 : positiveInteger(name, value, 1_000_000);
+        break;
+      case '--problems':
+        options.problems = positiveInteger(name, value, 1024);
+        break;
+      case '--seed':
+        options.seed = positiveInteger(name, value, 2 ** 31 - 1);
+        break;
+      case '--mode':
+        if (value === 'both') options.modes = ['task', 'shared'];
+        else if (value === 'task' || value === 'shared') options.modes = [value];
+        else throw new Error(`--mode must be task, shared or both, got ${value ?? 'nothing'}`);
+        break;
+      case '--url': {
+        if (value === undefined) throw new Error('--url needs a value');
+        let url: URL;
+        try {
+          url = new URL(value);
+        } catch {
+          throw new Error(`--url is not a URL: ${value}`);
+        }
+        if (url.protocol !== 'http:' || !LOOPBACK_HOSTS.has(url.hostname)) {
+          throw new Error(
+            `--url must be an http:// loopback address (127.0.0.1, localhost, [::1]), got ${value}`,
+          );
+        }
+        options.url = url.origin;
+        break;
+      }
+      default:
+        throw new Error(`unknown option ${name}`);
+    }
+  }
+  if (options.warmup < 0) options.warmup = options.concurrency;
+  return options;
+}
+
+/** A seeded PRNG (mulberry32) with values in [0, 1). */
+export function randomSource(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** One linear system and its request body. */
+export interface Problem {
+  n: number;
+  /** n x n, column-major. */
+  a: Float64Array;
+  b: Float64Array;
+  /** The JSON body of `POST /solve`. */
+  body: Buffer;
+}
+
+/**
+ * A random strictly diagonally dominant n x n system (so it is nonsingular and well
+ * conditioned): off-diagonal entries in [-1, 1), each diagonal entry 1 + the sum of the
+ * magnitudes in its row, b in [-1, 1).
+ */
+export function makeProblem(n: number, random: () => number): Problem {
+  const a = new Float64Array(n * n);
+  const rowSums = new Float64Array(n);
+  for (let j = 0; j < n; j++) {
+    for (let i = 0; i < n; i++) {
+      if (i === j) continue;
+      const value = random() * 2 - 1;
+      a[i + j * n] = value;
+      rowSums[i]! += Math.abs(value);
+    }
+  }
+  for (let i = 0; i < n; i++) a[i + i * n] = rowSums[i]! + 1;
+  const b = Float64Array.from({ length: n }, () => random() * 2 - 1);
+  const body = Buffer.from(JSON.stringify({ n, a: Array.from(a), b: Array.from(b) }));
+  return { n, a, b, body };
+}
+
+/**
+ * Checks a solution cheaply: the residual |(A x - b)_i| of rows `rows` against
+ * 1e-9 * (sum_j |a_ij x_j| + |b_i|). Returns undefined when it passes, else what is wrong.
+ */
+export function checkSolution(
+  problem: Pick<Problem, 'n' | 'a' | 'b'>,
+  x: unknown,
+  rows: readonly number[],
+): string | undefined {
+  const { n, a, b } = problem;
+  if (!Array.isArray(x) || x.length !== n) {
+    return `expected x with ${n} numbers, got ${Array.isArray(x) ? x.length : typeof x}`;
+  }
+  for (const row of rows) {
+    let sum = -b[row]!;
+    let scale = Math.abs(b[row]!);
+    for (let j = 0; j < n; j++) {
+      const term = a[row + j * n]! * (x[j] as number);
+      sum += term;
+      scale += Math.abs(term);
+    }
+    if (!(Math.abs(sum) <= 1e-9 * scale)) {
+      return `row ${row}: residual ${Math.abs(sum).toExponential(2)} exceeds 1e-9 x ${scale.toExponential(2)}`;
+    }
+  }
+  return undefined;
+}
+
+interface Response {
+  status: number;
+  text: string;
+}
+
+function post(agent: Agent, url: URL, body: Buffer): Promise<Response> {
+  return new Promise((resolveResponse, reject) => {
+    const request = httpRequest(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': body.length },
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () =>
+          resolveResponse({
+            status: response.statusCode ?? 0,
+            text: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+        response.on('error', reject);
+      },
+    );
+    request.on('error', reject);
+    request.setTimeout(120_000, () => request.destroy(new Error('no answer within 120 s')));
+    request.end(body);
+  });
+}
+
+/** What one batch of requests gave. */
+interface Fired {
+  latencies: number[];
+  errors: number;
+  /** The first few distinct error messages. */
+  messages: string[];
+  completed: number;
+}
+
+/** Sends up to `count` requests (or until `deadline`), `concurrency` at a time. */
+async function fire(
+  url: URL,
+  agent: Agent,
+  problems: readonly Problem[],
+  count: number,
+  deadline: number,
+  concurrency: number,
+): Promise<Fired> {
+  const fired: Fired = { latencies: [], errors: 0, messages: [], completed: 0 };
+  const fail = (message: string) => {
+    fired.errors++;
+    if (fired.messages.length < 3 && !fired.messages.includes(message)) {
+      fired.messages.push(message);
+    }
+  };
+  let issued = 0;
+  const worker = async () => {
+    while (issued < count && performance.now() < deadline) {
+      const index = issued++;
+      const problem = problems[index % problems.length]!;
+      const start = performance.now();
+      try {
+        const response = await post(agent, url, problem.body);
+        const latency = performance.now() - start;
+        fired.completed++;
+        let parsed: { x?: unknown; error?: unknown };
+        try {
+          parsed = JSON.parse(response.text) as typeof parsed;
+        } catch {
+          fail(`HTTP ${response.status}: the body is not JSON`);
+          continue;
+        }
+        if (response.status !== 200) {
+          fail(`HTTP ${response.status}: ${String(parsed.error)}`);
+          continue;
+        }
+        const n = problem.n;
+        const wrong = checkSolution(problem, parsed.x, [0, n >> 1, n - 1, index % n]);
+        if (wrong !== undefined) fail(`wrong answer: ${wrong}`);
+        else fired.latencies.push(latency);
+      } catch (error) {
+        fail((error as Error).message);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return fired;
+}
+
+/** One mode's results. */
+export interface ModeResult {
+  mode: string;
+  completed: number;
+  errors: number;
+  messages: string[];
+  seconds: number;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  max: number;
+  /** The event loop's largest delay during the run, in ms. */
+  loopDelayMax: number;
+}
+
+/** Runs warm-up, then the measured batch against `url`'s `POST /solve`. */
+export async function measure(
+  mode: string,
+  url: URL,
+  problems: readonly Problem[],
+  options: LoadOptions,
+): Promise<ModeResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency });
+  const solveUrl = new URL('/solve', url);
+  try {
+    if (options.warmup > 0) {
+      const warm = await fire(
+        solveUrl,
+        agent,
+        problems,
+        options.warmup,
+        Infinity,
+        options.concurrency,
+      );
+      if (warm.errors === options.warmup) {
+        throw new Error(`every warm-up request failed (${mode}): ${warm.messages.join('; ')}`);
+      }
+    }
+    const histogram = monitorEventLoopDelay({ resolution: 1 });
+    histogram.enable();
+    const start = performance.now();
+    const fired = await fire(
+      solveUrl,
+      agent,
+      problems,
+      options.requests,
+      start + options.seconds * 1000,
+      options.concurrency,
+    );
+    const seconds = (performance.now() - start) / 1000;
+    histogram.disable();
+    const summary = summarize(fired.latencies);
+    return {
+      mode,
+      completed: fired.completed,
+      errors: fired.errors,
+      messages: fired.messages,
+      seconds,
+      requestsPerSecond: throughput(fired.latencies.length, seconds),
+      p50: summary.p50,
+      p99: summary.p99,
+      max: summary.max,
+      loopDelayMax: histogram.max / 1e6,
+    };
+  } finally {
+    agent.destroy();
+  }
+}
+
+function listen(server: Server): Promise<URL> {
+  return new Promise((resolveUrl, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      resolveUrl(new URL(`http://127.0.0.1:${port}`));
+    });
+  });
+}
+
+function close(server: Server): Promise<void> {
+  return new Promise((resolveClose) => {
+    server.close(() => resolveClose());
+    server.closeAllConnections();
+  });
+}
+
+const MODE_LABELS: Record<string, string> = {
+  task: 'stream per task',
+  shared: 'one shared stream',
+  remote: 'remote server',
+};
+
+/** The results table (and a comparison line when both in-process modes ran). */
+export function report(results: readonly ModeResult[]): string {
+  const table = formatTable(
+    ['mode', 'requests', 'errors', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'loop delay max ms'],
+    results.map((result) => [
+      MODE_LABELS[result.mode] ?? result.mode,
+      String(result.completed),
+      String(result.errors),
+      formatNumber(result.requestsPerSecond),
+      formatNumber(result.p50, 2),
+      formatNumber(result.p99, 2),
+      formatNumber(result.max, 2),
+      formatNumber(result.loopDelayMax, 2),
+    ]),
+  );
+  const task = results.find((result) => result.mode === 'task');
+  const shared = results.find((result) => result.mode === 'shared');
+  if (task === undefined || shared === undefined || shared.requestsPerSecond === 0) return table;
+  return `${table}\n\nstream per task vs one shared stream: throughput x${formatNumber(
+    task.requestsPerSecond / shared.requestsPerSecond,
+    2,
+  )}, p99 latency x${formatNumber(task.p99 / shared.p99, 2)}`;
+}
+
+/** Runs the load test; resolves with the results (printed along the way). */
+export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<ModeResult[]> {
+  const options = parseLoadArguments(argv);
+  const random = randomSource(options.seed);
+  const problems = Array.from({ length: options.problems }, () => makeProblem(options.n, random));
+  console.log(
+    `POST /solve, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
+  );
+  const results: ModeResult[] = [];
+  const runs: { mode: string; shared: boolean }[] =
+    options.url !== undefined
+      ? [{ mode: 'remote', shared: false }]
+      : options.modes.map((mode) => ({ mode, shared: mode === 'shared' }));
+  for (const run of runs) {
+    let server: Server | undefined;
+    let url: URL;
+    if (options.url !== undefined) {
+      url = new URL(options.url);
+    } else {
+      // Server-side 5xx errors also reach the client as answers: print only the first here.
+      let logged = false;
+      server = createServer({
+        sharedStream: run.shared,
+        onServerError: (error) => {
+          if (!logged) console.error('server error:', error);
+          logged = true;
+        },
+      });
+      url = await listen(server);
+    }
+    console.log(`running: ${MODE_LABELS[run.mode]} (${url.origin}) ...`);
+    try {
+      const result = await measure(run.mode, url, problems, options);
+      results.push(result);
+      for (const message of result.messages) console.log(`  error: ${message}`);
+    } finally {
+      if (server !== undefined) await close(server);
+    }
+  }
+  console.log('');
+  console.log(report(results));
+  console.log(
+    '\nloop delay: the largest event-loop delay during the measured run (in-process, client and server share the loop).',
+  );
+  return results;
+}
+
+if (isEntryPoint(import.meta.url)) {
+  main().then(
+    (results) => process.exit(results.some((result) => result.errors > 0) ? 1 : 0),
+    (error: unknown) => {
+      console.error(error instanceof Error ? error.message : error);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,201 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeGpu } from '../../../../test/gpu';
+import { rng } from '../../../../test/random';
+import { createServer } from './server.js';
+
+/** Random column-major matrix with entries in [-1, 1). */
+function randomMatrix(rows: number, columns: number, next: () => number): number[] {
+  return Array.from({ length: rows * columns }, () => next() * 2 - 1);
+}
+
+/** A random n x n matrix made well conditioned by adding n to its diagonal. */
+function wellConditioned(n: number, next: () => number): number[] {
+  const a = randomMatrix(n, n, next);
+  for (let i = 0; i < n; i++) a[i + i * n]! += n;
+  return a;
+}
+
+/** CPU float64 reference: X with A X = B by Gaussian elimination with partial pivoting. */
+function solveReference(n: number, k: number, aIn: readonly number[], bIn: readonly number[]) {
+  const a = Float64Array.from(aIn);
+  const b = Float64Array.from(bIn);
+  for (let column = 0; column < n; column++) {
+    let pivot = column;
+    for (let i = column + 1; i < n; i++) {
+      if (Math.abs(a[i + column * n]!) > Math.abs(a[pivot + column * n]!)) pivot = i;
+    }
+    if (pivot !== column) {
+      for (let j = 0; j < n; j++) {
+        const t = a[column + j * n]!;
+        a[column + j * n] = a[pivot + j * n]!;
+        a[pivot + j * n] = t;
+      }
+      for (let j = 0; j < k; j++) {
+        const t = b[column + j * n]!;
+        b[column + j * n] = b[pivot + j * n]!;
+        b[pivot + j * n] = t;
+      }
+    }
+    for (let i = column + 1; i < n; i++) {
+      const factor = a[i + column * n]! / a[column + column * n]!;
+      if (factor === 0) continue;
+      for (let j = column; j < n; j++) a[i + j * n]! -= factor * a[column + j * n]!;
+      for (let j = 0; j < k; j++) b[i + j * n]! -= factor * b[column + j * n]!;
+    }
+  }
+  for (let j = 0; j < k; j++) {
+    for (let i = n - 1; i >= 0; i--) {
+      let sum = b[i + j * n]!;
+      for (let l = i + 1; l < n; l++) sum -= a[i + l * n]! * b[l + j * n]!;
+      b[i + j * n] = sum / a[i + i * n]!;
+    }
+  }
+  return b;
+}
+
+/** CPU float64 reference: C = A B, column-major. */
+function matmulReference(m: number, k: number, n: number, a: number[], b: number[]) {
+  const c = new Float64Array(m * n);
+  for (let j = 0; j < n; j++) {
+    for (let l = 0; l < k; l++) {
+      const blj = b[l + j * k]!;
+      for (let i = 0; i < m; i++) c[i + j * m]! += a[i + l * m]! * blj;
+    }
+  }
+  return c;
+}
+
+/** max |x - y| / max(1, max |y|) */
+function relativeError(x: readonly number[], y: ArrayLike<number>): number {
+  let error = 0;
+  let scale = 1;
+  for (let i = 0; i < y.length; i++) {
+    error = Math.max(error, Math.abs(x[i]! - y[i]!));
+    scale = Math.max(scale, Math.abs(y[i]!));
+  }
+  return error / scale;
+}
+
+async function start(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function stop(server: Server): Promise<void> {
+  await new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+async function post(base: string, path: string, body: unknown) {
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: response.status, body: (await response.json()) as any };
+}
+
+describeGpu('the GPU HTTP service', () => {
+  let server: Server;
+  let base: string;
+  let sharedServer: Server;
+  let sharedBase: string;
+  const serverErrors: unknown[] = [];
+
+  beforeAll(async () => {
+    server = createServer({ onServerError: (error) => serverErrors.push(error) });
+    base = await start(server);
+    sharedServer = createServer({
+      sharedStream: true,
+      onServerError: (error) => serverErrors.push(error),
+    });
+    sharedBase = await start(sharedServer);
+  });
+
+  afterAll(async () => {
+    await stop(server);
+    await stop(sharedServer);
+  });
+
+  it('POST /solve matches a float64 CPU solve (several right-hand sides)', async () => {
+    const next = rng(11);
+    const n = 64;
+    const k = 3;
+    const a = wellConditioned(n, next);
+    const b = randomMatrix(n, k, next);
+    const response = await post(base, '/solve', { n, k, a, b });
+    expect(response.status).toBe(200);
+    expect(response.body.x).toHaveLength(n * k);
+    expect(relativeError(response.body.x, solveReference(n, k, a, b))).toBeLessThan(1e-12);
+  });
+
+  it('POST /matmul matches a float64 CPU product', async () => {
+    const next = rng(12);
+    const [m, k, n] = [37, 53, 29];
+    const a = randomMatrix(m, k, next);
+    const b = randomMatrix(k, n, next);
+    const response = await post(base, '/matmul', { m, k, n, a, b });
+    expect(response.status).toBe(200);
+    expect(response.body.c).toHaveLength(m * n);
+    expect(relativeError(response.body.c, matmulReference(m, k, n, a, b))).toBeLessThan(1e-13);
+  });
+
+  it('answers 64 concurrent /solve requests, each correctly', async () => {
+    const next = rng(13);
+    const n = 48;
+    const problems = Array.from({ length: 64 }, () => ({
+      n,
+      a: wellConditioned(n, next),
+      b: randomMatrix(n, 1, next),
+    }));
+    const responses = await Promise.all(problems.map((problem) => post(base, '/solve', problem)));
+    responses.forEach((response, i) => {
+      expect(response.status).toBe(200);
+      const { a, b } = problems[i]!;
+      expect(relativeError(response.body.x, solveReference(n, 1, a, b))).toBeLessThan(1e-12);
+    });
+  });
+
+  it('gives the same answers with one shared stream', async () => {
+    const next = rng(14);
+    const n = 32;
+    const problems = Array.from({ length: 16 }, () => ({
+      n,
+      a: wellConditioned(n, next),
+      b: randomMatrix(n, 1, next),
+    }));
+    const responses = await Promise.all(
+      problems.map((problem) => post(sharedBase, '/solve', problem)),
+    );
+    responses.forEach((response, i) => {
+      expect(response.status).toBe(200);
+      const { a, b } = problems[i]!;
+      expect(relativeError(response.body.x, solveReference(n, 1, a, b))).toBeLessThan(1e-12);
+    });
+  });
+
+  it('answers a singular matrix with 422 and the cuSOLVER message', async () => {
+    // Second column zero: U(2,2) is exactly zero.
+    const response = await post(base, '/solve', { n: 2, a: [1, 2, 0, 0], b: [1, 1] });
+    expect(response.status).toBe(422);
+    expect(response.body.error).toContain('the matrix is singular');
+  });
+
+  it('answers bad bodies with 400 and keeps serving correct answers', async () => {
+    const invalid = await post(base, '/solve', '{"n": 2, "a": [');
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error).toMatch(/^the request body is not valid JSON/);
+    const wrong = await post(base, '/matmul', { m: 2, k: 2, n: 2, a: [1, 2, 3, 4], b: [1] });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toBe(
+      'POST /matmul: "b" must hold k*n = 4 numbers (column-major), got 1',
+    );
+    const after = await post(base, '/matmul', { m: 1, k: 2, n: 1, a: [1, 2], b: [3, 4] });
+    expect(after).toEqual({ status: 200, body: { c: [11] } });
+    expect(serverErrors).toEqual([]);
+  });
+});

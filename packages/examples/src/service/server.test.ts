@@ -1,0 +1,297 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { CudaArgumentError, CudaError, CudaUnavailableError } from '@cuda-tasks/cudadrv';
+import { SingularMatrixError } from '@cuda-tasks/cusolver';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeGpu } from '../../../../test/probe-gpu';
+import { createServer, errorResponse } from './server.js';
+import {
+  DEFAULT_LIMITS,
+  parseJson,
+  parseMatmulRequest,
+  parseSolveRequest,
+  RequestError,
+} from './validation.js';
+
+function refusal(fn: () => unknown): RequestError {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(RequestError);
+    return error as RequestError;
+  }
+  throw new Error('expected a RequestError');
+}
+
+describe('parseJson', () => {
+  it('parses JSON', () => {
+    expect(parseJson(Buffer.from('{"n": 2}'))).toEqual({ n: 2 });
+  });
+
+  it('refuses an empty body and invalid JSON with 400', () => {
+    const empty = refusal(() => parseJson(Buffer.from('  ')));
+    expect(empty.status).toBe(400);
+    expect(empty.message).toBe('the request body is empty: send a JSON object');
+    const invalid = refusal(() => parseJson('{"n": 2,'));
+    expect(invalid.status).toBe(400);
+    expect(invalid.message).toMatch(/^the request body is not valid JSON: /);
+  });
+});
+
+describe('parseSolveRequest', () => {
+  it('accepts a system and defaults k to 1', () => {
+    const request = parseSolveRequest({ n: 2, a: [4, 1, 2, 3], b: [1, 2] });
+    expect(request.n).toBe(2);
+    expect(request.k).toBe(1);
+    expect(request.a).toEqual(new Float64Array([4, 1, 2, 3]));
+    expect(request.b).toEqual(new Float64Array([1, 2]));
+  });
+
+  it('accepts several right-hand sides', () => {
+    const request = parseSolveRequest({ n: 2, k: 2, a: [4, 1, 2, 3], b: [1, 2, 3, 4] });
+    expect(request.k).toBe(2);
+    expect(request.b).toHaveLength(4);
+  });
+
+  it.each([
+    [null, 'POST /solve: the body must be a JSON object with fields n, a, b, k; got null'],
+    [
+      [1, 2],
+      'POST /solve: the body must be a JSON object with fields n, a, b, k; got an array of 2',
+    ],
+    [
+      'text',
+      'POST /solve: the body must be a JSON object with fields n, a, b, k; got the string "text"',
+    ],
+    [{ a: [1], b: [1] }, 'POST /solve: missing field "n"'],
+    [{ n: 1, b: [1] }, 'POST /solve: missing field "a"'],
+    [{ n: 1, a: [1] }, 'POST /solve: missing field "b"'],
+    [{ n: 1.5, a: [1], b: [1] }, 'POST /solve: "n" must be a positive integer, got 1.5'],
+    [{ n: 0, a: [], b: [] }, 'POST /solve: "n" must be a positive integer, got 0'],
+    [{ n: '2', a: [], b: [] }, 'POST /solve: "n" must be a positive integer, got the string "2"'],
+    [
+      { n: 4096, a: [], b: [] },
+      'POST /solve: "n" = 4096 is too large: this service accepts dimensions up to 2048',
+    ],
+    [
+      { n: 2, a: [1, 2, 3], b: [1, 2] },
+      'POST /solve: "a" must hold n*n = 4 numbers (column-major), got 3',
+    ],
+    [
+      { n: 2, a: 'x', b: [1, 2] },
+      'POST /solve: "a" must be an array of n*n = 4 numbers (column-major), got the string "x"',
+    ],
+    [
+      { n: 2, a: [1, 2, null, 4], b: [1, 2] },
+      'POST /solve: "a"[2] must be a finite number, got null',
+    ],
+    [
+      { n: 2, a: [1, 2, 3, '4'], b: [1, 2] },
+      'POST /solve: "a"[3] must be a finite number, got the string "4"',
+    ],
+    [
+      { n: 1, a: [Number.POSITIVE_INFINITY], b: [1] },
+      'POST /solve: "a"[0] must be a finite number, got Infinity',
+    ],
+    [
+      { n: 2, a: [1, 2, 3, 4], b: [1, 2, 3] },
+      'POST /solve: "b" must hold n*k (k defaults to 1) = 2 numbers (column-major), got 3',
+    ],
+    [
+      { n: 2, k: 2, a: [1, 2, 3, 4], b: [1, 2] },
+      'POST /solve: "b" must hold n*k = 4 numbers (column-major), got 2',
+    ],
+    [
+      { n: 1, a: [1], b: [1], B: [1] },
+      'POST /solve: unknown field "B" (the fields are n, a, b, k)',
+    ],
+  ])('refuses %j with 400', (body, message) => {
+    const error = refusal(() => parseSolveRequest(body));
+    expect(error.status).toBe(400);
+    expect(error.message).toBe(message);
+  });
+
+  it('applies the limits it is given', () => {
+    const error = refusal(() =>
+      parseSolveRequest({ n: 5, a: [], b: [] }, { ...DEFAULT_LIMITS, maxDimension: 4 }),
+    );
+    expect(error.message).toBe(
+      'POST /solve: "n" = 5 is too large: this service accepts dimensions up to 4',
+    );
+  });
+
+  it('treats 1e999 (parsed as Infinity) as not finite', () => {
+    const body = parseJson('{"n": 1, "a": [1e999], "b": [1]}');
+    expect(refusal(() => parseSolveRequest(body)).message).toBe(
+      'POST /solve: "a"[0] must be a finite number, got Infinity',
+    );
+  });
+});
+
+describe('parseMatmulRequest', () => {
+  it('accepts A (m x k) and B (k x n)', () => {
+    const request = parseMatmulRequest({ m: 1, k: 2, n: 3, a: [1, 2], b: [1, 2, 3, 4, 5, 6] });
+    expect([request.m, request.k, request.n]).toEqual([1, 2, 3]);
+    expect(request.b).toEqual(new Float64Array([1, 2, 3, 4, 5, 6]));
+  });
+
+  it.each([
+    [{ k: 1, n: 1, a: [1], b: [1] }, 'POST /matmul: missing field "m"'],
+    [{ m: 1, n: 1, a: [1], b: [1] }, 'POST /matmul: missing field "k"'],
+    [{ m: 1, k: 1, a: [1], b: [1] }, 'POST /matmul: missing field "n"'],
+    [
+      { m: 2, k: 2, n: 1, a: [1, 2, 3], b: [1, 2] },
+      'POST /matmul: "a" must hold m*k = 4 numbers (column-major), got 3',
+    ],
+    [
+      { m: 1, k: 2, n: 2, a: [1, 2], b: [1, 2, 3] },
+      'POST /matmul: "b" must hold k*n = 4 numbers (column-major), got 3',
+    ],
+    [
+      { m: 1, k: 3000, n: 1, a: [], b: [] },
+      'POST /matmul: "k" = 3000 is too large: this service accepts dimensions up to 2048',
+    ],
+    [
+      { m: 1, k: 1, n: 1, a: [1], b: [1], c: [] },
+      'POST /matmul: unknown field "c" (the fields are m, k, n, a, b)',
+    ],
+  ])('refuses %j with 400', (body, message) => {
+    const error = refusal(() => parseMatmulRequest(body));
+    expect(error.status).toBe(400);
+    expect(error.message).toBe(message);
+  });
+});
+
+describe('errorResponse', () => {
+  it('keeps a RequestError status', () => {
+    expect(errorResponse(new RequestError(413, 'too big'))).toEqual({
+      status: 413,
+      message: 'too big',
+    });
+  });
+
+  it('answers a singular matrix with 422 and cuSOLVER’s message', () => {
+    const response = errorResponse(new SingularMatrixError('cusolverDnDgetrf', 3));
+    expect(response.status).toBe(422);
+    expect(response.message).toContain('U(3,3) is exactly zero: the matrix is singular');
+  });
+
+  it('answers bad input caught by a library with 400', () => {
+    expect(errorResponse(new CudaArgumentError('solve: bad')).status).toBe(400);
+  });
+
+  it('answers a missing GPU with 503', () => {
+    const error = new CudaUnavailableError(
+      'The NVIDIA CUDA driver (libcuda) is missing',
+      'libcuda',
+    );
+    expect(errorResponse(error)).toEqual({
+      status: 503,
+      message: 'The NVIDIA CUDA driver (libcuda) is missing',
+    });
+  });
+
+  it('answers other GPU errors and anything else with 500', () => {
+    const gpu = new CudaError(700, 'CUDA_ERROR_ILLEGAL_ADDRESS', 'cuStreamSynchronize', 'bad');
+    expect(errorResponse(gpu)).toEqual({ status: 500, message: gpu.message });
+    expect(errorResponse(new Error('boom'))).toEqual({ status: 500, message: 'boom' });
+    expect(errorResponse('thrown string')).toEqual({ status: 500, message: 'thrown string' });
+  });
+});
+
+describe('the server without touching the GPU for bad requests', () => {
+  let server: Server;
+  let base: string;
+  const serverErrors: unknown[] = [];
+
+  beforeAll(async () => {
+    server = createServer({ maxBodyBytes: 4096, onServerError: (e) => serverErrors.push(e) });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  });
+
+  async function call(
+    path: string,
+    init?: RequestInit,
+  ): Promise<{ status: number; body: any; allow: string | null }> {
+    const response = await fetch(`${base}${path}`, init);
+    return {
+      status: response.status,
+      body: await response.json(),
+      allow: response.headers.get('allow'),
+    };
+  }
+
+  const post = (path: string, body: string) =>
+    call(path, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+
+  it('answers GET /health', async () => {
+    expect(await call('/health')).toMatchObject({ status: 200, body: { status: 'ok' } });
+  });
+
+  it('answers invalid JSON with 400 and a clear message, then keeps serving', async () => {
+    const bad = await post('/solve', '{"n": 2, "a": [1, 2');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatch(/^the request body is not valid JSON: /);
+    expect((await call('/health')).status).toBe(200);
+  });
+
+  it('answers a body with a wrong length with 400 naming the field', async () => {
+    const bad = await post('/solve', JSON.stringify({ n: 2, a: [1, 2, 3], b: [1, 2] }));
+    expect(bad).toMatchObject({
+      status: 400,
+      body: { error: 'POST /solve: "a" must hold n*n = 4 numbers (column-major), got 3' },
+    });
+    const matmul = await post('/matmul', JSON.stringify({ m: 1, k: 1, n: 1, a: [1] }));
+    expect(matmul).toMatchObject({
+      status: 400,
+      body: { error: 'POST /matmul: missing field "b"' },
+    });
+  });
+
+  it('answers an unknown route with 404 and a wrong method with 405', async () => {
+    const missing = await post('/invert', '{}');
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toBe(
+      'no route POST /invert: this service has POST /solve, POST /matmul and GET /health',
+    );
+    const wrongMethod = await call('/solve');
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.allow).toBe('POST');
+    expect(wrongMethod.body.error).toBe('/solve takes POST with a JSON body, not GET');
+  });
+
+  it('answers a body over the size cap with 413, then keeps serving', async () => {
+    const big = JSON.stringify({ n: 1, a: [1], b: [1], padding: 'x'.repeat(10_000) });
+    const refused = await post('/solve', big);
+    expect(refused.status).toBe(413);
+    expect(refused.body.error).toBe(
+      'the request body is 10036 bytes; this service accepts at most 4096',
+    );
+    expect((await call('/health')).status).toBe(200);
+  });
+
+  it('answers a valid request with 503 and the driver message where there is no GPU', async () => {
+    const gpu = probeGpu().available;
+    const response = await post('/solve', JSON.stringify({ n: 2, a: [4, 1, 2, 3], b: [1, 2] }));
+    if (!gpu && process.env.CUDA_TASKS_GPU !== '0') {
+      expect(response.status).toBe(503);
+      // The CudaUnavailableError of cudadrv: no driver library, or a driver without a GPU.
+      expect(response.body.error).toMatch(/libcuda|CUDA driver|CUDA-capable GPU/);
+      expect(serverErrors).toHaveLength(1);
+    } else if (gpu) {
+      // [[4, 2], [1, 3]] x = [1, 2] (column-major a) -> x = [-0.1, 0.7]
+      expect(response.status).toBe(200);
+      expect(response.body.x[0]).toBeCloseTo(-0.1, 12);
+      expect(response.body.x[1]).toBeCloseTo(0.7, 12);
+    }
+    expect((await call('/health')).status).toBe(200);
+  });
+});

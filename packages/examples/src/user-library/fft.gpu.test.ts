@@ -1,0 +1,187 @@
+import { DeviceArray } from '@cuda-tasks/cudadrv';
+import { task } from '@cuda-tasks/task-runtime';
+import { expect, it } from 'vitest';
+import { describeGpu } from '../../../../test/gpu';
+import { rng } from '../../../../test/random';
+import { fft, ifft, planStatistics, rfft, scaleComplex, version } from './index.js';
+
+/** Interleaved complex values with parts in [-1, 1). */
+function randomComplex(count: number, seed: number): Float32Array {
+  const next = rng(seed);
+  return Float32Array.from({ length: 2 * count }, () => next() * 2 - 1);
+}
+
+/**
+ * CPU float64 DFT of `batch` interleaved complex transforms of length n, stored one after
+ * another: X_k = sum_j x_j exp(sign 2 pi i j k / n).
+ */
+function dft(x: ArrayLike<number>, n: number, batch = 1, sign = -1): Float64Array {
+  const out = new Float64Array(2 * n * batch);
+  const cos = Float64Array.from({ length: n }, (_, t) => Math.cos((2 * Math.PI * t) / n));
+  const sin = Float64Array.from({ length: n }, (_, t) => Math.sin((2 * Math.PI * t) / n));
+  for (let b = 0; b < batch; b++) {
+    const base = 2 * n * b;
+    for (let k = 0; k < n; k++) {
+      let re = 0;
+      let im = 0;
+      for (let j = 0; j < n; j++) {
+        const t = (j * k) % n;
+        const c = cos[t]!;
+        const s = sign * sin[t]!;
+        const xr = x[base + 2 * j]!;
+        const xi = x[base + 2 * j + 1]!;
+        re += xr * c - xi * s;
+        im += xr * s + xi * c;
+      }
+      out[base + 2 * k] = re;
+      out[base + 2 * k + 1] = im;
+    }
+  }
+  return out;
+}
+
+/** ||a - b||_2 / ||b||_2 */
+function relativeError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  expect(a.length).toBe(b.length);
+  let difference = 0;
+  let norm = 0;
+  for (let i = 0; i < b.length; i++) {
+    difference += (a[i]! - b[i]!) ** 2;
+    norm += b[i]! ** 2;
+  }
+  return Math.sqrt(difference / norm);
+}
+
+async function forward(host: Float32Array): Promise<Float32Array> {
+  const x = DeviceArray.fromHost(host);
+  const y = fft(x);
+  try {
+    return await y.toHost();
+  } finally {
+    x.dispose();
+    y.dispose();
+  }
+}
+
+describeGpu('the cuFFT user library', () => {
+  it('reports the cuFFT version', () => {
+    expect(version()).toBeGreaterThan(10000);
+  });
+
+  it.each([256, 1000])('fft of n = %i matches a float64 DFT', async (n) => {
+    const host = randomComplex(n, n);
+    const result = await task(() => forward(host));
+    expect(relativeError(result, dft(host, n))).toBeLessThan(1e-4);
+  });
+
+  it('ifft(fft(x)) gives x back (normalized by the NVRTC kernel)', async () => {
+    const n = 1000;
+    const host = randomComplex(n, 7);
+    const back = await task(async () => {
+      const x = DeviceArray.fromHost(host);
+      const spectrum = fft(x);
+      const y = ifft(spectrum);
+      try {
+        return await y.toHost();
+      } finally {
+        x.dispose();
+        spectrum.dispose();
+        y.dispose();
+      }
+    });
+    expect(relativeError(back, host)).toBeLessThan(1e-5);
+  });
+
+  it('fft(x, { inverse: true, normalize: false }) matches the unscaled float64 inverse DFT', async () => {
+    const n = 256;
+    const host = randomComplex(n, 8);
+    const result = await task(async () => {
+      const x = DeviceArray.fromHost(host);
+      const y = fft(x, { inverse: true, normalize: false });
+      try {
+        return await y.toHost();
+      } finally {
+        x.dispose();
+        y.dispose();
+      }
+    });
+    expect(relativeError(result, dft(host, n, 1, +1))).toBeLessThan(1e-4);
+  });
+
+  it('batches: a 2-D [2n, batch] array gives one transform per column', async () => {
+    const [n, batch] = [128, 4];
+    const host = randomComplex(n * batch, 9);
+    const result = await task(async () => {
+      const x = DeviceArray.fromHost(host, [2 * n, batch]);
+      const y = fft(x);
+      try {
+        expect(y.shape).toEqual([2 * n, batch]);
+        return await y.toHost();
+      } finally {
+        x.dispose();
+        y.dispose();
+      }
+    });
+    expect(relativeError(result, dft(host, n, batch))).toBeLessThan(1e-4);
+  });
+
+  it('rfft gives the first n / 2 + 1 coefficients of the DFT of real data', async () => {
+    const n = 256;
+    const next = rng(10);
+    const real = Float32Array.from({ length: n }, () => next() * 2 - 1);
+    const result = await task(async () => {
+      const x = DeviceArray.fromHost(real);
+      const y = rfft(x);
+      try {
+        return await y.toHost();
+      } finally {
+        x.dispose();
+        y.dispose();
+      }
+    });
+    const complex = new Float64Array(2 * n);
+    for (let j = 0; j < n; j++) complex[2 * j] = real[j]!;
+    const reference = dft(complex, n).subarray(0, 2 * (n / 2 + 1));
+    expect(relativeError(result, reference)).toBeLessThan(1e-4);
+  });
+
+  it('scaleComplex multiplies in place', async () => {
+    const host = randomComplex(1001, 11);
+    const result = await task(async () => {
+      const x = DeviceArray.fromHost(host);
+      try {
+        expect(scaleComplex(x, -0.25)).toBe(x);
+        return await x.toHost();
+      } finally {
+        x.dispose();
+      }
+    });
+    for (let i = 0; i < host.length; i++) expect(result[i]).toBe(Math.fround(host[i]! * -0.25));
+  });
+
+  it('16 concurrent tasks give the serial results, with plans bounded by the concurrency', async () => {
+    const n = 777; // a size no other test uses: its plan cache starts empty
+    const inputs = Array.from({ length: 16 }, (_, i) => randomComplex(n, 100 + i));
+    const serial: Float32Array[] = [];
+    for (const input of inputs) serial.push(await task(() => forward(input)));
+    expect(planStatistics('c2c', n)[0]).toMatchObject({ created: 1, leased: 0, idle: 1 });
+
+    const concurrent = await Promise.all(inputs.map((input) => task(() => forward(input))));
+    concurrent.forEach((result, i) => {
+      expect(relativeError(result, serial[i]!)).toBeLessThan(1e-6);
+      expect(relativeError(result, dft(inputs[i]!, n))).toBeLessThan(1e-4);
+    });
+    const afterFirst = planStatistics('c2c', n)[0]!;
+    expect(afterFirst.created).toBeGreaterThan(1);
+    expect(afterFirst.created).toBeLessThanOrEqual(16);
+    expect(afterFirst).toMatchObject({ destroyed: 0, leased: 0, idle: afterFirst.created });
+
+    // A second wave reuses the idle plans: none is created.
+    await Promise.all(inputs.map((input) => task(() => forward(input))));
+    expect(planStatistics('c2c', n)[0]).toMatchObject({
+      created: afterFirst.created,
+      leased: 0,
+      idle: afterFirst.created,
+    });
+  });
+});

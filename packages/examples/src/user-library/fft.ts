@@ -1,0 +1,139 @@
+/**
+ * 1-D FFTs over DeviceArrays with cuFFT, following the pattern of this repository's library
+ * packages: validate first (no native call for bad input), take the plan leased by the
+ * current task for this transform (bound lazily to the stream), order the inputs on the
+ * stream with `useOn`, and wrap the native call in `beginOperation` / `endOperation` so that
+ * traces show it. Everything is queued on the current stream; nothing waits for the GPU.
+ */
+import {
+  beginOperation,
+  currentStream,
+  DeviceArray,
+  DeviceBuffer,
+  endOperation,
+  type Stream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
+import { check } from './errors.js';
+import { CUFFT_FORWARD, CUFFT_INVERSE, cufft } from './ffi.js';
+import { type Plan, planCache } from './plans.js';
+import { scaleComplex } from './scale.js';
+import { type BatchOption, booleanOption, fftLayout, rfftLayout } from './validate.js';
+
+/** Options of `fft`. */
+export interface FftOptions extends BatchOption, StreamOption {
+  /** The inverse transform (cuFFT's CUFFT_INVERSE, exponent sign +) instead of the forward one. */
+  inverse?: boolean;
+  /**
+   * Divide the result by n. Default: true for the inverse (so that the inverse undoes the
+   * forward transform, as numpy.fft.ifft), false for the forward transform (cuFFT itself never
+   * scales).
+   */
+  normalize?: boolean;
+}
+
+/** Options of `rfft`. */
+export interface RfftOptions extends BatchOption, StreamOption {}
+
+/**
+ * A work area for one execution, from the stream-ordered pool on `stream` (about a
+ * microsecond), attached to the plan; freed right after the call, ordered after it.
+ */
+function attachWorkArea(plan: Plan, stream: Stream): DeviceBuffer | undefined {
+  if (plan.workBytes === 0) return undefined;
+  const work = DeviceBuffer.allocate(plan.workBytes, { stream });
+  try {
+    check(cufft().cufftSetWorkArea(plan.handle, work.useOn(stream)), 'cufftSetWorkArea');
+  } catch (error) {
+    work.dispose();
+    throw error;
+  }
+  return work;
+}
+
+/**
+ * The discrete Fourier transform of complex float32 data (interleaved re, im), as a new array
+ * of x's shape: X_k = sum_j x_j exp(-2 pi i j k / n) (forward), or with exp(+...) and a 1 / n
+ * factor (inverse). `x` holds `batch` transforms of length n one after another: a 1-D array of
+ * 2 n batch floats, or a 2-D array [2n, batch] with one transform per column. Runs on the
+ * current task's stream with a cuFFT plan leased by the task (or on `{ stream }`).
+ * @example
+ * const x = DeviceArray.fromHost(interleaved); // 2n floats
+ * const spectrum = fft(x);
+ * const back = fft(spectrum, { inverse: true }); // == x, up to rounding
+ */
+export function fft(x: DeviceArray<'float32'>, options: FftOptions = {}): DeviceArray<'float32'> {
+  const { n, batch } = fftLayout(x, options, 'fft');
+  const inverse = booleanOption(options.inverse, 'inverse', 'fft', false);
+  const normalize = booleanOption(options.normalize, 'normalize', 'fft', inverse);
+  const stream = options.stream ?? currentStream();
+  const plan = planCache('c2c', n, batch).get(stream);
+  const output = DeviceArray.empty('float32', x.shape, { stream });
+  let work: DeviceBuffer | undefined;
+  try {
+    const input = x.useOn(stream, 'read');
+    const result = output.useOn(stream);
+    work = attachWorkArea(plan, stream);
+    stream.context.makeCurrent();
+    const token = beginOperation(inverse ? 'cufft.c2c.inverse' : 'cufft.c2c.forward', stream);
+    const status = cufft().cufftExecC2C(
+      plan.handle,
+      input,
+      result,
+      inverse ? CUFFT_INVERSE : CUFFT_FORWARD,
+    );
+    endOperation(token);
+    check(status, 'cufftExecC2C');
+    if (normalize) scaleComplex(output, 1 / n, { stream });
+    return output;
+  } catch (error) {
+    output.dispose();
+    throw error;
+  } finally {
+    work?.dispose();
+  }
+}
+
+/**
+ * The inverse transform, normalized: `fft(x, { ...options, inverse: true })`.
+ * @example const x = ifft(fft(signal)); // == signal, up to rounding
+ */
+export function ifft(
+  x: DeviceArray<'float32'>,
+  options: Omit<FftOptions, 'inverse'> = {},
+): DeviceArray<'float32'> {
+  return fft(x, { ...options, inverse: true });
+}
+
+/**
+ * The forward transform of real float32 data: for each of the `batch` transforms of length
+ * n, the n / 2 + 1 complex coefficients X_0 .. X_{n/2} (interleaved re, im; the others are
+ * their complex conjugates). The result is 1-D, or [2 (n / 2 + 1), batch] for a 2-D input
+ * [n, batch].
+ * @example const spectrum = rfft(DeviceArray.fromHost(samples)); // samples.length / 2 + 1 complex
+ */
+export function rfft(x: DeviceArray<'float32'>, options: RfftOptions = {}): DeviceArray<'float32'> {
+  const { n, batch, outputLength } = rfftLayout(x, options, 'rfft');
+  const stream = options.stream ?? currentStream();
+  const shape =
+    x.shape.length === 2 && x.shape[1] === batch ? [outputLength / batch, batch] : [outputLength];
+  const plan = planCache('r2c', n, batch).get(stream);
+  const output = DeviceArray.empty('float32', shape, { stream });
+  let work: DeviceBuffer | undefined;
+  try {
+    const input = x.useOn(stream, 'read');
+    const result = output.useOn(stream);
+    work = attachWorkArea(plan, stream);
+    stream.context.makeCurrent();
+    const token = beginOperation('cufft.r2c', stream);
+    const status = cufft().cufftExecR2C(plan.handle, input, result);
+    endOperation(token);
+    check(status, 'cufftExecR2C');
+    return output;
+  } catch (error) {
+    output.dispose();
+    throw error;
+  } finally {
+    work?.dispose();
+  }
+}
