@@ -24,11 +24,6 @@ let bindings: CudaBindings | undefined;
  */
 export function driver(): CudaBindings {
   if (bindings !== undefined) return bindings;
-  if (!state.initialized) {
-    // Independent streams overlap only as far as the hardware work queues allow (8 unless
-    // set); tasks bring many streams, so ask for the most (32) unless the user chose.
-    process.env.CUDA_DEVICE_MAX_CONNECTIONS ??= '32';
-  }
   const api = cuda();
   if (!state.initialized) {
     const result = api.cuInit(0);

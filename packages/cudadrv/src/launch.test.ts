@@ -170,9 +170,12 @@ describe('Kernel.marshal: scalar slots', () => {
     expect(slots[1]!.getFloat64(0, true)).toBe(Math.PI);
   });
 
-  it('a kernel without parameters passes a null argument array', () => {
+  it('a kernel without parameters passes a non-null argument array (koffi fast path), reused', () => {
     const none = makeKernel('noParameters', []);
-    expect(none.marshal([], fakeStream)).toBe(0n);
+    const first = none.marshal([], fakeStream);
+    expect(first).not.toBe(0n);
+    expect(none.marshal([], fakeStream)).toBe(first);
+    expect(() => none.marshal([1], fakeStream)).toThrow(/takes 0 arguments/);
   });
 });
 

@@ -104,7 +104,7 @@ export class Kernel {
   readonly #readOnly: Uint8Array;
   /** dtype a pointer parameter requires, or undefined. */
   readonly #pointerDTypes: (DType | undefined)[];
-  /** Address of the `void*[]` array (0n without parameters). */
+  /** Address of the `void*[]` array. */
   readonly #argumentArray: bigint;
   readonly #slotBase: number;
   readonly #i8: Int8Array;
@@ -190,7 +190,8 @@ export class Kernel {
     this.#f32 = new Float32Array(view);
     this.#f64 = new Float64Array(view);
     for (let i = 0; i < count; i++) this.#u64[i] = arena + BigInt(this.#slotBase + i * 8);
-    this.#argumentArray = count === 0 ? 0n : arena;
+    // Never NULL, even without parameters: koffi passes non-null pointers on its fast path.
+    this.#argumentArray = arena;
   }
 
   /** The largest block this kernel can be launched with. */
@@ -418,8 +419,8 @@ export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgu
     bz,
     config.sharedMemory ?? 0,
     stream.handle,
-    parameters === 0n ? null : parameters,
-    null,
+    parameters,
+    0n,
   );
   endOperation(token);
   if (result !== 0) check(result, `cuLaunchKernel(${kernel.name})`);

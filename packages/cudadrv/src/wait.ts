@@ -10,7 +10,8 @@ import type { Stream } from './stream.js';
  * 1. in a microtask (so that other tasks started in the same turn issue their work first),
  *    spin on cuStreamQuery a few dozen times (about 1.3 us each): short work completes here
  *    with the latency of a blocking synchronize. The spinning of all waiters together is capped per
- *    turn of the event loop, so many waiters never hold the loop for long;
+ *    turn of the event loop (a waiter over the cap goes on spinning in the next turn), so many
+ *    waiters, or a chain of awaits that never yields, never hold the loop for long;
  * 2. then record an event and wait for it off the main thread with a koffi async call of
  *    cuEventSynchronize (the event uses blocking sync, so the worker sleeps). At most
  *    `MAX_BLOCKING_WAITS` such calls run at once, so libuv's pool (4 threads) is never starved;
@@ -75,19 +76,29 @@ export function waitForStream(stream: Stream): Promise<void> {
   // No query here: right after a launch the stream is busy, and the other tasks should issue
   // their work before anyone spins.
   return new Promise<void>((resolve, reject) => {
-    queueMicrotask(() => spinThenWait(stream, resolve, reject));
+    const waiter: Waiter = { stream, resolve, reject, spun: 0 };
+    queueMicrotask(() => spinThenWait(waiter));
   });
 }
 
-function spinThenWait(stream: Stream, resolve: () => void, reject: (error: unknown) => void): void {
+interface Waiter {
+  stream: Stream;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+  /** Queries spun so far. */
+  spun: number;
+}
+
+function spinThenWait(waiter: Waiter): void {
+  const { stream, resolve, reject } = waiter;
   const api = driver();
   const handle = stream.handle;
   if (!budgetResetScheduled) {
     budgetResetScheduled = true;
     setImmediate(resetSpinBudget);
   }
-  const spins = Math.min(SPIN_QUERIES, spinBudget);
-  for (let i = 0; i < spins; i++) {
+  while (waiter.spun < SPIN_QUERIES && spinBudget > 0) {
+    waiter.spun++;
     spinBudget--;
     const result = api.cuStreamQuery(handle);
     if (result === CUresult.CUDA_SUCCESS) {
@@ -98,6 +109,12 @@ function spinThenWait(stream: Stream, resolve: () => void, reject: (error: unkno
       reject(cudaError(result, 'cuStreamQuery'));
       return;
     }
+  }
+  if (waiter.spun < SPIN_QUERIES) {
+    // The turn's spinning is used up (many waiters, or a chain of awaits that never yields):
+    // let the event loop run, then go on spinning in the next turn.
+    setImmediate(spinThenWait, waiter);
+    return;
   }
   const context = stream.context;
   let event: bigint;

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { currentStream, driver, launch, Module } from '@cuda-tasks/cudadrv';
+import { currentStream, DeviceArray, driver, launch, Module } from '@cuda-tasks/cudadrv';
 import { stream, task } from '@cuda-tasks/task-runtime';
 
 const ptx = readFileSync(
@@ -34,15 +34,35 @@ await task(async () => {
   const sync = () => s.synchronize();
   const handle = s.handle;
   const f = empty.handle;
+  const parameters = empty.marshal([], s);
   time(
     'bare driver().cuLaunchKernel',
-    () => api.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, handle, null, null),
+    () => api.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, handle, parameters, 0n),
     sync,
   );
   const explicit = { grid: 1, block: 1, stream: s };
   time('launch(kernel, {stream})', () => launch(empty, explicit), sync);
   const implicit = { grid: 1, block: 1 };
   time('launch(kernel, {}) in a task', () => launch(empty, implicit), sync);
+  const axpb = module.kernel('axpb_f32', [
+    'float32*',
+    'const float32*',
+    'float32',
+    'float32',
+    'uint64',
+  ]);
+  const x = DeviceArray.zeros('float32', 16);
+  const y = DeviceArray.zeros('float32', 16);
+  time(
+    'launch(axpb, {}, y, x, 2, 1, 0): 5 arguments',
+    () => launch(axpb, implicit, y, x, 2, 1, 0),
+    sync,
+  );
+  time(
+    'kernel.marshal(5 arguments)',
+    () => axpb.marshal([y, x, 2, 1, 0], s),
+    () => {},
+  );
   time(
     'currentStream()',
     () => currentStream(),

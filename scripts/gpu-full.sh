@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole GPU pass on the GPU machine (after `. .device/setup`): every GPU test, the seed demo
+# with its trace, the HTTP load comparison, the launch breakdown, the benchmark suite against C,
+# CuPy and PyTorch, and the seed demo under compute-sanitizer. Files under $OUT; summaries last.
+set -uo pipefail
+out=${OUT:-/tmp/gpu-full}
+mkdir -p "$out"
+tsx=(node_modules/.bin/tsx --conditions=@cuda-tasks/source)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+timeout 240 node_modules/.bin/vitest run --project gpu "$@" > "$out/gpu.log" 2>&1
+{
+  timeout 60 "${tsx[@]}" packages/examples/src/seed/demo.ts --trace --out /tmp/demo
+  cp /tmp/demo/seed-trace.json /tmp/demo/seed-timeline.svg "$out/" 2>/dev/null
+  timeout 90 "${tsx[@]}" packages/examples/src/service/load.ts --requests 600 --seconds 12 --concurrency 32 --n 256
+} > "$out/examples.log" 2>&1
+timeout 60 "${tsx[@]}" packages/examples/bench/ts/breakdown.ts > "$out/breakdown.log" 2>&1
+timeout 300 "${tsx[@]}" packages/examples/bench/run.ts --out /tmp/bench > "$out/bench.log" 2>&1
+cp /tmp/bench/bench.json /tmp/bench/bench.svg "$out/" 2>/dev/null
+SANITIZE_QUICK=1 SANITIZE_LOG_DIR=/tmp/sanitize timeout 240 packages/examples/src/sanitize/sanitize.sh > "$out/sanitize.log" 2>&1
+echo "== GPU tests"; grep -E "✗|×|FAIL|Test Files|Tests  " "$out/gpu.log" | head -30
+echo "== demo and load"; tail -n 40 "$out/examples.log"
+echo "== sanitizer"; tail -n 8 "$out/sanitize.log"
+echo "== launch breakdown"; cat "$out/breakdown.log"
+echo "== benchmarks"; tail -n 45 "$out/bench.log"
