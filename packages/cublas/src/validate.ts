@@ -137,8 +137,8 @@ export function matrixLayout(
   dimensions: 2 | 3 = 2,
 ): MatrixLayout {
   const { shape, strides } = operand;
-  const allowed = dimensions === 2 ? [1, 2] : [3];
-  if (!allowed.includes(shape.length)) {
+  const allowed = dimensions === 2 ? shape.length === 1 || shape.length === 2 : shape.length === 3;
+  if (!allowed) {
     fail(
       call,
       dimensions === 2
@@ -163,9 +163,12 @@ export function matrixLayout(
       `${name} has leading dimension ${leadingDimension}, less than its ${rows} rows (columns overlap)`,
     );
   }
-  assertInt32(call, `${name} rows`, rows);
-  assertInt32(call, `${name} columns`, columns);
-  assertInt32(call, `${name} leading dimension`, leadingDimension);
+  // Messages are built only on failure: this runs on every call (a hot path).
+  if (rows > INT32_MAX || columns > INT32_MAX || leadingDimension > INT32_MAX) {
+    assertInt32(call, `${name} rows`, rows);
+    assertInt32(call, `${name} columns`, columns);
+    assertInt32(call, `${name} leading dimension`, leadingDimension);
+  }
   const layout = { rows, columns, leadingDimension };
   if (dimensions === 2) assertFits(call, name, operand, matrixExtent(layout));
   return layout;
@@ -570,9 +573,26 @@ export function checkGemm(
   assertOperand(call, 'a', a);
   assertOperand(call, 'b', b);
   assertOperand(call, 'c', c);
-  const dtype = commonDType(call, { a, b, c });
+  // The common case without allocating; commonDType builds the message otherwise.
+  const dtype =
+    a.dtype === b.dtype && a.dtype === c.dtype && (a.dtype === 'float32' || a.dtype === 'float64')
+      ? a.dtype
+      : commonDType(call, { a, b, c });
   const scalars = productScalars(call, options);
-  return { dtype, ...scalars, ...gemmShape(call, a, b, c, scalars.transA, scalars.transB) };
+  const shape = gemmShape(call, a, b, c, scalars.transA, scalars.transB);
+  return {
+    dtype,
+    transA: scalars.transA,
+    transB: scalars.transB,
+    alpha: scalars.alpha,
+    beta: scalars.beta,
+    m: shape.m,
+    n: shape.n,
+    k: shape.k,
+    lda: shape.lda,
+    ldb: shape.ldb,
+    ldc: shape.ldc,
+  };
 }
 
 /** What `matmul` checks before allocating its result; returns the result's dtype and shape. */

@@ -66,7 +66,10 @@ function columnMajorStrides(shape: Shape): number[] {
  * allocated the memory owns it and frees it on `dispose()`.
  */
 export class DeviceArray<D extends DType = DType> {
-  readonly [arrayBrand] = true;
+  static {
+    // The brand lives on the prototype: a per-instance symbol field slows construction.
+    (DeviceArray.prototype as any)[arrayBrand] = true;
+  }
   readonly dtype: D;
   readonly shape: readonly number[];
   /** Element strides per dimension. */

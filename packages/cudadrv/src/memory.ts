@@ -80,7 +80,10 @@ function flushYoung(): void {
  * by the new one), and the free goes to the last stream that used it.
  */
 export class DeviceBuffer {
-  readonly [bufferBrand] = true;
+  static {
+    // The brand lives on the prototype: a per-instance symbol field slows construction.
+    (DeviceBuffer.prototype as any)[bufferBrand] = true;
+  }
   /** Size in bytes. */
   readonly byteLength: number;
   readonly context: Context;

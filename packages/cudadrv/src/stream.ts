@@ -45,7 +45,10 @@ const finalizer = new FinalizationRegistry<{ handle: bigint; context: Context }>
  * library created, without owning it.
  */
 export class Stream {
-  readonly [streamBrand] = true;
+  static {
+    // The brand lives on the prototype: a per-instance symbol field slows construction.
+    (Stream.prototype as any)[streamBrand] = true;
+  }
   /** The CUstream handle. */
   readonly handle: bigint;
   readonly context: Context;

@@ -12,12 +12,13 @@ import type { Stream } from './stream.js';
  *    with the latency of a blocking synchronize. The spinning of all waiters together is capped per
  *    turn of the event loop (a waiter over the cap goes on spinning in the next turn), so many
  *    waiters, or a chain of awaits that never yields, never hold the loop for long;
- * 2. then record an event and wait for it off the main thread with a koffi async call of
- *    cuEventSynchronize (the event uses blocking sync, so the worker sleeps). At most
- *    `MAX_BLOCKING_WAITS` such calls run at once, so libuv's pool (4 threads) is never starved;
- * 3. further waiters join one poller that queries all their events each turn of the loop
- *    (setImmediate for the first 2 ms, then every millisecond), so no waiter waits behind
- *    another's longer work.
+ * 2. then record an event and poll it each turn of the event loop (setImmediate, so other
+ *    callbacks run in between) for up to 2 ms: medium waits (a cuBLAS call, a copy) complete
+ *    with a few microseconds of latency and the loop stays responsive;
+ * 3. longer waits move off the main thread: a koffi async call of cuEventSynchronize (the event
+ *    uses blocking sync, so the worker sleeps). At most `MAX_BLOCKING_WAITS` such calls run at
+ *    once, so libuv's pool (4 threads) is never starved; the others go on being polled every
+ *    millisecond, each on its own, so no waiter waits behind another's longer work.
  */
 
 /** Queries one waiter spins before leaving the spin phase. */
@@ -130,19 +131,20 @@ function spinThenWait(waiter: Waiter): void {
     reject(cudaError(recorded, 'cuEventRecord'));
     return;
   }
-  if (blockingInFlight < MAX_BLOCKING_WAITS) {
-    blockingInFlight++;
-    api.cuEventSynchronize.async(event, (error: unknown, result: number) => {
-      blockingInFlight--;
-      releaseEvent(context, event);
-      if (error) reject(error);
-      else if (result !== 0) reject(cudaError(result, 'cuEventSynchronize'));
-      else resolve();
-    });
-    return;
-  }
   polled.push({ event, context, since: performance.now(), resolve, reject });
   schedulePoll();
+}
+
+/** Waits for a recorded event on libuv's pool (the event uses blocking sync: the worker sleeps). */
+function waitBlocking(wait: PendingWait): void {
+  blockingInFlight++;
+  driver().cuEventSynchronize.async(wait.event, (error: unknown, result: number) => {
+    blockingInFlight--;
+    releaseEvent(wait.context, wait.event);
+    if (error) wait.reject(error);
+    else if (result !== 0) wait.reject(cudaError(result, 'cuEventSynchronize'));
+    else wait.resolve();
+  });
 }
 
 function schedulePoll(): void {
@@ -158,10 +160,18 @@ function schedulePoll(): void {
 function poll(): void {
   pollScheduled = false;
   const api = driver();
+  const now = performance.now();
   for (let i = polled.length - 1; i >= 0; i--) {
     const wait = polled[i]!;
     const result = api.cuEventQuery(wait.event);
-    if (result === CUresult.CUDA_ERROR_NOT_READY) continue;
+    if (result === CUresult.CUDA_ERROR_NOT_READY) {
+      // Long waits move off the main thread while a blocking slot is free.
+      if (now - wait.since >= POLL_FAST_MS && blockingInFlight < MAX_BLOCKING_WAITS) {
+        polled.splice(i, 1);
+        waitBlocking(wait);
+      }
+      continue;
+    }
     polled.splice(i, 1);
     releaseEvent(wait.context, wait.event);
     if (result === CUresult.CUDA_SUCCESS) wait.resolve();

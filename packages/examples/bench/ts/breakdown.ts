@@ -84,3 +84,51 @@ await task(async () => {
     () => {},
   );
 });
+
+// The seed workload's host-side costs: one long task vs a new task per iteration.
+{
+  const { makeJobs, run } = await import('../../src/seed/seed.js');
+  const { rand } = await import('@cuda-tasks/curand');
+  const { synchronize } = await import('@cuda-tasks/task-runtime');
+  const a = rand('float32', [1024, 1024]);
+  const b = rand('float32', [1024, 1024]);
+  const jobs = makeJobs(a, b);
+  const iterations = 30;
+  const wall = async (name: string, body: () => Promise<void>) => {
+    for (let i = 0; i < 5; i++) await body();
+    const samples: number[] = [];
+    for (let i = 0; i < iterations; i++) {
+      const t0 = performance.now();
+      await body();
+      samples.push((performance.now() - t0) * 1000);
+    }
+    samples.sort((x, y) => x - y);
+    console.log(JSON.stringify({ name, us: Math.round(samples[iterations >> 1]!) }));
+  };
+  await task(async () => {
+    await wall('seed serial, one long task (2 x gemm + sin, await synchronize)', async () => {
+      for (const job of jobs) run(job.a, job.b, job.c);
+      await synchronize();
+    });
+    await wall('seed serial, one long task, synchronizeSync', async () => {
+      for (const job of jobs) run(job.a, job.b, job.c);
+      stream().synchronize();
+    });
+  });
+  await wall('seed serial, a new task per iteration', () =>
+    task(async () => {
+      for (const job of jobs) run(job.a, job.b, job.c);
+      await synchronize();
+    }),
+  );
+  await wall('seed concurrent, two new tasks per iteration', async () => {
+    await Promise.all(
+      jobs.map((job) =>
+        task(async () => {
+          run(job.a, job.b, job.c);
+          await synchronize();
+        }),
+      ),
+    );
+  });
+}
