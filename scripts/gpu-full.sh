@@ -13,12 +13,11 @@ timeout 240 node_modules/.bin/vitest run --project gpu "$@" > "$out/gpu.log" 2>&
   cp /tmp/demo/seed-trace.json /tmp/demo/seed-timeline.svg "$out/" 2>/dev/null
   timeout 90 "${tsx[@]}" packages/examples/src/service/load.ts --requests 600 --seconds 12 --concurrency 32 --n 256
 } > "$out/examples.log" 2>&1
-timeout 60 "${tsx[@]}" packages/examples/bench/ts/breakdown.ts > "$out/breakdown.log" 2>&1
+timeout 90 "${tsx[@]}" packages/examples/bench/ts/breakdown.ts >> "$out/examples.log" 2>&1
 timeout 300 "${tsx[@]}" packages/examples/bench/run.ts --out /tmp/bench > "$out/bench.log" 2>&1
 cp /tmp/bench/bench.json /tmp/bench/bench.svg "$out/" 2>/dev/null
-SANITIZE_QUICK=1 SANITIZE_LOG_DIR=/tmp/sanitize timeout 240 packages/examples/src/sanitize/sanitize.sh > "$out/sanitize.log" 2>&1
+SANITIZE_DEMO_TIMEOUT=60 SANITIZE_TESTS_TIMEOUT=100 SANITIZE_LOG_DIR=/tmp/sanitize timeout 330 packages/examples/src/sanitize/sanitize.sh > "$out/sanitize.log" 2>&1
 echo "== GPU tests"; grep -E "✗|×|FAIL|Test Files|Tests  " "$out/gpu.log" | head -30
-echo "== demo and load"; tail -n 40 "$out/examples.log"
+echo "== demo, load and launch breakdown"; tail -n 52 "$out/examples.log"
 echo "== sanitizer"; tail -n 8 "$out/sanitize.log"
-echo "== launch breakdown"; cat "$out/breakdown.log"
 echo "== benchmarks"; tail -n 45 "$out/bench.log"
