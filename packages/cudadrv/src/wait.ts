@@ -8,7 +8,7 @@ import type { Stream } from './stream.js';
  *
  * Strategy (chosen by measurement, see the benchmark table in the README):
  * 1. in a microtask (so that other tasks started in the same turn issue their work first),
- *    spin on cuStreamQuery up to 128 times (about 1.5 us each): work of up to ~200 us completes here
+ *    spin on cuStreamQuery up to 64 times (about 1.5 us each): work of up to ~100 us completes here
  *    with the latency of a blocking synchronize. The spinning of all waiters together is capped per
  *    turn of the event loop (a waiter over the cap goes on spinning in the next turn), so many
  *    waiters, or a chain of awaits that never yields, never hold the loop for long;
@@ -22,9 +22,9 @@ import type { Stream } from './stream.js';
  */
 
 /** Queries one waiter spins before leaving the spin phase. */
-export const SPIN_QUERIES = 128;
+export const SPIN_QUERIES = 64;
 /** Queries all waiters together may spin in one turn of the event loop. */
-export const SPIN_BUDGET_PER_TURN = 512;
+export const SPIN_BUDGET_PER_TURN = 256;
 /** Blocking waits in flight on libuv's pool at once. */
 export const MAX_BLOCKING_WAITS = 2;
 const POLL_FAST_MS = 2;

@@ -7,7 +7,7 @@ import {
   setOperationObserver,
   waitForStream,
 } from '@cuda-tasks/cudadrv';
-import { currentTaskState, type TaskState } from './state.js';
+import { currentTaskState, device, type TaskState } from './state.js';
 
 /** Task lifecycle hooks the recorder needs. */
 interface TaskObserver {
@@ -16,6 +16,7 @@ interface TaskObserver {
 }
 
 let activeRecorder: TraceRecorder | null = null;
+const EVENT_BATCH = 64;
 
 /** @internal The recorder's task hooks while tracing, else null. */
 export function taskObserver(): TaskObserver | null {
@@ -65,6 +66,8 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
   readonly #operations: Operation[] = [];
   readonly #tasks = new Map<number, { name: string; start: number; end: number | undefined }>();
   readonly #references = new Map<Context, { event: Event; host: number }>();
+  /** Timing events created ahead, per context: recording an operation only records two. */
+  readonly #spareEvents = new Map<Context, Event[]>();
   readonly #hostStart = performance.now();
   #stopped = false;
 
@@ -78,8 +81,8 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       this.#references.set(context, { event, host: performance.now() });
     }
     const task = currentTaskState();
-    const start = Event.create({ timing: true, context });
-    const end = Event.create({ timing: true, context });
+    const start = this.takeEvent(context);
+    const end = this.takeEvent(context);
     start.record(stream);
     this.#operations.push({
       name,
@@ -90,6 +93,30 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       end,
     });
     return this.#operations.length - 1;
+  }
+
+  /** Creates events in batches (cuEventCreate is slow enough to distort a trace). */
+  private spareFor(context: Context): Event[] {
+    let spare = this.#spareEvents.get(context);
+    if (spare === undefined) this.#spareEvents.set(context, (spare = []));
+    if (spare.length === 0) {
+      for (let i = 0; i < EVENT_BATCH; i++) spare.push(Event.create({ timing: true, context }));
+    }
+    return spare;
+  }
+
+  private takeEvent(context: Context): Event {
+    return this.spareFor(context).pop()!;
+  }
+
+  /** Creates the reference event and a first batch of events for `context` ahead of the work. */
+  prepare(context: Context): void {
+    if (!this.#references.has(context)) {
+      const event = Event.create({ timing: true, context });
+      event.record(context.defaultStream);
+      this.#references.set(context, { event, host: performance.now() });
+    }
+    this.spareFor(context);
   }
 
   /** @internal */
@@ -186,6 +213,8 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       });
     }
     for (const reference of this.#references.values()) reference.event.dispose();
+    for (const spare of this.#spareEvents.values()) for (const event of spare) event.dispose();
+    this.#spareEvents.clear();
     return new TraceFile(events);
   }
 }
@@ -205,9 +234,13 @@ class TraceFile implements Trace {
   }
 }
 
-/** Starts recording a trace (replacing any recorder already running). */
+/**
+ * Starts recording a trace (replacing any recorder already running). Events for the current
+ * device are created up front, so recording costs one cuEventRecord per operation boundary.
+ */
 export function startTrace(): TraceRecorder {
   const recorder = new TraceRecorder();
+  recorder.prepare(device().primaryContext());
   activeRecorder = recorder;
   setOperationObserver(recorder);
   return recorder;

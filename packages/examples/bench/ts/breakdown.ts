@@ -132,3 +132,42 @@ await task(async () => {
     );
   });
 }
+
+// Where a small SGEMM's time goes: the bare cuBLAS call against gemm() and its pieces.
+{
+  const { gemm, handle } = await import('@cuda-tasks/cublas');
+  const { cublas } = await import('@cuda-tasks/cublas/ffi');
+  const koffi = (await import('koffi')).default;
+  await task(async () => {
+    const s = stream();
+    const sync = () => s.synchronize();
+    const a = DeviceArray.zeros('float32', [8, 8]);
+    const b = DeviceArray.zeros('float32', [8, 8]);
+    const c = DeviceArray.zeros('float32', [8, 8]);
+    const h = handle();
+    const api = cublas();
+    const slots = koffi.alloc('uint8_t', 16) as bigint;
+    new Float32Array(koffi.view(slots, 16)).set([1, 0, 0, 0]);
+    const alpha = slots;
+    const beta = slots + 4n;
+    const pa = a.pointer;
+    const pb = b.pointer;
+    const pc = c.pointer;
+    time(
+      'bare cublasSgemm_v2 8x8x8',
+      () => api.cublasSgemm_v2(h, 0, 0, 8, 8, 8, alpha, pa, 8, pb, 8, beta, pc, 8),
+      sync,
+    );
+    time('gemm(a, b, c) 8x8x8', () => gemm(a, b, c), sync);
+    time(
+      'handle()',
+      () => handle(),
+      () => {},
+    );
+    time(
+      'a.useOn(s, read)',
+      () => a.useOn(s, 'read'),
+      () => {},
+    );
+  });
+}
