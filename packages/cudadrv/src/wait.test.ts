@@ -1,0 +1,159 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+
+// The driver replaced by a scripted stand-in: each stream and event completes when the test
+// says so; the calls are counted.
+const fake = vi.hoisted(() => {
+  const state = {
+    done: new Set<bigint>(),
+    failing: new Map<bigint, number>(),
+    queries: 0,
+    eventQueries: 0,
+    recorded: new Map<bigint, bigint>(),
+    nextEvent: 1000n,
+    blockingCalls: 0,
+    blockingStreams: new Set<bigint>(),
+    blockingCallbacks: [] as (() => void)[],
+  };
+  const api = {
+    cuStreamQuery(stream: bigint) {
+      state.queries++;
+      if (state.failing.has(stream)) return state.failing.get(stream)!;
+      return state.done.has(stream) ? 0 : 600;
+    },
+    cuEventCreate(out: (bigint | null)[]) {
+      out[0] = state.nextEvent++;
+      return 0;
+    },
+    cuEventRecord(event: bigint, stream: bigint) {
+      state.recorded.set(event, stream);
+      return 0;
+    },
+    cuEventQuery(event: bigint) {
+      state.eventQueries++;
+      return state.done.has(state.recorded.get(event)!) ? 0 : 600;
+    },
+    cuEventSynchronize: {
+      async(event: bigint, callback: (error: unknown, result: number) => void) {
+        state.blockingCalls++;
+        const stream = state.recorded.get(event)!;
+        state.blockingStreams.add(stream);
+        const finish = () => callback(null, state.failing.get(stream) ?? 0);
+        if (state.done.has(stream)) setImmediate(finish);
+        else state.blockingCallbacks.push(finish);
+      },
+    },
+    cuGetErrorName(result: number, out: (string | null)[]) {
+      out[0] = result === 700 ? 'CUDA_ERROR_ILLEGAL_ADDRESS' : `CUresult ${result}`;
+      return 0;
+    },
+    cuGetErrorString(_result: number, out: (string | null)[]) {
+      out[0] = 'scripted failure';
+      return 0;
+    },
+  };
+  return { state, api };
+});
+
+vi.mock('./driver.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('./driver.js')>();
+  return { ...original, driver: () => fake.api, check: () => undefined };
+});
+vi.mock('./ffi/cuda.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('./ffi/cuda.js')>();
+  return { ...original, cuda: () => fake.api };
+});
+
+import type { Stream } from './stream.js';
+import {
+  MAX_BLOCKING_WAITS,
+  pendingWaits,
+  SPIN_BUDGET_PER_TURN,
+  SPIN_QUERIES,
+  waitForStream,
+} from './wait.js';
+
+const context = { makeCurrent() {} };
+let nextStream = 1n;
+function stream(): Stream {
+  return { handle: nextStream++, context } as unknown as Stream;
+}
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+afterEach(async () => {
+  // Let every parked waiter finish before the next test.
+  for (const s of fake.state.recorded.values()) fake.state.done.add(s);
+  for (const finish of fake.state.blockingCallbacks.splice(0)) finish();
+  await sleep(5);
+  fake.state.queries = 0;
+  fake.state.eventQueries = 0;
+  fake.state.blockingCalls = 0;
+});
+
+describe('waitForStream', () => {
+  it('does not query before the microtask, then resolves as soon as the stream is done', async () => {
+    const s = stream();
+    const waiting = waitForStream(s);
+    expect(fake.state.queries).toBe(0); // other tasks issue their work first
+    fake.state.done.add(s.handle);
+    await waiting;
+    expect(fake.state.queries).toBe(1);
+    expect(fake.state.recorded.size).toBe(0); // no event needed for a short wait
+  });
+
+  it('rejects with a CudaError naming the failure found while spinning', async () => {
+    const s = stream();
+    fake.state.failing.set(s.handle, 700);
+    await expect(waitForStream(s)).rejects.toMatchObject({
+      name: 'CudaError',
+      status: 'CUDA_ERROR_ILLEGAL_ADDRESS',
+      call: 'cuStreamQuery',
+    });
+  });
+
+  it('after the spin, polls an event each turn and resolves when the work is done', async () => {
+    const s = stream();
+    let resolved = false;
+    const waiting = waitForStream(s).then(() => {
+      resolved = true;
+    });
+    await turn();
+    await turn();
+    expect(fake.state.queries).toBe(SPIN_QUERIES);
+    expect([...fake.state.recorded.values()]).toContain(s.handle);
+    expect(pendingWaits().polled).toBe(1);
+    expect(resolved).toBe(false);
+    fake.state.done.add(s.handle);
+    await waiting;
+    expect(fake.state.blockingCalls).toBe(0); // done within the 2 ms polling phase
+  });
+
+  it('moves long waits off the main thread, at most MAX_BLOCKING_WAITS at once', async () => {
+    const streams = Array.from({ length: MAX_BLOCKING_WAITS + 3 }, stream);
+    const waiting = Promise.all(streams.map((s) => waitForStream(s)));
+    await sleep(20);
+    expect(fake.state.blockingCalls).toBe(MAX_BLOCKING_WAITS);
+    expect(pendingWaits()).toEqual({ blocking: MAX_BLOCKING_WAITS, polled: 3 });
+    // The polled ones complete on their own, without waiting for the blocking ones.
+    for (const s of streams)
+      if (!fake.state.blockingStreams.has(s.handle)) fake.state.done.add(s.handle);
+    await sleep(5);
+    expect(pendingWaits().polled).toBe(0);
+    for (const s of streams) fake.state.done.add(s.handle);
+    for (const finish of fake.state.blockingCallbacks.splice(0)) finish();
+    await waiting;
+    expect(pendingWaits()).toEqual({ blocking: 0, polled: 0 });
+  });
+
+  it('caps the spinning of all waiters in one turn of the event loop', async () => {
+    const streams = Array.from({ length: 10 }, stream);
+    const waiting = Promise.all(streams.map((s) => waitForStream(s)));
+    await Promise.resolve();
+    await Promise.resolve();
+    // The microtasks of this turn have run: no more than the per-turn budget was spent.
+    expect(fake.state.queries).toBeLessThanOrEqual(SPIN_BUDGET_PER_TURN);
+    expect(fake.state.queries).toBeGreaterThan(0);
+    for (const s of streams) fake.state.done.add(s.handle);
+    await waiting;
+  });
+});
