@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../../../test/thrown';
 import { DeviceArray } from './array.js';
 import type { DType } from './dtype.js';
 import { CudaArgumentError, DisposedError } from './errors.js';
@@ -58,15 +59,6 @@ function matrix<D extends DType>(dtype: D, rows: number, columns: number, buffer
 function vector<D extends DType>(dtype: D, length: number, buffer = fakeBuffer()) {
   const array = new DeviceArray(buffer as unknown as DeviceBuffer, dtype, [length], [1], 0, true);
   return { array, buffer };
-}
-
-function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a throw');
 }
 
 describe('DeviceArray validation before any native call', () => {

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { thrown } from '../../../test/thrown';
 import { CudaUnavailableError } from './errors.js';
 import {
   cudaLibraryCandidates,
@@ -24,15 +25,6 @@ afterEach(() => {
     else process.env[key] = value;
   }
 });
-
-function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a throw');
-}
 
 describe('loadLibrary', () => {
   it('tries every candidate and reports each failure with the install hint', () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../../../test/thrown';
 import { CudaArgumentError, DisposedError } from './errors.js';
 import {
   copyDeviceToDevice,
@@ -25,15 +26,6 @@ function buffer(byteLength: number): DeviceBuffer {
       return 0x1000n;
     },
   } as unknown as DeviceBuffer;
-}
-
-function thrown(fn: () => unknown): Error {
-  try {
-    fn();
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a throw');
 }
 
 describe('memory operations: range checks', () => {
