@@ -131,13 +131,13 @@ describe('waitForStream', () => {
   it('moves long waits off the main thread, at most MAX_BLOCKING_WAITS at once', async () => {
     const streams = Array.from({ length: MAX_BLOCKING_WAITS + 3 }, stream);
     const waiting = Promise.all(streams.map((s) => waitForStream(s)));
-    await sleep(20);
+    await sleep(50);
     expect(fake.state.blockingCalls).toBe(MAX_BLOCKING_WAITS);
     expect(pendingWaits()).toEqual({ blocking: MAX_BLOCKING_WAITS, polled: 3 });
     // The polled ones complete on their own, without waiting for the blocking ones.
     for (const s of streams)
       if (!fake.state.blockingStreams.has(s.handle)) fake.state.done.add(s.handle);
-    await sleep(5);
+    await sleep(50);
     expect(pendingWaits().polled).toBe(0);
     for (const s of streams) fake.state.done.add(s.handle);
     for (const finish of fake.state.blockingCallbacks.splice(0)) finish();
