@@ -180,6 +180,24 @@ int main(int argc, char** argv) {
        "cuLaunchKernel empty_kernel <<<1,1>>>, 10000 per batch, host-timed, sync excluded");
 
   {
+    // The same launch through cuLaunchKernelEx (a CUlaunchConfig built once).
+    CUlaunchConfig config = {};
+    config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+    config.hStream = stream;
+    emit("launch_empty_ex", repeat_median([&] {
+           double t0 = now_us();
+           for (int i = 0; i < kLaunches; i++)
+             CHECK(cuLaunchKernelEx(&config, empty_kernel, nullptr, nullptr));
+           double t = now_us() - t0;
+           CHECK(cuStreamSynchronize(stream));
+           return t / kLaunches;
+         }),
+         "cuLaunchKernelEx empty_kernel <<<1,1>>>, config built once, 10000 per batch, "
+         "host-timed, sync excluded");
+  }
+
+  {
     CUdeviceptr y = 0, x = 0;  // never dereferenced: n = 0
     float a = 2.0f, b = 1.0f;
     unsigned long long n = 0;
