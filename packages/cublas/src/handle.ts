@@ -9,6 +9,7 @@ import {
   CudaArgumentError,
   currentStream,
   DeviceBuffer,
+  ffiValue,
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import { HandleCache, onStreamReleased } from '@cuda-tasks/task-runtime';
@@ -28,6 +29,8 @@ const DEFAULT_WORKSPACE_BYTES = 32 * 1024 * 1024;
 
 /** What this package keeps per cuBLAS handle. */
 interface HandleRecord {
+  /** The handle as koffi converts it fastest (see `ffiValue`). */
+  readonly ffiHandle: number | bigint;
   /** The workspace of each stream the handle has been bound to (freed on unbind). */
   readonly workspaces: Map<Stream, DeviceBuffer>;
   /** The settings generation last applied to the handle. */
@@ -77,7 +80,11 @@ function createHandle(_context: Context): bigint {
     api.cublasDestroy_v2(handle);
     throw error;
   }
-  state.handles.set(handle, { workspaces: new Map(), generation: state.generation });
+  state.handles.set(handle, {
+    ffiHandle: ffiValue(handle),
+    workspaces: new Map(),
+    generation: state.generation,
+  });
   return handle;
 }
 
@@ -106,8 +113,8 @@ function destroyHandle(handle: bigint, _context: Context): void {
 function bindHandle(handle: bigint, stream: Stream): void {
   const api = cublas();
   stream.context.makeCurrent();
-  check(api.cublasSetStream_v2(handle, stream.handle), 'cublasSetStream_v2');
   const record = recordOf(handle);
+  check(api.cublasSetStream_v2(record.ffiHandle, stream.ffiHandle), 'cublasSetStream_v2');
   // Workspaces of streams disposed since (user streams) are no use any more.
   for (const [other, workspace] of record.workspaces) {
     if (other.disposed) {
@@ -127,7 +134,7 @@ function bindHandle(handle: bigint, stream: Stream): void {
   }
   if (workspace !== undefined) {
     check(
-      api.cublasSetWorkspace_v2(handle, workspace.pointer, workspace.byteLength),
+      api.cublasSetWorkspace_v2(record.ffiHandle, workspace.address, workspace.byteLength),
       'cublasSetWorkspace_v2',
     );
   }
@@ -190,6 +197,15 @@ export function acquire(stream: Stream): bigint {
   if (record.generation !== state.generation) applySettings(handle, record, stream);
   stream.context.makeCurrent();
   return handle;
+}
+
+/** @internal `acquire`, returning the handle as koffi converts it fastest (see `ffiValue`). */
+export function acquireFfi(stream: Stream): number | bigint {
+  const handle = handleCache().get(stream);
+  const record = recordOf(handle);
+  if (record.generation !== state.generation) applySettings(handle, record, stream);
+  stream.context.makeCurrent();
+  return record.ffiHandle;
 }
 
 /**

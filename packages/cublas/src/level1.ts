@@ -18,7 +18,7 @@ import {
 } from '@cuda-tasks/cudadrv';
 import { check } from './errors.js';
 import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './ffi/cublas.js';
-import { acquire } from './handle.js';
+import { acquireFfi } from './handle.js';
 import { scalars } from './scalars.js';
 import { assertScalar, checkVector, checkVectorPair } from './validate.js';
 
@@ -43,9 +43,9 @@ export function axpy<Y extends DeviceArray>(
   const v = checkVectorPair('axpy', x, y);
   const stream = streamOf(options);
   if (v.n === 0) return y;
-  const handle = acquire(stream);
-  const px = x.useOn(stream, 'read');
-  const py = y.useOn(stream);
+  const handle = acquireFfi(stream);
+  const px = x.ffiAddressOn(stream, 'read');
+  const py = y.ffiAddressOn(stream);
   const s = scalars().set(v.dtype, alpha);
   const api = cublas();
   if (v.dtype === 'float32') {
@@ -71,8 +71,8 @@ export function scal<X extends DeviceArray>(alpha: number, x: X, options: Vector
   const v = checkVector('scal', x);
   const stream = streamOf(options);
   if (v.n === 0) return x;
-  const handle = acquire(stream);
-  const px = x.useOn(stream);
+  const handle = acquireFfi(stream);
+  const px = x.ffiAddressOn(stream);
   const s = scalars().set(v.dtype, alpha);
   const api = cublas();
   if (v.dtype === 'float32') {
@@ -99,13 +99,13 @@ async function reduce(
   call: string,
   stream: Stream,
   resultType: DType,
-  run: (handle: bigint, result: bigint) => number,
+  run: (handle: number | bigint, result: number | bigint) => number,
 ): Promise<number> {
   const result = DeviceArray.empty(resultType, [1], { stream });
   try {
-    const handle = acquire(stream);
+    const handle = acquireFfi(stream);
     const api = cublas();
-    const pointer = result.useOn(stream);
+    const pointer = result.ffiAddressOn(stream);
     check(
       api.cublasSetPointerMode_v2(handle, CUBLAS_POINTER_MODE_DEVICE),
       'cublasSetPointerMode_v2',
@@ -142,8 +142,8 @@ export async function dot(
   const v = checkVectorPair('dot', x, y);
   const stream = streamOf(options);
   if (v.n === 0) return 0;
-  const px = x.useOn(stream, 'read');
-  const py = y.useOn(stream, 'read');
+  const px = x.ffiAddressOn(stream, 'read');
+  const py = y.ffiAddressOn(stream, 'read');
   return v.dtype === 'float32'
     ? reduce('cublas.sdot', 'cublasSdot_v2', stream, 'float32', (handle, result) =>
         cublas().cublasSdot_v2(handle, v.n, px, v.incx, py, v.incy, result),
@@ -161,7 +161,7 @@ export async function nrm2(x: DeviceArray, options: VectorOptions = {}): Promise
   const v = checkVector('nrm2', x);
   const stream = streamOf(options);
   if (v.n === 0) return 0;
-  const px = x.useOn(stream, 'read');
+  const px = x.ffiAddressOn(stream, 'read');
   return v.dtype === 'float32'
     ? reduce('cublas.snrm2', 'cublasSnrm2_v2', stream, 'float32', (handle, result) =>
         cublas().cublasSnrm2_v2(handle, v.n, px, v.incx, result),
@@ -179,7 +179,7 @@ export async function asum(x: DeviceArray, options: VectorOptions = {}): Promise
   const v = checkVector('asum', x);
   const stream = streamOf(options);
   if (v.n === 0) return 0;
-  const px = x.useOn(stream, 'read');
+  const px = x.ffiAddressOn(stream, 'read');
   return v.dtype === 'float32'
     ? reduce('cublas.sasum', 'cublasSasum_v2', stream, 'float32', (handle, result) =>
         cublas().cublasSasum_v2(handle, v.n, px, v.incx, result),
@@ -198,7 +198,7 @@ export async function iamax(x: DeviceArray, options: VectorOptions = {}): Promis
   const v = checkVector('iamax', x);
   const stream = streamOf(options);
   if (v.n === 0) return -1;
-  const px = x.useOn(stream, 'read');
+  const px = x.ffiAddressOn(stream, 'read');
   const oneBased =
     v.dtype === 'float32'
       ? await reduce('cublas.isamax', 'cublasIsamax_v2', stream, 'int32', (handle, result) =>

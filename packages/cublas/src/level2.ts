@@ -8,7 +8,7 @@ import {
 } from '@cuda-tasks/cudadrv';
 import { check } from './errors.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
-import { acquire } from './handle.js';
+import { acquireFfi } from './handle.js';
 import { scalars } from './scalars.js';
 import { checkGemv, type GemvOptions as GemvScalars } from './validate.js';
 
@@ -32,10 +32,10 @@ export function gemv<Y extends DeviceArray>(
   const stream = options.stream ?? currentStream();
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
-  const handle = acquire(stream);
-  const pa = a.useOn(stream, 'read');
-  const px = x.useOn(stream, 'read');
-  const py = y.useOn(stream);
+  const handle = acquireFfi(stream);
+  const pa = a.ffiAddressOn(stream, 'read');
+  const px = x.ffiAddressOn(stream, 'read');
+  const py = y.ffiAddressOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
   const api = cublas();
   const trans = g.trans ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -19,7 +19,7 @@ import {
   CUBLAS_OP_T,
   cublas,
 } from './ffi/cublas.js';
-import { acquire } from './handle.js';
+import { acquireFfi } from './handle.js';
 import { scalars } from './scalars.js';
 import {
   type BatchOptions,
@@ -64,10 +64,10 @@ export function gemm<C extends DeviceArray>(
   const g = checkGemm('gemm', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
-  const handle = acquire(stream);
-  const pa = a.useOn(stream, 'read');
-  const pb = b.useOn(stream, 'read');
-  const pc = c.useOn(stream);
+  const handle = acquireFfi(stream);
+  const pa = a.ffiAddressOn(stream, 'read');
+  const pb = b.ffiAddressOn(stream, 'read');
+  const pc = c.ffiAddressOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
   const api = cublas();
   const transA = operation(g.transA);
@@ -164,10 +164,10 @@ export function gemmStridedBatched<C extends DeviceArray>(
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
-  const handle = acquire(stream);
-  const pa = a.useOn(stream, 'read');
-  const pb = b.useOn(stream, 'read');
-  const pc = c.useOn(stream);
+  const handle = acquireFfi(stream);
+  const pa = a.ffiAddressOn(stream, 'read');
+  const pb = b.ffiAddressOn(stream, 'read');
+  const pc = c.ffiAddressOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
   const api = cublas();
   const transA = operation(g.transA);
@@ -243,10 +243,10 @@ export function gemmEx<C extends DeviceArray>(
   const g = checkGemmEx('gemmEx', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
-  const handle = acquire(stream);
-  const pa = a.useOn(stream, 'read');
-  const pb = b.useOn(stream, 'read');
-  const pc = c.useOn(stream);
+  const handle = acquireFfi(stream);
+  const pa = a.ffiAddressOn(stream, 'read');
+  const pb = b.ffiAddressOn(stream, 'read');
+  const pc = c.ffiAddressOn(stream);
   // CUBLAS_COMPUTE_32F: alpha and beta are float.
   const s = scalars().float32(g.alpha, g.beta);
   const token = beginOperation('cublas.gemmEx', stream);

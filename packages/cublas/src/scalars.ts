@@ -1,3 +1,4 @@
+import { ffiValue } from '@cuda-tasks/cudadrv';
 import { koffi } from '@cuda-tasks/cudadrv/ffi';
 
 /**
@@ -7,10 +8,10 @@ import { koffi } from '@cuda-tasks/cudadrv/ffi';
  * loop's thread uses it.
  */
 export class ScalarArena {
-  /** Address of the alpha slot (8 bytes). */
-  readonly alpha: bigint;
-  /** Address of the beta slot (8 bytes). */
-  readonly beta: bigint;
+  /** Address of the alpha slot (8 bytes), as `ffiValue` gives it. */
+  readonly alpha: number | bigint;
+  /** Address of the beta slot (8 bytes), as `ffiValue` gives it. */
+  readonly beta: number | bigint;
   readonly #f32: Float32Array;
   readonly #f64: Float64Array;
 
@@ -20,8 +21,8 @@ export class ScalarArena {
     const bytes = k.view(pointer, 16);
     this.#f32 = new Float32Array(bytes);
     this.#f64 = new Float64Array(bytes);
-    this.alpha = pointer;
-    this.beta = pointer + 8n;
+    this.alpha = ffiValue(pointer);
+    this.beta = ffiValue(pointer + 8n);
   }
 
   /** Writes alpha and beta as `float` (float32 routines, and gemmEx's 32F compute). */

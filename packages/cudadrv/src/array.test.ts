@@ -13,12 +13,14 @@ import type { Stream } from './stream.js';
 interface FakeBuffer {
   byteLength: number;
   pointer: bigint;
+  address: number;
   disposed: boolean;
   context: object;
   disposeCalls: number;
   usedOn: unknown[];
   dispose(): void;
   useOn(stream: unknown): bigint;
+  ffiAddressOn(stream: unknown): number;
 }
 
 const BASE = 0x1000n;
@@ -27,6 +29,7 @@ function fakeBuffer(byteLength = 4096): FakeBuffer {
   const buffer: FakeBuffer = {
     byteLength,
     pointer: BASE,
+    address: Number(BASE),
     disposed: false,
     context: {},
     disposeCalls: 0,
@@ -38,6 +41,10 @@ function fakeBuffer(byteLength = 4096): FakeBuffer {
     useOn(stream) {
       buffer.usedOn.push(stream);
       return BASE;
+    },
+    ffiAddressOn(stream) {
+      buffer.usedOn.push(stream);
+      return Number(BASE);
     },
   };
   return buffer;

@@ -81,7 +81,9 @@ export class DeviceArray<D extends DType = DType> {
   readonly buffer: DeviceBuffer;
   /** Whether this array allocated its buffer (views do not own it). */
   readonly owner: boolean;
-  readonly #pointer: bigint;
+  /** The first element's address as `ffiValue` gives it (0 for an empty buffer). */
+  readonly #address: number | bigint;
+  #pointer: bigint | undefined;
 
   /** @internal Use `DeviceArray.empty`, `zeros`, `fromHost` or a view method. */
   constructor(
@@ -99,8 +101,10 @@ export class DeviceArray<D extends DType = DType> {
     this.offset = offset;
     this.length = checkShape(shape);
     this.owner = owner;
-    this.#pointer =
-      buffer.byteLength === 0 ? 0n : buffer.pointer + BigInt(offset * dtypeBytes(dtype));
+    const base = buffer.byteLength === 0 ? 0 : buffer.address;
+    const offsetBytes = offset * dtypeBytes(dtype);
+    this.#address =
+      typeof base === 'number' ? (base === 0 ? 0 : base + offsetBytes) : base + BigInt(offsetBytes);
   }
 
   /** True for a DeviceArray of any loaded copy of this package. */
@@ -202,7 +206,7 @@ export class DeviceArray<D extends DType = DType> {
   /** The device address of the first element (throws DisposedError after dispose). */
   get pointer(): bigint {
     if (this.buffer.disposed) throw new DisposedError('DeviceArray');
-    return this.#pointer;
+    return (this.#pointer ??= BigInt(this.#address));
   }
 
   /** Whether the memory has been freed. */
@@ -247,8 +251,18 @@ export class DeviceArray<D extends DType = DType> {
    */
   useOn(stream: Stream, access: 'read' | 'write' = 'write'): bigint {
     if (this.buffer.byteLength === 0) return 0n;
-    this.buffer.useOn(stream, access);
-    return this.#pointer;
+    this.buffer.ffiAddressOn(stream, access);
+    return (this.#pointer ??= BigInt(this.#address));
+  }
+
+  /**
+   * `useOn`, returning the address as koffi converts it fastest (a Number; see `ffiValue`):
+   * what the library packages pass to native functions declared with `uint64_t` addresses.
+   */
+  ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
+    if (this.buffer.byteLength === 0) return 0;
+    this.buffer.ffiAddressOn(stream, access);
+    return this.#address;
   }
 
   /** Throws DisposedError when the memory has been freed (checked before native calls). */

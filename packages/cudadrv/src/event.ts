@@ -1,5 +1,5 @@
 import type { Context } from './device.js';
-import { check, cudaError, driver, scratch } from './driver.js';
+import { check, cudaError, driver, ffiValue, scratch } from './driver.js';
 import { DisposedError } from './errors.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from './ffi/cuda.js';
 import { currentContext, currentStream } from './provider.js';
@@ -24,13 +24,17 @@ const finalizer = new FinalizationRegistry<{ handle: bigint }>((held) => {
 
 /** A CUDA event: a marker in a stream that the host or other streams can wait for. */
 export class Event {
+  /** The CUevent handle. */
   readonly handle: bigint;
+  /** The handle as koffi converts it fastest (see `ffiValue`). */
+  readonly ffiHandle: number | bigint;
   readonly context: Context;
   readonly timing: boolean;
   #disposed = false;
 
   private constructor(handle: bigint, context: Context, timing: boolean) {
     this.handle = handle;
+    this.ffiHandle = ffiValue(handle);
     this.context = context;
     this.timing = timing;
     finalizer.register(this, { handle }, this);
@@ -57,14 +61,14 @@ export class Event {
   /** Records the event on `stream` (default: the current stream). */
   record(stream: Stream = currentStream()): this {
     this.assertUsable();
-    check(driver().cuEventRecord(this.handle, stream.handle), 'cuEventRecord');
+    check(driver().cuEventRecord(this.ffiHandle, stream.ffiHandle), 'cuEventRecord');
     return this;
   }
 
   /** True when the work before the last record has completed. */
   query(): boolean {
     this.assertUsable();
-    const result = driver().cuEventQuery(this.handle);
+    const result = driver().cuEventQuery(this.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) return true;
     if (result === CUresult.CUDA_ERROR_NOT_READY) return false;
     throw cudaError(result, 'cuEventQuery');
@@ -73,7 +77,7 @@ export class Event {
   /** Blocks the calling thread until the event has completed. */
   synchronize(): void {
     this.assertUsable();
-    check(driver().cuEventSynchronize(this.handle), 'cuEventSynchronize');
+    check(driver().cuEventSynchronize(this.ffiHandle), 'cuEventSynchronize');
   }
 
   /** Milliseconds between two completed, timing-enabled events. */

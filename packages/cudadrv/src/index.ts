@@ -11,6 +11,7 @@ export {
   cudaError,
   driver,
   driverVersion,
+  ffiValue,
   Scratch,
   scratch,
   stickyError,

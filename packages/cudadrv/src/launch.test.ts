@@ -35,7 +35,9 @@ interface FakeBuffer {
   disposed: boolean;
   context: object;
   usedOn: unknown[];
+  address: number;
   useOn(stream: unknown): bigint;
+  ffiAddressOn(stream: unknown): number;
 }
 
 function fakeBuffer(pointer: bigint, byteLength = 4096): FakeBuffer {
@@ -45,9 +47,14 @@ function fakeBuffer(pointer: bigint, byteLength = 4096): FakeBuffer {
     disposed: false,
     context,
     usedOn: [],
+    address: Number(pointer),
     useOn(stream) {
       buffer.usedOn.push(stream);
       return pointer;
+    },
+    ffiAddressOn(stream) {
+      buffer.usedOn.push(stream);
+      return Number(pointer);
     },
   };
   return buffer;
@@ -200,9 +207,9 @@ describe('Kernel.marshal: pointer slots', () => {
       [Symbol.for('@cuda-tasks/DeviceBuffer')]: true,
       disposed: false,
       usedOn: [] as unknown[],
-      useOn(stream: unknown) {
+      ffiAddressOn(stream: unknown) {
         buffer.usedOn.push(stream);
-        return 0x20000n;
+        return 0x20000;
       },
     };
     const address = kernel.marshal(

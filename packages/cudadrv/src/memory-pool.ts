@@ -97,23 +97,24 @@ export class MemoryPool {
   }
 
   /**
-   * Allocates `bytes` ordered on `stream`; returns the device pointer. On out-of-memory:
+   * Allocates `bytes` ordered on `stream`; returns the device pointer (as `ffiValue` gives
+   * it: a Number below 2^53, else a BigInt). On out-of-memory:
    * runs the out-of-memory hooks, trims the pool, waits for pending frees, retries once, then
    * throws CudaOutOfMemoryError with the pool's usage.
    */
-  allocate(bytes: number, stream: Stream): bigint {
+  allocate(bytes: number, stream: Stream): number | bigint {
     this.context.makeCurrent();
     const api = driver();
     const out = scratch();
-    let result = api.cuMemAllocAsync(out.pointer, bytes, stream.handle);
-    if (result === CUresult.CUDA_SUCCESS) return out.u64[0]!;
+    let result = api.cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
+    if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
     for (const hook of outOfMemoryHooks) hook(this.context);
     // Pending frees complete at the next synchronization; then the pool can give memory back.
     check(api.cuCtxSynchronize(), 'cuCtxSynchronize');
     this.trim(0);
-    result = api.cuMemAllocAsync(out.pointer, bytes, stream.handle);
-    if (result === CUresult.CUDA_SUCCESS) return out.u64[0]!;
+    result = api.cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
+    if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
     // A failed attempt can leave the pool holding what it grew by; give it back.
     this.trim(0);

@@ -16,7 +16,10 @@ export interface StreamOption {
 
 /** What the FinalizationRegistry needs to free a forgotten buffer (no reference to the buffer). */
 interface Allocation {
-  pointer: bigint;
+  /** The device address as `ffiValue` gives it (a Number below 2^53); 0 once freed. */
+  address: number | bigint;
+  /** The address as a BigInt, made on first request (the public `pointer`). */
+  pointer: bigint | undefined;
   /** The stream of the last write (or of the allocation). */
   stream: Stream;
   /** Other streams that read the buffer since that write (null: none yet). */
@@ -27,7 +30,7 @@ interface Allocation {
 }
 
 function freeAllocation(allocation: Allocation): void {
-  if (allocation.pointer === 0n) return;
+  if (allocation.address === 0) return;
   const context = allocation.context;
   // A disposed stream was drained when it was disposed, so its work is done.
   const stream = allocation.stream.disposed ? context.defaultStream : allocation.stream;
@@ -37,8 +40,9 @@ function freeAllocation(allocation: Allocation): void {
     for (const reader of readers) if (reader !== stream && !reader.disposed) stream.waitFor(reader);
   }
   context.makeCurrent();
-  check(driver().cuMemFreeAsync(allocation.pointer, stream.handle), 'cuMemFreeAsync');
-  allocation.pointer = 0n;
+  check(driver().cuMemFreeAsync(allocation.address, stream.ffiHandle), 'cuMemFreeAsync');
+  allocation.address = 0;
+  allocation.pointer = undefined;
 }
 
 const finalizer = new FinalizationRegistry<Allocation>((allocation) => {
@@ -68,6 +72,12 @@ function trackYoung(buffer: DeviceBuffer): void {
   }
 }
 
+/** A buffer disposed in the turn that made it leaves the young list at once (LIFO, the common case). */
+function forgetYoung(buffer: DeviceBuffer): void {
+  const last = young.length - 1;
+  if (last >= 0 && young[last] === buffer) young.length = last;
+}
+
 function flushYoung(): void {
   flushScheduled = false;
   for (const buffer of young) buffer.registerFinalizer();
@@ -93,13 +103,13 @@ export class DeviceBuffer {
     this.#allocation = allocation;
     this.byteLength = byteLength;
     this.context = allocation.context;
-    if (allocation.pointer !== 0n) trackYoung(this);
+    if (allocation.address !== 0) trackYoung(this);
   }
 
   /** @internal Registers a live buffer with the finalizer (once). */
   registerFinalizer(): void {
     const allocation = this.#allocation;
-    if (allocation.pointer !== 0n && !allocation.registered) {
+    if (allocation.address !== 0 && !allocation.registered) {
       allocation.registered = true;
       finalizer.register(this, allocation, this);
     }
@@ -117,9 +127,9 @@ export class DeviceBuffer {
     const stream = options.stream ?? currentStream();
     stream.assertUsable();
     const context = stream.context;
-    const pointer = byteLength === 0 ? 0n : context.memoryPool.allocate(byteLength, stream);
+    const address = byteLength === 0 ? 0 : context.memoryPool.allocate(byteLength, stream);
     return new DeviceBuffer(
-      { pointer, stream, readers: null, context, registered: false },
+      { address, pointer: undefined, stream, readers: null, context, registered: false },
       byteLength,
     );
   }
@@ -131,14 +141,24 @@ export class DeviceBuffer {
 
   /** The device address (throws DisposedError after dispose). */
   get pointer(): bigint {
-    if (this.#allocation.pointer === 0n && this.byteLength > 0)
-      throw new DisposedError('DeviceBuffer');
-    return this.#allocation.pointer;
+    const allocation = this.#allocation;
+    if (allocation.address === 0) {
+      if (this.byteLength > 0) throw new DisposedError('DeviceBuffer');
+      return 0n;
+    }
+    return (allocation.pointer ??= BigInt(allocation.address));
+  }
+
+  /** The device address as koffi converts it fastest (see `ffiValue`; throws after dispose). */
+  get address(): number | bigint {
+    const allocation = this.#allocation;
+    if (allocation.address === 0 && this.byteLength > 0) throw new DisposedError('DeviceBuffer');
+    return allocation.address;
   }
 
   /** Whether `dispose()` has been called. */
   get disposed(): boolean {
-    return this.#allocation.pointer === 0n && this.byteLength > 0;
+    return this.#allocation.address === 0 && this.byteLength > 0;
   }
 
   /** The stream that last wrote this buffer (or allocated it). */
@@ -159,8 +179,17 @@ export class DeviceBuffer {
    * calls this; call it yourself before handing the pointer to foreign code.
    */
   useOn(stream: Stream, access: 'read' | 'write' = 'write'): bigint {
+    this.ffiAddressOn(stream, access);
+    return this.pointer;
+  }
+
+  /**
+   * `useOn`, returning the address as koffi converts it fastest (a Number; see `ffiValue`):
+   * for native functions declared with a `uint64_t` address, on hot paths.
+   */
+  ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
     const allocation = this.#allocation;
-    if (allocation.pointer === 0n && this.byteLength > 0) throw new DisposedError('DeviceBuffer');
+    if (allocation.address === 0 && this.byteLength > 0) throw new DisposedError('DeviceBuffer');
     const writer = allocation.stream;
     let readers = allocation.readers;
     if (access === 'read') {
@@ -169,7 +198,7 @@ export class DeviceBuffer {
         if (readers === null) allocation.readers = readers = [];
         readers.push(stream);
       }
-      return allocation.pointer;
+      return allocation.address;
     }
     if (writer !== stream && !writer.disposed) stream.waitFor(writer);
     if (readers !== null && readers.length > 0) {
@@ -178,14 +207,15 @@ export class DeviceBuffer {
       readers.length = 0;
     }
     allocation.stream = stream;
-    return allocation.pointer;
+    return allocation.address;
   }
 
   /** Frees the memory, ordered on the last stream that used it. Safe to call twice. */
   dispose(): void {
     const allocation = this.#allocation;
-    if (allocation.pointer === 0n) return;
+    if (allocation.address === 0) return;
     if (allocation.registered) finalizer.unregister(this);
+    else forgetYoung(this);
     freeAllocation(allocation);
   }
 
@@ -310,7 +340,7 @@ export function copyHostToDevice(
   const host = source instanceof PinnedHostBuffer ? source.pointer : asBytes(source);
   stream.context.makeCurrent();
   check(
-    driver().cuMemcpyHtoDAsync_v2(pointer, host, byteLength, stream.handle),
+    driver().cuMemcpyHtoDAsync_v2(pointer, host, byteLength, stream.ffiHandle),
     'cuMemcpyHtoDAsync_v2',
   );
 }
@@ -337,7 +367,7 @@ export function copyDeviceToPinned(
   const pointer = source.buffer.useOn(stream, 'read') + BigInt(offset);
   stream.context.makeCurrent();
   check(
-    driver().cuMemcpyDtoHAsync_v2(destination.pointer, pointer, byteLength, stream.handle),
+    driver().cuMemcpyDtoHAsync_v2(destination.pointer, pointer, byteLength, stream.ffiHandle),
     'cuMemcpyDtoHAsync_v2',
   );
 }
@@ -361,7 +391,7 @@ export function copyDeviceToDevice(
   stream.context.makeCurrent();
   const api = driver();
   if (destination.buffer.context === source.buffer.context) {
-    check(api.cuMemcpyDtoDAsync_v2(to, from, byteLength, stream.handle), 'cuMemcpyDtoDAsync_v2');
+    check(api.cuMemcpyDtoDAsync_v2(to, from, byteLength, stream.ffiHandle), 'cuMemcpyDtoDAsync_v2');
   } else {
     check(
       api.cuMemcpyPeerAsync(
@@ -392,7 +422,7 @@ export function memset(
   const stream = options.stream ?? currentStream();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
-  check(driver().cuMemsetD8Async(pointer, value, byteLength, stream.handle), 'cuMemsetD8Async');
+  check(driver().cuMemsetD8Async(pointer, value, byteLength, stream.ffiHandle), 'cuMemsetD8Async');
 }
 
 /** Sets `count` 16- or 32-bit words to the bit pattern `word`, ordered on the stream. */
@@ -412,8 +442,9 @@ export function memsetWords(
   stream.context.makeCurrent();
   const api = driver();
   if (wordBytes === 2)
-    check(api.cuMemsetD16Async(pointer, word, count, stream.handle), 'cuMemsetD16Async');
-  else check(api.cuMemsetD32Async(pointer, word >>> 0, count, stream.handle), 'cuMemsetD32Async');
+    check(api.cuMemsetD16Async(pointer, word, count, stream.ffiHandle), 'cuMemsetD16Async');
+  else
+    check(api.cuMemsetD32Async(pointer, word >>> 0, count, stream.ffiHandle), 'cuMemsetD32Async');
 }
 
 function asBytes(view: ArrayBufferView): Uint8Array {

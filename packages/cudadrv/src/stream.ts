@@ -1,5 +1,5 @@
 import type { Context } from './device.js';
-import { check, cudaError, driver } from './driver.js';
+import { check, cudaError, driver, ffiValue } from './driver.js';
 import { DisposedError } from './errors.js';
 import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from './ffi/cuda.js';
 import { currentContext } from './provider.js';
@@ -51,6 +51,11 @@ export class Stream {
   }
   /** The CUstream handle. */
   readonly handle: bigint;
+  /**
+   * The handle as koffi converts it fastest (a Number; see `ffiValue`): pass this to native
+   * functions whose parameter is declared `uint64_t` on hot paths.
+   */
+  readonly ffiHandle: number | bigint;
   readonly context: Context;
   /** Whether dispose() destroys the native stream. */
   readonly owned: boolean;
@@ -58,9 +63,11 @@ export class Stream {
   name: string | undefined;
   #disposed = false;
   #handoffEvent: bigint = 0n;
+  #handoffEventValue: number | bigint = 0;
 
   private constructor(handle: bigint, context: Context, owned: boolean, name?: string) {
     this.handle = handle;
+    this.ffiHandle = ffiValue(handle);
     this.context = context;
     this.owned = owned;
     this.name = name;
@@ -107,7 +114,7 @@ export class Stream {
   /** True when all work submitted to the stream has completed. */
   query(): boolean {
     this.assertUsable();
-    const result = driver().cuStreamQuery(this.handle);
+    const result = driver().cuStreamQuery(this.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) return true;
     if (result === CUresult.CUDA_ERROR_NOT_READY) return false;
     throw cudaError(result, 'cuStreamQuery');
@@ -116,13 +123,16 @@ export class Stream {
   /** Blocks the calling thread until the stream's work is done. Scripts only: it blocks the event loop. */
   synchronize(): void {
     this.assertUsable();
-    check(driver().cuStreamSynchronize(this.handle), 'cuStreamSynchronize');
+    check(driver().cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
   }
 
   /** Makes later work on this stream wait for `event` (on the GPU; the host does not wait). */
-  waitEvent(event: { handle: bigint }): void {
+  waitEvent(event: { handle: bigint; ffiHandle?: number | bigint }): void {
     this.assertUsable();
-    check(driver().cuStreamWaitEvent(this.handle, event.handle, 0), 'cuStreamWaitEvent');
+    check(
+      driver().cuStreamWaitEvent(this.ffiHandle, event.ffiHandle ?? event.handle, 0),
+      'cuStreamWaitEvent',
+    );
   }
 
   /**
@@ -133,8 +143,8 @@ export class Stream {
     if (other === this) return;
     const api = driver();
     const event = other.handoffEvent();
-    check(api.cuEventRecord(event, other.handle), 'cuEventRecord');
-    check(api.cuStreamWaitEvent(this.handle, event, 0), 'cuStreamWaitEvent');
+    check(api.cuEventRecord(event, other.ffiHandle), 'cuEventRecord');
+    check(api.cuStreamWaitEvent(this.ffiHandle, event, 0), 'cuStreamWaitEvent');
   }
 
   /** The stream's priority. */
@@ -145,14 +155,15 @@ export class Stream {
   }
 
   /** A timing-free event used to hand work off from this stream to another (reused; waits capture its state). */
-  private handoffEvent(): bigint {
+  private handoffEvent(): number | bigint {
     if (this.#handoffEvent === 0n) {
       this.context.makeCurrent();
       const handle: (bigint | null)[] = [null];
       check(driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING), 'cuEventCreate');
       this.#handoffEvent = handle[0] as bigint;
+      this.#handoffEventValue = ffiValue(this.#handoffEvent);
     }
-    return this.#handoffEvent;
+    return this.#handoffEventValue;
   }
 
   /** @internal Throws DisposedError after dispose(). */
@@ -173,7 +184,7 @@ export class Stream {
     this.context.makeCurrent();
     if (this.owned) {
       finalizer.unregister(this);
-      check(api.cuStreamSynchronize(this.handle), 'cuStreamSynchronize');
+      check(api.cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
       check(api.cuStreamDestroy_v2(this.handle), 'cuStreamDestroy_v2');
     }
     if (this.#handoffEvent !== 0n) api.cuEventDestroy_v2(this.#handoffEvent);

@@ -75,7 +75,8 @@ import {
 const context = { makeCurrent() {} };
 let nextStream = 1n;
 function stream(): Stream {
-  return { handle: nextStream++, context } as unknown as Stream;
+  const handle = nextStream++;
+  return { handle, ffiHandle: handle, context } as unknown as Stream;
 }
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,5 +1,5 @@
 import type { Context } from './device.js';
-import { check, cudaError, driver } from './driver.js';
+import { check, cudaError, driver, ffiValue } from './driver.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from './ffi/cuda.js';
 import type { Stream } from './stream.js';
 
@@ -30,14 +30,15 @@ export const MAX_BLOCKING_WAITS = 2;
 const POLL_FAST_MS = 2;
 
 interface PendingWait {
-  event: bigint;
+  /** The event handle as `ffiValue` gives it. */
+  event: number | bigint;
   context: Context;
   since: number;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
 
-const idleEvents = new Map<Context, bigint[]>();
+const idleEvents = new Map<Context, (number | bigint)[]>();
 let blockingInFlight = 0;
 const polled: PendingWait[] = [];
 let pollScheduled = false;
@@ -49,7 +50,7 @@ function resetSpinBudget(): void {
   budgetResetScheduled = false;
 }
 
-function acquireEvent(context: Context): bigint {
+function acquireEvent(context: Context): number | bigint {
   const idle = idleEvents.get(context);
   const reused = idle?.pop();
   if (reused !== undefined) return reused;
@@ -59,10 +60,10 @@ function acquireEvent(context: Context): bigint {
     driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC),
     'cuEventCreate',
   );
-  return handle[0] as bigint;
+  return ffiValue(handle[0] as bigint);
 }
 
-function releaseEvent(context: Context, event: bigint): void {
+function releaseEvent(context: Context, event: number | bigint): void {
   let idle = idleEvents.get(context);
   if (idle === undefined) idleEvents.set(context, (idle = []));
   idle.push(event);
@@ -93,7 +94,7 @@ interface Waiter {
 function spinThenWait(waiter: Waiter): void {
   const { stream, resolve, reject } = waiter;
   const api = driver();
-  const handle = stream.handle;
+  const handle = stream.ffiHandle;
   if (!budgetResetScheduled) {
     budgetResetScheduled = true;
     setImmediate(resetSpinBudget);
@@ -118,7 +119,7 @@ function spinThenWait(waiter: Waiter): void {
     return;
   }
   const context = stream.context;
-  let event: bigint;
+  let event: number | bigint;
   try {
     event = acquireEvent(context);
   } catch (error) {

@@ -28,7 +28,7 @@ afterAll(() => {
 
 /**
  * A DeviceArray over a stand-in buffer: enough for the checks that run before any native
- * call (the constructor reads only byteLength, pointer and disposed).
+ * call (the constructor reads only byteLength, address and disposed).
  */
 function fakeArray<D extends DType>(
   dtype: D,
@@ -36,7 +36,12 @@ function fakeArray<D extends DType>(
   strides: number[],
   options: { disposed?: boolean } = {},
 ): DeviceArray<D> {
-  const buffer = { byteLength: 64, pointer: 0x1000n, disposed: options.disposed ?? false };
+  const buffer = {
+    byteLength: 64,
+    pointer: 0x1000n,
+    address: 0x1000,
+    disposed: options.disposed ?? false,
+  };
   return new DeviceArray(buffer as unknown as DeviceBuffer, dtype, shape, strides, 0, false);
 }
 

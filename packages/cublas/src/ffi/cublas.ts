@@ -3,12 +3,13 @@
  * that cublas_v2.h maps the plain names to), with the C prototype above each. Loaded on first
  * use, so importing the package never touches native code.
  *
- * Conventions: `cublasHandle_t` and `cudaStream_t` are `void *` and travel as BigInt. Device
- * pointers (A, B, C, x, y, result) and host scalar pointers (alpha, beta) are `void *` too:
- * pass a BigInt address (a device address from `DeviceArray.useOn(stream)`, or a slot of a
- * reused `koffi.alloc` arena for host scalars) so that a call allocates nothing. Enums are
- * `int`. Cold out-parameters (`cublasCreate_v2`, `cublasGetStream_v2`, ...) take a `[null]`
- * or `[0]` array.
+ * Conventions: `cublasHandle_t`, `cudaStream_t`, device pointers (A, B, C, x, y, result) and
+ * host scalar pointers (alpha, beta) are declared `uint64_t`: pass a BigInt (`handle()`,
+ * `DeviceArray.useOn(stream)`) or, faster, a Number (`ffiValue(handle())`,
+ * `DeviceArray.ffiAddressOn(stream)`, `stream.ffiHandle`): koffi converts a Number about
+ * 0.2 us faster per argument. Host scalars live in a reused `koffi.alloc` arena so that a call
+ * allocates nothing. Enums are `int`. Cold out-parameters (`cublasCreate_v2`,
+ * `cublasGetStream_v2`, ...) take a `[null]` or `[0]` array.
  */
 import { cudaLibraryCandidates, lazyBindings, loadLibrary } from '@cuda-tasks/cudadrv/ffi';
 
@@ -72,25 +73,27 @@ function build() {
     // cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);
     cublasCreate_v2: lib.func('int cublasCreate_v2(_Out_ void **handle)'),
     // cublasStatus_t cublasDestroy_v2(cublasHandle_t handle);
-    cublasDestroy_v2: lib.func('int cublasDestroy_v2(void *handle)'),
+    cublasDestroy_v2: lib.func('int cublasDestroy_v2(uint64_t handle)'),
     // cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int* version);
-    cublasGetVersion_v2: lib.func('int cublasGetVersion_v2(void *handle, _Out_ int *version)'),
+    cublasGetVersion_v2: lib.func('int cublasGetVersion_v2(uint64_t handle, _Out_ int *version)'),
     // cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes);
     cublasSetWorkspace_v2: lib.func(
-      'int cublasSetWorkspace_v2(void *handle, void *workspace, size_t workspaceSizeInBytes)',
+      'int cublasSetWorkspace_v2(uint64_t handle, uint64_t workspace, size_t workspaceSizeInBytes)',
     ),
     // cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId);
-    cublasSetStream_v2: lib.func('int cublasSetStream_v2(void *handle, void *streamId)'),
+    cublasSetStream_v2: lib.func('int cublasSetStream_v2(uint64_t handle, uint64_t streamId)'),
     // cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId);
-    cublasGetStream_v2: lib.func('int cublasGetStream_v2(void *handle, _Out_ void **streamId)'),
+    cublasGetStream_v2: lib.func('int cublasGetStream_v2(uint64_t handle, _Out_ void **streamId)'),
     // cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t* mode);
-    cublasGetPointerMode_v2: lib.func('int cublasGetPointerMode_v2(void *handle, _Out_ int *mode)'),
+    cublasGetPointerMode_v2: lib.func(
+      'int cublasGetPointerMode_v2(uint64_t handle, _Out_ int *mode)',
+    ),
     // cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode);
-    cublasSetPointerMode_v2: lib.func('int cublasSetPointerMode_v2(void *handle, int mode)'),
+    cublasSetPointerMode_v2: lib.func('int cublasSetPointerMode_v2(uint64_t handle, int mode)'),
     // cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode);
-    cublasGetMathMode: lib.func('int cublasGetMathMode(void *handle, _Out_ int *mode)'),
+    cublasGetMathMode: lib.func('int cublasGetMathMode(uint64_t handle, _Out_ int *mode)'),
     // cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
-    cublasSetMathMode: lib.func('int cublasSetMathMode(void *handle, int mode)'),
+    cublasSetMathMode: lib.func('int cublasSetMathMode(uint64_t handle, int mode)'),
     // const char* cublasGetStatusName(cublasStatus_t status);
     cublasGetStatusName: lib.func('const char *cublasGetStatusName(int status)'),
     // const char* cublasGetStatusString(cublasStatus_t status);
@@ -101,54 +104,54 @@ function build() {
     // cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float* alpha,
     //   const float* x, int incx, float* y, int incy);
     cublasSaxpy_v2: lib.func(
-      'int cublasSaxpy_v2(void *handle, int n, void *alpha, void *x, int incx, void *y, int incy)',
+      'int cublasSaxpy_v2(uint64_t handle, int n, uint64_t alpha, uint64_t x, int incx, uint64_t y, int incy)',
     ),
     // cublasStatus_t cublasDaxpy_v2(cublasHandle_t handle, int n, const double* alpha,
     //   const double* x, int incx, double* y, int incy);
     cublasDaxpy_v2: lib.func(
-      'int cublasDaxpy_v2(void *handle, int n, void *alpha, void *x, int incx, void *y, int incy)',
+      'int cublasDaxpy_v2(uint64_t handle, int n, uint64_t alpha, uint64_t x, int incx, uint64_t y, int incy)',
     ),
     // cublasStatus_t cublasSdot_v2(cublasHandle_t handle, int n, const float* x, int incx,
     //   const float* y, int incy, float* result);
     cublasSdot_v2: lib.func(
-      'int cublasSdot_v2(void *handle, int n, void *x, int incx, void *y, int incy, void *result)',
+      'int cublasSdot_v2(uint64_t handle, int n, uint64_t x, int incx, uint64_t y, int incy, uint64_t result)',
     ),
     // cublasStatus_t cublasDdot_v2(cublasHandle_t handle, int n, const double* x, int incx,
     //   const double* y, int incy, double* result);
     cublasDdot_v2: lib.func(
-      'int cublasDdot_v2(void *handle, int n, void *x, int incx, void *y, int incy, void *result)',
+      'int cublasDdot_v2(uint64_t handle, int n, uint64_t x, int incx, uint64_t y, int incy, uint64_t result)',
     ),
     // cublasStatus_t cublasSnrm2_v2(cublasHandle_t handle, int n, const float* x, int incx, float* result);
     cublasSnrm2_v2: lib.func(
-      'int cublasSnrm2_v2(void *handle, int n, void *x, int incx, void *result)',
+      'int cublasSnrm2_v2(uint64_t handle, int n, uint64_t x, int incx, uint64_t result)',
     ),
     // cublasStatus_t cublasDnrm2_v2(cublasHandle_t handle, int n, const double* x, int incx, double* result);
     cublasDnrm2_v2: lib.func(
-      'int cublasDnrm2_v2(void *handle, int n, void *x, int incx, void *result)',
+      'int cublasDnrm2_v2(uint64_t handle, int n, uint64_t x, int incx, uint64_t result)',
     ),
     // cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float* alpha, float* x, int incx);
     cublasSscal_v2: lib.func(
-      'int cublasSscal_v2(void *handle, int n, void *alpha, void *x, int incx)',
+      'int cublasSscal_v2(uint64_t handle, int n, uint64_t alpha, uint64_t x, int incx)',
     ),
     // cublasStatus_t cublasDscal_v2(cublasHandle_t handle, int n, const double* alpha, double* x, int incx);
     cublasDscal_v2: lib.func(
-      'int cublasDscal_v2(void *handle, int n, void *alpha, void *x, int incx)',
+      'int cublasDscal_v2(uint64_t handle, int n, uint64_t alpha, uint64_t x, int incx)',
     ),
     // cublasStatus_t cublasSasum_v2(cublasHandle_t handle, int n, const float* x, int incx, float* result);
     cublasSasum_v2: lib.func(
-      'int cublasSasum_v2(void *handle, int n, void *x, int incx, void *result)',
+      'int cublasSasum_v2(uint64_t handle, int n, uint64_t x, int incx, uint64_t result)',
     ),
     // cublasStatus_t cublasDasum_v2(cublasHandle_t handle, int n, const double* x, int incx, double* result);
     cublasDasum_v2: lib.func(
-      'int cublasDasum_v2(void *handle, int n, void *x, int incx, void *result)',
+      'int cublasDasum_v2(uint64_t handle, int n, uint64_t x, int incx, uint64_t result)',
     ),
     // cublasStatus_t cublasIsamax_v2(cublasHandle_t handle, int n, const float* x, int incx, int* result);
     cublasIsamax_v2: lib.func(
-      'int cublasIsamax_v2(void *handle, int n, void *x, int incx, void *result)',
+      'int cublasIsamax_v2(uint64_t handle, int n, uint64_t x, int incx, uint64_t result)',
     ),
     // cublasStatus_t cublasIdamax_v2(cublasHandle_t handle, int n, const double* x, int incx, int* result);
     cublasIdamax_v2: lib.func(
-      'int cublasIdamax_v2(void *handle, int n, void *x, int incx, void *result)',
+      'int cublasIdamax_v2(uint64_t handle, int n, uint64_t x, int incx, uint64_t result)',
     ),
 
     // ---- Level 2 ----
@@ -157,13 +160,13 @@ function build() {
     //   const float* alpha, const float* A, int lda, const float* x, int incx,
     //   const float* beta, float* y, int incy);
     cublasSgemv_v2: lib.func(
-      'int cublasSgemv_v2(void *handle, int trans, int m, int n, void *alpha, void *A, int lda, void *x, int incx, void *beta, void *y, int incy)',
+      'int cublasSgemv_v2(uint64_t handle, int trans, int m, int n, uint64_t alpha, uint64_t A, int lda, uint64_t x, int incx, uint64_t beta, uint64_t y, int incy)',
     ),
     // cublasStatus_t cublasDgemv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n,
     //   const double* alpha, const double* A, int lda, const double* x, int incx,
     //   const double* beta, double* y, int incy);
     cublasDgemv_v2: lib.func(
-      'int cublasDgemv_v2(void *handle, int trans, int m, int n, void *alpha, void *A, int lda, void *x, int incx, void *beta, void *y, int incy)',
+      'int cublasDgemv_v2(uint64_t handle, int trans, int m, int n, uint64_t alpha, uint64_t A, int lda, uint64_t x, int incx, uint64_t beta, uint64_t y, int incy)',
     ),
 
     // ---- Level 3 ----
@@ -172,27 +175,27 @@ function build() {
     //   cublasOperation_t transb, int m, int n, int k, const float* alpha, const float* A,
     //   int lda, const float* B, int ldb, const float* beta, float* C, int ldc);
     cublasSgemm_v2: lib.func(
-      'int cublasSgemm_v2(void *handle, int transa, int transb, int m, int n, int k, void *alpha, void *A, int lda, void *B, int ldb, void *beta, void *C, int ldc)',
+      'int cublasSgemm_v2(uint64_t handle, int transa, int transb, int m, int n, int k, uint64_t alpha, uint64_t A, int lda, uint64_t B, int ldb, uint64_t beta, uint64_t C, int ldc)',
     ),
     // cublasStatus_t cublasDgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
     //   cublasOperation_t transb, int m, int n, int k, const double* alpha, const double* A,
     //   int lda, const double* B, int ldb, const double* beta, double* C, int ldc);
     cublasDgemm_v2: lib.func(
-      'int cublasDgemm_v2(void *handle, int transa, int transb, int m, int n, int k, void *alpha, void *A, int lda, void *B, int ldb, void *beta, void *C, int ldc)',
+      'int cublasDgemm_v2(uint64_t handle, int transa, int transb, int m, int n, int k, uint64_t alpha, uint64_t A, int lda, uint64_t B, int ldb, uint64_t beta, uint64_t C, int ldc)',
     ),
     // cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
     //   cublasOperation_t transb, int m, int n, int k, const float* alpha, const float* A,
     //   int lda, long long int strideA, const float* B, int ldb, long long int strideB,
     //   const float* beta, float* C, int ldc, long long int strideC, int batchCount);
     cublasSgemmStridedBatched: lib.func(
-      'int cublasSgemmStridedBatched(void *handle, int transa, int transb, int m, int n, int k, void *alpha, void *A, int lda, int64_t strideA, void *B, int ldb, int64_t strideB, void *beta, void *C, int ldc, int64_t strideC, int batchCount)',
+      'int cublasSgemmStridedBatched(uint64_t handle, int transa, int transb, int m, int n, int k, uint64_t alpha, uint64_t A, int lda, int64_t strideA, uint64_t B, int ldb, int64_t strideB, uint64_t beta, uint64_t C, int ldc, int64_t strideC, int batchCount)',
     ),
     // cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
     //   cublasOperation_t transb, int m, int n, int k, const double* alpha, const double* A,
     //   int lda, long long int strideA, const double* B, int ldb, long long int strideB,
     //   const double* beta, double* C, int ldc, long long int strideC, int batchCount);
     cublasDgemmStridedBatched: lib.func(
-      'int cublasDgemmStridedBatched(void *handle, int transa, int transb, int m, int n, int k, void *alpha, void *A, int lda, int64_t strideA, void *B, int ldb, int64_t strideB, void *beta, void *C, int ldc, int64_t strideC, int batchCount)',
+      'int cublasDgemmStridedBatched(uint64_t handle, int transa, int transb, int m, int n, int k, uint64_t alpha, uint64_t A, int lda, int64_t strideA, uint64_t B, int ldb, int64_t strideB, uint64_t beta, uint64_t C, int ldc, int64_t strideC, int batchCount)',
     ),
     // cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
     //   cublasOperation_t transb, int m, int n, int k, const void* alpha, const void* A,
@@ -200,7 +203,7 @@ function build() {
     //   const void* beta, void* C, cudaDataType Ctype, int ldc,
     //   cublasComputeType_t computeType, cublasGemmAlgo_t algo);
     cublasGemmEx: lib.func(
-      'int cublasGemmEx(void *handle, int transa, int transb, int m, int n, int k, void *alpha, void *A, int Atype, int lda, void *B, int Btype, int ldb, void *beta, void *C, int Ctype, int ldc, int computeType, int algo)',
+      'int cublasGemmEx(uint64_t handle, int transa, int transb, int m, int n, int k, uint64_t alpha, uint64_t A, int Atype, int lda, uint64_t B, int Btype, int ldb, uint64_t beta, uint64_t C, int Ctype, int ldc, int computeType, int algo)',
     ),
   };
   loaded = bindings;

@@ -2,10 +2,12 @@
  * libcuda through koffi: declarations named exactly as in cuda.h (the `_v2` entry points
  * where cuda.h maps to them), with the C prototype above each. Loaded on first use.
  *
- * Conventions: handles (CUcontext, CUstream, ...) are `void *` and travel as BigInt;
- * CUdeviceptr is `uint64_t` (`void *` on cuMemFreeAsync, a hot path; BigInt either way); hot-path
- * out-parameters are written into a reused `koffi.alloc` scratch arena (see `scratch.ts`)
- * rather than per-call arrays.
+ * Conventions: handles (CUcontext, CUstream, ...) are `void *` and travel as BigInt, except on
+ * the hot paths (launch, stream-ordered alloc/free, stream and event calls, copies), where
+ * handles and device pointers are declared `uint64_t`: koffi takes a BigInt or a Number there,
+ * and a Number converts measurably faster (about 0.2 us per argument on the GPU machine; see
+ * `ffiValue`). CUdeviceptr is `uint64_t`. Hot-path out-parameters are written into a reused
+ * `koffi.alloc` scratch arena (see `Scratch`) rather than per-call arrays.
  */
 import { funcFirst, koffi, lazyBindings, loadLibrary } from './library.js';
 
@@ -152,12 +154,12 @@ export const cuda = lazyBindings(() => {
     // CUresult cuStreamDestroy_v2(CUstream hStream);
     cuStreamDestroy_v2: lib.func('int cuStreamDestroy_v2(void *hStream)'),
     // CUresult cuStreamQuery(CUstream hStream);
-    cuStreamQuery: lib.func('int cuStreamQuery(void *hStream)'),
+    cuStreamQuery: lib.func('int cuStreamQuery(uint64_t hStream)'),
     // CUresult cuStreamSynchronize(CUstream hStream);
-    cuStreamSynchronize: lib.func('int cuStreamSynchronize(void *hStream)'),
+    cuStreamSynchronize: lib.func('int cuStreamSynchronize(uint64_t hStream)'),
     // CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
     cuStreamWaitEvent: lib.func(
-      'int cuStreamWaitEvent(void *hStream, void *hEvent, unsigned int flags)',
+      'int cuStreamWaitEvent(uint64_t hStream, uint64_t hEvent, unsigned int flags)',
     ),
     // CUresult cuStreamGetPriority(CUstream hStream, int *priority);
     cuStreamGetPriority: lib.func('int cuStreamGetPriority(void *hStream, _Out_ int *priority)'),
@@ -169,11 +171,11 @@ export const cuda = lazyBindings(() => {
     // CUresult cuEventDestroy_v2(CUevent hEvent);
     cuEventDestroy_v2: lib.func('int cuEventDestroy_v2(void *hEvent)'),
     // CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
-    cuEventRecord: lib.func('int cuEventRecord(void *hEvent, void *hStream)'),
+    cuEventRecord: lib.func('int cuEventRecord(uint64_t hEvent, uint64_t hStream)'),
     // CUresult cuEventQuery(CUevent hEvent);
-    cuEventQuery: lib.func('int cuEventQuery(void *hEvent)'),
+    cuEventQuery: lib.func('int cuEventQuery(uint64_t hEvent)'),
     // CUresult cuEventSynchronize(CUevent hEvent);
-    cuEventSynchronize: lib.func('int cuEventSynchronize(void *hEvent)'),
+    cuEventSynchronize: lib.func('int cuEventSynchronize(uint64_t hEvent)'),
     // CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd);
     cuEventElapsedTime: funcFirst(lib, [
       'int cuEventElapsedTime_v2(_Out_ float *ms, void *hStart, void *hEnd)',
@@ -181,11 +183,13 @@ export const cuda = lazyBindings(() => {
     ]),
 
     // CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
-    cuMemAllocAsync: lib.func('int cuMemAllocAsync(void *dptr, size_t bytesize, void *hStream)'),
+    cuMemAllocAsync: lib.func(
+      'int cuMemAllocAsync(uint64_t dptr, uint64_t bytesize, uint64_t hStream)',
+    ),
     // CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
     // CUdeviceptr travels as a pointer-sized argument: koffi converts a BigInt to a pointer
     // faster than to uint64_t, and the x86-64 and AArch64 ABIs pass both the same way.
-    cuMemFreeAsync: lib.func('int cuMemFreeAsync(void *dptr, void *hStream)'),
+    cuMemFreeAsync: lib.func('int cuMemFreeAsync(uint64_t dptr, uint64_t hStream)'),
     // CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
     cuMemPoolSetAttribute: lib.func('int cuMemPoolSetAttribute(void *pool, int attr, void *value)'),
     // CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
@@ -200,15 +204,15 @@ export const cuda = lazyBindings(() => {
     cuMemFreeHost: lib.func('int cuMemFreeHost(void *p)'),
     // CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
     cuMemcpyHtoDAsync_v2: lib.func(
-      'int cuMemcpyHtoDAsync_v2(uint64_t dstDevice, void *srcHost, size_t byteCount, void *hStream)',
+      'int cuMemcpyHtoDAsync_v2(uint64_t dstDevice, void *srcHost, size_t byteCount, uint64_t hStream)',
     ),
     // CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
     cuMemcpyDtoHAsync_v2: lib.func(
-      'int cuMemcpyDtoHAsync_v2(void *dstHost, uint64_t srcDevice, size_t byteCount, void *hStream)',
+      'int cuMemcpyDtoHAsync_v2(void *dstHost, uint64_t srcDevice, size_t byteCount, uint64_t hStream)',
     ),
     // CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
     cuMemcpyDtoDAsync_v2: lib.func(
-      'int cuMemcpyDtoDAsync_v2(uint64_t dstDevice, uint64_t srcDevice, size_t byteCount, void *hStream)',
+      'int cuMemcpyDtoDAsync_v2(uint64_t dstDevice, uint64_t srcDevice, size_t byteCount, uint64_t hStream)',
     ),
     // CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream);
     cuMemcpyPeerAsync: lib.func(
@@ -220,15 +224,15 @@ export const cuda = lazyBindings(() => {
     ),
     // CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
     cuMemsetD8Async: lib.func(
-      'int cuMemsetD8Async(uint64_t dstDevice, uint8_t value, size_t n, void *hStream)',
+      'int cuMemsetD8Async(uint64_t dstDevice, uint8_t value, size_t n, uint64_t hStream)',
     ),
     // CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream);
     cuMemsetD16Async: lib.func(
-      'int cuMemsetD16Async(uint64_t dstDevice, uint16_t value, size_t n, void *hStream)',
+      'int cuMemsetD16Async(uint64_t dstDevice, uint16_t value, size_t n, uint64_t hStream)',
     ),
     // CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
     cuMemsetD32Async: lib.func(
-      'int cuMemsetD32Async(uint64_t dstDevice, uint32_t value, size_t n, void *hStream)',
+      'int cuMemsetD32Async(uint64_t dstDevice, uint32_t value, size_t n, uint64_t hStream)',
     ),
 
     // CUresult cuModuleLoadData(CUmodule *module, const void *image);
@@ -248,10 +252,15 @@ export const cuda = lazyBindings(() => {
     // CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
     //   unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes,
     //   CUstream hStream, void **kernelParams, void **extra);
-    // `extra` is always NULL here: declared int64_t and passed 0n, because koffi converts a null
-    // pointer argument on a slower path (measured 0.2-0.3 us per call on the GPU machine).
+    // Handles and pointers as uint64_t: launch.ts passes Numbers (the fast conversion) and
+    // `extra` as 0 rather than null (koffi converts a null pointer on a slower path).
     cuLaunchKernel: lib.func(
-      'int cuLaunchKernel(void *f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, void *hStream, void *kernelParams, int64_t extra)',
+      'int cuLaunchKernel(uint64_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, uint64_t hStream, uint64_t kernelParams, uint64_t extra)',
+    ),
+    // CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
+    // (CUDA 12.0+.) The config is a CUlaunchConfig in a reused native arena (see launch.ts).
+    cuLaunchKernelEx: lib.func(
+      'int cuLaunchKernelEx(uint64_t config, uint64_t f, uint64_t kernelParams, uint64_t extra)',
     ),
     // CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
     //   CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit);

@@ -92,6 +92,19 @@ await task(async () => {
   );
   const hN = Number(h);
   time('cuLaunchKernel all uint64 Numbers', () => lkN(fN, 1, 1, 1, 1, 1, 1, 0, hN, pN, 0), sync);
+  const lkVoidNumber = lib.func(
+    'int cuLaunchKernel(void *f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm, void *s, void *p, void *e)',
+  );
+  time(
+    'cuLaunchKernel void* decl, Number values',
+    () => lkVoidNumber(fN, 1, 1, 1, 1, 1, 1, 0, hN, pN, 0),
+    sync,
+  );
+  time(
+    'cuLaunchKernel uint64 decl, BigInt values',
+    () => lkN(f, 1, 1, 1, 1, 1, 1, 0, h, params, 0n),
+    sync,
+  );
   const lkI = lib.func(
     'int cuLaunchKernel(void *f, int gx, int gy, int gz, int bx, int by, int bz, int shm, void *s, void *p, int64_t e)',
   );
@@ -173,14 +186,10 @@ await task(async () => {
       sync,
     );
     time('gemm() 8', () => gemm(a, b, c), sync);
-    const blas = koffi.load(maps.find((m) => /libcublas\.so/.test(m!))!);
-    const sgN = blas.func(
-      'int cublasSgemm_v2(uint64_t h, int ta, int tb, int m, int n, int k, uint64_t alpha, uint64_t A, int lda, uint64_t B, int ldb, uint64_t beta, uint64_t C, int ldc)',
-    );
-    const [hN, aN, bN, cN, sN] = [h, pa, pb, pc, slots].map(Number);
+    const [hN, aN, bN, cN, sN] = [h, pa, pb, pc, slots].map(Number) as number[];
     time(
-      'cublasSgemm_v2 8 all uint64 Numbers',
-      () => sgN(hN, 0, 0, 8, 8, 8, sN, aN, 8, bN, 8, sN + 4, cN, 8),
+      'cublasSgemm_v2 8 all Numbers (uint64_t declaration)',
+      () => api.cublasSgemm_v2(hN, 0, 0, 8, 8, 8, sN, aN, 8, bN, 8, sN! + 4, cN, 8),
       sync,
     );
     const out: (bigint | null)[] = [null];
