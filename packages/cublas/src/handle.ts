@@ -40,6 +40,7 @@ interface HandleRecord {
 interface CublasState {
   cache: HandleCache<bigint> | undefined;
   readonly handles: Map<bigint, HandleRecord>;
+  readonly workspaceOwners: Map<Stream, Set<bigint>>;
   workspaceBytes: number;
   mathMode: MathMode;
   /** Bumped by every settings change; handles catch up lazily on their next use. */
@@ -51,10 +52,33 @@ const STATE_KEY = Symbol.for('@cuda-tasks/cublas/state');
 const state: CublasState = ((globalThis as any)[STATE_KEY] ??= {
   cache: undefined,
   handles: new Map(),
+  workspaceOwners: new Map(),
   workspaceBytes: DEFAULT_WORKSPACE_BYTES,
   mathMode: 'default',
   generation: 0,
 } satisfies CublasState);
+
+/** The handles holding a workspace for each stream (so a released stream touches only those). */
+const workspaceOwners = state.workspaceOwners;
+
+/** Records `workspace` as the (handle, stream) pair's, or forgets the pair's (undefined). */
+function setWorkspace(
+  handle: bigint,
+  record: HandleRecord,
+  stream: Stream,
+  workspace: DeviceBuffer | undefined,
+): void {
+  if (workspace !== undefined) {
+    record.workspaces.set(stream, workspace);
+    let owners = workspaceOwners.get(stream);
+    if (owners === undefined) workspaceOwners.set(stream, (owners = new Set()));
+    owners.add(handle);
+  } else if (record.workspaces.delete(stream)) {
+    const owners = workspaceOwners.get(stream);
+    owners?.delete(handle);
+    if (owners?.size === 0) workspaceOwners.delete(stream);
+  }
+}
 
 function mathModeValue(mode: MathMode): number {
   return mode === 'tf32' ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
@@ -100,8 +124,10 @@ function destroyHandle(handle: bigint, _context: Context): void {
   } finally {
     // Each free is ordered on the stream the workspace was used on.
     if (record !== undefined) {
-      for (const workspace of record.workspaces.values()) workspace.dispose();
-      record.workspaces.clear();
+      for (const [stream, workspace] of record.workspaces) {
+        setWorkspace(handle, record, stream, undefined);
+        workspace.dispose();
+      }
     }
   }
 }
@@ -118,7 +144,7 @@ function bindHandle(handle: bigint, stream: Stream): void {
   // Workspaces of streams disposed since (user streams) are no use any more.
   for (const [other, workspace] of record.workspaces) {
     if (other.disposed) {
-      record.workspaces.delete(other);
+      setWorkspace(handle, record, other, undefined);
       workspace.dispose();
     }
   }
@@ -128,8 +154,7 @@ function bindHandle(handle: bigint, stream: Stream): void {
   if (existing === undefined || existing.byteLength !== bytes) {
     // Allocated on `stream` and used only there by this handle: no cross-stream ordering needed.
     workspace = bytes > 0 ? DeviceBuffer.allocate(bytes, { stream }) : undefined;
-    if (workspace === undefined) record.workspaces.delete(stream);
-    else record.workspaces.set(stream, workspace);
+    setWorkspace(handle, record, stream, workspace);
     existing?.dispose();
   }
   if (workspace !== undefined) {
@@ -145,7 +170,7 @@ function unbindHandle(handle: bigint, stream: Stream): void {
   const record = state.handles.get(handle);
   const workspace = record?.workspaces.get(stream);
   if (workspace !== undefined) {
-    record!.workspaces.delete(stream);
+    setWorkspace(handle, record!, stream, undefined);
     workspace.dispose();
   }
 }
@@ -167,10 +192,10 @@ export function handleCache(): HandleCache<bigint> {
     // The cache unbinds the handles bound to a released stream; a handle that was bound to
     // it earlier (withStream inside a task) may still hold a workspace for it: free that too.
     onStreamReleased((stream) => {
-      for (const [handle, record] of state.handles) {
-        if (record.workspaces.has(stream) && cache.boundStream(handle) !== stream) {
-          unbindHandle(handle, stream);
-        }
+      const owners = workspaceOwners.get(stream);
+      if (owners === undefined) return;
+      for (const handle of owners) {
+        if (cache.boundStream(handle) !== stream) unbindHandle(handle, stream);
       }
     });
   }

@@ -351,6 +351,25 @@ describe('launch: checks before any native call', () => {
     ).toThrow(CudaArgumentError);
   });
 
+  it('rejects dimensions and shared memory that do not fit the launch configuration', () => {
+    // The CUlaunchConfig holds 32-bit fields: a larger value must be an error, never wrap.
+    expect(() =>
+      launch(kernel, { grid: [1, 65536], block: 32, stream: fakeStream }, ...args()),
+    ).toThrow('launch: grid dimensions must be at most [2^32 - 1, 65535, 65535], got [1,65536,1]');
+    expect(() =>
+      launch(kernel, { grid: 2 ** 32, block: 32, stream: fakeStream }, ...args()),
+    ).toThrow(CudaArgumentError);
+    expect(() =>
+      launch(kernel, { grid: 1, block: 2 ** 32 + 1, stream: fakeStream }, ...args()),
+    ).toThrow('launch: block dimensions must fit in 32 bits, got [4294967297,1,1]');
+    expect(() =>
+      launch(kernel, { grid: 1, block: 32, sharedMemory: -1, stream: fakeStream }, ...args()),
+    ).toThrow('launch: sharedMemory must be a non-negative integer of bytes, got -1');
+    expect(() =>
+      launch(kernel, { grid: 1, block: 32, sharedMemory: 1.5, stream: fakeStream }, ...args()),
+    ).toThrow(CudaArgumentError);
+  });
+
   it('checks the arguments first', () => {
     expect(() => launch(kernel, { grid: 1, block: 32, stream: fakeStream }, 4)).toThrow(
       'kernel fill takes 2 arguments (float32*, int32), got 1',

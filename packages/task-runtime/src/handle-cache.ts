@@ -58,6 +58,8 @@ export class HandleCache<H> implements TaskResourceOwner {
   readonly #maxIdle: number;
   readonly #idle = new Map<Context, HandleRecord<H>[]>();
   readonly #records = new Map<H, HandleRecord<H>>();
+  /** The records bound to each stream, so that releasing a stream touches only those. */
+  readonly #boundTo = new Map<Stream, Set<HandleRecord<H>>>();
   #created = 0;
   #destroyed = 0;
   #leased = 0;
@@ -83,9 +85,24 @@ export class HandleCache<H> implements TaskResourceOwner {
     if (record === undefined) record = this.lease(task, context);
     if (record.bound !== stream) {
       this.#options.bindStream(record.handle, stream);
-      record.bound = stream;
+      this.#setBound(record, stream);
     }
     return record.handle;
+  }
+
+  #setBound(record: HandleRecord<H>, stream: Stream | undefined): void {
+    const previous = record.bound;
+    if (previous !== undefined) {
+      const set = this.#boundTo.get(previous);
+      set?.delete(record);
+      if (set?.size === 0) this.#boundTo.delete(previous);
+    }
+    record.bound = stream;
+    if (stream !== undefined) {
+      let set = this.#boundTo.get(stream);
+      if (set === undefined) this.#boundTo.set(stream, (set = new Set()));
+      set.add(record);
+    }
   }
 
   /** The stream `handle` is bound to, or undefined. */
@@ -124,18 +141,20 @@ export class HandleCache<H> implements TaskResourceOwner {
   }
 
   private unbindFrom(stream: Stream): void {
-    for (const record of this.#records.values()) {
-      if (record.bound === stream) {
-        this.#options.unbindStream?.(record.handle, stream);
-        record.bound = undefined;
-      }
+    const records = this.#boundTo.get(stream);
+    if (records === undefined) return;
+    this.#boundTo.delete(stream);
+    for (const record of records) {
+      record.bound = undefined;
+      this.#options.unbindStream?.(record.handle, stream);
     }
   }
 
   private destroyRecord(record: HandleRecord<H>): void {
-    if (record.bound !== undefined) {
-      this.#options.unbindStream?.(record.handle, record.bound);
-      record.bound = undefined;
+    const bound = record.bound;
+    if (bound !== undefined) {
+      this.#setBound(record, undefined);
+      this.#options.unbindStream?.(record.handle, bound);
     }
     record.context.makeCurrent();
     this.#options.destroy(record.handle, record.context);
