@@ -236,6 +236,51 @@ describe('HandleCache stream binding', () => {
   });
 });
 
+describe('HandleCache stream affinity', () => {
+  it('a lease prefers the idle handle last bound to the stream the task uses', async () => {
+    const { cache, options } = makeCache();
+    const s1 = userStream(context0, 's1');
+    const s2 = userStream(context0, 's2');
+    // Two tasks at once: one handle ends bound to s1, the other to s2, and the s2 one goes
+    // idle last (plain LIFO would hand it out next).
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const onStream = (s: Stream) =>
+      task(async () => {
+        const handle = withStream(s, () => cache.get());
+        await gate;
+        return handle;
+      });
+    const waiting = [onStream(s1), onStream(s2)];
+    await sleep(1);
+    open();
+    const [onS1, onS2] = await Promise.all(waiting);
+    expect(onS1).not.toBe(onS2);
+    const binds = options.bindStream.mock.calls.length;
+    // A task on s1 gets the handle bound to s1, with no rebind; the same for s2.
+    expect(await task(() => withStream(s1, () => cache.get()))).toBe(onS1);
+    expect(await task(() => withStream(s2, () => cache.get()))).toBe(onS2);
+    expect(options.bindStream.mock.calls.length).toBe(binds);
+  });
+
+  it('after a pooled stream is released, the next task on that stream gets the handle that used it', async () => {
+    const { cache } = makeCache();
+    const boundTo = new Map<FakeHandle, Stream>();
+    await concurrently(2, () => {
+      const handle = cache.get();
+      boundTo.set(handle, stream());
+      return handle;
+    });
+    for (let i = 0; i < 4; i++) {
+      await task(() => {
+        const handle = cache.get();
+        // The runtime unbound it when the stream went back to the pool; the affinity remains.
+        expect(boundTo.get(handle)).toBe(stream());
+      });
+    }
+  });
+});
+
 describe('HandleCache and disposed streams', () => {
   it('disposing a user stream unbinds handles bound to it; the next get() rebinds', async () => {
     const { cache, options } = makeCache();

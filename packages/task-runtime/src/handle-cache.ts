@@ -33,6 +33,8 @@ interface HandleRecord<H> {
   readonly handle: H;
   readonly context: Context;
   bound: Stream | undefined;
+  /** The stream it was last bound to (kept after unbinding): leases prefer a match. */
+  lastBound: Stream | undefined;
   /** The next lease of the same task (another context). */
   nextLease: HandleRecord<H> | undefined;
 }
@@ -82,7 +84,7 @@ export class HandleCache<H> implements TaskResourceOwner {
     const context = stream.context;
     let record = task.leases.get(this) as HandleRecord<H> | undefined;
     while (record !== undefined && record.context !== context) record = record.nextLease;
-    if (record === undefined) record = this.lease(task, context);
+    if (record === undefined) record = this.lease(task, context, stream);
     if (record.bound !== stream) {
       this.#options.bindStream(record.handle, stream);
       this.#setBound(record, stream);
@@ -99,6 +101,7 @@ export class HandleCache<H> implements TaskResourceOwner {
     }
     record.bound = stream;
     if (stream !== undefined) {
+      record.lastBound = stream;
       let set = this.#boundTo.get(stream);
       if (set === undefined) this.#boundTo.set(stream, (set = new Set()));
       set.add(record);
@@ -110,19 +113,40 @@ export class HandleCache<H> implements TaskResourceOwner {
     return this.#records.get(handle)?.bound;
   }
 
-  private lease(task: TaskState, context: Context): HandleRecord<H> {
-    let record = this.#idle.get(context)?.pop();
+  private lease(task: TaskState, context: Context, stream: Stream): HandleRecord<H> {
+    let record = this.#takeIdle(context, stream);
     if (record === undefined) {
       context.makeCurrent();
       const handle = this.#options.create(context);
       this.#created++;
-      record = { handle, context, bound: undefined, nextLease: undefined };
+      record = { handle, context, bound: undefined, lastBound: undefined, nextLease: undefined };
       this.#records.set(handle, record);
     }
     record.nextLease = task.leases.get(this) as HandleRecord<H> | undefined;
     task.leases.set(this, record);
     this.#leased++;
     return record;
+  }
+
+  /**
+   * An idle handle of `context`, preferring the one last bound to `stream` (pooled streams go
+   * back to tasks, so a task often gets the stream its predecessor used): rebinding a handle
+   * to the stream it had is the cheap case (a per-stream workspace freed on that stream is
+   * reused at once by the stream-ordered pool). Else the most recently idle one.
+   */
+  #takeIdle(context: Context, stream: Stream): HandleRecord<H> | undefined {
+    const idle = this.#idle.get(context);
+    if (idle === undefined || idle.length === 0) return undefined;
+    const last = idle.length - 1;
+    for (let i = last; i >= 0; i--) {
+      const candidate = idle[i]!;
+      if (candidate.lastBound === stream) {
+        idle[i] = idle[last]!;
+        idle.length = last;
+        return candidate;
+      }
+    }
+    return idle.pop();
   }
 
   /** @internal Returns a settled task's leases to the idle pools (called by the runtime). */
