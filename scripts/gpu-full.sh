@@ -14,10 +14,11 @@ timeout 240 node_modules/.bin/vitest run --project gpu "$@" > "$out/gpu.log" 2>&
   timeout 90 "${tsx[@]}" packages/examples/src/service/load.ts --requests 600 --seconds 12 --concurrency 32 --n 256
 } > "$out/examples.log" 2>&1
 timeout 90 "${tsx[@]}" packages/examples/bench/ts/breakdown.ts >> "$out/examples.log" 2>&1
+timeout 90 "${tsx[@]}" packages/examples/bench/ts/experiments-seed.ts >> "$out/examples.log" 2>&1
 timeout 300 "${tsx[@]}" packages/examples/bench/run.ts --out /tmp/bench > "$out/bench.log" 2>&1
 cp /tmp/bench/bench.json /tmp/bench/bench.svg "$out/" 2>/dev/null
 SANITIZE_DEMO_TIMEOUT=60 SANITIZE_TESTS_TIMEOUT=100 SANITIZE_LOG_DIR=/tmp/sanitize timeout 330 packages/examples/src/sanitize/sanitize.sh > "$out/sanitize.log" 2>&1
 echo "== GPU tests"; grep -E "✗|×|FAIL|Test Files|Tests  " "$out/gpu.log" | head -30
-echo "== demo, load and launch breakdown"; tail -n 52 "$out/examples.log"
+echo "== demo, load, launch breakdown, seed steps"; grep -v "^ *$" "$out/examples.log" | cut -c1-150 | tail -n 75
 echo "== sanitizer"; tail -n 8 "$out/sanitize.log"
 echo "== benchmarks"; tail -n 45 "$out/bench.log"
