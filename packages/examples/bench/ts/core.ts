@@ -7,7 +7,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { DeviceBuffer, Event, launch, Module, Stream, waitForStream } from '@cuda-tasks/cudadrv';
 import { stream, synchronize, synchronizeSync, task, withStream } from '@cuda-tasks/task-runtime';
-import { emit, nowUs, type Result, repeatMedian } from './harness.js';
+import { emit, nowUs, type Result, repeatMedian, warmJit } from './harness.js';
 
 const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
 
@@ -141,7 +141,18 @@ export async function runCore(options: { prefix?: string } = {}): Promise<Result
     s2.dispose();
   });
 
-  // 100 concurrent tasks, each launching and awaiting its own stream.
+  // 100 concurrent tasks, each launching and awaiting its own stream (V8 warmed up first: a
+  // batch is one round of 100 tasks).
+  const round = () =>
+    Promise.all(
+      Array.from({ length: 100 }, () =>
+        task(async () => {
+          launch(empty, config);
+          await synchronize();
+        }),
+      ),
+    );
+  await warmJit(round, 30);
   const delays: number[] = [];
   const total = await repeatMedian(async () => {
     const histogram = monitorEventLoopDelay({ resolution: 1 });

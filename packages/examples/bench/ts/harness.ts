@@ -26,6 +26,15 @@ export async function repeatMedian(batch: () => number | Promise<number>): Promi
   return median(samples);
 }
 
+/**
+ * Runs `body` `count` times untimed, so that V8 has optimized the code under test before the
+ * clock starts (the C baseline has no JIT to warm). For benchmarks whose batch is a single
+ * iteration, where the harness's WARMUPS batches are too few.
+ */
+export async function warmJit(body: () => unknown | Promise<unknown>, count = 200): Promise<void> {
+  for (let i = 0; i < count; i++) await body();
+}
+
 /** Microseconds since an arbitrary origin. */
 export function nowUs(): number {
   return performance.now() * 1000;

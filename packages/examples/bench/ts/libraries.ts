@@ -17,7 +17,7 @@ import {
   makeJobs,
   serialIteration,
 } from '../../src/seed/seed.js';
-import { emit, nowUs, type Result, repeatMedian } from './harness.js';
+import { emit, nowUs, type Result, repeatMedian, warmJit } from './harness.js';
 
 const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
 
@@ -119,6 +119,9 @@ export async function runLibraries(): Promise<Result[]> {
     const b = rand('float32', [n, n]);
     const jobs = makeJobs(a, b, 2);
     await synchronize();
+    // Each batch is one iteration: warm V8 up first (both variants share most of the code).
+    await warmJit(() => serialIteration(jobs));
+    await warmJit(() => concurrentIteration(jobs));
     out(
       'seed_serial',
       await repeatMedian(async () => {

@@ -159,11 +159,15 @@ export async function concurrentIteration(jobs: readonly SeedJob[]): Promise<voi
   );
 }
 
-/** Median of the host wall times (microseconds) of `iterations` calls, after `warmups` more. */
+/**
+ * Median of the host wall times (microseconds) of `iterations` calls, after `warmups` more
+ * (enough by default for V8 to optimize the code: an iteration costs a fraction of a
+ * millisecond).
+ */
 export async function timeIterations(
   iteration: () => Promise<void>,
   iterations = 20,
-  warmups = 3,
+  warmups = 100,
 ): Promise<number> {
   for (let i = 0; i < warmups; i++) await iteration();
   const samples: number[] = [];
