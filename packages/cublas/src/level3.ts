@@ -23,8 +23,9 @@ import { acquireFfi } from './handle.js';
 import { scalars } from './scalars.js';
 import {
   type BatchOptions,
-  checkGemm,
+  type CheckedGemm,
   checkGemmEx,
+  checkGemmInto,
   checkMatmul,
   checkStridedBatched,
   type ProductOptions,
@@ -41,6 +42,24 @@ export interface StridedBatchedOptions extends ProductOptions, BatchOptions, Str
 
 /** Options of `gemmEx`. */
 export interface GemmExOptions extends ProductOptions, StreamOption {}
+
+/** gemm's options when none are given (a shared object: the call allocates nothing). */
+const NO_OPTIONS: GemmOptions = Object.freeze({});
+
+/** gemm's checked arguments, reused by every call (one call at a time: the event loop's thread). */
+const checkedGemm: CheckedGemm = {
+  dtype: 'float32',
+  transA: false,
+  transB: false,
+  alpha: 1,
+  beta: 0,
+  m: 0,
+  n: 0,
+  k: 0,
+  lda: 0,
+  ldb: 0,
+  ldc: 0,
+};
 
 function operation(transpose: boolean): number {
   return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -59,9 +78,9 @@ export function gemm<C extends DeviceArray>(
   a: DeviceArray,
   b: DeviceArray,
   c: C,
-  options: GemmOptions = {},
+  options: GemmOptions = NO_OPTIONS,
 ): C {
-  const g = checkGemm('gemm', a, b, c, options);
+  const g = checkGemmInto(checkedGemm, 'gemm', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
   const handle = acquireFfi(stream);

@@ -136,7 +136,19 @@ export function matrixLayout(
   operand: OperandLike,
   dimensions: 2 | 3 = 2,
 ): MatrixLayout {
-  const { shape, strides } = operand;
+  return layoutInto({ rows: 0, columns: 0, leadingDimension: 0 }, call, name, operand, dimensions);
+}
+
+/** `matrixLayout`, written into `out` (the gemm hot path reuses its layouts: no allocation). */
+function layoutInto(
+  out: MatrixLayout,
+  call: string,
+  name: string,
+  operand: OperandLike,
+  dimensions: 2 | 3 = 2,
+): MatrixLayout {
+  const shape = operand.shape;
+  const strides = operand.strides;
   const allowed = dimensions === 2 ? shape.length === 1 || shape.length === 2 : shape.length === 3;
   if (!allowed) {
     fail(
@@ -169,9 +181,11 @@ export function matrixLayout(
     assertInt32(call, `${name} columns`, columns);
     assertInt32(call, `${name} leading dimension`, leadingDimension);
   }
-  const layout = { rows, columns, leadingDimension };
-  if (dimensions === 2) assertFits(call, name, operand, matrixExtent(layout));
-  return layout;
+  out.rows = rows;
+  out.columns = columns;
+  out.leadingDimension = leadingDimension;
+  if (dimensions === 2) assertFits(call, name, operand, matrixExtent(out));
+  return out;
 }
 
 /** One past the last element a matrix touches (0 for an empty one). */
@@ -278,17 +292,50 @@ export function gemmShape(
   transA: boolean,
   transB: boolean,
 ): GemmShape {
-  const la = matrixLayout(call, 'a', a);
-  const lb = matrixLayout(call, 'b', b);
-  const lc = matrixLayout(call, 'c', c);
-  const { m, n, k } = productShape(call, la, lb, transA, transB);
+  return gemmShapeInto({ m: 0, n: 0, k: 0, lda: 0, ldb: 0, ldc: 0 }, call, a, b, c, transA, transB);
+}
+
+// Scratch layouts of the gemm hot path (one call at a time: the event loop's thread).
+const layoutA: MatrixLayout = { rows: 0, columns: 0, leadingDimension: 0 };
+const layoutB: MatrixLayout = { rows: 0, columns: 0, leadingDimension: 0 };
+const layoutC: MatrixLayout = { rows: 0, columns: 0, leadingDimension: 0 };
+
+/** `gemmShape`, written into `out`, allocating nothing. */
+function gemmShapeInto<T extends GemmShape>(
+  out: T,
+  call: string,
+  a: OperandLike,
+  b: OperandLike,
+  c: OperandLike,
+  transA: boolean,
+  transB: boolean,
+): T {
+  const la = layoutInto(layoutA, call, 'a', a);
+  const lb = layoutInto(layoutB, call, 'b', b);
+  const lc = layoutInto(layoutC, call, 'c', c);
+  const m = transA ? la.columns : la.rows;
+  const k = transA ? la.rows : la.columns;
+  const kb = transB ? lb.columns : lb.rows;
+  const n = transB ? lb.rows : lb.columns;
+  if (k !== kb) {
+    fail(
+      call,
+      `inner dimensions differ: ${opName('a', transA)} is ${m} x ${k}, ${opName('b', transB)} is ${kb} x ${n}`,
+    );
+  }
   if (lc.rows !== m || lc.columns !== n) {
     fail(
       call,
       `c is ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
     );
   }
-  return { m, n, k, lda: la.leadingDimension, ldb: lb.leadingDimension, ldc: lc.leadingDimension };
+  out.m = m;
+  out.n = n;
+  out.k = k;
+  out.lda = la.leadingDimension;
+  out.ldb = lb.leadingDimension;
+  out.ldc = lc.leadingDimension;
+  return out;
 }
 
 /** The dimensions cublas<t>gemv takes: A is m x n as stored, x and y are vectors. */
@@ -570,6 +617,34 @@ export function checkGemm(
   c: unknown,
   options: ProductOptions = {},
 ): CheckedGemm {
+  const out: CheckedGemm = {
+    dtype: 'float32',
+    transA: false,
+    transB: false,
+    alpha: 1,
+    beta: 0,
+    m: 0,
+    n: 0,
+    k: 0,
+    lda: 0,
+    ldb: 0,
+    ldc: 0,
+  };
+  return checkGemmInto(out, call, a, b, c, options);
+}
+
+/**
+ * @internal `checkGemm`, written into `out`: the same checks and messages, allocating
+ * nothing (gemm's hot path passes a reused object).
+ */
+export function checkGemmInto(
+  out: CheckedGemm,
+  call: string,
+  a: unknown,
+  b: unknown,
+  c: unknown,
+  options: ProductOptions,
+): CheckedGemm {
   assertOperand(call, 'a', a);
   assertOperand(call, 'b', b);
   assertOperand(call, 'c', c);
@@ -578,21 +653,24 @@ export function checkGemm(
     a.dtype === b.dtype && a.dtype === c.dtype && (a.dtype === 'float32' || a.dtype === 'float64')
       ? a.dtype
       : commonDType(call, { a, b, c });
-  const scalars = productScalars(call, options);
-  const shape = gemmShape(call, a, b, c, scalars.transA, scalars.transB);
-  return {
-    dtype,
-    transA: scalars.transA,
-    transB: scalars.transB,
-    alpha: scalars.alpha,
-    beta: scalars.beta,
-    m: shape.m,
-    n: shape.n,
-    k: shape.k,
-    lda: shape.lda,
-    ldb: shape.ldb,
-    ldc: shape.ldc,
-  };
+  if (typeof options !== 'object' || options === null) {
+    fail(call, `options must be an object, got ${describe(options)}`);
+  }
+  // Defaults for undefined only (as destructuring gives them): null stays an error.
+  const transA = options.transA === undefined ? false : options.transA;
+  const transB = options.transB === undefined ? false : options.transB;
+  const alpha = options.alpha === undefined ? 1 : options.alpha;
+  const beta = options.beta === undefined ? 0 : options.beta;
+  assertFlag(call, 'transA', transA);
+  assertFlag(call, 'transB', transB);
+  assertScalar(call, 'alpha', alpha);
+  assertScalar(call, 'beta', beta);
+  out.dtype = dtype;
+  out.transA = transA;
+  out.transB = transB;
+  out.alpha = alpha;
+  out.beta = beta;
+  return gemmShapeInto(out, call, a, b, c, transA, transB);
 }
 
 /** What `matmul` checks before allocating its result; returns the result's dtype and shape. */
