@@ -5,10 +5,9 @@
  *
  * Conventions: `cublasHandle_t`, `cudaStream_t`, device pointers (A, B, C, x, y, result) and
  * host scalar pointers (alpha, beta) are declared `uint64_t`: pass a BigInt (`handle()`,
- * `DeviceArray.useOn(stream)`) or, faster, a Number (`ffiValue(handle())`,
- * `DeviceArray.ffiAddressOn(stream)`, `stream.ffiHandle`): koffi converts a Number about
- * 0.2 us faster per argument. Host scalars live in a reused `koffi.alloc` arena so that a call
- * allocates nothing. Enums are `int`. Cold out-parameters (`cublasCreate_v2`,
+ * `DeviceArray.useOn(stream)`) or a Number (`ffiValue(handle())`,
+ * `DeviceArray.ffiAddressOn(stream)`, `stream.ffiHandle`), which needs no BigInt per call.
+ * Host scalars live in a reused `koffi.alloc` arena so that a call allocates nothing. Enums are `int`. Cold out-parameters (`cublasCreate_v2`,
  * `cublasGetStream_v2`, ...) take a `[null]` or `[0]` array.
  */
 import { cudaLibraryCandidates, lazyBindings, loadLibrary } from '@cuda-tasks/cudadrv/ffi';

@@ -5,8 +5,8 @@
  * Conventions: handles (CUcontext, CUstream, ...) are `void *` and travel as BigInt, except on
  * the hot paths (launch, stream-ordered alloc/free, stream and event calls, copies), where
  * handles and device pointers are declared `uint64_t`: koffi takes a BigInt or a Number there,
- * and a Number converts measurably faster (about 0.2 us per argument on the GPU machine; see
- * `ffiValue`). CUdeviceptr is `uint64_t`. Hot-path out-parameters are written into a reused
+ * and the hot paths pass Numbers (`ffiValue`), which need no BigInt work per call.
+ * CUdeviceptr is `uint64_t`. Hot-path out-parameters are written into a reused
  * `koffi.alloc` scratch arena (see `Scratch`) rather than per-call arrays.
  */
 import { funcFirst, koffi, lazyBindings, loadLibrary } from './library.js';
