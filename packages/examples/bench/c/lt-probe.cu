@@ -13,7 +13,7 @@
 #define CK(x) do { auto r_ = (x); if ((int)r_ != 0) { printf("{\"error\":\"%s\",\"code\":%d}\n", #x, (int)r_); return 1; } } while (0)
 static double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-int main(int argc, char** argv) {
+int main() {
   CK(cuInit(0)); CUdevice dev; CK(cuDeviceGet(&dev, 0)); CUcontext ctx; CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
   CUstream s; CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   cublasHandle_t h; CK(cublasCreate(&h)); CK(cublasSetStream(h, (cudaStream_t)s));
@@ -68,37 +68,6 @@ int main(int argc, char** argv) {
       std::sort(v.begin(), v.end());
       printf("{\"name\":\"single call, idle stream: %s\",\"n\":%d,\"issue_us\":%.3f}\n", k == 0 ? "cublasSgemm" : "cublasLtMatmul cached", n, v[v.size() / 2]);
     }
-  }
-  // The seed job's issue times in C: SGEMM 1024, then sin_inplace from kernels.ptx (argv[1]),
-  // on an idle stream (the first call of an iteration) and right after (the second).
-  if (argc > 1) {
-    FILE* f = fopen(argv[1], "rb");
-    if (!f) return 1;
-    std::vector<char> ptx(1 << 20);
-    size_t len = fread(ptx.data(), 1, ptx.size() - 1, f);
-    fclose(f);
-    ptx[len] = 0;
-    CUmodule mod; CK(cuModuleLoadData(&mod, ptx.data()));
-    CUfunction sinK; CK(cuModuleGetFunction(&sinK, mod, "sin_inplace"));
-    const int n = 1024; unsigned long long count = (unsigned long long)n * n;
-    CUdeviceptr a, b, c; size_t bytes = count * 4;
-    CK(cuMemAlloc(&a, bytes)); CK(cuMemAlloc(&b, bytes)); CK(cuMemAlloc(&c, bytes));
-    CK(cuMemsetD8(a, 0, bytes)); CK(cuMemsetD8(b, 0, bytes));
-    void* params[] = {&c, &count};
-    float alpha = 1, beta = 0;
-    std::vector<double> g, k;
-    for (int r = 0; r < 60; r++) {
-      cuStreamSynchronize(s);
-      double t0 = now_us();
-      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, (float*)a, n, (float*)b, n, &beta, (float*)c, n);
-      double t1 = now_us();
-      cuLaunchKernel(sinK, 4096, 1, 1, 256, 1, 1, 0, s, params, nullptr);
-      double t2 = now_us();
-      if (r >= 10) { g.push_back(t1 - t0); k.push_back(t2 - t1); }
-    }
-    std::sort(g.begin(), g.end()); std::sort(k.begin(), k.end());
-    printf("{\"name\":\"C seed job issue: sgemm 1024\",\"us\":%.2f}\n", g[g.size() / 2]);
-    printf("{\"name\":\"C seed job issue: sin_inplace right after\",\"us\":%.2f}\n", k[k.size() / 2]);
   }
   return 0;
 }

@@ -71,14 +71,7 @@ const issue = (label: string) => {
   }
 };
 
-// C. Fresh task per iteration (after 300 untimed ones, so V8 has optimized the code).
-for (let i = 0; i < 300; i++) {
-  await task(async () => {
-    issue('warm-up');
-    await synchronize();
-  });
-}
-steps.clear();
+// C. Fresh task per iteration.
 for (let i = 0; i < 60; i++) {
   const t0 = now();
   await task(async () => {
