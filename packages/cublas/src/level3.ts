@@ -23,11 +23,11 @@ import { acquireFfi } from './handle.js';
 import { scalars } from './scalars.js';
 import {
   type BatchOptions,
-  type CheckedGemm,
   checkGemmEx,
   checkGemmInto,
   checkMatmul,
   checkStridedBatched,
+  newCheckedGemm,
   type ProductOptions,
 } from './validate.js';
 
@@ -47,19 +47,7 @@ export interface GemmExOptions extends ProductOptions, StreamOption {}
 const NO_OPTIONS: GemmOptions = Object.freeze({});
 
 /** gemm's checked arguments, reused by every call (one call at a time: the event loop's thread). */
-const checkedGemm: CheckedGemm = {
-  dtype: 'float32',
-  transA: false,
-  transB: false,
-  alpha: 1,
-  beta: 0,
-  m: 0,
-  n: 0,
-  k: 0,
-  lda: 0,
-  ldb: 0,
-  ldc: 0,
-};
+const checkedGemm = newCheckedGemm();
 
 function operation(transpose: boolean): number {
   return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -136,7 +136,11 @@ export function matrixLayout(
   operand: OperandLike,
   dimensions: 2 | 3 = 2,
 ): MatrixLayout {
-  return layoutInto({ rows: 0, columns: 0, leadingDimension: 0 }, call, name, operand, dimensions);
+  return layoutInto(emptyLayout(), call, name, operand, dimensions);
+}
+
+function emptyLayout(): MatrixLayout {
+  return { rows: 0, columns: 0, leadingDimension: 0 };
 }
 
 /** `matrixLayout`, written into `out` (the gemm hot path reuses its layouts: no allocation). */
@@ -269,15 +273,32 @@ export function productShape(
   transA: boolean,
   transB: boolean,
 ): { m: number; n: number; k: number } {
-  const [m, k] = opShape(a, transA);
-  const [kb, n] = opShape(b, transB);
+  return productShapeInto({ m: 0, n: 0, k: 0 }, call, a, b, transA, transB);
+}
+
+/** `productShape`, written into `out` (gemm's hot path: no allocation). */
+function productShapeInto<T extends { m: number; n: number; k: number }>(
+  out: T,
+  call: string,
+  a: MatrixLayout,
+  b: MatrixLayout,
+  transA: boolean,
+  transB: boolean,
+): T {
+  const m = transA ? a.columns : a.rows;
+  const k = transA ? a.rows : a.columns;
+  const kb = transB ? b.columns : b.rows;
+  const n = transB ? b.rows : b.columns;
   if (k !== kb) {
     fail(
       call,
       `inner dimensions differ: ${opName('a', transA)} is ${m} x ${k}, ${opName('b', transB)} is ${kb} x ${n}`,
     );
   }
-  return { m, n, k };
+  out.m = m;
+  out.n = n;
+  out.k = k;
+  return out;
 }
 
 /**
@@ -296,9 +317,9 @@ export function gemmShape(
 }
 
 // Scratch layouts of the gemm hot path (one call at a time: the event loop's thread).
-const layoutA: MatrixLayout = { rows: 0, columns: 0, leadingDimension: 0 };
-const layoutB: MatrixLayout = { rows: 0, columns: 0, leadingDimension: 0 };
-const layoutC: MatrixLayout = { rows: 0, columns: 0, leadingDimension: 0 };
+const layoutA = emptyLayout();
+const layoutB = emptyLayout();
+const layoutC = emptyLayout();
 
 /** `gemmShape`, written into `out`, allocating nothing. */
 function gemmShapeInto<T extends GemmShape>(
@@ -313,25 +334,13 @@ function gemmShapeInto<T extends GemmShape>(
   const la = layoutInto(layoutA, call, 'a', a);
   const lb = layoutInto(layoutB, call, 'b', b);
   const lc = layoutInto(layoutC, call, 'c', c);
-  const m = transA ? la.columns : la.rows;
-  const k = transA ? la.rows : la.columns;
-  const kb = transB ? lb.columns : lb.rows;
-  const n = transB ? lb.rows : lb.columns;
-  if (k !== kb) {
-    fail(
-      call,
-      `inner dimensions differ: ${opName('a', transA)} is ${m} x ${k}, ${opName('b', transB)} is ${kb} x ${n}`,
-    );
-  }
+  const { m, n } = productShapeInto(out, call, la, lb, transA, transB);
   if (lc.rows !== m || lc.columns !== n) {
     fail(
       call,
       `c is ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
     );
   }
-  out.m = m;
-  out.n = n;
-  out.k = k;
   out.lda = la.leadingDimension;
   out.ldb = lb.leadingDimension;
   out.ldc = lc.leadingDimension;
@@ -594,19 +603,41 @@ export interface CheckedGemm extends GemmShape {
   beta: number;
 }
 
-function productScalars(
+/** A product's transposes and scalars, as checked from its options. */
+interface ProductScalars {
+  transA: boolean;
+  transB: boolean;
+  alpha: number;
+  beta: number;
+}
+
+function productScalars(call: string, options: ProductOptions): ProductScalars {
+  return productScalarsInto({ transA: false, transB: false, alpha: 1, beta: 0 }, call, options);
+}
+
+/** `productScalars`, written into `out` (gemm's hot path: no allocation). */
+function productScalarsInto<T extends ProductScalars>(
+  out: T,
   call: string,
   options: ProductOptions,
-): { transA: boolean; transB: boolean; alpha: number; beta: number } {
+): T {
   if (typeof options !== 'object' || options === null) {
     fail(call, `options must be an object, got ${describe(options)}`);
   }
-  const { transA = false, transB = false, alpha = 1, beta = 0 } = options;
+  // Defaults for undefined only (as destructuring gives them): null stays an error.
+  const transA = options.transA === undefined ? false : options.transA;
+  const transB = options.transB === undefined ? false : options.transB;
+  const alpha = options.alpha === undefined ? 1 : options.alpha;
+  const beta = options.beta === undefined ? 0 : options.beta;
   assertFlag(call, 'transA', transA);
   assertFlag(call, 'transB', transB);
   assertScalar(call, 'alpha', alpha);
   assertScalar(call, 'beta', beta);
-  return { transA, transB, alpha, beta };
+  out.transA = transA;
+  out.transB = transB;
+  out.alpha = alpha;
+  out.beta = beta;
+  return out;
 }
 
 /** Everything `gemm` checks before its native call, in order: arrays, dtypes, options, shapes. */
@@ -617,7 +648,12 @@ export function checkGemm(
   c: unknown,
   options: ProductOptions = {},
 ): CheckedGemm {
-  const out: CheckedGemm = {
+  return checkGemmInto(newCheckedGemm(), call, a, b, c, options);
+}
+
+/** @internal An object for `checkGemmInto` to fill. */
+export function newCheckedGemm(): CheckedGemm {
+  return {
     dtype: 'float32',
     transA: false,
     transB: false,
@@ -630,7 +666,6 @@ export function checkGemm(
     ldb: 0,
     ldc: 0,
   };
-  return checkGemmInto(out, call, a, b, c, options);
 }
 
 /**
@@ -653,24 +688,9 @@ export function checkGemmInto(
     a.dtype === b.dtype && a.dtype === c.dtype && (a.dtype === 'float32' || a.dtype === 'float64')
       ? a.dtype
       : commonDType(call, { a, b, c });
-  if (typeof options !== 'object' || options === null) {
-    fail(call, `options must be an object, got ${describe(options)}`);
-  }
-  // Defaults for undefined only (as destructuring gives them): null stays an error.
-  const transA = options.transA === undefined ? false : options.transA;
-  const transB = options.transB === undefined ? false : options.transB;
-  const alpha = options.alpha === undefined ? 1 : options.alpha;
-  const beta = options.beta === undefined ? 0 : options.beta;
-  assertFlag(call, 'transA', transA);
-  assertFlag(call, 'transB', transB);
-  assertScalar(call, 'alpha', alpha);
-  assertScalar(call, 'beta', beta);
+  productScalarsInto(out, call, options);
   out.dtype = dtype;
-  out.transA = transA;
-  out.transB = transB;
-  out.alpha = alpha;
-  out.beta = beta;
-  return gemmShapeInto(out, call, a, b, c, transA, transB);
+  return gemmShapeInto(out, call, a, b, c, out.transA, out.transB);
 }
 
 /** What `matmul` checks before allocating its result; returns the result's dtype and shape. */
