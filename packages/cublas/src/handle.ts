@@ -29,6 +29,8 @@ const DEFAULT_WORKSPACE_BYTES = 32 * 1024 * 1024;
 
 /** What this package keeps per cuBLAS handle. */
 interface HandleRecord {
+  /** The cublasHandle_t. */
+  readonly handle: bigint;
   /** The handle as koffi converts it fastest (see `ffiValue`). */
   readonly ffiHandle: number | bigint;
   /** The workspace of each stream the handle has been bound to (freed on unbind). */
@@ -105,6 +107,7 @@ function createHandle(_context: Context): bigint {
     throw error;
   }
   state.handles.set(handle, {
+    handle,
     ffiHandle: ffiValue(handle),
     workspaces: new Map(),
     generation: state.generation,
@@ -213,24 +216,23 @@ function applySettings(handle: bigint, record: HandleRecord, stream: Stream): vo
 }
 
 /**
- * @internal The current task's handle, bound to `stream` with its workspace, settings
- * applied and the stream's context current. Every wrapper calls this before its native call.
+ * The current task's handle record, the handle bound to `stream` with its workspace, settings
+ * applied and the stream's context current.
  */
-export function acquire(stream: Stream): bigint {
+function acquireRecord(stream: Stream): HandleRecord {
   const handle = handleCache().get(stream);
   const record = recordOf(handle);
   if (record.generation !== state.generation) applySettings(handle, record, stream);
   stream.context.makeCurrent();
-  return handle;
+  return record;
 }
 
-/** @internal `acquire`, returning the handle as koffi converts it fastest (see `ffiValue`). */
+/**
+ * @internal The current task's handle as koffi takes it without BigInt work (see
+ * `ffiValue`), ready for `stream`. Every wrapper calls this before its native call.
+ */
 export function acquireFfi(stream: Stream): number | bigint {
-  const handle = handleCache().get(stream);
-  const record = recordOf(handle);
-  if (record.generation !== state.generation) applySettings(handle, record, stream);
-  stream.context.makeCurrent();
-  return record.ffiHandle;
+  return acquireRecord(stream).ffiHandle;
 }
 
 /**
@@ -243,7 +245,7 @@ export function acquireFfi(stream: Stream): number | bigint {
  * check(cublas().cublasSswap_v2(handle(), n, x.useOn(stream()), 1, y.useOn(stream()), 1), 'cublasSswap_v2');
  */
 export function handle(stream: Stream = currentStream()): bigint {
-  return acquire(stream);
+  return acquireRecord(stream).handle;
 }
 
 /**
