@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { currentStream, DeviceArray, driver, launch, Module } from '@cuda-tasks/cudadrv';
 import { stream, task } from '@cuda-tasks/task-runtime';
+import { timeNs as time } from './harness.js';
 
 const ptx = readFileSync(
   fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url)),
@@ -14,20 +15,6 @@ const ptx = readFileSync(
 const module = Module.fromPtx(ptx);
 const empty = module.kernel('empty_kernel', []);
 const api = driver();
-
-function time(name: string, body: () => void, sync: () => void, n = 20_000) {
-  for (let i = 0; i < n; i++) body();
-  sync();
-  const samples: number[] = [];
-  for (let r = 0; r < 7; r++) {
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) body();
-    samples.push(Number(process.hrtime.bigint() - t0) / n);
-    sync();
-  }
-  samples.sort((a, b) => a - b);
-  console.log(JSON.stringify({ name, ns: Math.round(samples[3]!) }));
-}
 
 await task(async () => {
   const s = stream();

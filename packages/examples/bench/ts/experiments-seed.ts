@@ -5,7 +5,7 @@
  */
 import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import { cublas } from '@cuda-tasks/cublas/ffi';
-import { DeviceBuffer, driver, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import { DeviceBuffer, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { rand } from '@cuda-tasks/curand';
 import { stream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
 import { makeJobs, run } from '../../src/seed/seed.js';
@@ -130,8 +130,6 @@ await task(async () => {
   const h = out[0] as bigint;
   const ws1 = DeviceBuffer.allocate(32 << 20, { stream: s1 });
   const ws2 = DeviceBuffer.allocate(32 << 20, { stream: s2 });
-  const slots = DeviceBuffer.allocate(0, { stream: s1 });
-  void slots;
   const koffi = (await import('koffi')).default;
   const scalars = koffi.alloc('uint8_t', 16) as bigint;
   new Float32Array(koffi.view(scalars, 16)).set([1, 0, 0, 0]);
@@ -216,5 +214,4 @@ for (let r = 0; r < 30; r++) {
   }
 }
 report();
-void driver;
 process.exit(0);

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { DeviceBuffer, driver, launch, Module, scratch } from '@cuda-tasks/cudadrv';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
+import { timeNs as time } from './harness.js';
 
 const ptx = readFileSync(
   fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url)),
@@ -16,20 +17,6 @@ const ptx = readFileSync(
 );
 const lib = koffi.load('libcuda.so.1');
 const libc = koffi.load('libc.so.6');
-
-function time(name: string, body: () => void, sync: () => void = () => {}, n = 20_000) {
-  for (let i = 0; i < n; i++) body();
-  sync();
-  const samples: number[] = [];
-  for (let r = 0; r < 9; r++) {
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) body();
-    samples.push(Number(process.hrtime.bigint() - t0) / n);
-    sync();
-  }
-  samples.sort((a, b) => a - b);
-  console.log(JSON.stringify({ name, ns: Math.round(samples[4]!) }));
-}
 
 await task(async () => {
   const s = stream();
@@ -44,8 +31,8 @@ await task(async () => {
   // koffi's own floor: a trivial libc call with 1 and with 11 arguments.
   const labs = libc.func('long labs(long x)');
   time('koffi floor: labs(int) 1 arg', () => labs(5));
-  const snp = libc.func('int getpid()');
-  time('koffi floor: getpid() 0 args', () => snp());
+  const getpid = libc.func('int getpid()');
+  time('koffi floor: getpid() 0 args', () => getpid());
 
   time(
     'cuLaunchKernel (current declaration)',
@@ -162,14 +149,15 @@ await task(async () => {
   const { handle, gemm } = await import('@cuda-tasks/cublas');
   const { cublas } = await import('@cuda-tasks/cublas/ffi');
   const { DeviceArray } = await import('@cuda-tasks/cudadrv');
-  const maps = readFileSync('/proc/self/maps', 'utf8')
-    .split('\n')
-    .map((l) => l.split(/\s+/).at(-1))
-    .filter((p) => p && /libcublas/.test(p));
   await task(async () => {
     const s = stream();
     const sync = () => s.synchronize();
     const h = handle();
+    // The libcublas this process mapped, once handle() has loaded it (the path starts at '/').
+    const maps = readFileSync('/proc/self/maps', 'utf8')
+      .split('\n')
+      .filter((line) => line.includes('libcublas'))
+      .map((line) => line.slice(line.indexOf('/')));
     const v = [0];
     cublas().cublasGetVersion_v2(h, v);
     console.log(JSON.stringify({ name: 'cublas', version: v[0], libs: [...new Set(maps)] }));

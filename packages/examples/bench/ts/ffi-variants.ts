@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
+import { timeNs } from './harness.js';
 
 const lib = koffi.load('libcuda.so.1');
 const check = (r: number, what: string) => {
@@ -42,19 +43,7 @@ const scratch = koffi.alloc('uint8_t', 64) as bigint;
 const u64 = new BigUint64Array(koffi.view(scratch, 64));
 const zeroSlot = scratch + 32n;
 
-function time(name: string, body: () => void, n = 20_000) {
-  for (let i = 0; i < n; i++) body();
-  sync(stream);
-  const samples: number[] = [];
-  for (let r = 0; r < 7; r++) {
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) body();
-    samples.push(Number(process.hrtime.bigint() - t0) / n);
-    sync(stream);
-  }
-  samples.sort((a, b) => a - b);
-  console.log(JSON.stringify({ name, ns: Math.round(samples[3]!) }));
-}
+const time = (name: string, body: () => void) => timeNs(name, body, () => sync(stream));
 
 const launchProto =
   'unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm';

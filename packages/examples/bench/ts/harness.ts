@@ -35,6 +35,30 @@ export async function warmJit(body: () => unknown | Promise<unknown>, count = 20
   for (let i = 0; i < count; i++) await body();
 }
 
+/**
+ * Times `body` in nanoseconds per call: `n` untimed calls, then 7 batches of `n`, each
+ * followed (untimed) by `sync`; prints `{ name, ns }` with the median batch. For the
+ * breakdown and experiment scripts, which compare calls within one process.
+ */
+export function timeNs(
+  name: string,
+  body: () => void,
+  sync: () => void = () => {},
+  n = 20_000,
+): void {
+  for (let i = 0; i < n; i++) body();
+  sync();
+  const samples: number[] = [];
+  for (let r = 0; r < 7; r++) {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) body();
+    samples.push(Number(process.hrtime.bigint() - t0) / n);
+    sync();
+  }
+  samples.sort((a, b) => a - b);
+  console.log(JSON.stringify({ name, ns: Math.round(samples[3]!) }));
+}
+
 /** Microseconds since an arbitrary origin. */
 export function nowUs(): number {
   return performance.now() * 1000;
