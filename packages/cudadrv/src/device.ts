@@ -6,6 +6,7 @@ import {
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
 } from './ffi/cuda.js';
 import { MemoryPool } from './memory-pool.js';
+import { useClock } from './progress.js';
 import { Stream } from './stream.js';
 
 const REGISTRY_KEY = Symbol.for('@cuda-tasks/cudadrv/contexts');
@@ -164,6 +165,11 @@ export class Context {
   readonly device: Device;
   /** The CUcontext handle. */
   readonly handle: bigint;
+  /**
+   * @internal The use-clock tick through which all work in this context is known complete
+   * (a context synchronize; see progress.ts).
+   */
+  completedThrough = 0;
   #defaultStream: Stream | undefined;
   #memoryPool: MemoryPool | undefined;
   #priorityRange: { least: number; greatest: number } | undefined;
@@ -215,7 +221,9 @@ export class Context {
   /** Blocks the calling thread until all work in this context is done (cuCtxSynchronize). */
   synchronize(): void {
     this.makeCurrent();
+    const stamp = useClock.value;
     check(driver().cuCtxSynchronize(), 'cuCtxSynchronize');
+    if (stamp > this.completedThrough) this.completedThrough = stamp;
   }
 
   /**

@@ -3,6 +3,7 @@ import { check, driver } from './driver.js';
 import { CudaArgumentError, DisposedError } from './errors.js';
 import { CU_MEMHOSTALLOC_PORTABLE } from './ffi/cuda.js';
 import { koffi } from './ffi/library.js';
+import { useClock } from './progress.js';
 import { currentStream } from './provider.js';
 import type { Stream } from './stream.js';
 
@@ -22,8 +23,12 @@ interface Allocation {
   pointer: bigint | undefined;
   /** The stream of the last write (or of the allocation). */
   stream: Stream;
+  /** The use-clock tick of the last use on `stream`, read or write (see progress.ts). */
+  stamp: number;
   /** Other streams that read the buffer since that write (null: none yet). */
   readers: Stream[] | null;
+  /** The tick of each reader's last read (parallel to `readers`). */
+  readerStamps: number[] | null;
   context: Context;
   /** Whether the buffer is registered with the finalizer (see `trackYoung`). */
   registered: boolean;
@@ -36,13 +41,25 @@ function freeAllocation(allocation: Allocation): void {
   const stream = allocation.stream.disposed ? context.defaultStream : allocation.stream;
   // The free must come after every read too.
   const readers = allocation.readers;
-  if (readers !== null) {
-    for (const reader of readers) if (reader !== stream && !reader.disposed) stream.waitFor(reader);
-  }
+  if (readers !== null) waitForReaders(stream, readers, allocation.readerStamps!);
   context.makeCurrent();
   check(driver().cuMemFreeAsync(allocation.address, stream.ffiHandle), 'cuMemFreeAsync');
   allocation.address = 0;
   allocation.pointer = undefined;
+}
+
+/** Orders `stream` after each reader's reads that are not known complete (see progress.ts). */
+function waitForReaders(
+  stream: Stream,
+  readers: readonly Stream[],
+  stamps: readonly number[],
+): void {
+  for (let i = 0; i < readers.length; i++) {
+    const reader = readers[i]!;
+    if (reader !== stream && !reader.disposed && !reader.hasCompleted(stamps[i]!)) {
+      stream.waitFor(reader);
+    }
+  }
 }
 
 const finalizer = new FinalizationRegistry<Allocation>((allocation) => {
@@ -129,7 +146,16 @@ export class DeviceBuffer {
     const context = stream.context;
     const address = byteLength === 0 ? 0 : context.memoryPool.allocate(byteLength, stream);
     return new DeviceBuffer(
-      { address, pointer: undefined, stream, readers: null, context, registered: false },
+      {
+        address,
+        pointer: undefined,
+        stream,
+        stamp: ++useClock.value,
+        readers: null,
+        readerStamps: null,
+        context,
+        registered: false,
+      },
       byteLength,
     );
   }
@@ -175,8 +201,11 @@ export class DeviceBuffer {
    * Declares that `stream` is about to use this buffer and returns the device address. The
    * hand-off is ordered on the GPU, never by blocking the host: a read waits for the last
    * write (once per stream); a write waits for the last write and for every read since, so
-   * concurrent readers on different streams do not serialize. Every operation in cuda-tasks
-   * calls this; call it yourself before handing the pointer to foreign code.
+   * concurrent readers on different streams do not serialize. A hand-off from a stream whose
+   * earlier use is known complete (a query or synchronize found that stream idle since) needs
+   * no ordering and costs nothing. Every operation in cuda-tasks calls this; call it yourself
+   * right before handing the pointer to foreign code, in the same synchronous step as the
+   * work it issues.
    */
   useOn(stream: Stream, access: 'read' | 'write' = 'write'): bigint {
     this.ffiAddressOn(stream, access);
@@ -190,23 +219,45 @@ export class DeviceBuffer {
   ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
     const allocation = this.#allocation;
     if (allocation.address === 0 && this.byteLength > 0) throw new DisposedError('DeviceBuffer');
+    const stamp = ++useClock.value;
     const writer = allocation.stream;
-    let readers = allocation.readers;
-    if (access === 'read') {
-      if (writer !== stream && (readers === null || !readers.includes(stream))) {
-        if (!writer.disposed) stream.waitFor(writer);
-        if (readers === null) allocation.readers = readers = [];
-        readers.push(stream);
+    if (writer === stream) {
+      // Reads on the writer's stream need no ordering; a write still waits for other readers.
+      const readers = allocation.readers;
+      if (access === 'write' && readers !== null && readers.length > 0) {
+        waitForReaders(stream, readers, allocation.readerStamps!);
+        readers.length = 0;
+        allocation.readerStamps!.length = 0;
       }
+      allocation.stamp = stamp;
       return allocation.address;
     }
-    if (writer !== stream && !writer.disposed) stream.waitFor(writer);
+    const pending = !writer.disposed && !writer.hasCompleted(allocation.stamp);
+    let readers = allocation.readers;
+    if (access === 'read') {
+      const index = readers === null ? -1 : readers.indexOf(stream);
+      if (index >= 0) {
+        // This stream already waited for the last write: only its stamp moves on.
+        allocation.readerStamps![index] = stamp;
+        return allocation.address;
+      }
+      if (pending) stream.waitFor(writer);
+      if (readers === null) {
+        allocation.readers = readers = [];
+        allocation.readerStamps = [];
+      }
+      readers.push(stream);
+      allocation.readerStamps!.push(stamp);
+      return allocation.address;
+    }
+    if (pending) stream.waitFor(writer);
     if (readers !== null && readers.length > 0) {
-      for (const reader of readers)
-        if (reader !== stream && !reader.disposed) stream.waitFor(reader);
+      waitForReaders(stream, readers, allocation.readerStamps!);
       readers.length = 0;
+      allocation.readerStamps!.length = 0;
     }
     allocation.stream = stream;
+    allocation.stamp = stamp;
     return allocation.address;
   }
 

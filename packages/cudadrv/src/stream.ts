@@ -2,6 +2,7 @@ import type { Context } from './device.js';
 import { check, cudaError, driver, ffiValue } from './driver.js';
 import { DisposedError } from './errors.js';
 import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from './ffi/cuda.js';
+import { useClock } from './progress.js';
 import { currentContext } from './provider.js';
 
 const streamBrand = Symbol.for('@cuda-tasks/Stream');
@@ -61,6 +62,11 @@ export class Stream {
   readonly owned: boolean;
   /** A name shown in traces. */
   name: string | undefined;
+  /**
+   * @internal The use-clock tick through which all work on this stream is known complete
+   * (see progress.ts): set by a query or synchronize that found the stream idle.
+   */
+  completedThrough = 0;
   #disposed = false;
   #handoffEvent: bigint = 0n;
   #handoffEventValue: number | bigint = 0;
@@ -111,11 +117,28 @@ export class Stream {
     return this.#disposed;
   }
 
+  /**
+   * @internal Whether the work of a buffer use stamped `stamp` is known complete: no hand-off
+   * from this stream needs to be ordered on the GPU for it.
+   */
+  hasCompleted(stamp: number): boolean {
+    return stamp <= this.completedThrough || stamp <= this.context.completedThrough;
+  }
+
+  /** @internal Records that all work issued before the clock read `stamp` has completed. */
+  markCompleted(stamp: number): void {
+    if (stamp > this.completedThrough) this.completedThrough = stamp;
+  }
+
   /** True when all work submitted to the stream has completed. */
   query(): boolean {
     this.assertUsable();
+    const stamp = useClock.value;
     const result = driver().cuStreamQuery(this.ffiHandle);
-    if (result === CUresult.CUDA_SUCCESS) return true;
+    if (result === CUresult.CUDA_SUCCESS) {
+      this.markCompleted(stamp);
+      return true;
+    }
     if (result === CUresult.CUDA_ERROR_NOT_READY) return false;
     throw cudaError(result, 'cuStreamQuery');
   }
@@ -123,7 +146,9 @@ export class Stream {
   /** Blocks the calling thread until the stream's work is done. Scripts only: it blocks the event loop. */
   synchronize(): void {
     this.assertUsable();
+    const stamp = useClock.value;
     check(driver().cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
+    this.markCompleted(stamp);
   }
 
   /** Makes later work on this stream wait for `event` (on the GPU; the host does not wait). */

@@ -63,6 +63,7 @@ vi.mock('./ffi/cuda.js', async (importOriginal) => {
   return { ...original, cuda: () => fake.api };
 });
 
+import { useClock } from './progress.js';
 import type { Stream } from './stream.js';
 import {
   MAX_BLOCKING_WAITS,
@@ -76,7 +77,11 @@ const context = { makeCurrent() {} };
 let nextStream = 1n;
 function stream(): Stream {
   const handle = nextStream++;
-  return { handle, ffiHandle: handle, context } as unknown as Stream;
+  const fakeStream = { handle, ffiHandle: handle, context, completedThrough: 0, markCompleted };
+  function markCompleted(stamp: number): void {
+    fakeStream.completedThrough = Math.max(fakeStream.completedThrough, stamp);
+  }
+  return fakeStream as unknown as Stream;
 }
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -97,9 +102,13 @@ describe('waitForStream', () => {
     const waiting = waitForStream(s);
     expect(fake.state.queries).toBe(0); // other tasks issue their work first
     fake.state.done.add(s.handle);
+    useClock.value += 3; // buffer uses issued before the wait
+    const issued = useClock.value;
     await waiting;
     expect(fake.state.queries).toBe(1);
     expect(fake.state.recorded.size).toBe(0); // no event needed for a short wait
+    // The query found the stream idle: every use stamped so far is known complete.
+    expect(s.completedThrough).toBe(issued);
   });
 
   it('rejects with a CudaError naming the failure found while spinning', async () => {
@@ -124,9 +133,12 @@ describe('waitForStream', () => {
     expect([...fake.state.recorded.values()]).toContain(s.handle);
     expect(pendingWaits().polled).toBe(1);
     expect(resolved).toBe(false);
+    const recordedAt = useClock.value;
+    useClock.value += 2; // uses after the event was recorded are not covered by it
     fake.state.done.add(s.handle);
     await waiting;
     expect(fake.state.blockingCalls).toBe(0); // done within the 2 ms polling phase
+    expect(s.completedThrough).toBe(recordedAt);
   });
 
   it('moves long waits off the main thread, at most MAX_BLOCKING_WAITS at once', async () => {

@@ -1,6 +1,7 @@
 import type { Context } from './device.js';
 import { check, cudaError, driver, ffiValue } from './driver.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from './ffi/cuda.js';
+import { useClock } from './progress.js';
 import type { Stream } from './stream.js';
 
 /**
@@ -33,6 +34,9 @@ interface PendingWait {
   /** The event handle as `ffiValue` gives it. */
   event: number | bigint;
   context: Context;
+  stream: Stream;
+  /** The use clock when the event was recorded: the stream is complete through it once the event is. */
+  stamp: number;
   since: number;
   resolve: () => void;
   reject: (error: unknown) => void;
@@ -102,8 +106,10 @@ function spinThenWait(waiter: Waiter): void {
   while (waiter.spun < SPIN_QUERIES && spinBudget > 0) {
     waiter.spun++;
     spinBudget--;
+    const stamp = useClock.value;
     const result = api.cuStreamQuery(handle);
     if (result === CUresult.CUDA_SUCCESS) {
+      stream.markCompleted(stamp);
       resolve();
       return;
     }
@@ -126,13 +132,14 @@ function spinThenWait(waiter: Waiter): void {
     reject(error);
     return;
   }
+  const stamp = useClock.value;
   const recorded = api.cuEventRecord(event, handle);
   if (recorded !== 0) {
     releaseEvent(context, event);
     reject(cudaError(recorded, 'cuEventRecord'));
     return;
   }
-  polled.push({ event, context, since: performance.now(), resolve, reject });
+  polled.push({ event, context, stream, stamp, since: performance.now(), resolve, reject });
   schedulePoll();
 }
 
@@ -144,7 +151,10 @@ function waitBlocking(wait: PendingWait): void {
     releaseEvent(wait.context, wait.event);
     if (error) wait.reject(error);
     else if (result !== 0) wait.reject(cudaError(result, 'cuEventSynchronize'));
-    else wait.resolve();
+    else {
+      wait.stream.markCompleted(wait.stamp);
+      wait.resolve();
+    }
   });
 }
 
@@ -175,8 +185,10 @@ function poll(): void {
     }
     polled.splice(i, 1);
     releaseEvent(wait.context, wait.event);
-    if (result === CUresult.CUDA_SUCCESS) wait.resolve();
-    else wait.reject(cudaError(result, 'cuEventQuery'));
+    if (result === CUresult.CUDA_SUCCESS) {
+      wait.stream.markCompleted(wait.stamp);
+      wait.resolve();
+    } else wait.reject(cudaError(result, 'cuEventQuery'));
   }
   schedulePoll();
 }

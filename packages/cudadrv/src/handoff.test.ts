@@ -1,0 +1,152 @@
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+
+// Buffer hand-offs between streams against a scripted driver: which event records and stream
+// waits reach it, and when completion stamps (progress.ts) let a hand-off skip them.
+const fake = vi.hoisted(() => {
+  const state = {
+    calls: [] as string[],
+    busy: new Set<number>(),
+    nextEvent: 5000,
+  };
+  const name = (handle: unknown) => `s${Number(handle)}`;
+  const api = {
+    cuEventCreate(out: (bigint | null)[]) {
+      out[0] = BigInt(state.nextEvent++);
+      return 0;
+    },
+    cuEventRecord(_event: unknown, stream: unknown) {
+      state.calls.push(`record ${name(stream)}`);
+      return 0;
+    },
+    cuStreamWaitEvent(stream: unknown) {
+      state.calls.push(`wait ${name(stream)}`);
+      return 0;
+    },
+    cuStreamQuery(stream: unknown) {
+      return state.busy.has(Number(stream)) ? 600 : 0;
+    },
+    cuStreamSynchronize(stream: unknown) {
+      state.busy.delete(Number(stream));
+      return 0;
+    },
+    cuCtxSynchronize() {
+      state.busy.clear();
+      return 0;
+    },
+    cuCtxSetCurrent() {
+      return 0;
+    },
+    cuMemFreeAsync(_address: unknown, stream: unknown) {
+      state.calls.push(`free on ${name(stream)}`);
+      return 0;
+    },
+  };
+  return { state, api };
+});
+
+vi.mock('./driver.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('./driver.js')>();
+  return { ...original, driver: () => fake.api, check: () => undefined };
+});
+
+import { Context, type Device } from './device.js';
+import { DeviceBuffer } from './memory.js';
+import { Stream } from './stream.js';
+
+const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
+let nextAddress = 0x10000;
+Object.defineProperty(context, 'memoryPool', {
+  value: { allocate: () => (nextAddress += 0x1000) },
+});
+const streams = [1n, 2n, 3n, 4n].map((handle) => Stream.wrap(handle, context, `s${handle}`));
+const [a, b, c, d] = streams as [Stream, Stream, Stream, Stream];
+
+/** Marks every stream busy (work issued, not done) and forgets the calls so far. */
+function busyAll(): void {
+  for (const s of streams) fake.state.busy.add(Number(s.handle));
+  fake.state.calls.length = 0;
+}
+const calls = () => fake.state.calls.splice(0);
+
+beforeEach(busyAll);
+
+describe('buffer hand-off between streams', () => {
+  it('orders a use on another stream after a busy writer (record + wait)', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(b);
+    expect(calls()).toEqual(['record s1', 'wait s2']);
+    buffer.ffiAddressOn(b); // the same stream again: nothing
+    expect(calls()).toEqual([]);
+  });
+
+  it('skips the ordering once a query found the writer idle after the use', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(a);
+    expect(a.query()).toBe(false); // still busy: proves nothing
+    fake.state.busy.delete(Number(a.handle));
+    expect(a.query()).toBe(true);
+    buffer.ffiAddressOn(b);
+    expect(calls()).toEqual([]);
+    expect(buffer.lastStream).toBe(b);
+  });
+
+  it('orders again when the writer used the buffer after it was found idle', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    a.synchronize();
+    buffer.ffiAddressOn(a, 'read'); // a use after the synchronize: not known complete
+    buffer.ffiAddressOn(b);
+    expect(calls()).toEqual(['record s1', 'wait s2']);
+  });
+
+  it('a synchronize of another stream does not count for the writer', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    c.synchronize();
+    buffer.ffiAddressOn(b);
+    expect(calls()).toEqual(['record s1', 'wait s2']);
+  });
+
+  it('readers: a read waits for a busy writer once per stream; a write waits for busy readers only', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(b, 'read');
+    buffer.ffiAddressOn(b, 'read');
+    buffer.ffiAddressOn(c, 'read');
+    expect(calls()).toEqual(['record s1', 'wait s2', 'record s1', 'wait s3']);
+    expect(buffer.readers).toEqual([b, c]);
+    b.synchronize(); // b's reads are done; c's are not
+    buffer.ffiAddressOn(d);
+    expect(calls()).toEqual(['record s1', 'wait s4', 'record s3', 'wait s4']);
+    expect(buffer.readers).toEqual([]);
+  });
+
+  it('a later read by a known reader moves its stamp on', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(b, 'read');
+    b.synchronize();
+    buffer.ffiAddressOn(b, 'read'); // after the synchronize: pending again
+    calls();
+    a.synchronize();
+    buffer.ffiAddressOn(c);
+    expect(calls()).toEqual(['record s2', 'wait s3']);
+  });
+
+  it('a context synchronize makes every earlier use complete', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(b, 'read');
+    context.synchronize();
+    busyAll(); // new work elsewhere does not matter for the buffer's uses
+    buffer.ffiAddressOn(c);
+    expect(calls()).toEqual([]);
+  });
+
+  it('the free goes to the last writer after busy readers, and skips finished ones', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(b, 'read');
+    buffer.ffiAddressOn(c, 'read');
+    calls();
+    c.synchronize();
+    buffer.dispose();
+    expect(calls()).toEqual(['record s2', 'wait s1', 'free on s1']);
+    buffer.dispose(); // twice: nothing
+    expect(calls()).toEqual([]);
+  });
+});

@@ -1,0 +1,24 @@
+/**
+ * Completion stamps: what lets a buffer hand-off skip the GPU-side ordering when the work it
+ * would wait for is already known to be done.
+ *
+ * A process-wide clock ticks at every buffer use (`DeviceBuffer.ffiAddressOn`, the allocation
+ * too); the buffer keeps the tick of its last use on each stream. A stream keeps the tick
+ * through which all its work is known complete: a query or synchronize that found it idle
+ * reads the clock before the native call, so every use stamped up to that value had issued
+ * its work before the call and has finished. A later hand-off from that stream whose stamp is
+ * at or below it needs no event record and stream wait: the GPU has nothing left to order.
+ *
+ * The contract this relies on is the one `useOn` already states: declare a use right before
+ * issuing the work, in the same synchronous step.
+ */
+interface UseClock {
+  value: number;
+}
+
+const CLOCK_KEY = Symbol.for('@cuda-tasks/cudadrv/use-clock');
+/**
+ * @internal The clock (shared by every loaded copy of this package, so that stamps of
+ * buffers and streams from two copies stay comparable).
+ */
+export const useClock: UseClock = ((globalThis as any)[CLOCK_KEY] ??= { value: 0 });
