@@ -121,6 +121,40 @@ int main(int argc, char** argv) {
     double t1 = now_us() - t0;
     if (r >= 300) mark(r % 2 ? "C launch after sgemm: sin_inplace" : "C launch after sgemm: empty", t1);
   }
+  // Isolated calls after a blocking synchronize, interleaved (as experiments-gemm.ts does).
+  {
+    CUdeviceptr a8, b8, c8;
+    CK(cuMemAlloc(&a8, 256));
+    CK(cuMemAlloc(&b8, 256));
+    CK(cuMemAlloc(&c8, 256));
+    auto sg = [&]() {
+      cublasSgemm(h[0], CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, (float*)a[0], n, (float*)b[0],
+                  n, &beta, (float*)c[0], n);
+    };
+    auto sg8 = [&]() {
+      cublasSgemm(h[0], CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &alpha, (float*)a8, 8, (float*)b8, 8,
+                  &beta, (float*)c8, 8);
+    };
+    auto sinL = [&]() { cuLaunchKernel(sinK, 4096, 1, 1, 256, 1, 1, 0, s[0], params[0], nullptr); };
+    auto emptyL = [&]() { cuLaunchKernel(emptyK, 1, 1, 1, 1, 1, 1, 0, s[0], nullptr, nullptr); };
+    for (int r = 0; r < 400; r++) {
+      for (int v = 0; v < 5; v++) {
+        CK(cuStreamSynchronize(s[0]));
+        if (v == 4) sg();
+        double t0 = now_us();
+        if (v == 0) sg();
+        else if (v == 1) sg8();
+        else if (v == 2) sinL();
+        else if (v == 3) emptyL();
+        else sg();
+        double t1 = now_us() - t0;
+        static const char* names[] = {"C isolated: sgemm 1024 after sync", "C isolated: sgemm 8 after sync",
+                                      "C isolated: launch sin after sync", "C isolated: launch empty after sync",
+                                      "C isolated: sgemm 1024 second in a row"};
+        if (r >= 100) mark(names[v], t1);
+      }
+    }
+  }
   for (auto& [k, v] : steps) {
     std::sort(v.begin(), v.end());
     printf("{\"name\":\"%s\",\"us\":%.1f,\"n\":%zu}\n", k.c_str(), v[v.size() / 2], v.size());

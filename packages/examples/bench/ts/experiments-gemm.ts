@@ -1,0 +1,109 @@
+/**
+ * Why a single SGEMM 1024 or kernel launch on an idle stream issues slower than in C (the
+ * seed workload's first call), while hot loops run at C's rate: isolated calls after a wait,
+ * bare koffi against our wrappers, blocking against awaited waits, interleaved in one loop so
+ * that drift hits every variant alike. Prints one JSON line per variant (median and p10 in
+ * microseconds).
+ */
+import { readFileSync } from 'node:fs';
+import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
+import { cublas } from '@cuda-tasks/cublas/ffi';
+import { driver, ffiValue, launch, Module } from '@cuda-tasks/cudadrv';
+import { rand } from '@cuda-tasks/curand';
+import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
+
+const now = () => performance.now() * 1000;
+const samples = new Map<string, number[]>();
+const mark = (name: string, us: number) => {
+  let list = samples.get(name);
+  if (list === undefined) samples.set(name, (list = []));
+  list.push(us);
+};
+
+await task(async () => {
+  const s = stream();
+  const n = 1024;
+  const a = rand('float32', [n, n]);
+  const b = rand('float32', [n, n]);
+  const c = rand('float32', [n, n]);
+  const a8 = rand('float32', [8, 8]);
+  const b8 = rand('float32', [8, 8]);
+  const c8 = rand('float32', [8, 8]);
+  const module = Module.fromPtx(
+    readFileSync(new URL('../../src/kernels/kernels.ptx', import.meta.url), 'utf8'),
+  );
+  const sinKernel = module.kernel('sin_inplace', ['float32*', 'uint64']);
+  const empty = module.kernel('empty_kernel', []);
+  await synchronize();
+  const api = cublas();
+  const h = ffiValue(cublasHandle());
+  const koffi = (await import('koffi')).default;
+  const scalarArena = koffi.alloc('uint8_t', 16) as bigint;
+  new Float32Array(koffi.view(scalarArena, 16)).set([1, 0, 0, 0]);
+  const alpha = ffiValue(scalarArena);
+  const beta = ffiValue(scalarArena + 4n);
+  const [pa, pb, pc] = [a, b, c].map((x) => x.ffiAddressOn(s));
+  const [pa8, pb8, pc8] = [a8, b8, c8].map((x) => x.ffiAddressOn(s));
+  const bare = () => api.cublasSgemm_v2(h, 0, 0, n, n, n, alpha, pa!, n, pb!, n, beta, pc!, n);
+  const bare8 = () => api.cublasSgemm_v2(h, 0, 0, 8, 8, 8, alpha, pa8!, 8, pb8!, 8, beta, pc8!, 8);
+  const sinConfig = { grid: 4096, block: 256 };
+  const emptyConfig = { grid: 1, block: 1 };
+  const launchSin = () => launch(sinKernel, sinConfig, c, n * n);
+  const d = driver();
+  const blockingWait = () => s.synchronize();
+  const awaitedWait = () => synchronize();
+
+  type Variant = [string, () => void | Promise<void>, () => void, (() => void)?];
+  const variants: Variant[] = [
+    ['sgemm 1024 bare, after blocking sync', blockingWait, bare],
+    ['sgemm 1024 gemm(), after blocking sync', blockingWait, () => gemm(a, b, c)],
+    ['sgemm 1024 bare, after await synchronize()', awaitedWait, bare],
+    ['sgemm 1024 gemm(), after await synchronize()', awaitedWait, () => gemm(a, b, c)],
+    ['sgemm 8 bare, after blocking sync', blockingWait, bare8],
+    ['sgemm 8 gemm(), after blocking sync', blockingWait, () => gemm(a8, b8, c8)],
+    ['launch sin, after blocking sync', blockingWait, launchSin],
+    ['launch empty, after blocking sync', blockingWait, () => launch(empty, emptyConfig)],
+    ['launch sin right after bare sgemm 1024', blockingWait, launchSin, bare],
+    [
+      'launch empty right after bare sgemm 1024',
+      blockingWait,
+      () => launch(empty, emptyConfig),
+      bare,
+    ],
+    ['cuStreamQuery, after blocking sync', blockingWait, () => d.cuStreamQuery(s.ffiHandle)],
+    ['sgemm 1024 bare, second in a row', blockingWait, bare, bare],
+  ];
+  const rounds = 400;
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, wait, body, before] of variants) {
+      await wait();
+      before?.();
+      const t0 = now();
+      body();
+      const t1 = now();
+      if (r >= 100) mark(name, t1 - t0);
+    }
+  }
+  // Hot loops for comparison: back-to-back calls, per call.
+  for (let r = 0; r < 30; r++) {
+    await synchronize();
+    let t0 = now();
+    for (let i = 0; i < 20; i++) bare();
+    mark('hot: sgemm 1024 bare x20, per call', (now() - t0) / 20);
+    await synchronize();
+    t0 = now();
+    for (let i = 0; i < 20; i++) gemm(a, b, c);
+    mark('hot: sgemm 1024 gemm() x20, per call', (now() - t0) / 20);
+    await synchronize();
+  }
+  for (const [name, list] of samples) {
+    list.sort((x, y) => x - y);
+    const median = list[list.length >> 1]!;
+    const p10 = list[Math.floor(list.length / 10)]!;
+    console.log(
+      JSON.stringify({ name, us: Math.round(median * 10) / 10, p10: Math.round(p10 * 10) / 10 }),
+    );
+  }
+  for (const x of [a, b, c, a8, b8, c8]) x.dispose();
+});
+process.exit(0);
