@@ -8,9 +8,13 @@
 import { readFileSync } from 'node:fs';
 import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import { cublas } from '@cuda-tasks/cublas/ffi';
-import { driver, ffiValue, launch, Module } from '@cuda-tasks/cudadrv';
+import { currentStream, driver, ffiValue, launch, Module } from '@cuda-tasks/cudadrv';
 import { rand } from '@cuda-tasks/curand';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
+// Internals, for timing the pieces of gemm() and launch() one by one.
+import { acquireFfi } from '../../../cublas/src/handle.js';
+import { scalars } from '../../../cublas/src/scalars.js';
+import { checkGemmInto, newCheckedGemm } from '../../../cublas/src/validate.js';
 
 const now = () => performance.now() * 1000;
 const samples = new Map<string, number[]>();
@@ -53,6 +57,16 @@ await task(async () => {
   const blockingWait = () => s.synchronize();
   const awaitedWait = () => synchronize();
 
+  const checked = newCheckedGemm();
+  const addresses = () => {
+    a.ffiAddressOn(s, 'read');
+    b.ffiAddressOn(s, 'read');
+    c.ffiAddressOn(s);
+  };
+  let counter = 0;
+  const nothing = () => {
+    counter++;
+  };
   type Variant = [string, () => void | Promise<void>, () => void, (() => void)?];
   const variants: Variant[] = [
     ['sgemm 1024 bare, after blocking sync', blockingWait, bare],
@@ -72,6 +86,13 @@ await task(async () => {
     ],
     ['cuStreamQuery, after blocking sync', blockingWait, () => d.cuStreamQuery(s.ffiHandle)],
     ['sgemm 1024 bare, second in a row', blockingWait, bare, bare],
+    ['piece: checkGemmInto', blockingWait, () => checkGemmInto(checked, 'gemm', a, b, c, {})],
+    ['piece: currentStream()', blockingWait, () => currentStream()],
+    ['piece: acquireFfi(stream)', blockingWait, () => acquireFfi(s)],
+    ['piece: 3 x ffiAddressOn', blockingWait, addresses],
+    ['piece: scalars().set', blockingWait, () => scalars().set('float32', 1, 0)],
+    ['piece: kernel.marshal(c, n)', blockingWait, () => sinKernel.marshal([c, n * n], s)],
+    ['piece: empty JS function', blockingWait, () => nothing()],
   ];
   const rounds = 400;
   for (let r = 0; r < rounds; r++) {
@@ -105,5 +126,6 @@ await task(async () => {
     );
   }
   for (const x of [a, b, c, a8, b8, c8]) x.dispose();
+  if (counter < 0) console.log(counter);
 });
 process.exit(0);
