@@ -8,7 +8,15 @@
 import { readFileSync } from 'node:fs';
 import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import { cublas } from '@cuda-tasks/cublas/ffi';
-import { currentStream, driver, ffiValue, launch, Module } from '@cuda-tasks/cudadrv';
+import {
+  currentStream,
+  DeviceBuffer,
+  driver,
+  ffiValue,
+  launch,
+  Module,
+  Stream,
+} from '@cuda-tasks/cudadrv';
 import { rand } from '@cuda-tasks/curand';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
 // Internals, for timing the pieces of gemm() and launch() one by one.
@@ -58,6 +66,9 @@ await task(async () => {
   const awaitedWait = () => synchronize();
 
   const checked = newCheckedGemm();
+  const other = Stream.create();
+  const workspace = DeviceBuffer.allocate(32 << 20, { stream: s });
+  let workspace2: DeviceBuffer | undefined;
   const addresses = () => {
     a.ffiAddressOn(s, 'read');
     b.ffiAddressOn(s, 'read');
@@ -93,6 +104,30 @@ await task(async () => {
     ['piece: scalars().set', blockingWait, () => scalars().set('float32', 1, 0)],
     ['piece: kernel.marshal(c, n)', blockingWait, () => sinKernel.marshal([c, n * n], s)],
     ['piece: empty JS function', blockingWait, () => nothing()],
+    [
+      'native: cublasSetStream_v2 same stream',
+      blockingWait,
+      () => api.cublasSetStream_v2(h, s.ffiHandle),
+    ],
+    [
+      'native: cublasSetStream_v2 other stream',
+      blockingWait,
+      () => api.cublasSetStream_v2(h, other.ffiHandle),
+      () => api.cublasSetStream_v2(h, s.ffiHandle),
+    ],
+    [
+      'native: cublasSetWorkspace_v2 same',
+      blockingWait,
+      () => api.cublasSetWorkspace_v2(h, workspace.address, workspace.byteLength),
+    ],
+    [
+      'DeviceBuffer.allocate(32 MiB) after a free on the stream',
+      blockingWait,
+      () => {
+        workspace2 = DeviceBuffer.allocate(32 << 20, { stream: s });
+      },
+      () => workspace2?.dispose(),
+    ],
   ];
   // ROUNDS (default 400): more rounds give V8 more calls to optimize the code before the
   // last 300, which are the ones measured.
@@ -118,6 +153,35 @@ await task(async () => {
     for (let i = 0; i < 20; i++) gemm(a, b, c);
     mark('hot: sgemm 1024 gemm() x20, per call', (now() - t0) / 20);
     await synchronize();
+  }
+  // Restore the handle's binding as the cache knows it.
+  api.cublasSetStream_v2(h, s.ffiHandle);
+  cublasHandle();
+  workspace2?.dispose();
+  // A fresh task per round, as in the seed workload: task start, stream(), handle(), gemm().
+  for (let r = 0; r < rounds; r++) {
+    await synchronize();
+    const t0 = now();
+    let t1 = 0;
+    let t2 = 0;
+    let t3 = 0;
+    let t4 = 0;
+    await task(async () => {
+      t1 = now();
+      stream();
+      t2 = now();
+      cublasHandle();
+      t3 = now();
+      gemm(a, b, c);
+      t4 = now();
+      await synchronize();
+    });
+    if (r >= rounds - 300) {
+      mark('fresh task: start -> body', t1 - t0);
+      mark('fresh task: stream()', t2 - t1);
+      mark('fresh task: handle()', t3 - t2);
+      mark('fresh task: gemm()', t4 - t3);
+    }
   }
   for (const [name, list] of samples) {
     list.sort((x, y) => x - y);
