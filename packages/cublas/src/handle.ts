@@ -37,6 +37,12 @@ interface HandleRecord {
   readonly workspaces: Map<Stream, DeviceBuffer>;
   /** The settings generation last applied to the handle. */
   generation: number;
+  /** The stream cuBLAS has for the handle (the last cublasSetStream), kept across unbinds. */
+  nativeStream: Stream | undefined;
+  /** The workspace address cuBLAS has (0: its default, as cublasSetStream leaves it). */
+  nativeWorkspace: number | bigint;
+  /** The workspace size cuBLAS has. */
+  nativeWorkspaceBytes: number;
 }
 
 interface CublasState {
@@ -111,6 +117,9 @@ function createHandle(_context: Context): bigint {
     ffiHandle: ffiValue(handle),
     workspaces: new Map(),
     generation: state.generation,
+    nativeStream: undefined,
+    nativeWorkspace: 0,
+    nativeWorkspaceBytes: 0,
   });
   return handle;
 }
@@ -137,13 +146,22 @@ function destroyHandle(handle: bigint, _context: Context): void {
 
 /**
  * cublasSetStream_v2, then the (handle, stream) workspace with cublasSetWorkspace_v2 (the
- * stream switch has just reset the handle to cuBLAS's default workspace).
+ * stream switch has just reset the handle to cuBLAS's default workspace). Each native call is
+ * made only when it changes something: a handle that goes back to the stream cuBLAS still
+ * has for it (a pooled stream that returned to the next task) keeps its stream, and a
+ * workspace that the stream-ordered pool gave back at the same address keeps its setting, so
+ * the common rebind costs one stream-ordered allocation.
  */
 function bindHandle(handle: bigint, stream: Stream): void {
   const api = cublas();
   stream.context.makeCurrent();
   const record = recordOf(handle);
-  check(api.cublasSetStream_v2(record.ffiHandle, stream.ffiHandle), 'cublasSetStream_v2');
+  if (record.nativeStream !== stream) {
+    check(api.cublasSetStream_v2(record.ffiHandle, stream.ffiHandle), 'cublasSetStream_v2');
+    record.nativeStream = stream;
+    record.nativeWorkspace = 0;
+    record.nativeWorkspaceBytes = 0;
+  }
   // Workspaces of streams disposed since (user streams) are no use any more.
   for (const [other, workspace] of record.workspaces) {
     if (other.disposed) {
@@ -161,10 +179,20 @@ function bindHandle(handle: bigint, stream: Stream): void {
     existing?.dispose();
   }
   if (workspace !== undefined) {
-    check(
-      api.cublasSetWorkspace_v2(record.ffiHandle, workspace.address, workspace.byteLength),
-      'cublasSetWorkspace_v2',
-    );
+    const address = workspace.address;
+    if (address !== record.nativeWorkspace || workspace.byteLength !== record.nativeWorkspaceBytes) {
+      check(
+        api.cublasSetWorkspace_v2(record.ffiHandle, address, workspace.byteLength),
+        'cublasSetWorkspace_v2',
+      );
+      record.nativeWorkspace = address;
+      record.nativeWorkspaceBytes = workspace.byteLength;
+    }
+  } else if (record.nativeWorkspace !== 0) {
+    // Back to cuBLAS's own workspace (setWorkspaceSize(0)): cublasSetStream restores it.
+    check(api.cublasSetStream_v2(record.ffiHandle, stream.ffiHandle), 'cublasSetStream_v2');
+    record.nativeWorkspace = 0;
+    record.nativeWorkspaceBytes = 0;
   }
 }
 

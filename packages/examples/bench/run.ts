@@ -5,7 +5,11 @@
  * into the output folder.
  *
  * Usage: tsx --conditions=@cuda-tasks/source bench/run.ts [--out DIR] [--from DIR]
- *        [--skip-c] [--skip-python] [--skip-ours] [--peers cupy,torch]
+ *        [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--peers cupy,torch]
+ *
+ * --rounds N  runs the C baseline and ours N times each, alternating (default 3), and reports
+ *             per benchmark the median of the rounds: the host drifts over a run, and this
+ *             way the drift hits both sides alike. The Python peers run once.
  *
  * --from DIR  runs nothing: rebuilds the report from DIR/raw/{c,python,ours}.jsonl (what an
  *             earlier run saved), e.g. on a machine without a GPU.
@@ -25,8 +29,10 @@ import {
   type Collected,
   emptyCollected,
   formatTable,
+  mergeRounds,
   parseLines,
   renderBenchSvg,
+  splitRounds,
 } from './ts/report.js';
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -40,10 +46,11 @@ interface RunArguments {
   skipPython: boolean;
   skipOurs: boolean;
   peers: string[];
+  rounds: number;
 }
 
 const usage =
-  'usage: run.ts [--out DIR] [--from DIR] [--skip-c] [--skip-python] [--skip-ours] [--peers cupy,torch]';
+  'usage: run.ts [--out DIR] [--from DIR] [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--peers cupy,torch]';
 
 function parseArguments(argv: readonly string[]): RunArguments {
   const parsed: RunArguments = {
@@ -52,6 +59,7 @@ function parseArguments(argv: readonly string[]): RunArguments {
     skipPython: false,
     skipOurs: false,
     peers: [],
+    rounds: 3,
   };
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!;
@@ -63,7 +71,11 @@ function parseArguments(argv: readonly string[]): RunArguments {
     if (argument === '--') continue; // pnpm passes it through
     if (argument === '--out') parsed.out = resolve(value());
     else if (argument === '--from') parsed.from = resolve(value());
-    else if (argument === '--skip-c') parsed.skipC = true;
+    else if (argument === '--rounds') {
+      const rounds = Number(value());
+      if (!Number.isSafeInteger(rounds) || rounds < 1) fail('--rounds needs a positive integer');
+      parsed.rounds = rounds;
+    } else if (argument === '--skip-c') parsed.skipC = true;
     else if (argument === '--skip-python') parsed.skipPython = true;
     else if (argument === '--skip-ours') parsed.skipOurs = true;
     else if (argument === '--peers') parsed.peers = value().split(',').filter(Boolean);
@@ -116,7 +128,8 @@ async function runProgram(
 
 const lastLines = (text: string, count = 3) => text.trim().split('\n').slice(-count).join(' | ');
 
-async function runC(collected: Collected, raw: Record<string, string>): Promise<void> {
+/** Builds the C baseline; returns the binary, or undefined (and records why) when it fails. */
+function buildC(collected: Collected): string | undefined {
   const buildDir = join(tmpdir(), 'cuda-tasks-bench');
   console.log(`[c] building bench/c/bench.cu into ${buildDir}`);
   const build = spawnSync('bash', [join(packageRoot, 'bench/c/build.sh'), buildDir], {
@@ -128,17 +141,27 @@ async function runC(collected: Collected, raw: Record<string, string>): Promise<
     const reason = `C baseline not built: ${build.error?.message ?? (lastLines(build.stderr ?? '') || `exit ${build.status}`)}`;
     console.log(`[c] ${reason}`);
     collected.skipped.push({ source: 'c', reason });
-    return;
+    return undefined;
   }
-  const result = await runProgram('c', binary, [ptxPath], 180_000);
-  raw.c = result.stdout;
-  addLines(collected, 'c', parseLines(result.stdout));
+  return binary;
+}
+
+/** One round of the C baseline; returns its lines. */
+async function runC(
+  binary: string,
+  collected: Collected,
+  raw: string[],
+  round: number,
+): Promise<BenchLine[]> {
+  const result = await runProgram(`c ${round}`, binary, [ptxPath], 180_000);
+  raw.push(result.stdout);
   if (result.code !== 0) {
     collected.skipped.push({
       source: 'c',
-      reason: `C baseline ${result.error ?? `exited with ${result.code}`}: ${lastLines(result.stderr)}`,
+      reason: `C baseline (round ${round}) ${result.error ?? `exited with ${result.code}`}: ${lastLines(result.stderr)}`,
     });
   }
+  return parseLines(result.stdout);
 }
 
 async function runPython(
@@ -169,22 +192,41 @@ async function runPython(
   }
 }
 
-async function runOurs(collected: Collected, raw: Record<string, string>): Promise<void> {
-  console.log('[ours] driver and runtime benchmarks, then libraries and the seed workload');
-  try {
-    // Imported here so that --from and the C/Python runs work without a GPU or libcuda.
-    const { runCore } = await import('./ts/core.js');
-    const { runLibraries } = await import('./ts/libraries.js');
-    const results = [...(await runCore()), ...(await runLibraries())];
-    raw.ours = `${results.map((result) => JSON.stringify(result)).join('\n')}\n`;
-    addLines(collected, 'ours', results as BenchLine[]);
-  } catch (error) {
-    const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-    console.log(`[ours] failed: ${message}`);
-    const unavailable = error instanceof Error && error.name === 'CudaUnavailableError';
-    if (!unavailable && error instanceof Error && error.stack) console.log(error.stack);
-    collected.skipped.push({ source: 'ours', reason: message });
+/**
+ * One round of ours, as a program of its own (bench/ts/ours.ts, under the same loader as this
+ * one), so that every round starts from a fresh process as C's does. Returns its lines.
+ */
+async function runOurs(collected: Collected, raw: string[], round: number): Promise<BenchLine[]> {
+  if (round === 1)
+    console.log('[ours] driver and runtime benchmarks, then libraries and the seed workload');
+  const script = join(packageRoot, 'bench/ts/ours.ts');
+  const result = await runProgram(
+    `ours ${round}`,
+    process.execPath,
+    [...process.execArgv, script],
+    300_000,
+  );
+  raw.push(result.stdout);
+  if (result.code !== 0) {
+    const reason = `ours (round ${round}) ${result.error ?? `exited with ${result.code}`}: ${lastLines(result.stderr)}`;
+    console.log(`[ours] ${reason}`);
+    collected.skipped.push({ source: 'ours', reason });
   }
+  return parseLines(result.stdout);
+}
+
+/** ours/C per round, for each benchmark both sides ran in every round. */
+function formatRounds(collected: Collected): string {
+  const lines = ['ours/C per round (C and ours alternating; the table shows the median):'];
+  for (const [name, ours] of collected.results.ours) {
+    const c = collected.results.c.get(name);
+    const oursRounds = ours.rounds_us as number[] | undefined;
+    const cRounds = c?.rounds_us as number[] | undefined;
+    if (!oursRounds || !cRounds || oursRounds.length !== cRounds.length) continue;
+    const ratios = oursRounds.map((value, i) => (value / cRounds[i]!).toFixed(2));
+    lines.push(`  ${name.padEnd(24)} ${ratios.join('  ')}`);
+  }
+  return lines.join('\n');
 }
 
 /** GPU and host description for bench.json. */
@@ -222,12 +264,16 @@ function machineInfo(): Record<string, unknown> {
   return info;
 }
 
-function subtitleOf(machine: Record<string, unknown>, collected: Collected): string {
+function subtitleOf(
+  machine: Record<string, unknown>,
+  collected: Collected,
+  rounds: number,
+): string {
   const gpus = machine.gpus;
   const gpu = Array.isArray(gpus)
     ? String((gpus[0] as Record<string, unknown>).name)
     : String(collected.meta.c?.device ?? collected.meta.cupy?.device ?? 'unknown GPU');
-  return `${gpu}; Node ${process.version}; median of 15 batches after 3 warm-ups; ${new Date().toISOString().slice(0, 10)}`;
+  return `${gpu}; Node ${process.version}; median of 15 batches after 3 warm-ups${rounds > 1 ? `, median of ${rounds} alternating rounds` : ''}; ${new Date().toISOString().slice(0, 10)}`;
 }
 
 const shown = (path: string) => {
@@ -241,8 +287,10 @@ async function main(): Promise<number> {
   const raw: Record<string, string> = {};
   const started = performance.now();
   let machine: Record<string, unknown>;
+  let roundsRun = options.rounds;
 
   if (options.from !== undefined) {
+    roundsRun = 1;
     const rawDir = existsSync(join(options.from, 'raw')) ? join(options.from, 'raw') : options.from;
     for (const [file, source] of [
       ['c.jsonl', 'c'],
@@ -250,7 +298,10 @@ async function main(): Promise<number> {
       ['ours.jsonl', 'ours'],
     ] as const) {
       const path = join(rawDir, file);
-      if (existsSync(path)) addLines(collected, source, parseLines(readFileSync(path, 'utf8')));
+      if (!existsSync(path)) continue;
+      const rounds = splitRounds(parseLines(readFileSync(path, 'utf8')));
+      if (source !== 'cupy') roundsRun = Math.max(roundsRun, rounds.length);
+      addLines(collected, source, mergeRounds(rounds));
     }
     const savedMachine = join(options.from, 'bench.json');
     machine = existsSync(savedMachine)
@@ -259,10 +310,25 @@ async function main(): Promise<number> {
       : machineInfo();
   } else {
     machine = machineInfo();
-    // Children first, while this process holds no CUDA context of its own.
-    if (!options.skipC) await runC(collected, raw);
-    if (!options.skipPython) await runPython(collected, raw, options.peers);
-    if (!options.skipOurs) await runOurs(collected, raw);
+    // Every program is a child process; this one never creates a CUDA context.
+    const binary = options.skipC ? undefined : buildC(collected);
+    const cRounds: BenchLine[][] = [];
+    const oursRounds: BenchLine[][] = [];
+    const cRaw: string[] = [];
+    const oursRaw: string[] = [];
+    for (let round = 1; round <= options.rounds; round++) {
+      if (binary !== undefined) cRounds.push(await runC(binary, collected, cRaw, round));
+      if (round === 1 && !options.skipPython) await runPython(collected, raw, options.peers);
+      if (!options.skipOurs) oursRounds.push(await runOurs(collected, oursRaw, round));
+    }
+    if (cRounds.length > 0) {
+      addLines(collected, 'c', mergeRounds(cRounds));
+      raw.c = cRaw.join('');
+    }
+    if (oursRounds.length > 0) {
+      addLines(collected, 'ours', mergeRounds(oursRounds));
+      raw.ours = oursRaw.join('');
+    }
   }
 
   const rows = buildTable(collected);
@@ -273,10 +339,10 @@ async function main(): Promise<number> {
   }
   const jsonPath = join(options.out, 'bench.json');
   const svgPath = join(options.out, 'bench.svg');
-  const document = buildJson(collected, rows, targets, machine);
+  const document = buildJson(collected, rows, targets, machine, roundsRun);
   document.elapsed_s = Math.round((performance.now() - started) / 100) / 10;
   writeFileSync(jsonPath, `${JSON.stringify(document, null, 2)}\n`);
-  writeFileSync(svgPath, renderBenchSvg(rows, targets, subtitleOf(machine, collected)));
+  writeFileSync(svgPath, renderBenchSvg(rows, targets, subtitleOf(machine, collected, roundsRun)));
 
   console.log('');
   for (const skip of collected.skipped) {
@@ -287,6 +353,7 @@ async function main(): Promise<number> {
   );
   console.log('');
   console.log(formatTable(rows, targets, collected));
+  if (roundsRun > 1) console.log(`\n${formatRounds(collected)}`);
   return collected.results.ours.size > 0 || options.skipOurs || options.from ? 0 : 1;
 }
 

@@ -120,8 +120,11 @@ export async function runLibraries(): Promise<Result[]> {
     const jobs = makeJobs(a, b, 2);
     await synchronize();
     // Each batch is one iteration: warm V8 up first (both variants share most of the code).
-    await warmJit(() => serialIteration(jobs));
-    await warmJit(() => concurrentIteration(jobs));
+    // 2,000 iterations: the argument checks and the kernel-argument marshalling reach V8's
+    // optimizing tier only after a few thousand calls (experiments-gemm.ts measured them 3-5x
+    // slower before), which a long-running program is past and a 200-iteration warm-up is not.
+    await warmJit(() => serialIteration(jobs), 2000);
+    await warmJit(() => concurrentIteration(jobs), 2000);
     out(
       'seed_serial',
       await repeatMedian(async () => {

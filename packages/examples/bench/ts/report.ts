@@ -80,6 +80,77 @@ export function addLines(collected: Collected, source: Source, lines: readonly B
   }
 }
 
+/**
+ * Merges the lines of several rounds of one program (the suite alternates C and ours, so that
+ * a drift of the host over time hits both alike): per benchmark, the median of the rounds'
+ * medians, with every round's value in `rounds_us`. `extra` values whose key starts with
+ * `max_` take the largest round's value, the others the median.
+ */
+export function mergeRounds(rounds: readonly (readonly BenchLine[])[]): BenchLine[] {
+  if (rounds.length === 1) return [...rounds[0]!];
+  const byName = new Map<string, BenchLine[]>();
+  const order: string[] = [];
+  for (const lines of rounds) {
+    for (const line of lines) {
+      const key = `${line.peer ?? ''}\u0000${line.name}`;
+      let list = byName.get(key);
+      if (list === undefined) {
+        byName.set(key, (list = []));
+        order.push(key);
+      }
+      list.push(line);
+    }
+  }
+  return order.map((key) => {
+    const list = byName.get(key)!;
+    const first = list[0]!;
+    const timed = list.filter((line) => typeof line.median_us === 'number');
+    if (first.name.startsWith('_') || timed.length === 0) return first;
+    const merged: BenchLine = {
+      ...first,
+      median_us: middle(timed.map((line) => line.median_us!)),
+      rounds_us: timed.map((line) => line.median_us!),
+    };
+    if (first.extra !== undefined) {
+      const extra: Record<string, number> = {};
+      for (const name of Object.keys(first.extra)) {
+        const values = timed.map((line) => line.extra?.[name]).filter((v) => v !== undefined);
+        extra[name] = name.startsWith('max_') ? Math.max(...values) : middle(values);
+      }
+      merged.extra = extra;
+    }
+    return merged;
+  });
+}
+
+/**
+ * Splits the lines of several rounds written one after another (the raw .jsonl files) back
+ * into rounds: a round ends where a benchmark name comes again.
+ */
+export function splitRounds(lines: readonly BenchLine[]): BenchLine[][] {
+  const rounds: BenchLine[][] = [];
+  let seen = new Set<string>();
+  let current: BenchLine[] = [];
+  for (const line of lines) {
+    const key = `${line.peer ?? ''}\u0000${line.name}`;
+    if (seen.has(key)) {
+      rounds.push(current);
+      current = [];
+      seen = new Set();
+    }
+    seen.add(key);
+    current.push(line);
+  }
+  if (current.length > 0) rounds.push(current);
+  return rounds;
+}
+
+function middle(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const n = sorted.length;
+  return n % 2 ? sorted[(n - 1) / 2]! : 0.5 * (sorted[n / 2 - 1]! + sorted[n / 2]!);
+}
+
 /** How one row of the table is assembled. */
 export interface RowSpec {
   /** Our id (and the row's label). */
@@ -298,11 +369,15 @@ export function buildJson(
   rows: readonly TableRow[],
   targets: readonly Target[],
   machine: Record<string, unknown>,
+  rounds = 1,
 ): Record<string, unknown> {
   const lines = (source: Source) => [...collected.results[source].values()];
   return {
     generated: new Date().toISOString(),
-    method: 'median of 15 timed batches after 3 warm-ups, microseconds per operation',
+    method:
+      rounds > 1
+        ? `per round, median of 15 timed batches after 3 warm-ups; C and ours ran ${rounds} rounds alternating, and each value is the median of the rounds (all in rounds_us); microseconds per operation`
+        : 'median of 15 timed batches after 3 warm-ups, microseconds per operation',
     machine,
     meta: collected.meta,
     targets,

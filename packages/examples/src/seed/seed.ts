@@ -161,13 +161,13 @@ export async function concurrentIteration(jobs: readonly SeedJob[]): Promise<voi
 
 /**
  * Median of the host wall times (microseconds) of `iterations` calls, after `warmups` more
- * (enough by default for V8 to optimize the code: an iteration costs a fraction of a
- * millisecond).
+ * (enough by default for V8 to optimize the code, which takes a few thousand calls of the
+ * argument checks; an iteration costs a fraction of a millisecond).
  */
 export async function timeIterations(
   iteration: () => Promise<void>,
   iterations = 20,
-  warmups = 100,
+  warmups = 1000,
 ): Promise<number> {
   for (let i = 0; i < warmups; i++) await iteration();
   const samples: number[] = [];

@@ -1,0 +1,19 @@
+/**
+ * Our side of the benchmark suite as a program of its own (bench/run.ts starts it once per
+ * round, like the C baseline): the driver and runtime benchmarks, then the libraries and the
+ * seed workload. Prints one JSON line per benchmark.
+ */
+import { runCore } from './core.js';
+import { runLibraries } from './libraries.js';
+
+try {
+  await runCore();
+  await runLibraries();
+  process.exit(0);
+} catch (error) {
+  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  console.error(message);
+  const unavailable = error instanceof Error && error.name === 'CudaUnavailableError';
+  if (!unavailable && error instanceof Error && error.stack) console.error(error.stack);
+  process.exit(unavailable ? 3 : 1);
+}
