@@ -20,7 +20,7 @@ import {
 import { rand } from '@cuda-tasks/curand';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
 // Internals, for timing the pieces of gemm() and launch() one by one.
-import { acquireFfi } from '../../../cublas/src/handle.js';
+import { acquireFfi, workspaceFor } from '../../../cublas/src/handle.js';
 import { scalars } from '../../../cublas/src/scalars.js';
 import { checkGemmInto, newCheckedGemm } from '../../../cublas/src/validate.js';
 
@@ -110,10 +110,10 @@ await task(async () => {
       () => api.cublasSetStream_v2(h, s.ffiHandle),
     ],
     [
-      'native: cublasSetStream_v2 other stream',
+      'native: cublasSetStream_v2 switching back from another stream',
       blockingWait,
-      () => api.cublasSetStream_v2(h, other.ffiHandle),
       () => api.cublasSetStream_v2(h, s.ffiHandle),
+      () => api.cublasSetStream_v2(h, other.ffiHandle),
     ],
     [
       'native: cublasSetWorkspace_v2 same',
@@ -154,9 +154,10 @@ await task(async () => {
     mark('hot: sgemm 1024 gemm() x20, per call', (now() - t0) / 20);
     await synchronize();
   }
-  // Restore the handle's binding as the cache knows it.
+  // Restore the handle's binding as the cache knows it (stream and workspace).
   api.cublasSetStream_v2(h, s.ffiHandle);
-  cublasHandle();
+  const own = workspaceFor(cublasHandle(), s)!;
+  api.cublasSetWorkspace_v2(h, own.address, own.byteLength);
   workspace2?.dispose();
   // A fresh task per round, as in the seed workload: task start, stream(), handle(), gemm().
   for (let r = 0; r < rounds; r++) {
