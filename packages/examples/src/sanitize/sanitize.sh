@@ -12,10 +12,11 @@
 #   SANITIZE_LEAK_CHECK=1     memcheck also with --leak-check full (see below; off by default)
 #   SANITIZE_LOG_DIR=dir      where the logs go (default: $OUT/sanitize when $OUT is set, else
 #                             /tmp/cuda-tasks-sanitize)
-#   SANITIZE_DEMO_ARGS=...    arguments of the seed demo (default "--n 256": the sanitizer
-#                             instruments every kernel, racecheck every shared-memory access of
-#                             cuBLAS's SGEMM, so a 1024^3 product 40 times over would take minutes;
-#                             256 runs the same code paths)
+#   SANITIZE_DEMO_ARGS=...    arguments of the seed demo (default "--n 256 --warmups 20": the
+#                             sanitizer instruments every kernel, racecheck every shared-memory
+#                             access of cuBLAS's SGEMM, so a 1024^3 product 2,000 times over
+#                             would take many minutes; 256 and 20 warm-ups run the same code
+#                             paths)
 #   SANITIZE_DEMO_TIMEOUT=s   per-run limit for the demo (default 90)
 #   SANITIZE_TESTS_TIMEOUT=s  per-run limit for the tests (default 150)
 #   COMPUTE_SANITIZER=path    the sanitizer (default /usr/local/cuda/bin/compute-sanitizer)
@@ -55,7 +56,7 @@ DEMO_TIMEOUT=${SANITIZE_DEMO_TIMEOUT:-90}
 TESTS_TIMEOUT=${SANITIZE_TESTS_TIMEOUT:-150}
 TSX=(node_modules/.bin/tsx --conditions=@cuda-tasks/source)
 DEMO=(packages/examples/src/seed/demo.ts)
-read -r -a DEMO_ARGS <<<"${SANITIZE_DEMO_ARGS---n 256}"
+read -r -a DEMO_ARGS <<<"${SANITIZE_DEMO_ARGS---n 256 --warmups 20}"
 TEST_FILES=(
   packages/task-runtime
   packages/cublas/src/handle.gpu.test.ts

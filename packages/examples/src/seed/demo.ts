@@ -4,6 +4,7 @@
  * iteration and writes a Chrome/Perfetto trace and an SVG timeline.
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/seed/demo.ts [--trace] [--out DIR] [--n N]
+ *        [--warmups N]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -23,13 +24,17 @@ interface DemoArguments {
   trace: boolean;
   out: string;
   n: number;
+  warmups: number;
 }
+
+const usage = 'usage: demo.ts [--trace] [--out DIR] [--n N] [--warmups N]';
 
 function parseArguments(argv: readonly string[]): DemoArguments {
   const parsed: DemoArguments = {
     trace: process.env.CUDA_TASKS_TRACE === '1',
     out: defaultOut,
     n: 1024,
+    warmups: 1000,
   };
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!;
@@ -37,13 +42,19 @@ function parseArguments(argv: readonly string[]): DemoArguments {
     if (argument === '--trace') parsed.trace = true;
     else if (argument === '--out' && argv[i + 1] !== undefined) parsed.out = resolve(argv[++i]!);
     else if (argument === '--n' && argv[i + 1] !== undefined) parsed.n = Number(argv[++i]);
-    else {
-      console.error(`unknown argument ${argument}\nusage: demo.ts [--trace] [--out DIR] [--n N]`);
+    else if (argument === '--warmups' && argv[i + 1] !== undefined) {
+      parsed.warmups = Number(argv[++i]);
+    } else {
+      console.error(`unknown argument ${argument}\n${usage}`);
       process.exit(2);
     }
   }
   if (!Number.isSafeInteger(parsed.n) || parsed.n < 1) {
     console.error(`--n must be a positive integer, got ${parsed.n}`);
+    process.exit(2);
+  }
+  if (!Number.isSafeInteger(parsed.warmups) || parsed.warmups < 0) {
+    console.error(`--warmups must be a non-negative integer, got ${parsed.warmups}`);
     process.exit(2);
   }
   return parsed;
@@ -87,7 +98,10 @@ async function demo(): Promise<number> {
 
   let summary: SeedSummary;
   try {
-    summary = await main(options.n, options.trace ? { afterTiming: traceIteration } : {});
+    summary = await main(options.n, {
+      warmups: options.warmups,
+      ...(options.trace ? { afterTiming: traceIteration } : {}),
+    });
   } catch (error) {
     if (isUnavailable(error)) {
       console.error(error.message);

@@ -240,6 +240,11 @@ export interface SeedSummary {
 export interface MainOptions {
   /** Timed iterations per variant (default 20). */
   iterations?: number;
+  /**
+   * Untimed iterations before each variant's timed ones (default 1000: V8 optimizes the
+   * argument checks only after a few thousand calls; fewer under a sanitizer).
+   */
+  warmups?: number;
   /** Called with the jobs for one extra concurrent iteration (the demo traces it). */
   afterTiming?: (jobs: readonly SeedJob[]) => Promise<void>;
 }
@@ -299,8 +304,12 @@ export async function main(n = 1024, options: MainOptions = {}): Promise<SeedSum
     const taskComparisons = fromTasks.map((values) => compare(root, values));
 
     jobs = makeJobs(a, b, 2);
-    const serialUs = await timeIterations(() => serialIteration(jobs), iterations);
-    const concurrentUs = await timeIterations(() => concurrentIteration(jobs), iterations);
+    const serialUs = await timeIterations(() => serialIteration(jobs), iterations, options.warmups);
+    const concurrentUs = await timeIterations(
+      () => concurrentIteration(jobs),
+      iterations,
+      options.warmups,
+    );
     await options.afterTiming?.(jobs);
 
     return {
