@@ -180,7 +180,10 @@ function bindHandle(handle: bigint, stream: Stream): void {
   }
   if (workspace !== undefined) {
     const address = workspace.address;
-    if (address !== record.nativeWorkspace || workspace.byteLength !== record.nativeWorkspaceBytes) {
+    if (
+      address !== record.nativeWorkspace ||
+      workspace.byteLength !== record.nativeWorkspaceBytes
+    ) {
       check(
         api.cublasSetWorkspace_v2(record.ffiHandle, address, workspace.byteLength),
         'cublasSetWorkspace_v2',
