@@ -229,18 +229,63 @@ describeGpu('cudadrv on the GPU', () => {
     const stream = currentStream();
     const pool = stream.context.memoryPool;
     await waitForStream(stream);
-    const before = pool.statistics().usedBytes;
+    // Held by buffers: what the pool counts as used, less the small blocks kept for reuse.
+    const held = () => {
+      const statistics = pool.statistics();
+      return statistics.usedBytes - statistics.cachedBytes;
+    };
+    const before = held();
     for (let i = 0; i < 100_000; i++) {
       const buffer = DeviceBuffer.allocate(256 + (i % 7) * 512, { stream });
       buffer.dispose();
     }
     await waitForStream(stream);
-    expect(pool.statistics().usedBytes).toBe(before);
+    expect(held()).toBe(before);
+    // One block per size class stays cached (7 classes of 512 B steps, 512..3584 B).
+    expect(pool.statistics().cachedBytes).toBeGreaterThanOrEqual(14_336);
+    expect(pool.statistics().cachedBytes).toBeLessThanOrEqual(4 * 1024 * 1024);
     const kept = DeviceBuffer.allocate(1 << 20);
-    expect(pool.statistics().usedBytes).toBeGreaterThanOrEqual(before + (1 << 20));
+    expect(held()).toBeGreaterThanOrEqual(before + (1 << 20));
     kept.dispose();
     await waitForStream(stream);
-    expect(pool.statistics().usedBytes).toBe(before);
+    expect(held()).toBe(before);
+    // Released, the cached blocks leave the pool's used memory too.
+    const usedWithCache = pool.statistics().usedBytes;
+    const cached = pool.statistics().cachedBytes;
+    pool.releaseCached();
+    await waitForStream(stream);
+    expect(pool.statistics().cachedBytes).toBe(0);
+    expect(pool.statistics().usedBytes).toBe(usedWithCache - cached);
+  });
+
+  it('a small block reused from the cache is not overwritten before another stream has read it', async () => {
+    const producer = Stream.create({ name: 'cache-producer' });
+    const consumer = Stream.create({ name: 'cache-consumer' });
+    // The consumer starts 5 ms late: a reuse of the producer's block that did not wait for
+    // the consumer's read would overwrite the data before it is copied.
+    launch(ptx().kernel('spin_ns', ['uint64']), { grid: 1, block: 1, stream: consumer }, 5_000_000);
+    const rounds = 40;
+    const copies: DeviceArray<'float32'>[] = [];
+    let reused = 0;
+    let previous: number | bigint | undefined;
+    for (let round = 0; round < rounds; round++) {
+      const values = Float32Array.from({ length: 64 }, (_, i) => round * 100 + i);
+      const array = DeviceArray.fromHost(values, [64], { stream: producer });
+      if (array.buffer.address === previous) reused++;
+      previous = array.buffer.address;
+      const copy = DeviceArray.empty('float32', [64], { stream: consumer });
+      copy.copyFrom(array, { stream: consumer });
+      copies.push(copy);
+      array.dispose(); // cached on the producer, after the consumer's read
+    }
+    expect(reused).toBe(rounds - 1); // every round after the first reused the block
+    for (let round = 0; round < rounds; round++) {
+      const expected = Array.from({ length: 64 }, (_, i) => round * 100 + i);
+      expect(Array.from(await copies[round]!.toHost({ stream: consumer }))).toEqual(expected);
+      copies[round]!.dispose();
+    }
+    producer.dispose();
+    consumer.dispose();
   });
 
   it('times a kernel of known length with events', () => {

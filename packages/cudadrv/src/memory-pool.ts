@@ -1,3 +1,4 @@
+import { cachedBytes, releaseCached } from './block-cache.js';
 import type { Context } from './device.js';
 import { check, cudaError, driver, scratch } from './driver.js';
 import { CudaOutOfMemoryError } from './errors.js';
@@ -19,6 +20,11 @@ export interface PoolStatistics {
   usedBytes: number;
   reservedHighBytes: number;
   usedHighBytes: number;
+  /**
+   * Of `usedBytes`, small freed blocks kept per stream for reuse (see `releaseCached`): used
+   * as far as the pool knows, held by no buffer.
+   */
+  cachedBytes: number;
 }
 
 const HOOKS_KEY = Symbol.for('@cuda-tasks/cudadrv/oom-hooks');
@@ -79,7 +85,19 @@ export class MemoryPool {
       usedBytes: this.attribute(CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
       reservedHighBytes: this.attribute(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH),
       usedHighBytes: this.attribute(CU_MEMPOOL_ATTR_USED_MEM_HIGH),
+      cachedBytes: cachedBytes(this.context),
     };
+  }
+
+  /**
+   * Gives the small blocks that disposed buffers left in per-stream caches back to the pool
+   * (each free ordered on its stream). Disposing a buffer of up to 64 KiB keeps its block
+   * for the next allocation of that size on the same stream, so that a loop allocating and
+   * freeing small buffers makes no driver call; at most 4 MiB per stream are kept, and they
+   * go back by themselves when the stream is disposed or memory runs out.
+   */
+  releaseCached(): void {
+    releaseCached(this.context);
   }
 
   private attribute(attribute: number): number {
@@ -109,6 +127,7 @@ export class MemoryPool {
     let result = api.cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
+    releaseCached(this.context);
     for (const hook of outOfMemoryHooks) hook(this.context);
     // Pending frees complete at the next synchronization; then the pool can give memory back.
     check(api.cuCtxSynchronize(), 'cuCtxSynchronize');

@@ -1,3 +1,4 @@
+import { cacheSize, putCached, takeCached } from './block-cache.js';
 import type { Context } from './device.js';
 import { check, driver } from './driver.js';
 import { CudaArgumentError, DisposedError } from './errors.js';
@@ -32,16 +33,31 @@ interface Allocation {
   context: Context;
   /** Whether the buffer is registered with the finalizer (see `trackYoung`). */
   registered: boolean;
+  /** The block's size class when it may go to the per-stream cache (block-cache.ts), else 0. */
+  cacheSize: number;
 }
 
-function freeAllocation(allocation: Allocation): void {
+/**
+ * Frees the allocation on the last stream that used it, after every read; with `reuse`, a
+ * small block goes to that stream's cache instead (see block-cache.ts).
+ */
+function freeAllocation(allocation: Allocation, reuse: boolean): void {
   if (allocation.address === 0) return;
   const context = allocation.context;
   // A disposed stream was drained when it was disposed, so its work is done.
   const stream = allocation.stream.disposed ? context.defaultStream : allocation.stream;
-  // The free must come after every read too.
+  // The free (or the reuse) must come after every read too.
   const readers = allocation.readers;
   if (readers !== null) waitForReaders(stream, readers, allocation.readerStamps!);
+  if (
+    reuse &&
+    allocation.cacheSize > 0 &&
+    putCached(stream, allocation.cacheSize, allocation.address)
+  ) {
+    allocation.address = 0;
+    allocation.pointer = undefined;
+    return;
+  }
   context.makeCurrent();
   check(driver().cuMemFreeAsync(allocation.address, stream.ffiHandle), 'cuMemFreeAsync');
   allocation.address = 0;
@@ -64,7 +80,7 @@ function waitForReaders(
 
 const finalizer = new FinalizationRegistry<Allocation>((allocation) => {
   try {
-    freeAllocation(allocation);
+    freeAllocation(allocation, false);
   } catch {
     // A sticky error or teardown: the context's memory goes with it.
   }
@@ -144,7 +160,11 @@ export class DeviceBuffer {
     const stream = options.stream ?? currentStream();
     stream.assertUsable();
     const context = stream.context;
-    const address = byteLength === 0 ? 0 : context.memoryPool.allocate(byteLength, stream);
+    let address: number | bigint = 0;
+    // Small blocks come from the stream's cache of freed ones when it has one of the size.
+    const size = cacheSize(byteLength);
+    if (size > 0) address = takeCached(stream, size) ?? context.memoryPool.allocate(size, stream);
+    else if (byteLength > 0) address = context.memoryPool.allocate(byteLength, stream);
     return new DeviceBuffer(
       {
         address,
@@ -155,6 +175,7 @@ export class DeviceBuffer {
         readerStamps: null,
         context,
         registered: false,
+        cacheSize: size,
       },
       byteLength,
     );
@@ -261,13 +282,17 @@ export class DeviceBuffer {
     return allocation.address;
   }
 
-  /** Frees the memory, ordered on the last stream that used it. Safe to call twice. */
+  /**
+   * Frees the memory, ordered on the last stream that used it (a block of up to 64 KiB is kept
+   * for the next allocation of its size on that stream; see `MemoryPool.releaseCached`). Safe
+   * to call twice.
+   */
   dispose(): void {
     const allocation = this.#allocation;
     if (allocation.address === 0) return;
     if (allocation.registered) finalizer.unregister(this);
     else forgetYoung(this);
-    freeAllocation(allocation);
+    freeAllocation(allocation, true);
   }
 
   [Symbol.dispose](): void {

@@ -108,7 +108,21 @@ export async function runCore(options: { prefix?: string } = {}): Promise<Result
         s.synchronize();
         return (t1 - t0) / launches;
       }),
-      'DeviceBuffer.allocate(256) + dispose() (cuMemAllocAsync + cuMemFreeAsync)',
+      'DeviceBuffer.allocate(256) + dispose(): after the first pair the block comes from the stream cache of small freed blocks, no driver call',
+    );
+
+    out(
+      'alloc_free_driver',
+      await repeatMedian(() => {
+        const t0 = nowUs();
+        for (let i = 0; i < launches; i++) {
+          DeviceBuffer.allocate(128 * 1024, { stream: s }).dispose();
+        }
+        const t1 = nowUs();
+        s.synchronize();
+        return (t1 - t0) / launches;
+      }),
+      'DeviceBuffer.allocate(128 KiB) + dispose(): past the cache bound, so cuMemAllocAsync + cuMemFreeAsync every time (our overhead over the C pair)',
     );
 
     const event = Event.create();
