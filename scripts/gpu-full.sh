@@ -21,7 +21,7 @@ ROUNDS=2000 timeout 60 "${tsx[@]}" packages/examples/bench/ts/experiments-gemm.t
 nvcc -O2 -arch=sm_90 -o /tmp/seed-probe packages/examples/bench/c/seed-probe.cu -lcublas -lcuda \
   > "$out/probe.log" 2>&1 && timeout 60 /tmp/seed-probe packages/examples/src/kernels/kernels.ptx >> "$out/probe.log" 2>&1
 timeout 300 "${tsx[@]}" packages/examples/bench/run.ts --out /tmp/bench > "$out/bench.log" 2>&1
-cp /tmp/bench/bench.json /tmp/bench/bench.svg "$out/" 2>/dev/null
+cp -r /tmp/bench/bench.json /tmp/bench/bench.svg /tmp/bench/raw "$out/" 2>/dev/null
 SANITIZE_DEMO_TIMEOUT=60 SANITIZE_TESTS_TIMEOUT=100 SANITIZE_LOG_DIR=/tmp/sanitize timeout 330 packages/examples/src/sanitize/sanitize.sh > "$out/sanitize.log" 2>&1
 echo "== GPU tests"; grep -E "✗|×|FAIL|Test Files|Tests  " "$out/gpu.log" | head -30
 echo "== demo, load, launch breakdown, seed steps"; grep -v "^ *$" "$out/examples.log" | grep -v '"name":"[A-G] ' | cut -c1-120 | tail -n 30

@@ -210,6 +210,28 @@ export interface Target {
 const medianOf = (map: Map<string, BenchLine>, id: string | null | undefined) =>
   id === null || id === undefined ? undefined : map.get(id)?.median_us;
 
+/**
+ * `top / bottom` for two benchmark lines: where both ran the same number of rounds (C and ours
+ * alternate, see run.ts), the median of the per-round ratios, each of which pairs two runs made
+ * next to each other in time, so that the host's drift over the whole run cancels out; else
+ * the ratio of the medians.
+ */
+export function pairedRatio(
+  top: BenchLine | undefined,
+  bottom: BenchLine | undefined,
+): number | undefined {
+  if (top?.median_us === undefined || bottom?.median_us === undefined) return undefined;
+  const a = top.rounds_us as number[] | undefined;
+  const b = bottom.rounds_us as number[] | undefined;
+  if (a !== undefined && b !== undefined && a.length === b.length && a.length > 1) {
+    return middle(a.map((value, i) => value / b[i]!));
+  }
+  return top.median_us / bottom.median_us;
+}
+
+const lineOf = (map: Map<string, BenchLine>, id: string | null | undefined) =>
+  id === null || id === undefined ? undefined : map.get(id);
+
 /** Builds the table rows: the fixed rows first, then any other id of ours. */
 export function buildTable(collected: Collected): TableRow[] {
   const { ours, c, cupy, torch } = collected.results;
@@ -233,12 +255,10 @@ export function buildTable(collected: Collected): TableRow[] {
     if (row.ours === undefined && row.c === undefined) continue;
     if (spec.note) row.notes.push(spec.note);
     if (cId !== spec.ours) row.notes.push(`C: ${cId}`);
-    if (row.ours !== undefined && row.c !== undefined) row.oursOverC = row.ours / row.c;
+    row.oursOverC = pairedRatio(ours.get(spec.ours), lineOf(c, cId));
     for (const other of spec.alsoC ?? []) {
-      const value = medianOf(c, other);
-      if (row.ours !== undefined && value !== undefined) {
-        row.notes.push(`vs C ${other} ${formatRatio(row.ours / value)}`);
-      }
+      const ratio = pairedRatio(ours.get(spec.ours), lineOf(c, other));
+      if (ratio !== undefined) row.notes.push(`vs C ${other} ${formatRatio(ratio)}`);
     }
     const peers = (['cupy', 'torch'] as const).filter((peer) => row[peer] !== undefined);
     if (peers.length > 0) {
@@ -258,12 +278,8 @@ export function buildTable(collected: Collected): TableRow[] {
 /** The seed targets: concurrent/serial <= 0.85, and our concurrent time <= 1.05x C's. */
 export function buildTargets(collected: Collected): Target[] {
   const { ours, c } = collected.results;
-  const serial = medianOf(ours, 'seed_serial');
-  const concurrent = medianOf(ours, 'seed_concurrent');
-  const cConcurrent = medianOf(c, 'seed_concurrent');
-  const ratio = serial !== undefined && concurrent !== undefined ? concurrent / serial : undefined;
-  const versusC =
-    concurrent !== undefined && cConcurrent !== undefined ? concurrent / cConcurrent : undefined;
+  const ratio = pairedRatio(ours.get('seed_concurrent'), ours.get('seed_serial'));
+  const versusC = pairedRatio(ours.get('seed_concurrent'), c.get('seed_concurrent'));
   return [
     {
       name: 'seed_overlap',
@@ -331,17 +347,21 @@ export function formatTable(
   out.push(
     'medians in us per operation (lower is better); ours/peer: against the faster of CuPy (cp) and PyTorch (pt)',
   );
+  const rounds = [...collected.results.ours.values()].find((line) => Array.isArray(line.rounds_us))
+    ?.rounds_us as number[] | undefined;
+  if (rounds !== undefined && rounds.length > 1) {
+    out.push(
+      `${rounds.length} rounds, C and ours alternating: us columns are medians of the rounds; ours/C is the median of the per-round ratios`,
+    );
+  }
   out.push(line(header));
   out.push(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const cells of body) out.push(line(cells));
   out.push('');
 
   const { ours, c, cupy, torch } = collected.results;
-  const seedRatio = (map: Map<string, BenchLine>) => {
-    const serial = medianOf(map, 'seed_serial');
-    const concurrent = medianOf(map, 'seed_concurrent');
-    return serial !== undefined && concurrent !== undefined ? concurrent / serial : undefined;
-  };
+  const seedRatio = (map: Map<string, BenchLine>) =>
+    pairedRatio(map.get('seed_concurrent'), map.get('seed_serial'));
   const others = (
     [
       ['C', c],
