@@ -14,7 +14,6 @@ timeout 240 node_modules/.bin/vitest run --project gpu "$@" > "$out/gpu.log" 2>&
   timeout 60 "${tsx[@]}" packages/examples/src/seed/demo.ts --trace --out /tmp/demo
   cp /tmp/demo/seed-trace.json /tmp/demo/seed-timeline.svg "$out/" 2>/dev/null
   timeout 90 "${tsx[@]}" packages/examples/src/service/load.ts --requests 600 --seconds 12 --concurrency 32 --n 256
-  timeout 90 "${tsx[@]}" packages/examples/src/service/load.ts --route solve-random --requests 600 --seconds 12 --concurrency 32 --n 1024
 } > "$out/examples.log" 2>&1
 timeout 90 "${tsx[@]}" packages/examples/bench/ts/breakdown.ts >> "$out/examples.log" 2>&1
 timeout 90 "${tsx[@]}" packages/examples/bench/ts/experiments-seed.ts >> "$out/examples.log" 2>&1

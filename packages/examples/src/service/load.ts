@@ -9,12 +9,7 @@
  * Bounded: stops after `--requests N` (default 2000) or `--seconds S` (default 20) per mode,
  * whichever comes first.
  *
- * With `--route solve-random` it fires `POST /solve-random {n, seed}` instead: the server draws
- * the system on the GPU, so the request's time goes to the GPU rather than to JSON, which is
- * where a stream per request pays off; the check is the residual the server reports and, per
- * seed, the same answer every time.
- *
- * Run: `node_modules/.bin/tsx --conditions=@cuda-tasks/source packages/examples/src/service/load.ts [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--url http://127.0.0.1:PORT]`
+ * Run: `node_modules/.bin/tsx --conditions=@cuda-tasks/source packages/examples/src/service/load.ts [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--mode both|task|shared] [--url http://127.0.0.1:PORT]`
  */
 import { Agent, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -42,12 +37,6 @@ export interface LoadOptions {
   problems: number;
   /** Seed of the problem generator (default 1). */
   seed: number;
-  /**
-   * `solve` (default): `POST /solve` with the matrix in the JSON body (the server's time goes
-   * to JSON); `solve-random`: `POST /solve-random {n, seed}`, the server draws the system on the
-   * GPU (its time goes to the GPU).
-   */
-  route: 'solve' | 'solve-random';
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
@@ -76,7 +65,6 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     warmup: -1,
     problems: 16,
     seed: 1,
-    route: 'solve',
   };
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!;
@@ -110,10 +98,6 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
         break;
       case '--seed':
         options.seed = positiveInteger(name, value, 2 ** 31 - 1);
-        break;
-      case '--route':
-        if (value === 'solve' || value === 'solve-random') options.route = value;
-        else throw new Error(`--route must be solve or solve-random, got ${value ?? 'nothing'}`);
         break;
       case '--mode':
         if (value === 'both') options.modes = ['task', 'shared'];
@@ -156,25 +140,14 @@ export function randomSource(seed: number): () => number {
   };
 }
 
-/** One request the load sends, and how to check its answer. */
-export interface Request {
-  /** The route, e.g. '/solve'. */
-  path: string;
-  /** The JSON body. */
-  body: Buffer;
-  /**
-   * Checks a 200 answer (parsed JSON) of the request sent as number `index`; undefined when
-   * it passes, else what is wrong.
-   */
-  check(answer: Record<string, unknown>, index: number): string | undefined;
-}
-
 /** One linear system and its request body. */
-export interface Problem extends Request {
+export interface Problem {
   n: number;
   /** n x n, column-major. */
   a: Float64Array;
   b: Float64Array;
+  /** The JSON body of `POST /solve`. */
+  body: Buffer;
 }
 
 /**
@@ -196,42 +169,7 @@ export function makeProblem(n: number, random: () => number): Problem {
   for (let i = 0; i < n; i++) a[i + i * n] = rowSums[i]! + 1;
   const b = Float64Array.from({ length: n }, () => random() * 2 - 1);
   const body = Buffer.from(JSON.stringify({ n, a: Array.from(a), b: Array.from(b) }));
-  const problem: Problem = {
-    n,
-    a,
-    b,
-    path: '/solve',
-    body,
-    check: (answer, index) => checkSolution(problem, answer.x, [0, n >> 1, n - 1, index % n]),
-  };
-  return problem;
-}
-
-/**
- * A `POST /solve-random {n, seed}` request: the server draws the system from `seed`, so the
- * check is the residual it reports (below 1e-8) and, for every later answer to the same seed,
- * the same first entries of x bit for bit (a seeded generator gives the same numbers whichever
- * task and stream run it).
- */
-export function makeRandomRequest(n: number, seed: number): Request {
-  let first: string | undefined;
-  return {
-    path: '/solve-random',
-    body: Buffer.from(JSON.stringify({ n, seed })),
-    check(answer) {
-      const { residual, x } = answer;
-      if (typeof residual !== 'number' || !(residual < 1e-8)) {
-        return `seed ${seed}: residual ${String(residual)} is not below 1e-8`;
-      }
-      if (!Array.isArray(x) || x.length !== Math.min(n, 4)) {
-        return `seed ${seed}: expected the first ${Math.min(n, 4)} entries of x, got ${JSON.stringify(x)}`;
-      }
-      const text = JSON.stringify(x);
-      first ??= text;
-      if (text !== first) return `seed ${seed}: x starts ${text} this time, ${first} before`;
-      return undefined;
-    },
-  };
+  return { n, a, b, body };
 }
 
 /**
@@ -307,7 +245,7 @@ interface Fired {
 async function fire(
   url: URL,
   agent: Agent,
-  problems: readonly Request[],
+  problems: readonly Problem[],
   count: number,
   deadline: number,
   concurrency: number,
@@ -326,10 +264,10 @@ async function fire(
       const problem = problems[index % problems.length]!;
       const start = performance.now();
       try {
-        const response = await post(agent, new URL(problem.path, url), problem.body);
+        const response = await post(agent, url, problem.body);
         const latency = performance.now() - start;
         fired.completed++;
-        let parsed: Record<string, unknown>;
+        let parsed: { x?: unknown; error?: unknown };
         try {
           parsed = JSON.parse(response.text) as typeof parsed;
         } catch {
@@ -340,7 +278,8 @@ async function fire(
           fail(`HTTP ${response.status}: ${String(parsed.error)}`);
           continue;
         }
-        const wrong = problem.check(parsed, index);
+        const n = problem.n;
+        const wrong = checkSolution(problem, parsed.x, [0, n >> 1, n - 1, index % n]);
         if (wrong !== undefined) fail(`wrong answer: ${wrong}`);
         else fired.latencies.push(latency);
       } catch (error) {
@@ -367,17 +306,25 @@ export interface ModeResult {
   loopDelayMax: number;
 }
 
-/** Runs warm-up, then the measured batch of `problems` against the server at `url`. */
+/** Runs warm-up, then the measured batch against `url`'s `POST /solve`. */
 export async function measure(
   mode: string,
   url: URL,
-  problems: readonly Request[],
+  problems: readonly Problem[],
   options: LoadOptions,
 ): Promise<ModeResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency });
+  const solveUrl = new URL('/solve', url);
   try {
     if (options.warmup > 0) {
-      const warm = await fire(url, agent, problems, options.warmup, Infinity, options.concurrency);
+      const warm = await fire(
+        solveUrl,
+        agent,
+        problems,
+        options.warmup,
+        Infinity,
+        options.concurrency,
+      );
       if (warm.errors === options.warmup) {
         throw new Error(`every warm-up request failed (${mode}): ${warm.messages.join('; ')}`);
       }
@@ -386,7 +333,7 @@ export async function measure(
     histogram.enable();
     const start = performance.now();
     const fired = await fire(
-      url,
+      solveUrl,
       agent,
       problems,
       options.requests,
@@ -464,14 +411,9 @@ export function report(results: readonly ModeResult[]): string {
 export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<ModeResult[]> {
   const options = parseLoadArguments(argv);
   const random = randomSource(options.seed);
-  const problems: Request[] =
-    options.route === 'solve'
-      ? Array.from({ length: options.problems }, () => makeProblem(options.n, random))
-      : Array.from({ length: options.problems }, (_, i) =>
-          makeRandomRequest(options.n, options.seed * 1000 + i),
-        );
+  const problems = Array.from({ length: options.problems }, () => makeProblem(options.n, random));
   console.log(
-    `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
+    `POST /solve, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
   );
   const results: ModeResult[] = [];
   const runs: { mode: string; shared: boolean }[] =
