@@ -1,0 +1,119 @@
+import { describe, expect, it } from 'vitest';
+import {
+  addLines,
+  type BenchLine,
+  buildTable,
+  buildTargets,
+  emptyCollected,
+  formatTable,
+  mergeRounds,
+  pairedRatio,
+  parseLines,
+  splitRounds,
+} from '../bench/ts/report.js';
+
+// The benchmark report's arithmetic (bench/ts/report.ts): how rounds merge and how ours/C is
+// computed. Pure functions; no GPU.
+
+const line = (name: string, median_us: number, extra?: Record<string, number>): BenchLine => ({
+  name,
+  median_us,
+  ...(extra ? { extra } : {}),
+});
+
+describe('rounds', () => {
+  it('splitRounds cuts where a name comes again; mergeRounds takes the median of the rounds', () => {
+    const text = [
+      '{"name":"launch_empty","median_us":3.0}',
+      '{"name":"alloc_free","median_us":0.5}',
+      'not json',
+      '{"name":"launch_empty","median_us":3.6}',
+      '{"name":"alloc_free","median_us":0.7}',
+      '{"name":"launch_empty","median_us":3.2}',
+      '{"name":"alloc_free","median_us":0.6}',
+      '{"name":"_meta","device":"H200"}',
+    ].join('\n');
+    const rounds = splitRounds(parseLines(text));
+    expect(rounds.map((round) => round.map((l) => l.name))).toEqual([
+      ['launch_empty', 'alloc_free'],
+      ['launch_empty', 'alloc_free'],
+      ['launch_empty', 'alloc_free', '_meta'],
+    ]);
+    const merged = mergeRounds(rounds);
+    const launch = merged.find((l) => l.name === 'launch_empty')!;
+    expect(launch.median_us).toBe(3.2);
+    expect(launch.rounds_us).toEqual([3.0, 3.6, 3.2]);
+    expect(merged.find((l) => l.name === 'alloc_free')!.median_us).toBeCloseTo(0.6, 12);
+    expect(merged.find((l) => l.name === '_meta')).toEqual({ name: '_meta', device: 'H200' });
+  });
+
+  it('mergeRounds: the median of an even count is the mean of the middle two; max_ extras take the largest', () => {
+    const merged = mergeRounds([
+      [line('tasks100', 500, { max_event_loop_delay_us: 10, other: 1 })],
+      [line('tasks100', 700, { max_event_loop_delay_us: 30, other: 5 })],
+    ]);
+    expect(merged[0]!.median_us).toBe(600);
+    expect(merged[0]!.extra).toEqual({ max_event_loop_delay_us: 30, other: 3 });
+  });
+
+  it('one round passes through unchanged', () => {
+    const only = [line('launch_empty', 3.3)];
+    expect(mergeRounds([only])).toEqual(only);
+  });
+});
+
+describe('pairedRatio', () => {
+  it('with rounds on both sides: the median of the per-round ratios, not the ratio of medians', () => {
+    // Round 3 drifted on both sides: the paired ratios are 1.0, 1.1, 1.0.
+    const ours = { ...line('x', 0), median_us: 4.4, rounds_us: [3.0, 4.4, 6.0] };
+    const c = { ...line('x', 0), median_us: 4.0, rounds_us: [3.0, 4.0, 6.0] };
+    expect(pairedRatio(ours, c)).toBe(1.0);
+    expect(4.4 / 4.0).toBeCloseTo(1.1, 12); // what the ratio of medians would have said
+  });
+
+  it('without matching rounds: the ratio of the medians; undefined when a side is missing', () => {
+    expect(pairedRatio(line('x', 6), line('x', 4))).toBe(1.5);
+    const two = { ...line('x', 5), rounds_us: [4, 6] };
+    const three = { ...line('x', 4), rounds_us: [4, 4, 4] };
+    expect(pairedRatio(two, three)).toBe(1.25);
+    expect(pairedRatio(undefined, line('x', 4))).toBeUndefined();
+    expect(pairedRatio(line('x', 4), { name: 'x' })).toBeUndefined();
+  });
+});
+
+describe('the table and the seed targets', () => {
+  it('uses paired ratios for ours/C, the notes and the seed targets', () => {
+    const collected = emptyCollected();
+    const rounds = (values: number[]) => ({ rounds_us: values });
+    addLines(collected, 'ours', [
+      { ...line('launch_empty', 3.5), ...rounds([3.0, 3.5, 5.0]) },
+      { ...line('withstream_launch', 3.6), ...rounds([3.1, 3.6, 5.2]) },
+      { ...line('seed_serial', 140), ...rounds([140, 150, 130]) },
+      { ...line('seed_concurrent', 126), ...rounds([126, 120, 117]) },
+    ]);
+    addLines(collected, 'c', [
+      { ...line('launch_empty', 3.2), ...rounds([3.0, 3.2, 5.0]) },
+      { ...line('launch_switch', 3.1), ...rounds([3.1, 3.0, 5.0]) },
+      { ...line('seed_serial', 135), ...rounds([135, 136, 134]) },
+      { ...line('seed_concurrent', 118), ...rounds([118, 119, 117]) },
+    ]);
+    const rows = buildTable(collected);
+    const launch = rows.find((row) => row.operation === 'launch_empty')!;
+    // Per round 1.0, 1.09375, 1.0: median 1.0 (the ratio of medians would be 1.09).
+    expect(launch.oursOverC).toBe(1);
+    const switched = rows.find((row) => row.operation === 'withstream_launch')!;
+    expect(switched.cId).toBe('launch_switch');
+    expect(switched.oursOverC).toBeCloseTo(1.04, 12); // 1.0, 1.2, 1.04
+    expect(switched.notes).toContain('vs C launch_empty 1.04x'); // 1.0333, 1.125, 1.04
+    const [overlap, versusC] = buildTargets(collected);
+    // ours concurrent/serial per round: 0.9, 0.8, 0.9 -> 0.9
+    expect(overlap!.value).toBeCloseTo(0.9, 12);
+    expect(overlap!.met).toBe(false);
+    // ours/C concurrent per round: 1.0678, 1.0084, 1.0 -> 1.0084
+    expect(versusC!.value).toBeCloseTo(120 / 119, 12);
+    expect(versusC!.met).toBe(true);
+    const text = formatTable(rows, buildTargets(collected), collected);
+    expect(text).toContain('3 rounds, C and ours alternating');
+    expect(text).toMatch(/seed vs C: {4}ours seed_concurrent \/ C seed_concurrent = 1\.01x/);
+  });
+});
