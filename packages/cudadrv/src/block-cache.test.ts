@@ -74,7 +74,7 @@ import { CACHE_BYTES_PER_STREAM, CACHE_MAX_BLOCK, cachedBytes } from './block-ca
 import { Context, type Device } from './device.js';
 import { DeviceBuffer } from './memory.js';
 import { MemoryPool } from './memory-pool.js';
-import { Stream } from './stream.js';
+import { onStreamDisposed, Stream } from './stream.js';
 
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
 const pool = Object.create(MemoryPool.prototype) as MemoryPool;
@@ -167,6 +167,21 @@ describe('the per-stream cache of small freed blocks', () => {
     DeviceBuffer.allocate(256, { stream: c }).dispose();
     calls();
     c.dispose();
+    expect(calls()).toEqual([expect.stringMatching(new RegExp(`^free .* on ${sc}$`))]);
+    expect(cachedBytes(context)).toBe(0);
+  });
+
+  it('a block freed by a disposed-listener that runs after the cache’s is freed, not cached', () => {
+    const c = Stream.create({ context, name: 'c' });
+    const sc = `s${Number(c.handle)}`;
+    // Per-stream resources of a library (a HandleCache's unbindStream, say) freed on dispose.
+    const perStream = DeviceBuffer.allocate(256, { stream: c });
+    const off = onStreamDisposed((stream) => {
+      if (stream === c) perStream.dispose();
+    });
+    calls();
+    c.dispose();
+    off();
     expect(calls()).toEqual([expect.stringMatching(new RegExp(`^free .* on ${sc}$`))]);
     expect(cachedBytes(context)).toBe(0);
   });

@@ -33,6 +33,9 @@ interface StreamBlocks {
 
 // Strong references: an entry lives while it holds blocks, and goes when it is emptied.
 const cached = new Map<Stream, StreamBlocks>();
+// Streams whose dispose() has begun: the disposed listeners run before the stream is marked
+// disposed, and a block one of them frees must not be cached on a stream about to go.
+const closing = new WeakSet<Stream>();
 
 /** The size class of a cacheable allocation of `byteLength` bytes; 0 when it is not cacheable. */
 export function cacheSize(byteLength: number): number {
@@ -55,10 +58,10 @@ export function takeCached(stream: Stream, size: number): number | bigint | unde
 
 /**
  * Keeps the block for the next allocation of `size` on `stream`; false (the caller frees it)
- * when the stream is not ours, is disposed, or its cache is full.
+ * when the stream is not ours, is disposed or being disposed, or its cache is full.
  */
 export function putCached(stream: Stream, size: number, address: number | bigint): boolean {
-  if (!stream.owned || stream.disposed) return false;
+  if (!stream.owned || stream.disposed || closing.has(stream)) return false;
   let blocks = cached.get(stream);
   if (blocks === undefined) {
     blocks = { bytes: 0, bySize: new Map() };
@@ -97,8 +100,10 @@ export function cachedBytes(context: Context): number {
   return bytes;
 }
 
-// A stream being disposed gives its blocks back first (it is still alive when listeners run).
+// A stream being disposed gives its blocks back (it is still alive when listeners run), and
+// takes no more: a block that another listener frees after this one is freed at once.
 onStreamDisposed((stream) => {
+  closing.add(stream);
   const blocks = cached.get(stream);
   if (blocks !== undefined) release(stream, blocks);
 });
