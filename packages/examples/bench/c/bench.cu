@@ -266,6 +266,20 @@ int main(int argc, char** argv) {
          }),
          "cuMemAllocAsync(256 B) + cuMemFreeAsync pair, default pool, release threshold "
          "UINT64_MAX, 10000 per batch, sync excluded");
+    // The same pair at 128 KiB: the size of ours' alloc_free_driver row (past our cache).
+    emit("alloc_free_128k", repeat_median([&] {
+           double t0 = now_us();
+           for (int i = 0; i < kPairs; i++) {
+             CUdeviceptr p;
+             CHECK(cuMemAllocAsync(&p, 128 * 1024, stream));
+             CHECK(cuMemFreeAsync(p, stream));
+           }
+           double t = now_us() - t0;
+           CHECK(cuStreamSynchronize(stream));
+           return t / kPairs;
+         }),
+         "cuMemAllocAsync(128 KiB) + cuMemFreeAsync pair, default pool, release threshold "
+         "UINT64_MAX, 10000 per batch, sync excluded");
   }
 
   {
