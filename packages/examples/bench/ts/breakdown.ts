@@ -74,7 +74,7 @@ await task(async () => {
 
 // The seed workload's host-side costs: one long task vs a new task per iteration.
 {
-  const { makeJobs, run } = await import('../../src/seed/seed.js');
+  const { makeJobs, run, timeIterations } = await import('../../src/seed/seed.js');
   const { rand } = await import('@cuda-tasks/curand');
   const { synchronize } = await import('@cuda-tasks/task-runtime');
   const a = rand('float32', [1024, 1024]);
@@ -82,15 +82,8 @@ await task(async () => {
   const jobs = makeJobs(a, b);
   const iterations = 30;
   const wall = async (name: string, body: () => Promise<void>) => {
-    for (let i = 0; i < 5; i++) await body();
-    const samples: number[] = [];
-    for (let i = 0; i < iterations; i++) {
-      const t0 = performance.now();
-      await body();
-      samples.push((performance.now() - t0) * 1000);
-    }
-    samples.sort((x, y) => x - y);
-    console.log(JSON.stringify({ name, us: Math.round(samples[iterations >> 1]!) }));
+    const us = await timeIterations(body, iterations, 5);
+    console.log(JSON.stringify({ name, us: Math.round(us) }));
   };
   await task(async () => {
     await wall('seed serial, one long task (2 x gemm + sin, await synchronize)', async () => {

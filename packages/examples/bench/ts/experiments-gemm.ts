@@ -23,14 +23,11 @@ import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
 import { acquireFfi, workspaceFor } from '../../../cublas/src/handle.js';
 import { scalars } from '../../../cublas/src/scalars.js';
 import { checkGemmInto, newCheckedGemm } from '../../../cublas/src/validate.js';
+import { nowUs, Steps } from './harness.js';
 
-const now = () => performance.now() * 1000;
-const samples = new Map<string, number[]>();
-const mark = (name: string, us: number) => {
-  let list = samples.get(name);
-  if (list === undefined) samples.set(name, (list = []));
-  list.push(us);
-};
+const now = () => nowUs();
+const steps = new Steps();
+const mark = (name: string, us: number) => steps.mark(name, us);
 
 await task(async () => {
   const s = stream();
@@ -184,14 +181,7 @@ await task(async () => {
       mark('fresh task: gemm()', t4 - t3);
     }
   }
-  for (const [name, list] of samples) {
-    list.sort((x, y) => x - y);
-    const median = list[list.length >> 1]!;
-    const p10 = list[Math.floor(list.length / 10)]!;
-    console.log(
-      JSON.stringify({ name, us: Math.round(median * 10) / 10, p10: Math.round(p10 * 10) / 10 }),
-    );
-  }
+  steps.report();
   for (const x of [a, b, c, a8, b8, c8]) x.dispose();
   if (counter < 0) console.log(counter);
 });

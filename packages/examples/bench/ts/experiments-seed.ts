@@ -9,23 +9,12 @@ import { DeviceBuffer, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { rand } from '@cuda-tasks/curand';
 import { stream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
 import { makeJobs } from '../../src/seed/seed.js';
+import { nowUs, Steps } from './harness.js';
 
-const steps = new Map<string, number[]>();
-const mark = (k: string, us: number) => {
-  let list = steps.get(k);
-  if (list === undefined) steps.set(k, (list = []));
-  list.push(us);
-};
-const now = () => performance.now() * 1000;
-const report = () => {
-  for (const [k, v] of steps) {
-    v.sort((x, y) => x - y);
-    console.log(
-      JSON.stringify({ name: k, us: Math.round(v[v.length >> 1]! * 10) / 10, n: v.length }),
-    );
-  }
-  steps.clear();
-};
+const steps = new Steps();
+const mark = (name: string, us: number) => steps.mark(name, us);
+const report = () => steps.report();
+const now = () => nowUs();
 
 // A. Starting an empty task (no GPU work).
 for (let i = 0; i < 20_000; i++) {

@@ -1,13 +1,14 @@
 /**
  * Measurement experiments on the GPU machine, to decide hot-path declarations: launch through
  * cuLaunchKernel vs cuLaunchKernelEx (a prefilled CUlaunchConfig in native memory), handles as
- * BigInt `void *` vs Number `uint64_t`, the alloc+free pair piece by piece, the seed iteration
- * step by step, and which libcublas this process loaded. Prints one JSON line per figure.
+ * BigInt `void *` vs Number `uint64_t`, the alloc+free pair piece by piece, and which
+ * libcublas this process loaded (the seed iteration step by step is experiments-seed.ts).
+ * Prints one JSON line per figure.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DeviceBuffer, driver, launch, Module, scratch } from '@cuda-tasks/cudadrv';
-import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
+import { stream, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
 import { timeNs as time } from './harness.js';
 
@@ -233,63 +234,4 @@ await task(async () => {
   });
 }
 
-// The seed iteration step by step: where a new task's time goes.
-{
-  const { makeJobs, run } = await import('../../src/seed/seed.js');
-  const { rand } = await import('@cuda-tasks/curand');
-  const { handle } = await import('@cuda-tasks/cublas');
-  const a = rand('float32', [1024, 1024]);
-  const b = rand('float32', [1024, 1024]);
-  const jobs = makeJobs(a, b);
-  await synchronize();
-  const steps: Record<string, number[]> = {};
-  const mark = (k: string, v: number) => {
-    (steps[k] ??= []).push(v);
-  };
-  for (let it = 0; it < 60; it++) {
-    const t0 = performance.now();
-    let tBody = 0;
-    let tStream = 0;
-    let tHandle = 0;
-    let tRun = 0;
-    let tSynced = 0;
-    await task(async () => {
-      tBody = performance.now();
-      stream();
-      tStream = performance.now();
-      handle();
-      tHandle = performance.now();
-      for (const job of jobs) run(job.a, job.b, job.c);
-      tRun = performance.now();
-      await synchronize();
-      tSynced = performance.now();
-    });
-    const tEnd = performance.now();
-    if (it >= 10) {
-      mark('task start -> body', tBody - t0);
-      mark('stream()', tStream - tBody);
-      mark('handle() (bind + workspace)', tHandle - tStream);
-      mark('2 x run (gemm + sin issue)', tRun - tHandle);
-      mark('await synchronize()', tSynced - tRun);
-      mark('task settle -> awaited', tEnd - tSynced);
-      mark('total', tEnd - t0);
-    }
-  }
-  // The same work, spin-waited: the GPU time floor.
-  await task(async () => {
-    const s = stream();
-    for (let it = 0; it < 60; it++) {
-      const t0 = performance.now();
-      for (const job of jobs) run(job.a, job.b, job.c);
-      while (driver().cuStreamQuery(s.handle) !== 0) {}
-      if (it >= 10) mark('one task, 2 x run + spin on cuStreamQuery', performance.now() - t0);
-    }
-  });
-  for (const [k, v] of Object.entries(steps)) {
-    v.sort((x, y) => x - y);
-    console.log(
-      JSON.stringify({ name: `seed step: ${k}`, us: Math.round(v[v.length >> 1]! * 10000) / 10 }),
-    );
-  }
-}
 process.exit(0);

@@ -59,6 +59,33 @@ export function timeNs(
   console.log(JSON.stringify({ name, ns: Math.round(samples[3]!) }));
 }
 
+/**
+ * Samples by name, for the experiment scripts that time steps one by one: `mark` adds one,
+ * `report` prints one JSON line per name (median and 10th percentile, microseconds, and the
+ * count), then forgets them.
+ */
+export class Steps {
+  readonly #samples = new Map<string, number[]>();
+
+  mark(name: string, us: number): void {
+    let list = this.#samples.get(name);
+    if (list === undefined) this.#samples.set(name, (list = []));
+    list.push(us);
+  }
+
+  report(): void {
+    const round = (us: number) => Math.round(us * 10) / 10;
+    for (const [name, list] of this.#samples) {
+      list.sort((x, y) => x - y);
+      const p10 = list[Math.floor(list.length / 10)]!;
+      console.log(
+        JSON.stringify({ name, us: round(median(list)), p10: round(p10), n: list.length }),
+      );
+    }
+    this.#samples.clear();
+  }
+}
+
 /** Microseconds since an arbitrary origin. */
 export function nowUs(): number {
   return performance.now() * 1000;
