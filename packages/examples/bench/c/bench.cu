@@ -253,31 +253,25 @@ int main(int argc, char** argv) {
     cuuint64_t threshold = UINT64_MAX;
     CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
     const int kPairs = 10000;
-    emit("alloc_free", repeat_median([&] {
-           double t0 = now_us();
-           for (int i = 0; i < kPairs; i++) {
-             CUdeviceptr p;
-             CHECK(cuMemAllocAsync(&p, 256, stream));
-             CHECK(cuMemFreeAsync(p, stream));
-           }
-           double t = now_us() - t0;
-           CHECK(cuStreamSynchronize(stream));
-           return t / kPairs;
-         }),
+    // Microseconds per pair of `bytes`, 10000 pairs per batch, the drain not timed.
+    auto pairs = [&](size_t bytes) {
+      return repeat_median([&] {
+        double t0 = now_us();
+        for (int i = 0; i < kPairs; i++) {
+          CUdeviceptr p;
+          CHECK(cuMemAllocAsync(&p, bytes, stream));
+          CHECK(cuMemFreeAsync(p, stream));
+        }
+        double t = now_us() - t0;
+        CHECK(cuStreamSynchronize(stream));
+        return t / kPairs;
+      });
+    };
+    emit("alloc_free", pairs(256),
          "cuMemAllocAsync(256 B) + cuMemFreeAsync pair, default pool, release threshold "
          "UINT64_MAX, 10000 per batch, sync excluded");
     // The same pair at 128 KiB: the size of ours' alloc_free_driver row (past our cache).
-    emit("alloc_free_128k", repeat_median([&] {
-           double t0 = now_us();
-           for (int i = 0; i < kPairs; i++) {
-             CUdeviceptr p;
-             CHECK(cuMemAllocAsync(&p, 128 * 1024, stream));
-             CHECK(cuMemFreeAsync(p, stream));
-           }
-           double t = now_us() - t0;
-           CHECK(cuStreamSynchronize(stream));
-           return t / kPairs;
-         }),
+    emit("alloc_free_128k", pairs(128 * 1024),
          "cuMemAllocAsync(128 KiB) + cuMemFreeAsync pair, default pool, release threshold "
          "UINT64_MAX, 10000 per batch, sync excluded");
   }
