@@ -99,29 +99,23 @@ export async function runCore(options: { prefix?: string } = {}): Promise<Result
       'launch + synchronizeSync() (cuStreamSynchronize) round trip',
     );
 
+    // Microseconds per allocate + dispose pair of `bytes`; the drain is not timed.
+    const pairs = (bytes: number) =>
+      repeatMedian(() => {
+        const t0 = nowUs();
+        for (let i = 0; i < launches; i++) DeviceBuffer.allocate(bytes, { stream: s }).dispose();
+        const t1 = nowUs();
+        s.synchronize();
+        return (t1 - t0) / launches;
+      });
     out(
       'alloc_free',
-      await repeatMedian(() => {
-        const t0 = nowUs();
-        for (let i = 0; i < launches; i++) DeviceBuffer.allocate(256, { stream: s }).dispose();
-        const t1 = nowUs();
-        s.synchronize();
-        return (t1 - t0) / launches;
-      }),
+      await pairs(256),
       'DeviceBuffer.allocate(256) + dispose(): after the first pair the block comes from the stream cache of small freed blocks, no driver call',
     );
-
     out(
       'alloc_free_driver',
-      await repeatMedian(() => {
-        const t0 = nowUs();
-        for (let i = 0; i < launches; i++) {
-          DeviceBuffer.allocate(128 * 1024, { stream: s }).dispose();
-        }
-        const t1 = nowUs();
-        s.synchronize();
-        return (t1 - t0) / launches;
-      }),
+      await pairs(128 * 1024),
       'DeviceBuffer.allocate(128 KiB) + dispose(): past the cache bound, so cuMemAllocAsync + cuMemFreeAsync every time (our overhead over the C pair)',
     );
 
