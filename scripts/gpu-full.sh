@@ -19,6 +19,7 @@ if run SKIP_EXAMPLES; then
     timeout 60 "${tsx[@]}" packages/examples/src/seed/demo.ts --trace --out /tmp/demo
     cp /tmp/demo/seed-trace.json /tmp/demo/seed-timeline.svg "$out/" 2>/dev/null
     timeout 90 "${tsx[@]}" packages/examples/src/service/load.ts --requests 600 --seconds 12 --concurrency 32 --n 256
+    timeout 90 "${tsx[@]}" packages/examples/src/service/load.ts --route solve-random --requests 600 --seconds 12 --concurrency 32 --n 1024
   } > "$out/examples.log" 2>&1
 fi
 if run SKIP_PROBES; then

@@ -3,6 +3,7 @@ import {
   checkSolution,
   type ModeResult,
   makeProblem,
+  makeRandomRequest,
   parseLoadArguments,
   randomSource,
   report,
@@ -20,6 +21,7 @@ describe('parseLoadArguments', () => {
       warmup: 32,
       problems: 16,
       seed: 1,
+      route: 'solve',
     });
   });
 
@@ -65,6 +67,9 @@ describe('parseLoadArguments', () => {
     expect(() => parseLoadArguments(['--concurrency'])).toThrow(/got nothing/);
     expect(() => parseLoadArguments(['--seconds', '-1'])).toThrow(/--seconds must be a number/);
     expect(() => parseLoadArguments(['--mode', 'all'])).toThrow(/--mode must be/);
+    expect(() => parseLoadArguments(['--route', 'matmul'])).toThrow(
+      '--route must be solve or solve-random, got matmul',
+    );
     expect(() => parseLoadArguments(['fast'])).toThrow('unexpected argument fast');
   });
 });
@@ -91,6 +96,33 @@ describe('problems and the residual check', () => {
     expect(checkSolution(problem, [1], [0])).toBe('expected x with 2 numbers, got 1');
     expect(checkSolution(problem, undefined, [0])).toBe('expected x with 2 numbers, got undefined');
     expect(checkSolution(problem, [1, null], [1])).toMatch(/^row 1: residual/);
+  });
+});
+
+describe('solve-random requests', () => {
+  it('reads --route', () => {
+    expect(parseLoadArguments(['--route', 'solve-random']).route).toBe('solve-random');
+    expect(parseLoadArguments(['--route=solve']).route).toBe('solve');
+  });
+
+  it('sends {n, seed} and checks the residual and that a seed always gives the same x', () => {
+    const request = makeRandomRequest(512, 7);
+    expect(request.path).toBe('/solve-random');
+    expect(JSON.parse(request.body.toString())).toEqual({ n: 512, seed: 7 });
+    const x = [0.5, -1.25, 2, 3];
+    expect(request.check({ residual: 3e-14, x }, 0)).toBeUndefined();
+    expect(request.check({ residual: 3e-14, x: [...x] }, 1)).toBeUndefined();
+    expect(request.check({ residual: 3e-14, x: [0.5, -1.25, 2, 3.0000001] }, 2)).toMatch(
+      /^seed 7: x starts .* this time, .* before$/,
+    );
+    expect(request.check({ residual: 1e-3, x }, 3)).toBe(
+      'seed 7: residual 0.001 is not below 1e-8',
+    );
+    expect(request.check({ residual: Number.NaN, x }, 4)).toMatch(/residual NaN/);
+    expect(request.check({ residual: 1e-15, x: [1, 2] }, 5)).toMatch(
+      /expected the first 4 entries of x/,
+    );
+    expect(makeRandomRequest(2, 1).check({ residual: 0, x: [1, 2] }, 0)).toBeUndefined();
   });
 });
 

@@ -9,7 +9,12 @@
  * Bounded: stops after `--requests N` (default 2000) or `--seconds S` (default 20) per mode,
  * whichever comes first.
  *
- * Run: `node_modules/.bin/tsx --conditions=@cuda-tasks/source packages/examples/src/service/load.ts [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--mode both|task|shared] [--url http://127.0.0.1:PORT]`
+ * With `--route solve-random` it fires `POST /solve-random {n, seed}` instead: the server draws
+ * the system on the GPU, so the request's time goes to the GPU rather than to JSON, which is
+ * where a stream per request pays off; the check is the residual the server reports and, per
+ * seed, the same answer every time.
+ *
+ * Run: `node_modules/.bin/tsx --conditions=@cuda-tasks/source packages/examples/src/service/load.ts [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--url http://127.0.0.1:PORT]`
  */
 import { Agent, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -37,6 +42,12 @@ export interface LoadOptions {
   problems: number;
   /** Seed of the problem generator (default 1). */
   seed: number;
+  /**
+   * `solve` (default): `POST /solve` with the matrix in the JSON body (the server's time goes
+   * to JSON); `solve-random`: `POST /solve-random {n, seed}`, the server draws the system on the
+   * GPU (its time goes to the GPU).
+   */
+  route: 'solve' | 'solve-random';
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
@@ -65,6 +76,7 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     warmup: -1,
     problems: 16,
     seed: 1,
+    route: 'solve',
   };
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!;
@@ -98,6 +110,10 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
         break;
       case '--seed':
         options.seed = positiveInteger(name, value, 2 ** 31 - 1);
+        break;
+      case '--route':
+        if (value === 'solve' || value === 'solve-random') options.route = value;
+        else throw new Error(`--route must be solve or solve-random, got ${value ?? 'nothing'}`);
         break;
       case '--mode':
         if (value === 'both') options.modes = ['task', 'shared'];
@@ -140,14 +156,25 @@ export function randomSource(seed: number): () => number {
   };
 }
 
+/** One request the load sends, and how to check its answer. */
+export interface Request {
+  /** The route, e.g. '/solve'. */
+  path: string;
+  /** The JSON body. */
+  body: Buffer;
+  /**
+   * Checks a 200 answer (parsed JSON) of the request sent as number `index`; undefined when
+   * it passes, else what is wrong.
+   */
+  check(answer: Record<string, unknown>, index: number): string | undefined;
+}
+
 /** One linear system and its request body. */
-export interface Problem {
+export interface Problem extends Request {
   n: number;
   /** n x n, column-major. */
   a: Float64Array;
   b: Float64Array;
-  /** The JSON body of `POST /solve`. */
-  body: Buffer;
 }
 
 /**
@@ -169,7 +196,42 @@ export function makeProblem(n: number, random: () => number): Problem {
   for (let i = 0; i < n; i++) a[i + i * n] = rowSums[i]! + 1;
   const b = Float64Array.from({ length: n }, () => random() * 2 - 1);
   const body = Buffer.from(JSON.stringify({ n, a: Array.from(a), b: Array.from(b) }));
-  return { n, a, b, body };
+  const problem: Problem = {
+    n,
+    a,
+    b,
+    path: '/solve',
+    body,
+    check: (answer, index) => checkSolution(problem, answer.x, [0, n >> 1, n - 1, index % n]),
+  };
+  return problem;
+}
+
+/**
+ * A `POST /solve-random {n, seed}` request: the server draws the system from `seed`, so the
+ * check is the residual it reports (below 1e-8) and, for every later answer to the same seed,
+ * the same first entries of x bit for bit (a seeded generator gives the same numbers whichever
+ * task and stream run it).
+ */
+export function makeRandomRequest(n: number, seed: number): Request {
+  let first: string | undefined;
+  return {
+    path: '/solve-random',
+    body: Buffer.from(JSON.stringify({ n, seed })),
+    check(answer) {
+      const { residual, x } = answer;
+      if (typeof residual !== 'number' || !(residual < 1e-8)) {
+        return `seed ${seed}: residual ${String(residual)} is not below 1e-8`;
+      }
+      if (!Array.isArray(x) || x.length !== Math.min(n, 4)) {
+        return `seed ${seed}: expected the first ${Math.min(n, 4)} entries of x, got ${JSON.stringify(x)}`;
+      }
+      const text = JSON.stringify(x);
+      first ??= text;
+      if (text !== first) return `seed ${seed}: x starts ${text} this time, ${first} before`;
+      return undefined;
+    },
+  };
 }
 
 /**
@@ -245,7 +307,7 @@ interface Fired {
 async function fire(
   url: URL,
   agent: Agent,
-  problems: readonly Problem[],
+  problems: readonly Request[],
   count: number,
   deadline: number,
   concurrency: number,
@@ -264,10 +326,10 @@ async function fire(
       const problem = problems[index % problems.length]!;
       const start = performance.now();
       try {
-        const response = await post(agent, url, problem.body);
+        const response = await post(agent, new URL(problem.path, url), problem.body);
         const latency = performance.now() - start;
         fired.completed++;
-        let parsed: { x?: unknown; error?: unknown };
+        let parsed: Record<string, unknown>;
         try {
           parsed = JSON.parse(response.text) as typeof parsed;
         } catch {
@@ -278,8 +340,7 @@ async function fire(
           fail(`HTTP ${response.status}: ${String(parsed.error)}`);
           continue;
         }
-        const n = problem.n;
-        const wrong = checkSolution(problem, parsed.x, [0, n >> 1, n - 1, index % n]);
+        const wrong = problem.check(parsed, index);
         if (wrong !== undefined) fail(`wrong answer: ${wrong}`);
         else fired.latencies.push(latency);
       } catch (error) {
@@ -306,25 +367,17 @@ export interface ModeResult {
   loopDelayMax: number;
 }
 
-/** Runs warm-up, then the measured batch against `url`'s `POST /solve`. */
+/** Runs warm-up, then the measured batch of `problems` against the server at `url`. */
 export async function measure(
   mode: string,
   url: URL,
-  problems: readonly Problem[],
+  problems: readonly Request[],
   options: LoadOptions,
 ): Promise<ModeResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency });
-  const solveUrl = new URL('/solve', url);
   try {
     if (options.warmup > 0) {
-      const warm = await fire(
-        solveUrl,
-        agent,
-        problems,
-        options.warmup,
-        Infinity,
-        options.concurrency,
-      );
+      const warm = await fire(url, agent, problems, options.warmup, Infinity, options.concurrency);
       if (warm.errors === options.warmup) {
         throw new Error(`every warm-up request failed (${mode}): ${warm.messages.join('; ')}`);
       }
@@ -333,7 +386,7 @@ export async function measure(
     histogram.enable();
     const start = performance.now();
     const fired = await fire(
-      solveUrl,
+      url,
       agent,
       problems,
       options.requests,
@@ -411,9 +464,14 @@ export function report(results: readonly ModeResult[]): string {
 export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<ModeResult[]> {
   const options = parseLoadArguments(argv);
   const random = randomSource(options.seed);
-  const problems = Array.from({ length: options.problems }, () => makeProblem(options.n, random));
+  const problems: Request[] =
+    options.route === 'solve'
+      ? Array.from({ length: options.problems }, () => makeProblem(options.n, random))
+      : Array.from({ length: options.problems }, (_, i) =>
+          makeRandomRequest(options.n, options.seed * 1000 + i),
+        );
   console.log(
-    `POST /solve, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
+    `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
   );
   const results: ModeResult[] = [];
   const runs: { mode: string; shared: boolean }[] =

@@ -1,5 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { DeviceArray } from '@cuda-tasks/cudadrv';
+import { Generator } from '@cuda-tasks/curand';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeGpu } from '../../../../test/gpu';
 import { rng } from '../../../../test/random';
@@ -176,6 +178,35 @@ describeGpu('the GPU HTTP service', () => {
       const { a, b } = problems[i]!;
       expect(relativeError(response.body.x, solveReference(n, 1, a, b))).toBeLessThan(1e-12);
     });
+  });
+
+  it('POST /solve-random solves the system its seed draws (checked against a CPU solve)', async () => {
+    const n = 64;
+    const seeds = [0, 1, 2, 3, 0, 1, 2, 3, 2 ** 40 + 5];
+    const responses = await Promise.all(
+      seeds.map((seed, i) => post(i % 2 ? sharedBase : base, '/solve-random', { n, seed })),
+    );
+    for (const [i, response] of responses.entries()) {
+      expect(response.status).toBe(200);
+      expect(response.body.n).toBe(n);
+      expect(response.body.residual).toBeLessThan(1e-12);
+      // The same draws on this side: Philox from the seed, A (n x n) first, then b.
+      const generator = new Generator({ kind: 'philox', seed: seeds[i]! });
+      const a = generator.uniform(DeviceArray.empty('float64', [n, n]));
+      const b = generator.uniform(DeviceArray.empty('float64', [n, 1]));
+      const [hostA, hostB] = [Array.from(await a.toHost()), Array.from(await b.toHost())];
+      for (const array of [a, b]) array.dispose();
+      generator.dispose();
+      const x = solveReference(n, 1, hostA, hostB);
+      expect(relativeError(response.body.x, Array.from(x).slice(0, 4))).toBeLessThan(1e-9);
+    }
+    // A seed gives the same answer whichever task, stream or server mode ran it.
+    expect(responses[4]!.body.x).toEqual(responses[0]!.body.x);
+    expect(responses[5]!.body.x).toEqual(responses[1]!.body.x);
+    expect(responses[1]!.body.x).not.toEqual(responses[0]!.body.x);
+    const bad = await post(base, '/solve-random', { n: 4, seed: 'x' });
+    expect(bad.status).toBe(400);
+    expect(serverErrors).toEqual([]);
   });
 
   it('answers a singular matrix with 422 and the cuSOLVER message', async () => {

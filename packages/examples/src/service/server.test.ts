@@ -9,6 +9,7 @@ import {
   DEFAULT_LIMITS,
   parseJson,
   parseMatmulRequest,
+  parseSolveRandomRequest,
   parseSolveRequest,
   RequestError,
 } from './validation.js';
@@ -162,6 +163,35 @@ describe('parseMatmulRequest', () => {
   });
 });
 
+describe('parseSolveRandomRequest', () => {
+  it('accepts n and a seed', () => {
+    expect(parseSolveRandomRequest({ n: 1024, seed: 7 })).toEqual({ n: 1024, seed: 7 });
+    expect(parseSolveRandomRequest({ n: 1, seed: 0 })).toEqual({ n: 1, seed: 0 });
+    expect(parseSolveRandomRequest({ n: 2, seed: 2 ** 53 - 1 }).seed).toBe(2 ** 53 - 1);
+  });
+
+  it('refuses a missing or bad seed, a bad n and unknown fields with 400', () => {
+    const cases: [unknown, RegExp][] = [
+      [{ n: 4 }, /missing field "seed"/],
+      [{ n: 4, seed: -1 }, /"seed" must be an integer in 0\.\.2\^53-1, got -1/],
+      [{ n: 4, seed: 1.5 }, /"seed" must be an integer/],
+      [{ n: 4, seed: '7' }, /"seed" must be an integer .*the string "7"/],
+      [{ n: 4, seed: 2 ** 53 }, /"seed" must be an integer/],
+      [{ seed: 1 }, /missing field "n"/],
+      [{ n: 0, seed: 1 }, /"n" must be a positive integer/],
+      [{ n: 4096, seed: 1 }, /"n" = 4096 is too large/],
+      [{ n: 4, seed: 1, a: [] }, /unknown field "a"/],
+      [[4, 1], /must be a JSON object/],
+    ];
+    for (const [body, message] of cases) {
+      const error = refusal(() => parseSolveRandomRequest(body));
+      expect(error.status).toBe(400);
+      expect(error.message).toMatch(/^POST \/solve-random: /);
+      expect(error.message).toMatch(message);
+    }
+  });
+});
+
 describe('errorResponse', () => {
   it('keeps a RequestError status', () => {
     expect(errorResponse(new RequestError(413, 'too big'))).toEqual({
@@ -254,16 +284,22 @@ describe('the server without touching the GPU for bad requests', () => {
       status: 400,
       body: { error: 'POST /matmul: missing field "b"' },
     });
+    const random = await post('/solve-random', JSON.stringify({ n: 8, seed: -3 }));
+    expect(random).toMatchObject({
+      status: 400,
+      body: { error: 'POST /solve-random: "seed" must be an integer in 0..2^53-1, got -3' },
+    });
   });
 
   it('answers an unknown route with 404 and a wrong method with 405', async () => {
     const missing = await post('/invert', '{}');
     expect(missing.status).toBe(404);
     expect(missing.body.error).toBe(
-      'no route POST /invert: this service has POST /solve, POST /matmul and GET /health',
+      'no route POST /invert: this service has POST /solve, POST /solve-random, POST /matmul and GET /health',
     );
     const wrongMethod = await call('/solve');
     expect(wrongMethod.status).toBe(405);
+    expect((await call('/solve-random')).status).toBe(405);
     expect(wrongMethod.allow).toBe('POST');
     expect(wrongMethod.body.error).toBe('/solve takes POST with a JSON body, not GET');
   });

@@ -17,7 +17,7 @@ import {
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { matmul } from '@cuda-tasks/cublas';
+import { gemv, matmul, nrm2 } from '@cuda-tasks/cublas';
 import {
   CudaArgumentError,
   CudaError,
@@ -26,6 +26,7 @@ import {
   DeviceArray,
   Stream,
 } from '@cuda-tasks/cudadrv';
+import { defaultGenerator } from '@cuda-tasks/curand';
 import { SingularMatrixError, solve } from '@cuda-tasks/cusolver';
 import { task, withStream } from '@cuda-tasks/task-runtime';
 import {
@@ -33,9 +34,11 @@ import {
   type MatmulRequest,
   parseJson,
   parseMatmulRequest,
+  parseSolveRandomRequest,
   parseSolveRequest,
   RequestError,
   type RequestLimits,
+  type SolveRandomRequest,
   type SolveRequest,
 } from './validation.js';
 
@@ -167,6 +170,38 @@ async function runSolve(request: SolveRequest): Promise<{ x: number[] }> {
   }
 }
 
+/**
+ * Draws A (n x n) and b (n) uniform in [0, 1) from `seed` with the task's cuRAND generator,
+ * solves A x = b with cuSOLVER (LU), and answers the relative residual ||b - A x|| / ||b||
+ * (cuBLAS gemv and nrm2) with the first entries of x: a request of a few bytes that keeps the
+ * GPU busy, where a stream per request lets requests overlap on the GPU.
+ */
+async function runSolveRandom(
+  request: SolveRandomRequest,
+): Promise<{ n: number; seed: number; residual: number; x: number[] }> {
+  const { n, seed } = request;
+  const generator = defaultGenerator();
+  generator.setSeed(seed);
+  const a = generator.uniform(DeviceArray.empty('float64', [n, n]));
+  let b: DeviceArray<'float64'> | undefined;
+  let x: DeviceArray<'float64'> | undefined;
+  let r: DeviceArray<'float64'> | undefined;
+  try {
+    b = generator.uniform(DeviceArray.empty('float64', [n, 1]));
+    x = await solve(a, b);
+    r = b.copy();
+    gemv(a, x, r, { alpha: -1, beta: 1 }); // r = b - A x
+    const [residualNorm, rightNorm] = await Promise.all([nrm2(r), nrm2(b)]);
+    const head = await x.block(0, 0, Math.min(n, 4), 1).toHost();
+    return { n, seed, residual: residualNorm / rightNorm, x: finite(head, 'x') };
+  } finally {
+    a.dispose();
+    b?.dispose();
+    x?.dispose();
+    r?.dispose();
+  }
+}
+
 /** Multiplies on the current stream. */
 async function runMatmul(request: MatmulRequest): Promise<{ c: number[] }> {
   const { m, k, n } = request;
@@ -196,6 +231,13 @@ const ROUTES: Readonly<Record<string, Route>> = {
     handle(body, limits) {
       const request = parseSolveRequest(body, limits);
       return () => runSolve(request);
+    },
+  },
+  '/solve-random': {
+    method: 'POST',
+    handle(body, limits) {
+      const request = parseSolveRandomRequest(body, limits);
+      return () => runSolveRandom(request);
     },
   },
   '/matmul': {
@@ -246,7 +288,7 @@ export function createServer(options: ServerOptions = {}): Server {
       if (route === undefined) {
         throw new RequestError(
           404,
-          `no route ${request.method} ${path}: this service has POST /solve, POST /matmul and GET /health`,
+          `no route ${request.method} ${path}: this service has POST /solve, POST /solve-random, POST /matmul and GET /health`,
         );
       }
       if (request.method !== route.method) {
@@ -316,7 +358,9 @@ export function main(argv: readonly string[] = process.argv.slice(2)): Promise<S
       console.log(
         `GPU service listening on http://127.0.0.1:${address.port} (${sharedStream ? 'one shared stream' : 'a stream per request task'})`,
       );
-      console.log('  POST /solve {n, a, b, k?}   POST /matmul {m, k, n, a, b}   GET /health');
+      console.log(
+        '  POST /solve {n, a, b, k?}   POST /solve-random {n, seed}   POST /matmul {m, k, n, a, b}   GET /health',
+      );
       const stop = () => {
         server.close();
         server.closeAllConnections();

@@ -38,6 +38,12 @@ export interface SolveRequest {
   b: Float64Array;
 }
 
+/** A validated `POST /solve-random` body: solve a random n x n system drawn from `seed`. */
+export interface SolveRandomRequest {
+  n: number;
+  seed: number;
+}
+
 /** A validated `POST /matmul` body: C (m x n) = A (m x k) B (k x n), column-major. */
 export interface MatmulRequest {
   m: number;
@@ -200,4 +206,28 @@ export function parseMatmulRequest(
   const a = numbers(record, route, 'a', m * k, 'm*k');
   const b = numbers(record, route, 'b', k * n, 'k*n');
   return { m, k, n, a, b };
+}
+
+/**
+ * Validates a `POST /solve-random` body `{ n, seed }`: the server draws A (n x n) and b (n)
+ * uniform in [0, 1) with cuRAND from `seed` (an integer in 0..2^53-1), so the body stays a few
+ * bytes while the GPU does an n x n LU solve. Throws a 400 RequestError naming the field.
+ * @example parseSolveRandomRequest({ n: 1024, seed: 7 }); // { n: 1024, seed: 7 }
+ */
+export function parseSolveRandomRequest(
+  body: unknown,
+  limits: RequestLimits = DEFAULT_LIMITS,
+): SolveRandomRequest {
+  const route = 'POST /solve-random';
+  const record = requireObject(body, route, ['n', 'seed']);
+  const n = dimension(record, route, 'n', limits);
+  const seed = record.seed;
+  if (seed === undefined) throw new RequestError(400, `${route}: missing field "seed"`);
+  if (typeof seed !== 'number' || !Number.isSafeInteger(seed) || seed < 0) {
+    throw new RequestError(
+      400,
+      `${route}: "seed" must be an integer in 0..2^53-1, got ${describe(seed)}`,
+    );
+  }
+  return { n, seed };
 }
