@@ -5,11 +5,16 @@
  * into the output folder.
  *
  * Usage: tsx --conditions=@cuda-tasks/source bench/run.ts [--out DIR] [--from DIR]
- *        [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--peers cupy,torch]
+ *        [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--skip-paired]
+ *        [--peers cupy,torch]
  *
  * --rounds N  runs the C baseline and ours N times each, alternating (default 3), and reports
  *             per benchmark the median of the rounds: the host drifts over a run, and this
  *             way the drift hits both sides alike. The Python peers run once.
+ *
+ * --skip-paired leaves out the same-process comparison (bench/ts/paired.ts: C's loops as a
+ *             shared library, called from the process that runs ours, batch by batch
+ *             alternating), which otherwise runs once after the rounds.
  *
  * --from DIR  runs nothing: rebuilds the report from DIR/raw/{c,python,ours}.jsonl (what an
  *             earlier run saved), e.g. on a machine without a GPU.
@@ -17,7 +22,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, hostname, tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import {
@@ -28,6 +33,7 @@ import {
   buildTargets,
   type Collected,
   emptyCollected,
+  formatPaired,
   formatTable,
   mergeRounds,
   parseLines,
@@ -47,10 +53,11 @@ interface RunArguments {
   skipOurs: boolean;
   peers: string[];
   rounds: number;
+  skipPaired: boolean;
 }
 
 const usage =
-  'usage: run.ts [--out DIR] [--from DIR] [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--peers cupy,torch]';
+  'usage: run.ts [--out DIR] [--from DIR] [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--skip-paired] [--peers cupy,torch]';
 
 function parseArguments(argv: readonly string[]): RunArguments {
   const parsed: RunArguments = {
@@ -60,6 +67,7 @@ function parseArguments(argv: readonly string[]): RunArguments {
     skipOurs: false,
     peers: [],
     rounds: 3,
+    skipPaired: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!;
@@ -78,6 +86,7 @@ function parseArguments(argv: readonly string[]): RunArguments {
     } else if (argument === '--skip-c') parsed.skipC = true;
     else if (argument === '--skip-python') parsed.skipPython = true;
     else if (argument === '--skip-ours') parsed.skipOurs = true;
+    else if (argument === '--skip-paired') parsed.skipPaired = true;
     else if (argument === '--peers') parsed.peers = value().split(',').filter(Boolean);
     else if (argument === '--help' || argument === '-h') {
       console.log(usage);
@@ -215,6 +224,38 @@ async function runOurs(collected: Collected, raw: string[], round: number): Prom
   return parseLines(result.stdout);
 }
 
+/**
+ * The same-process comparison (bench/ts/paired.ts with the libinproc.so that build.sh put
+ * beside the C binary); returns its lines.
+ */
+async function runPairedProgram(
+  binary: string,
+  collected: Collected,
+  raw: Record<string, string>,
+): Promise<BenchLine[]> {
+  const library = join(dirname(binary), 'libinproc.so');
+  if (!existsSync(library)) {
+    collected.skipped.push({ source: 'c', reason: `same-process comparison: ${library} missing` });
+    return [];
+  }
+  console.log('[paired] C (inproc.cu) and ours in one process, batch by batch alternating');
+  const script = join(packageRoot, 'bench/ts/paired.ts');
+  const result = await runProgram(
+    'paired',
+    process.execPath,
+    [...process.execArgv, script, library],
+    300_000,
+  );
+  raw.paired = result.stdout;
+  if (result.code !== 0) {
+    collected.skipped.push({
+      source: 'ours',
+      reason: `same-process comparison ${result.error ?? `exited with ${result.code}`}: ${lastLines(result.stderr)}`,
+    });
+  }
+  return parseLines(result.stdout);
+}
+
 /** ours/C per round, for each benchmark both sides ran in every round. */
 function formatRounds(collected: Collected): string {
   const lines = ['ours/C per round (C and ours alternating; the table shows the median):'];
@@ -288,6 +329,7 @@ async function main(): Promise<number> {
   const started = performance.now();
   let machine: Record<string, unknown>;
   let roundsRun = options.rounds;
+  let paired: BenchLine[] = [];
 
   if (options.from !== undefined) {
     roundsRun = 1;
@@ -303,6 +345,8 @@ async function main(): Promise<number> {
       if (source !== 'cupy') roundsRun = Math.max(roundsRun, rounds.length);
       addLines(collected, source, mergeRounds(rounds));
     }
+    const pairedPath = join(rawDir, 'paired.jsonl');
+    if (existsSync(pairedPath)) paired = parseLines(readFileSync(pairedPath, 'utf8'));
     const savedMachine = join(options.from, 'bench.json');
     machine = existsSync(savedMachine)
       ? ((JSON.parse(readFileSync(savedMachine, 'utf8')) as { machine?: Record<string, unknown> })
@@ -331,6 +375,9 @@ async function main(): Promise<number> {
       addLines(collected, 'ours', mergeRounds(oursRounds));
       raw.ours = oursRaw.join('');
     }
+    if (binary !== undefined && !options.skipOurs && !options.skipPaired) {
+      paired = await runPairedProgram(binary, collected, raw);
+    }
   }
 
   const rows = buildTable(collected);
@@ -342,6 +389,7 @@ async function main(): Promise<number> {
   const jsonPath = join(options.out, 'bench.json');
   const svgPath = join(options.out, 'bench.svg');
   const document = buildJson(collected, rows, targets, machine, roundsRun);
+  if (paired.length > 0) document.paired = paired.filter((line) => line.paired === true);
   document.elapsed_s = Math.round((performance.now() - started) / 100) / 10;
   writeFileSync(jsonPath, `${JSON.stringify(document, null, 2)}\n`);
   writeFileSync(svgPath, renderBenchSvg(rows, targets, subtitleOf(machine, collected, roundsRun)));
@@ -356,6 +404,8 @@ async function main(): Promise<number> {
   console.log('');
   console.log(formatTable(rows, targets, collected));
   if (roundsRun > 1) console.log(`\n${formatRounds(collected)}`);
+  const pairedTable = formatPaired(paired);
+  if (pairedTable) console.log(`\n${pairedTable}`);
   return collected.results.ours.size > 0 || options.skipOurs || options.from ? 0 : 1;
 }
 

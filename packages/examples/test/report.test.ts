@@ -5,6 +5,7 @@ import {
   buildTable,
   buildTargets,
   emptyCollected,
+  formatPaired,
   formatTable,
   mergeRounds,
   pairedRatio,
@@ -115,5 +116,34 @@ describe('the table and the seed targets', () => {
     const text = formatTable(rows, buildTargets(collected), collected);
     expect(text).toContain('3 rounds, C and ours alternating');
     expect(text).toMatch(/seed vs C: {4}ours seed_concurrent \/ C seed_concurrent = 1\.01x/);
+  });
+});
+
+describe('same-process table', () => {
+  it('formatPaired shows each pair line against its target and the seed overlap of both sides', () => {
+    const lines = parseLines(
+      [
+        '{"name":"launch_empty","paired":true,"ours_us":4.2,"c_us":4.1,"ratio":1.03,"pairs":15,"c_call":"cuLaunchKernel"}',
+        '{"name":"sgemm_8","paired":true,"ours_us":9.5,"c_us":8.5,"ratio":1.11,"pairs":15,"c_call":"cublasSgemm 8x8x8"}',
+        '{"name":"seed_serial","paired":true,"ours_us":150,"c_us":140,"ratio":1.07,"pairs":201,"c_call":"x"}',
+        '{"name":"seed_concurrent","paired":true,"ours_us":120,"c_us":119,"ratio":1.01,"pairs":201,"c_call":"y"}',
+        '{"name":"launch_empty","median_us":4.0}',
+      ].join('\n'),
+    );
+    const text = formatPaired(lines);
+    const row = (name: string) => text.split('\n').find((l) => l.startsWith(`${name} `))!;
+    expect(row('launch_empty')).toMatch(/4\.200\s+4\.100\s+1\.03x\s+1\.05x PASS\s+cuLaunchKernel/);
+    expect(row('sgemm_8')).toMatch(/1\.11x\s+1\.08x FAIL/);
+    expect(row('seed_concurrent')).toMatch(/1\.01x\s+1\.05x PASS/);
+    // seed_serial has no target of its own.
+    expect(row('seed_serial')).not.toMatch(/PASS|FAIL/);
+    // 120 / 150 = 0.800 for ours, 119 / 140 = 0.850 for C.
+    expect(text).toContain('ours concurrent/serial = 0.800 (target <= 0.85) PASS   [C 0.850]');
+    // Only the paired lines count: the plain launch_empty line makes no second row.
+    expect(text.split('\n').filter((l) => l.startsWith('launch_empty ')).length).toBe(1);
+  });
+
+  it('formatPaired is empty without paired lines', () => {
+    expect(formatPaired([line('launch_empty', 4)])).toBe('');
   });
 });

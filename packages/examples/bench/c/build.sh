@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the C baseline: ./build.sh [OUT_DIR]   (default /tmp/cuda-tasks-bench)
-# Prints the path of the binary. NVCC_FLAGS adds flags (e.g. -I/-L for a cuBLAS
-# installed outside the toolkit). Run the binary with the PTX path:
+# Builds the bench binary and, beside it, libinproc.so (the same loops as a shared library,
+# for bench/ts/paired.ts's same-process comparison). Prints the path of the binary.
+# NVCC_FLAGS adds flags (e.g. -I/-L for a cuBLAS installed outside the toolkit). Run the
+# binary with the PTX path:
 #   "$(./build.sh)" ../../src/kernels/kernels.ptx
 set -euo pipefail
 OUT_DIR="${1:-/tmp/cuda-tasks-bench}"
@@ -11,4 +13,7 @@ cd "$(dirname "$0")"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 # shellcheck disable=SC2086  # NVCC_FLAGS is a list of words
 "$NVCC" -O2 -arch=sm_90 ${NVCC_FLAGS:-} -o "$OUT_DIR/bench" bench.cu -lcuda -lcublas >&2
+# shellcheck disable=SC2086
+"$NVCC" -O2 -arch=sm_90 ${NVCC_FLAGS:-} -shared -Xcompiler -fPIC -o "$OUT_DIR/libinproc.so" \
+  inproc.cu -lcuda -lcublas >&2
 echo "$OUT_DIR/bench"

@@ -1,14 +1,15 @@
 /**
  * Our side of the benchmark suite as a program of its own (bench/run.ts starts it once per
  * round, like the C baseline): the driver and runtime benchmarks, then the libraries and the
- * seed workload. Prints one JSON line per benchmark.
+ * seed workload, then the 100 concurrent tasks (the order of bench.cu). Prints one JSON line per benchmark.
  */
-import { runCore } from './core.js';
+import { runCore, runTasks100 } from './core.js';
 import { runLibraries } from './libraries.js';
 
 try {
   await runCore();
   await runLibraries();
+  await runTasks100();
   process.exit(0);
 } catch (error) {
   const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);

@@ -580,3 +580,74 @@ export function renderBenchSvg(
   out.push('</svg>');
   return `${out.join('\n')}\n`;
 }
+
+/**
+ * The issues' targets for ours/C, by benchmark, as the same-process table shows them
+ * (launch <= 1.05x, withStream + launch <= 1.08x, launch + await synchronize() <= 1.2x,
+ * alloc+free <= 1.10x, 8x8 SGEMM <= 1.08x, the seed's concurrent iteration <= 1.05x).
+ */
+export const PAIRED_TARGETS: Readonly<Record<string, number>> = {
+  launch_empty: 1.05,
+  withstream_launch: 1.08,
+  launch_sync: 1.2,
+  alloc_free: 1.1,
+  sgemm_8: 1.08,
+  seed_concurrent: 1.05,
+};
+
+/**
+ * The same-process comparison (bench/ts/paired.ts lines, `paired: true`) as aligned text:
+ * medians of each side, the median of the per-pair ratios against its target, and the seed's
+ * concurrent/serial ratio of both sides.
+ */
+export function formatPaired(lines: readonly BenchLine[]): string {
+  const paired = lines.filter((line) => line.paired === true);
+  if (paired.length === 0) return '';
+  const number = (value: unknown) => (typeof value === 'number' ? value : undefined);
+  const header = ['operation', 'ours', 'C', 'ours/C', 'target', 'C call'];
+  const body = paired.map((line) => {
+    const ratio = number(line.ratio);
+    const target = PAIRED_TARGETS[line.name];
+    return [
+      line.name,
+      formatUs(number(line.ours_us)),
+      formatUs(number(line.c_us)),
+      formatRatio(ratio),
+      target === undefined
+        ? ''
+        : `${target.toFixed(2)}x ${ratio !== undefined && ratio <= target ? 'PASS' : 'FAIL'}`,
+      String(line.c_call ?? ''),
+    ];
+  });
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...body.map((cells) => cells[column]!.length)),
+  );
+  const format = (cells: readonly string[]) =>
+    cells
+      .map((cell, column) =>
+        column === 0 || column >= 4 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!),
+      )
+      .join('  ')
+      .trimEnd();
+  const out = [
+    "same process (bench/ts/paired.ts): C's loops (bench/c/inproc.cu) and ours alternating batch by batch;",
+    'us columns are medians over the pairs, ours/C the median of the per-pair ratios',
+    format(header),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...body.map(format),
+  ];
+  const byName = new Map(paired.map((line) => [line.name, line]));
+  const serial = byName.get('seed_serial');
+  const concurrent = byName.get('seed_concurrent');
+  const oursSerial = number(serial?.ours_us);
+  const oursConcurrent = number(concurrent?.ours_us);
+  const cSerial = number(serial?.c_us);
+  const cConcurrent = number(concurrent?.c_us);
+  if (oursSerial && oursConcurrent && cSerial && cConcurrent) {
+    const ours = oursConcurrent / oursSerial;
+    out.push(
+      `seed overlap, same process: ours concurrent/serial = ${ours.toFixed(3)} (target <= 0.85) ${ours <= 0.85 ? 'PASS' : 'FAIL'}   [C ${(cConcurrent / cSerial).toFixed(3)}]`,
+    );
+  }
+  return out.join('\n');
+}

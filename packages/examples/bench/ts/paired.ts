@@ -1,0 +1,389 @@
+/**
+ * The same-process comparison: C's loops from bench/c/inproc.cu (a shared library built with
+ * nvcc beside the bench binary, called through koffi) and ours, in one process, on the same
+ * context, kernel and stream, batch after batch alternating (C first in even pairs, ours
+ * first in odd ones). Two processes run one after the other also measure the host's drift
+ * between them; here both sides of a pair run within milliseconds of each other.
+ *
+ * Prints one JSON line per benchmark: `{ name, paired: true, ours_us, c_us, ratio, pairs,
+ * c_call }`, where `ours_us` and `c_us` are medians over the pairs and `ratio` the median of
+ * the per-pair ratios ours/C.
+ *
+ * Usage: tsx --conditions=@cuda-tasks/source bench/ts/paired.ts path/to/libinproc.so
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { gemm } from '@cuda-tasks/cublas';
+import { DeviceBuffer, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import { rand } from '@cuda-tasks/curand';
+import { stream, synchronize, synchronizeSync, task, withStream } from '@cuda-tasks/task-runtime';
+import koffi from 'koffi';
+import {
+  concurrentIteration,
+  disposeJobs,
+  makeJobs,
+  serialIteration,
+} from '../../src/seed/seed.js';
+import { median, nowUs, warmJit } from './harness.js';
+
+/** Pairs per benchmark after the warm-up pairs; single-iteration benchmarks take more. */
+const PAIRS = 15;
+const WARMUP_PAIRS = 3;
+
+const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
+
+/** One same-process result line. */
+export interface PairedLine {
+  name: string;
+  paired: true;
+  ours_us: number;
+  c_us: number;
+  ratio: number;
+  pairs: number;
+  c_call: string;
+}
+
+type Batch = () => number | Promise<number>;
+
+/** C's batch value, checked: inproc.cu returns a negative status on failure. */
+function checked(what: string, value: number): number {
+  if (!(value >= 0)) throw new Error(`inproc ${what} failed with status ${-value}`);
+  return value;
+}
+
+/**
+ * Runs `warmups` then `pairs` pairs of (C batch, ours batch), alternating which goes first;
+ * prints and returns the line.
+ */
+async function pair(
+  name: string,
+  cCall: string,
+  c: Batch,
+  ours: Batch,
+  pairs = PAIRS,
+  warmups = WARMUP_PAIRS,
+): Promise<PairedLine> {
+  const oursSamples: number[] = [];
+  const cSamples: number[] = [];
+  const ratios: number[] = [];
+  for (let i = 0; i < warmups + pairs; i++) {
+    let cValue: number;
+    let oursValue: number;
+    if (i % 2 === 0) {
+      cValue = await c();
+      oursValue = await ours();
+    } else {
+      oursValue = await ours();
+      cValue = await c();
+    }
+    if (i < warmups) continue;
+    oursSamples.push(oursValue);
+    cSamples.push(cValue);
+    ratios.push(oursValue / cValue);
+  }
+  const line: PairedLine = {
+    name,
+    paired: true,
+    ours_us: median(oursSamples),
+    c_us: median(cSamples),
+    ratio: median(ratios),
+    pairs,
+    c_call: cCall,
+  };
+  console.log(JSON.stringify(line));
+  return line;
+}
+
+export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
+  const lib = koffi.load(libraryPath);
+  const C = {
+    launchEmpty: lib.func('double inproc_launch_empty(uint64_t f, uint64_t s, int n)'),
+    launchSwitch: lib.func(
+      'double inproc_launch_switch(uint64_t f, uint64_t s1, uint64_t s2, int n)',
+    ),
+    launchSync: lib.func('double inproc_launch_sync(uint64_t f, uint64_t s, int n)'),
+    allocFree: lib.func('double inproc_alloc_free(uint64_t s, uint64_t bytes, int n)'),
+    eventRecord: lib.func('double inproc_event_record(uint64_t s, int n)'),
+    cublasCreate: lib.func('uint64_t inproc_cublas_create(uint64_t s)'),
+    cublasDestroy: lib.func('int inproc_cublas_destroy(uint64_t h)'),
+    sgemm: lib.func(
+      'double inproc_sgemm(uint64_t h, uint64_t s, int n, uint64_t a, uint64_t b, uint64_t c, int calls)',
+    ),
+    seed: lib.func(
+      'double inproc_seed(uint64_t h1, uint64_t h2, uint64_t s1, uint64_t s2, uint64_t sin_f, int n, uint64_t a1, uint64_t b1, uint64_t c1, uint64_t a2, uint64_t b2, uint64_t c2, int concurrent)',
+    ),
+    tasks: lib.func('double inproc_tasks(uint64_t f, const uint64_t *streams, int count)'),
+  };
+
+  const lines: PairedLine[] = [];
+  const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+  const empty = module.kernel('empty_kernel', []);
+  const sinKernel = module.kernel('sin_inplace', ['float32*', 'uint64']);
+  const config = { grid: 1, block: 1 };
+  const launches = 10_000;
+  const roundTrips = 2_000;
+
+  await task(
+    async () => {
+      const s = stream();
+      const sh = s.handle;
+      const f = empty.handle;
+      lines.push(
+        await pair(
+          'launch_empty',
+          'cuLaunchKernel',
+          () => checked('launch_empty', C.launchEmpty(f, sh, launches)),
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++) launch(empty, config);
+            const t1 = nowUs();
+            s.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
+
+      const s1 = Stream.create({ name: 'paired-1' });
+      const s2 = Stream.create({ name: 'paired-2' });
+      const launchEmpty = () => launch(empty, config);
+      lines.push(
+        await pair(
+          'withstream_launch',
+          'cuLaunchKernel alternating two streams',
+          () => checked('launch_switch', C.launchSwitch(f, s1.handle, s2.handle, launches)),
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++) withStream(i % 2 ? s2 : s1, launchEmpty);
+            const t1 = nowUs();
+            s1.synchronize();
+            s2.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
+
+      lines.push(
+        await pair(
+          'launch_sync',
+          'cuLaunchKernel + cuStreamSynchronize',
+          () => checked('launch_sync', C.launchSync(f, sh, roundTrips)),
+          async () => {
+            const t0 = nowUs();
+            for (let i = 0; i < roundTrips; i++) {
+              launch(empty, config);
+              await synchronize();
+            }
+            return (nowUs() - t0) / roundTrips;
+          },
+        ),
+      );
+      lines.push(
+        await pair(
+          'launch_sync_blocking',
+          'cuLaunchKernel + cuStreamSynchronize',
+          () => checked('launch_sync', C.launchSync(f, sh, roundTrips)),
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < roundTrips; i++) {
+              launch(empty, config);
+              synchronizeSync();
+            }
+            return (nowUs() - t0) / roundTrips;
+          },
+        ),
+      );
+
+      const pairs = (bytes: number) => () => {
+        const t0 = nowUs();
+        for (let i = 0; i < launches; i++) DeviceBuffer.allocate(bytes, { stream: s }).dispose();
+        const t1 = nowUs();
+        s.synchronize();
+        return (t1 - t0) / launches;
+      };
+      lines.push(
+        await pair(
+          'alloc_free',
+          'cuMemAllocAsync(256 B) + cuMemFreeAsync',
+          () => checked('alloc_free', C.allocFree(sh, 256, launches)),
+          pairs(256),
+        ),
+      );
+      lines.push(
+        await pair(
+          'alloc_free_driver',
+          'cuMemAllocAsync(128 KiB) + cuMemFreeAsync',
+          () => checked('alloc_free', C.allocFree(sh, 128 * 1024, launches)),
+          pairs(128 * 1024),
+        ),
+      );
+
+      const event = Event.create();
+      lines.push(
+        await pair(
+          'event_record',
+          'cuEventRecord',
+          () => checked('event_record', C.eventRecord(sh, launches)),
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++) event.record(s);
+            const t1 = nowUs();
+            s.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
+      event.dispose();
+
+      // cuBLAS: C's own handle on the same stream, C's loop; ours through gemm().
+      const h = C.cublasCreate(sh) as number | bigint;
+      if (!h) throw new Error('inproc_cublas_create failed');
+      {
+        const calls = 10_000;
+        const a = rand('float32', [8, 8]);
+        const b = rand('float32', [8, 8]);
+        const c = rand('float32', [8, 8]);
+        s.synchronize();
+        lines.push(
+          await pair(
+            'sgemm_8',
+            'cublasSgemm 8x8x8',
+            () => checked('sgemm', C.sgemm(h, sh, 8, a.pointer, b.pointer, c.pointer, calls)),
+            () => {
+              const t0 = nowUs();
+              for (let i = 0; i < calls; i++) gemm(a, b, c);
+              const t1 = nowUs();
+              s.synchronize();
+              return (t1 - t0) / calls;
+            },
+          ),
+        );
+        for (const array of [a, b, c]) array.dispose();
+      }
+      C.cublasDestroy(h);
+      s1.dispose();
+      s2.dispose();
+    },
+    { name: 'paired' },
+  );
+
+  // The seed workload, one iteration per batch. C: two streams of its own with a cuBLAS
+  // handle each (bench.cu's setup), the same arrays (every batch ends synchronized).
+  {
+    const n = 1024;
+    const a = rand('float32', [n, n]);
+    const b = rand('float32', [n, n]);
+    const jobs = makeJobs(a, b, 2);
+    await synchronize();
+    const cs1 = Stream.create({ name: 'paired-c-1' });
+    const cs2 = Stream.create({ name: 'paired-c-2' });
+    const h1 = C.cublasCreate(cs1.handle) as number | bigint;
+    const h2 = C.cublasCreate(cs2.handle) as number | bigint;
+    if (!h1 || !h2) throw new Error('inproc_cublas_create failed');
+    const [j1, j2] = [jobs[0]!, jobs[1]!];
+    const seed = (concurrent: number) => () =>
+      checked(
+        'seed',
+        C.seed(
+          h1,
+          h2,
+          cs1.handle,
+          cs2.handle,
+          sinKernel.handle,
+          n,
+          j1.a.pointer,
+          j1.b.pointer,
+          j1.c.pointer,
+          j2.a.pointer,
+          j2.b.pointer,
+          j2.c.pointer,
+          concurrent,
+        ),
+      );
+    // As in the suite: V8 optimizes the argument checks only after a few thousand calls.
+    await warmJit(() => serialIteration(jobs), 2000);
+    await warmJit(() => concurrentIteration(jobs), 2000);
+    const iterations = 201;
+    lines.push(
+      await pair(
+        'seed_serial',
+        '2 x (cublasSgemm 1024 + sin_inplace) on one stream, cuStreamSynchronize',
+        seed(0),
+        async () => {
+          const t0 = nowUs();
+          await serialIteration(jobs);
+          return nowUs() - t0;
+        },
+        iterations,
+        20,
+      ),
+    );
+    lines.push(
+      await pair(
+        'seed_concurrent',
+        '2 x (cublasSgemm 1024 + sin_inplace) on two streams, cuStreamSynchronize each',
+        seed(1),
+        async () => {
+          const t0 = nowUs();
+          await concurrentIteration(jobs);
+          return nowUs() - t0;
+        },
+        iterations,
+        20,
+      ),
+    );
+    C.cublasDestroy(h1);
+    C.cublasDestroy(h2);
+    disposeJobs(jobs);
+    a.dispose();
+    b.dispose();
+    cs1.dispose();
+    cs2.dispose();
+  }
+
+  // 100 streams: C launches on 100 streams of its own and synchronizes each; ours starts 100
+  // tasks that launch and await synchronize().
+  {
+    const streams = Array.from({ length: 100 }, (_, i) => Stream.create({ name: `paired-${i}` }));
+    const handles = BigUint64Array.from(streams.map((x) => x.handle));
+    const round = () =>
+      Promise.all(
+        Array.from({ length: 100 }, () =>
+          task(async () => {
+            launch(empty, config);
+            await synchronize();
+          }),
+        ),
+      );
+    await warmJit(round, 30);
+    lines.push(
+      await pair(
+        'tasks100',
+        'cuLaunchKernel on 100 streams, then cuStreamSynchronize each',
+        () => checked('tasks', C.tasks(empty.handle, handles, 100)),
+        async () => {
+          const t0 = nowUs();
+          await round();
+          return nowUs() - t0;
+        },
+      ),
+    );
+    for (const x of streams) x.dispose();
+  }
+  module.dispose();
+  return lines;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const path = process.argv[2];
+  if (!path) {
+    console.error('usage: paired.ts path/to/libinproc.so');
+    process.exit(2);
+  }
+  try {
+    await runPaired(path);
+    process.exit(0);
+  } catch (error) {
+    console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));
+    process.exit(1);
+  }
+}
