@@ -11,7 +11,9 @@ import {
   check,
   dot,
   gemm,
+  gemmBackend,
   gemmEx,
+  gemmPlanStatistics,
   gemmStridedBatched,
   gemv,
   handle,
@@ -19,6 +21,8 @@ import {
   matmul,
   nrm2,
   scal,
+  setGemmBackend,
+  setMathMode,
   version,
 } from './index.js';
 import { scalars } from './scalars.js';
@@ -181,6 +185,94 @@ describeGpu('cuBLAS on the GPU', () => {
       0,
     );
     expect(relativeError(await out.toHost(), want2)).toBeLessThan(1e-5);
+  });
+
+  it('gemm through cuBLASLt (the default) and through cuBLAS agree with the CPU and each other', async () => {
+    expect(gemmBackend()).toBe('cublaslt');
+    // A problem no other test poses, so that its plan is built here: 200 x 120 x 72, C's view
+    // at an element offset (4-byte alignment), alpha and beta.
+    const [m, n, k] = [200, 120, 72];
+    const hostA = random('float32', m * k, 41);
+    const hostB = random('float32', k * n, 42);
+    const hostC = random('float32', 210 * n, 43);
+    using a = DeviceArray.fromHost(hostA, [m, k]);
+    using b = DeviceArray.fromHost(hostB, [k, n]);
+    const want = gemmReference(
+      m,
+      n,
+      k,
+      { data: hostA, ld: m, trans: false },
+      { data: hostB, ld: k, trans: false },
+      { data: hostC, ld: 210, offset: 3 },
+      0.5,
+      2,
+    );
+    const run = async () => {
+      using parent = DeviceArray.fromHost(hostC, [210, n]);
+      const c = parent.block(3, 0, m, n);
+      gemm(a, b, c, { alpha: 0.5, beta: 2 });
+      return Float64Array.from(await c.copy().toHost());
+    };
+    const before = gemmPlanStatistics().built;
+    const lt = await run();
+    for (let i = 0; i < 50; i++) await run();
+    // One plan for the 51 calls: cuBLASLt's heuristic ran once.
+    expect(gemmPlanStatistics().built - before).toBe(1);
+    // The same problem through the same plan gives the same bits every time.
+    expect(await run()).toEqual(lt);
+    setGemmBackend('cublas');
+    let classic: Float64Array;
+    try {
+      classic = await run();
+    } finally {
+      setGemmBackend('cublaslt');
+    }
+    expect(relativeError(lt, want)).toBeLessThan(1e-5);
+    expect(relativeError(classic, want)).toBeLessThan(1e-5);
+    expect(relativeError(lt, classic)).toBeLessThan(1e-5);
+  });
+
+  it('gemm with TF32 allowed builds a plan of its own, within TF32 precision of the CPU', async () => {
+    const size = 256;
+    const hostA = random('float32', size * size, 51);
+    const hostB = random('float32', size * size, 52);
+    using a = DeviceArray.fromHost(hostA, [size, size]);
+    using b = DeviceArray.fromHost(hostB, [size, size]);
+    using c = DeviceArray.zeros('float32', [size, size]);
+    const want = gemmReference(
+      size,
+      size,
+      size,
+      { data: hostA, ld: size, trans: false },
+      { data: hostB, ld: size, trans: false },
+      { data: new Float64Array(0), ld: size },
+      1,
+      0,
+    );
+    gemm(a, b, c);
+    const full = relativeError(await c.toHost(), want);
+    const before = gemmPlanStatistics().built;
+    setMathMode('tf32');
+    try {
+      gemm(a, b, c);
+    } finally {
+      setMathMode('default');
+    }
+    const tf32 = relativeError(await c.toHost(), want);
+    expect(gemmPlanStatistics().built - before).toBe(1);
+    expect(full).toBeLessThan(1e-5);
+    // TF32 keeps 10 bits of mantissa in the products: ~1e-3 off, far from FP32's ~1e-7.
+    expect(tf32).toBeLessThan(5e-3);
+    expect(tf32).toBeGreaterThan(10 * full);
+  });
+
+  it('gemm with k = 0 scales C by beta (the cuBLAS path: cuBLASLt gets no empty problem)', async () => {
+    const hostC = random('float64', 6 * 5, 61);
+    using a = DeviceArray.zeros('float64', [6, 0]);
+    using b = DeviceArray.zeros('float64', [0, 5]);
+    using c = DeviceArray.fromHost(hostC, [6, 5]);
+    gemm(a, b, c, { beta: -2 });
+    expect(Array.from(await c.toHost())).toEqual(Array.from(hostC, (x) => -2 * x));
   });
 
   it('matmul allocates the product', async () => {

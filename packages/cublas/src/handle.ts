@@ -259,6 +259,18 @@ function acquireRecord(stream: Stream): HandleRecord {
 }
 
 /**
+ * @internal The current task's handle record, bound to `stream` (see `acquireRecord`), for
+ * callers that also need the (handle, stream) pair's workspace: `gemm` passes it to
+ * cublasLtMatmul.
+ */
+export function acquireBinding(stream: Stream): {
+  readonly ffiHandle: number | bigint;
+  readonly workspaces: ReadonlyMap<Stream, DeviceBuffer>;
+} {
+  return acquireRecord(stream);
+}
+
+/**
  * @internal The current task's handle as koffi takes it without BigInt work (see
  * `ffiValue`), ready for `stream`. Every wrapper calls this before its native call.
  */

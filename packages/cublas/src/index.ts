@@ -27,4 +27,11 @@ export {
   matmul,
   type StridedBatchedOptions,
 } from './level3.js';
+export {
+  type GemmBackend,
+  gemmBackend,
+  planStatistics as gemmPlanStatistics,
+  releasePlans as releaseGemmPlans,
+  setGemmBackend,
+} from './lt.js';
 export type { BatchOptions, BlasDType, GemmExInputDType, ProductOptions } from './validate.js';

@@ -19,7 +19,9 @@ import {
   CUBLAS_OP_T,
   cublas,
 } from './ffi/cublas.js';
-import { acquireFfi } from './handle.js';
+import { cublasLt } from './ffi/cublaslt.js';
+import { acquireBinding, acquireFfi, mathMode } from './handle.js';
+import { alignmentOf, computeTypeOf, gemmBackend, type LtProblem, ltPlan } from './lt.js';
 import { scalars } from './scalars.js';
 import {
   type BatchOptions,
@@ -49,13 +51,32 @@ const NO_OPTIONS: GemmOptions = Object.freeze({});
 /** gemm's checked arguments, reused by every call (one call at a time: the event loop's thread). */
 const checkedGemm = newCheckedGemm();
 
+/** gemm's cuBLASLt problem, reused by every call likewise. */
+const problem: LtProblem = {
+  float64: false,
+  transA: 0,
+  transB: 0,
+  m: 0,
+  n: 0,
+  k: 0,
+  lda: 0,
+  ldb: 0,
+  ldc: 0,
+  alignA: 0,
+  alignB: 0,
+  alignC: 0,
+  computeType: 0,
+  workspaceBytes: 0,
+};
+
 function operation(transpose: boolean): number {
   return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
 /**
- * C = alpha op(A) op(B) + beta C, in place on `c` (cublasSgemm_v2 / cublasDgemm_v2), ordered
- * on the stream. op(X) is X or, with `transA` / `transB`, its transpose. A, B, C are 2-D
+ * C = alpha op(A) op(B) + beta C, in place on `c`, ordered on the stream: through
+ * cublasLtMatmul with an algorithm chosen once per problem and cached (see
+ * `setGemmBackend`), or cublasSgemm_v2 / cublasDgemm_v2 where cuBLASLt offers none. op(X) is X or, with `transA` / `transB`, its transpose. A, B, C are 2-D
  * (or 1-D: a column) float32 or float64 arrays of one dtype; views from `block()` work,
  * their leading dimension going to cuBLAS as lda/ldb/ldc. Returns `c`.
  * @example
@@ -71,14 +92,58 @@ export function gemm<C extends DeviceArray>(
   const g = checkGemmInto(checkedGemm, 'gemm', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
-  const handle = acquireFfi(stream);
+  const binding = acquireBinding(stream);
+  const handle = binding.ffiHandle;
   const pa = a.ffiAddressOn(stream, 'read');
   const pb = b.ffiAddressOn(stream, 'read');
   const pc = c.ffiAddressOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
-  const api = cublas();
   const transA = operation(g.transA);
   const transB = operation(g.transB);
+  if (gemmBackend() === 'cublaslt' && g.k > 0) {
+    const workspace = binding.workspaces.get(stream);
+    const p = problem;
+    p.float64 = g.dtype === 'float64';
+    p.transA = transA;
+    p.transB = transB;
+    p.m = g.m;
+    p.n = g.n;
+    p.k = g.k;
+    p.lda = g.lda;
+    p.ldb = g.ldb;
+    p.ldc = g.ldc;
+    p.alignA = alignmentOf(pa);
+    p.alignB = alignmentOf(pb);
+    p.alignC = alignmentOf(pc);
+    p.computeType = computeTypeOf(p.float64, mathMode() === 'tf32');
+    p.workspaceBytes = workspace === undefined ? 0 : workspace.byteLength;
+    const plan = ltPlan(stream.context, p);
+    if (plan.usable) {
+      const token = beginOperation(p.float64 ? 'cublas.dgemm' : 'cublas.sgemm', stream);
+      const status = cublasLt().cublasLtMatmul(
+        plan.ltHandle,
+        plan.desc,
+        s.alpha,
+        pa,
+        plan.aDesc,
+        pb,
+        plan.bDesc,
+        s.beta,
+        pc,
+        plan.cDesc,
+        pc,
+        plan.cDesc,
+        plan.algo,
+        workspace === undefined ? 0 : workspace.address,
+        p.workspaceBytes,
+        stream.ffiHandle,
+      );
+      endOperation(token);
+      check(status, 'cublasLtMatmul');
+      return c;
+    }
+  }
+  const api = cublas();
   if (g.dtype === 'float32') {
     const token = beginOperation('cublas.sgemm', stream);
     const status = api.cublasSgemm_v2(
@@ -171,14 +236,58 @@ export function gemmStridedBatched<C extends DeviceArray>(
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
-  const handle = acquireFfi(stream);
+  const binding = acquireBinding(stream);
+  const handle = binding.ffiHandle;
   const pa = a.ffiAddressOn(stream, 'read');
   const pb = b.ffiAddressOn(stream, 'read');
   const pc = c.ffiAddressOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
-  const api = cublas();
   const transA = operation(g.transA);
   const transB = operation(g.transB);
+  if (gemmBackend() === 'cublaslt' && g.k > 0) {
+    const workspace = binding.workspaces.get(stream);
+    const p = problem;
+    p.float64 = g.dtype === 'float64';
+    p.transA = transA;
+    p.transB = transB;
+    p.m = g.m;
+    p.n = g.n;
+    p.k = g.k;
+    p.lda = g.lda;
+    p.ldb = g.ldb;
+    p.ldc = g.ldc;
+    p.alignA = alignmentOf(pa);
+    p.alignB = alignmentOf(pb);
+    p.alignC = alignmentOf(pc);
+    p.computeType = computeTypeOf(p.float64, mathMode() === 'tf32');
+    p.workspaceBytes = workspace === undefined ? 0 : workspace.byteLength;
+    const plan = ltPlan(stream.context, p);
+    if (plan.usable) {
+      const token = beginOperation(p.float64 ? 'cublas.dgemm' : 'cublas.sgemm', stream);
+      const status = cublasLt().cublasLtMatmul(
+        plan.ltHandle,
+        plan.desc,
+        s.alpha,
+        pa,
+        plan.aDesc,
+        pb,
+        plan.bDesc,
+        s.beta,
+        pc,
+        plan.cDesc,
+        pc,
+        plan.cDesc,
+        plan.algo,
+        workspace === undefined ? 0 : workspace.address,
+        p.workspaceBytes,
+        stream.ffiHandle,
+      );
+      endOperation(token);
+      check(status, 'cublasLtMatmul');
+      return c;
+    }
+  }
+  const api = cublas();
   if (g.dtype === 'float32') {
     const token = beginOperation('cublas.sgemmStridedBatched', stream);
     const status = api.cublasSgemmStridedBatched(
