@@ -236,57 +236,13 @@ export function gemmStridedBatched<C extends DeviceArray>(
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
-  const binding = acquireBinding(stream);
-  const handle = binding.ffiHandle;
+  const handle = acquireFfi(stream);
   const pa = a.ffiAddressOn(stream, 'read');
   const pb = b.ffiAddressOn(stream, 'read');
   const pc = c.ffiAddressOn(stream);
   const s = scalars().set(g.dtype, g.alpha, g.beta);
   const transA = operation(g.transA);
   const transB = operation(g.transB);
-  if (gemmBackend() === 'cublaslt' && g.k > 0) {
-    const workspace = binding.workspaces.get(stream);
-    const p = problem;
-    p.float64 = g.dtype === 'float64';
-    p.transA = transA;
-    p.transB = transB;
-    p.m = g.m;
-    p.n = g.n;
-    p.k = g.k;
-    p.lda = g.lda;
-    p.ldb = g.ldb;
-    p.ldc = g.ldc;
-    p.alignA = alignmentOf(pa);
-    p.alignB = alignmentOf(pb);
-    p.alignC = alignmentOf(pc);
-    p.computeType = computeTypeOf(p.float64, mathMode() === 'tf32');
-    p.workspaceBytes = workspace === undefined ? 0 : workspace.byteLength;
-    const plan = ltPlan(stream.context, p);
-    if (plan.usable) {
-      const token = beginOperation(p.float64 ? 'cublas.dgemm' : 'cublas.sgemm', stream);
-      const status = cublasLt().cublasLtMatmul(
-        plan.ltHandle,
-        plan.desc,
-        s.alpha,
-        pa,
-        plan.aDesc,
-        pb,
-        plan.bDesc,
-        s.beta,
-        pc,
-        plan.cDesc,
-        pc,
-        plan.cDesc,
-        plan.algo,
-        workspace === undefined ? 0 : workspace.address,
-        p.workspaceBytes,
-        stream.ffiHandle,
-      );
-      endOperation(token);
-      check(status, 'cublasLtMatmul');
-      return c;
-    }
-  }
   const api = cublas();
   if (g.dtype === 'float32') {
     const token = beginOperation('cublas.sgemmStridedBatched', stream);

@@ -14,7 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { gemm } from '@cuda-tasks/cublas';
-import { DeviceBuffer, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import { DeviceBuffer, driver, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { rand } from '@cuda-tasks/curand';
 import { stream, synchronize, synchronizeSync, task, withStream } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
@@ -142,6 +142,51 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
           },
         ),
       );
+
+      // Where the difference goes: the bare koffi calls (no wrapper), paired with the same C
+      // loop. cuLaunchKernel with C's arguments, and cuLaunchKernelEx as launch() calls it.
+      const api = driver();
+      const parameters = empty.ffiArgumentArray;
+      const ffiStream = s.ffiHandle;
+      lines.push(
+        await pair(
+          'koffi_cuLaunchKernel',
+          'cuLaunchKernel',
+          () => checked('launch_empty', C.launchEmpty(f, sh, launches)),
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++)
+              api.cuLaunchKernel(empty.ffiHandle, 1, 1, 1, 1, 1, 1, 0, ffiStream, parameters, 0);
+            const t1 = nowUs();
+            s.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
+
+      // A CUlaunchConfig of our own (56 bytes: 3 + 3 dimensions, shared memory, the stream
+      // at byte 32, no attributes), as launch() keeps one.
+      const configPointer = koffi.alloc('uint8_t', 64) as bigint;
+      const configView = koffi.view(configPointer, 64);
+      new Uint32Array(configView).set([1, 1, 1, 1, 1, 1, 0, 0]);
+      new BigUint64Array(configView).set([s.handle, 0n, 0n, 0n], 4);
+      const configAddress = Number(configPointer);
+      lines.push(
+        await pair(
+          'koffi_cuLaunchKernelEx',
+          'cuLaunchKernel',
+          () => checked('launch_empty', C.launchEmpty(f, sh, launches)),
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++)
+              api.cuLaunchKernelEx(configAddress, empty.ffiHandle, parameters, 0);
+            const t1 = nowUs();
+            s.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
+      koffi.free(configPointer);
 
       const s1 = Stream.create({ name: 'paired-1' });
       const s2 = Stream.create({ name: 'paired-2' });
