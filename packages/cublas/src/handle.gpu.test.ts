@@ -1,6 +1,6 @@
 import { DeviceArray, Stream } from '@cuda-tasks/cudadrv';
 import { stream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
-import { afterEach, expect, it } from 'vitest';
+import { afterEach, beforeEach, expect, it } from 'vitest';
 import { describeGpu } from '../../../test/gpu';
 import { randomFloat32 } from '../../../test/random';
 import { check } from './errors.js';
@@ -14,6 +14,7 @@ import {
   workspaceSize,
 } from './handle.js';
 import { gemm } from './level3.js';
+import { lastPlan, setGemmBackend } from './lt.js';
 
 const N = 64;
 
@@ -57,9 +58,15 @@ describeGpu('cuBLAS handles follow the task stream', () => {
   const hostB = randomFloat32(N * N, 32);
   const reference = product(hostA, hostB);
 
+  // These tests are about the cuBLAS handle, so gemm goes through it here (cublasSgemm). The
+  // cuBLASLt backend, which touches the handle only for an algorithm that needs workspace, has
+  // its own test at the end.
+  beforeEach(() => setGemmBackend('cublas'));
+
   afterEach(() => {
     setWorkspaceSize(32 * 1024 * 1024);
     setMathMode('default');
+    setGemmBackend('cublaslt');
   });
 
   it('rebinds the task handle under withStream, with one workspace per stream', async () => {
@@ -214,5 +221,44 @@ describeGpu('cuBLAS handles follow the task stream', () => {
       await synchronize();
       expect(maxRelativeError(await c.toHost(), reference)).toBeLessThan(1e-5);
     });
+  });
+  it('gemm through cuBLASLt uses the task handle only for an algorithm that needs workspace', async () => {
+    setGemmBackend('cublaslt');
+    for (const size of [8, 64, 1024]) {
+      const hostX = randomFloat32(size * size, 40 + size);
+      const hostY = randomFloat32(size * size, 50 + size);
+      await task(async () => {
+        using x = DeviceArray.fromHost(hostX, [size, size]);
+        using y = DeviceArray.fromHost(hostY, [size, size]);
+        using z = DeviceArray.zeros('float32', [size, size]);
+        const leasedBefore = handleCache().statistics().leased;
+        gemm(x, y, z);
+        const plan = lastPlan()!;
+        expect(plan.usable).toBe(true);
+        expect(plan.m).toBe(size);
+        if (plan.workspaceNeeded === 0) {
+          // No lease: the task has no cuBLAS handle at all.
+          expect(handleCache().statistics().leased).toBe(leasedBefore);
+        } else {
+          // The (handle, stream) workspace, as large as the algorithm needs.
+          expect(handleCache().statistics().leased).toBe(leasedBefore + 1);
+          expect(workspaceFor(handle(), stream())!.byteLength).toBeGreaterThanOrEqual(
+            plan.workspaceNeeded,
+          );
+        }
+        console.log(`cuBLASLt sgemm ${size}^3: algorithm workspace ${plan.workspaceNeeded} B`);
+        const got = await z.toHost();
+        // Check a sample of entries against float64 dot products.
+        for (const [i, j] of [
+          [0, 0],
+          [size - 1, size - 1],
+          [size >> 1, size >> 2],
+        ] as const) {
+          let want = 0;
+          for (let l = 0; l < size; l++) want += hostX[i + l * size]! * hostY[l + j * size]!;
+          expect(Math.abs(got[i + j * size]! - want)).toBeLessThan(1e-4 * Math.sqrt(size));
+        }
+      });
+    }
   });
 });

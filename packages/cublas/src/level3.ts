@@ -20,7 +20,7 @@ import {
   cublas,
 } from './ffi/cublas.js';
 import { cublasLt } from './ffi/cublaslt.js';
-import { acquireBinding, acquireFfi, mathMode } from './handle.js';
+import { acquireBinding, acquireFfi, mathMode, workspaceSize } from './handle.js';
 import { alignmentOf, computeTypeOf, gemmBackend, type LtProblem, ltPlan } from './lt.js';
 import { scalars } from './scalars.js';
 import {
@@ -92,8 +92,7 @@ export function gemm<C extends DeviceArray>(
   const g = checkGemmInto(checkedGemm, 'gemm', a, b, c, options);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
-  const binding = acquireBinding(stream);
-  const handle = binding.ffiHandle;
+  stream.context.makeCurrent();
   const pa = a.ffiAddressOn(stream, 'read');
   const pb = b.ffiAddressOn(stream, 'read');
   const pc = c.ffiAddressOn(stream);
@@ -101,7 +100,6 @@ export function gemm<C extends DeviceArray>(
   const transA = operation(g.transA);
   const transB = operation(g.transB);
   if (gemmBackend() === 'cublaslt' && g.k > 0) {
-    const workspace = binding.workspaces.get(stream);
     const p = problem;
     p.float64 = g.dtype === 'float64';
     p.transA = transA;
@@ -116,9 +114,20 @@ export function gemm<C extends DeviceArray>(
     p.alignB = alignmentOf(pb);
     p.alignC = alignmentOf(pc);
     p.computeType = computeTypeOf(p.float64, mathMode() === 'tf32');
-    p.workspaceBytes = workspace === undefined ? 0 : workspace.byteLength;
+    p.workspaceBytes = workspaceSize();
     const plan = ltPlan(stream.context, p);
     if (plan.usable) {
+      // An algorithm without workspace touches no cuBLAS handle; one with gets the task
+      // handle's workspace for this stream (never shared with another stream).
+      let workspaceAddress: number | bigint = 0;
+      let workspaceBytes = 0;
+      if (plan.workspaceNeeded > 0) {
+        const workspace = acquireBinding(stream).workspaces.get(stream);
+        if (workspace !== undefined) {
+          workspaceAddress = workspace.address;
+          workspaceBytes = workspace.byteLength;
+        }
+      }
       const token = beginOperation(p.float64 ? 'cublas.dgemm' : 'cublas.sgemm', stream);
       const status = cublasLt().cublasLtMatmul(
         plan.ltHandle,
@@ -134,8 +143,8 @@ export function gemm<C extends DeviceArray>(
         pc,
         plan.cDesc,
         plan.algo,
-        workspace === undefined ? 0 : workspace.address,
-        p.workspaceBytes,
+        workspaceAddress,
+        workspaceBytes,
         stream.ffiHandle,
       );
       endOperation(token);
@@ -143,6 +152,7 @@ export function gemm<C extends DeviceArray>(
       return c;
     }
   }
+  const handle = acquireFfi(stream);
   const api = cublas();
   if (g.dtype === 'float32') {
     const token = beginOperation('cublas.sgemm', stream);

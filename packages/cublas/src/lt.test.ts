@@ -176,7 +176,12 @@ describe('cuBLASLt gemm plans', () => {
     fake.state.heuristicCount = 1;
     fake.state.heuristicWorkspace = 1024n;
     expect(ltPlan(context, problem({ workspaceBytes: 512 })).usable).toBe(false);
-    expect(ltPlan(context, problem({ workspaceBytes: 4096 })).usable).toBe(true);
+    const plan = ltPlan(context, problem({ workspaceBytes: 4096 }));
+    expect(plan.usable).toBe(true);
+    // What the algorithm needs, for gemm to decide whether it needs the handle's workspace.
+    expect(plan.workspaceNeeded).toBe(1024);
+    fake.state.heuristicWorkspace = 0n;
+    expect(ltPlan(context, problem({ workspaceBytes: 8192 })).workspaceNeeded).toBe(0);
     fake.state.heuristicState = 15;
     expect(ltPlan(context, problem({ m: 9, lda: 9, ldc: 9 })).usable).toBe(false);
   });

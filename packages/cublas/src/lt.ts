@@ -5,7 +5,9 @@
  * the three addresses, the compute type and the workspace bound), the matmul descriptor, the
  * three matrix layouts and the algorithm cuBLASLt's heuristic picked. The stream and the
  * workspace are arguments of every cublasLtMatmul call, so nothing in a plan belongs to a task
- * or a stream: plans are shared by every task of a context. Where the heuristic finds no
+ * or a stream: plans are shared by every task of a context. An algorithm that needs no
+ * workspace needs nothing of the task's cuBLAS handle either; one that needs workspace gets
+ * the (handle, stream) pair's, as every cuBLAS routine does. Where the heuristic finds no
  * algorithm, the plan says so and `gemm` calls cublasSgemm / cublasDgemm as before.
  */
 import type { Context } from '@cuda-tasks/cudadrv';
@@ -58,6 +60,11 @@ export interface LtPlan {
   readonly workspaceBytes: number;
   /** False: the heuristic found no algorithm; gemm calls cublas<t>gemm for this problem. */
   readonly usable: boolean;
+  /**
+   * The workspace the algorithm needs, in bytes. 0: gemm passes none, and so needs nothing
+   * of the task's cuBLAS handle (no lease, no per-stream workspace).
+   */
+  readonly workspaceNeeded: number;
   /** The context's cublasLtHandle_t, as koffi converts it fastest. */
   readonly ltHandle: number | bigint;
   readonly desc: number | bigint;
@@ -293,16 +300,18 @@ function buildPlan(context: Context, ltHandle: number | bigint, p: LtProblem): L
       count,
     );
     const words = new DataView(view);
+    const workspaceNeeded = Number(words.getBigUint64(HEURISTIC_WORKSPACE_OFFSET, true));
     const usable =
       status === 0 &&
       count[0] === 1 &&
       words.getInt32(HEURISTIC_STATE_OFFSET, true) === 0 &&
-      Number(words.getBigUint64(HEURISTIC_WORKSPACE_OFFSET, true)) <= p.workspaceBytes;
+      workspaceNeeded <= p.workspaceBytes;
     state.built++;
     return {
       context,
       ...p,
       usable,
+      workspaceNeeded: usable ? workspaceNeeded : 0,
       ltHandle,
       desc: ffiValue(desc),
       aDesc: ffiValue(layouts[0]!),
@@ -347,6 +356,11 @@ export function releasePlans(): number {
   }
   state.last = undefined;
   return count;
+}
+
+/** @internal For tests: the plan of the last gemm that went through cuBLASLt. */
+export function lastPlan(): LtPlan | undefined {
+  return state.last;
 }
 
 /** How many plans are cached, and how many were built since the process started. */
