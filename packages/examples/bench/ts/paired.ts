@@ -13,9 +13,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { gemm } from '@cuda-tasks/cublas';
+import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import { DeviceBuffer, driver, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
-import { rand } from '@cuda-tasks/curand';
+import { handle as curandHandle, rand } from '@cuda-tasks/curand';
+import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
 import { stream, synchronize, synchronizeSync, task, withStream } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
 import {
@@ -186,6 +187,29 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
           },
         ),
       );
+      // Our wrapper against the bare koffi call it makes (no C in this pair): what launch()
+      // itself adds, whatever koffi costs.
+      lines.push(
+        await pair(
+          'launch_over_bare_koffi',
+          'bare koffi cuLaunchKernelEx (JavaScript, not C)',
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++)
+              api.cuLaunchKernelEx(configAddress, empty.ffiHandle, parameters, 0);
+            const t1 = nowUs();
+            s.synchronize();
+            return (t1 - t0) / launches;
+          },
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++) launch(empty, config);
+            const t1 = nowUs();
+            s.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
       koffi.free(configPointer);
 
       const s1 = Stream.create({ name: 'paired-1' });
@@ -305,6 +329,26 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
         for (const array of [a, b, c]) array.dispose();
       }
       C.cublasDestroy(h);
+
+      // withStream + launch once the task holds cuBLAS, cuRAND and cuSOLVER handles.
+      cublasHandle();
+      curandHandle();
+      cusolverHandle();
+      lines.push(
+        await pair(
+          'withstream_launch_libs',
+          'cuLaunchKernel alternating two streams',
+          () => checked('launch_switch', C.launchSwitch(f, s1.handle, s2.handle, launches)),
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++) withStream(i % 2 ? s2 : s1, launchEmpty);
+            const t1 = nowUs();
+            s1.synchronize();
+            s2.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
       s1.dispose();
       s2.dispose();
     },

@@ -589,6 +589,7 @@ export function renderBenchSvg(
 export const PAIRED_TARGETS: Readonly<Record<string, number>> = {
   launch_empty: 1.05,
   withstream_launch: 1.08,
+  withstream_launch_libs: 1.08,
   launch_sync: 1.2,
   alloc_free: 1.1,
   sgemm_8: 1.08,
