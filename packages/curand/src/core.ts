@@ -21,6 +21,8 @@ export class GeneratorCore {
   /** For default generators: the seed sequence's epoch the seed was drawn in. */
   epoch = 0;
   #stream: Stream | undefined;
+  /** The stream cuRAND has for the generator (the last curandSetStream), kept across releases. */
+  #nativeStream: Stream | undefined;
   /** Marks the end of the generator's work on a stream that was given back to the pool. */
   #handoff: Event | undefined;
   /** The stream `#handoff` was recorded on, while a next stream has still to wait for it. */
@@ -76,7 +78,8 @@ export class GeneratorCore {
   /**
    * Binds the generator to `stream` for the next generation: nothing when it already is
    * (the hot path is one comparison); otherwise orders `stream` after the generator's work
-   * on its previous stream, then calls curandSetStream.
+   * on its previous stream, then calls curandSetStream unless cuRAND still has `stream` (a
+   * pooled stream that came back to the generator).
    */
   bind(stream: Stream): void {
     if (stream === this.#stream) return;
@@ -90,7 +93,11 @@ export class GeneratorCore {
       const previous = this.#stream;
       if (previous !== undefined && !previous.disposed) stream.waitFor(previous);
     }
-    check(curand().curandSetStream(this.handle, stream.handle), 'curandSetStream');
+    // A generator taken up again on the stream cuRAND still has for it needs no call.
+    if (this.#nativeStream !== stream) {
+      check(curand().curandSetStream(this.handle, stream.handle), 'curandSetStream');
+      this.#nativeStream = stream;
+    }
     this.#stream = stream;
   }
 
@@ -136,6 +143,7 @@ export class GeneratorCore {
     this.#destroyed = true;
     this.#handoffStream = undefined;
     this.#stream = undefined;
+    this.#nativeStream = undefined;
     try {
       this.context.makeCurrent();
       check(curand().curandDestroyGenerator(this.handle), 'curandDestroyGenerator');

@@ -5,6 +5,12 @@ import { cusolver } from './ffi/cusolver.js';
 
 const CACHE_KEY = Symbol.for('@cuda-tasks/cusolver/handles');
 
+/**
+ * The stream cuSOLVER has for each handle (the last cusolverDnSetStream), kept across unbinds:
+ * a handle leased again by a task on that same pooled stream needs no call.
+ */
+const nativeStreams = new Map<bigint, Stream>();
+
 function createCache(): HandleCache<bigint> {
   return new HandleCache<bigint>({
     name: 'cusolver',
@@ -14,10 +20,13 @@ function createCache(): HandleCache<bigint> {
       return out[0] as bigint;
     },
     destroy(handle) {
+      nativeStreams.delete(handle);
       check(cusolver().cusolverDnDestroy(handle), 'cusolverDnDestroy');
     },
     bindStream(handle, stream) {
+      if (nativeStreams.get(handle) === stream && !stream.disposed) return;
       check(cusolver().cusolverDnSetStream(handle, stream.handle), 'cusolverDnSetStream');
+      nativeStreams.set(handle, stream);
     },
   });
 }
