@@ -34,6 +34,7 @@ import {
   HEURISTIC_STATE_OFFSET,
   HEURISTIC_WORKSPACE_OFFSET,
 } from './ffi/cublaslt.js';
+import type { GemmShape } from './validate.js';
 
 /** Which library `gemm` calls for float32 and float64: cuBLASLt with cached plans, or cuBLAS. */
 export type GemmBackend = 'cublaslt' | 'cublas';
@@ -41,23 +42,9 @@ export type GemmBackend = 'cublaslt' | 'cublas';
 /** Plans kept per context before the oldest are destroyed. */
 export const PLAN_LIMIT = 256;
 
-/** A cached cuBLASLt matmul plan. The first fields are its key. */
-export interface LtPlan {
+/** A cached cuBLASLt matmul plan: the problem and context it was built for (its key), and more. */
+export interface LtPlan extends Readonly<LtProblem> {
   readonly context: Context;
-  readonly float64: boolean;
-  readonly transA: number;
-  readonly transB: number;
-  readonly m: number;
-  readonly n: number;
-  readonly k: number;
-  readonly lda: number;
-  readonly ldb: number;
-  readonly ldc: number;
-  readonly alignA: number;
-  readonly alignB: number;
-  readonly alignC: number;
-  readonly computeType: number;
-  readonly workspaceBytes: number;
   /** False: the heuristic found no algorithm; gemm calls cublas<t>gemm for this problem. */
   readonly usable: boolean;
   /**
@@ -133,17 +120,11 @@ export function computeTypeOf(float64: boolean, tf32: boolean): number {
   return float64 ? CUBLAS_COMPUTE_64F : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
-/** The problem a `gemm` call poses: what a plan is looked up by. */
-export interface LtProblem {
+/** The problem a `gemm` call poses: what a plan is looked up by (its shape, and the rest). */
+export interface LtProblem extends GemmShape {
   float64: boolean;
   transA: number;
   transB: number;
-  m: number;
-  n: number;
-  k: number;
-  lda: number;
-  ldb: number;
-  ldc: number;
   alignA: number;
   alignB: number;
   alignC: number;
