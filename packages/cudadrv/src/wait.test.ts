@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 
 // The driver replaced by a scripted stand-in: each stream and event completes when the test
 // says so; the calls are counted.
@@ -122,6 +122,11 @@ describe('waitForStream', () => {
   });
 
   it('after the spin, polls an event each turn and resolves when the work is done', async () => {
+    // The polling phase lasts 2 ms of real time; a loaded machine can spend that between two
+    // turns. Hold the clock still so that this test sees the polling phase only.
+    const frozen = performance.now();
+    const clock = vi.spyOn(performance, 'now').mockReturnValue(frozen);
+    onTestFinished(() => clock.mockRestore());
     const s = stream();
     let resolved = false;
     const waiting = waitForStream(s).then(() => {
