@@ -34,6 +34,7 @@ import {
   HEURISTIC_STATE_OFFSET,
   HEURISTIC_WORKSPACE_OFFSET,
 } from './ffi/cublaslt.js';
+import type { GemmShape } from './validate.js';
 
 /** Which library `gemm` calls for float32 and float64: cuBLASLt with cached plans, or cuBLAS. */
 export type GemmBackend = 'cublaslt' | 'cublas';
@@ -133,17 +134,11 @@ export function computeTypeOf(float64: boolean, tf32: boolean): number {
   return float64 ? CUBLAS_COMPUTE_64F : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
-/** The problem a `gemm` call poses: what a plan is looked up by. */
-export interface LtProblem {
+/** The problem a `gemm` call poses: what a plan is looked up by (its shape, and the rest). */
+export interface LtProblem extends GemmShape {
   float64: boolean;
   transA: number;
   transB: number;
-  m: number;
-  n: number;
-  k: number;
-  lda: number;
-  ldb: number;
-  ldc: number;
   alignA: number;
   alignB: number;
   alignC: number;
@@ -236,16 +231,16 @@ function buildPlan(context: Context, ltHandle: number | bigint, p: LtProblem): L
   try {
     check(lt.cublasLtMatmulDescCreate(out, p.computeType, dataType), 'cublasLtMatmulDescCreate');
     desc = out[0] as bigint;
-    scratch.i32[0] = p.transA;
-    check(
-      lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, scratch.address, 4),
-      'cublasLtMatmulDescSetAttribute',
-    );
-    scratch.i32[0] = p.transB;
-    check(
-      lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, scratch.address, 4),
-      'cublasLtMatmulDescSetAttribute',
-    );
+    for (const [attribute, operation] of [
+      [CUBLASLT_MATMUL_DESC_TRANSA, p.transA],
+      [CUBLASLT_MATMUL_DESC_TRANSB, p.transB],
+    ] as const) {
+      scratch.i32[0] = operation;
+      check(
+        lt.cublasLtMatmulDescSetAttribute(desc, attribute, scratch.address, 4),
+        'cublasLtMatmulDescSetAttribute',
+      );
+    }
     // op(A) is m x k and op(B) k x n: the stored matrices are their transposes when asked.
     const shapes: [number, number, number][] = [
       p.transA ? [p.k, p.m, p.lda] : [p.m, p.k, p.lda],
