@@ -42,23 +42,9 @@ export type GemmBackend = 'cublaslt' | 'cublas';
 /** Plans kept per context before the oldest are destroyed. */
 export const PLAN_LIMIT = 256;
 
-/** A cached cuBLASLt matmul plan. The first fields are its key. */
-export interface LtPlan {
+/** A cached cuBLASLt matmul plan: the problem and context it was built for (its key), and more. */
+export interface LtPlan extends Readonly<LtProblem> {
   readonly context: Context;
-  readonly float64: boolean;
-  readonly transA: number;
-  readonly transB: number;
-  readonly m: number;
-  readonly n: number;
-  readonly k: number;
-  readonly lda: number;
-  readonly ldb: number;
-  readonly ldc: number;
-  readonly alignA: number;
-  readonly alignB: number;
-  readonly alignC: number;
-  readonly computeType: number;
-  readonly workspaceBytes: number;
   /** False: the heuristic found no algorithm; gemm calls cublas<t>gemm for this problem. */
   readonly usable: boolean;
   /**
