@@ -217,16 +217,16 @@ function buildPlan(context: Context, ltHandle: number | bigint, p: LtProblem): L
   try {
     check(lt.cublasLtMatmulDescCreate(out, p.computeType, dataType), 'cublasLtMatmulDescCreate');
     desc = out[0] as bigint;
-    scratch.i32[0] = p.transA;
-    check(
-      lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, scratch.address, 4),
-      'cublasLtMatmulDescSetAttribute',
-    );
-    scratch.i32[0] = p.transB;
-    check(
-      lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, scratch.address, 4),
-      'cublasLtMatmulDescSetAttribute',
-    );
+    for (const [attribute, operation] of [
+      [CUBLASLT_MATMUL_DESC_TRANSA, p.transA],
+      [CUBLASLT_MATMUL_DESC_TRANSB, p.transB],
+    ] as const) {
+      scratch.i32[0] = operation;
+      check(
+        lt.cublasLtMatmulDescSetAttribute(desc, attribute, scratch.address, 4),
+        'cublasLtMatmulDescSetAttribute',
+      );
+    }
     // op(A) is m x k and op(B) k x n: the stored matrices are their transposes when asked.
     const shapes: [number, number, number][] = [
       p.transA ? [p.k, p.m, p.lda] : [p.m, p.k, p.lda],

@@ -5,12 +5,6 @@ import { cusolver } from './ffi/cusolver.js';
 
 const CACHE_KEY = Symbol.for('@cuda-tasks/cusolver/handles');
 
-/**
- * The stream cuSOLVER has for each handle (the last cusolverDnSetStream), kept across unbinds:
- * a handle leased again by a task on that same pooled stream needs no call.
- */
-const nativeStreams = new Map<bigint, Stream>();
-
 function createCache(): HandleCache<bigint> {
   return new HandleCache<bigint>({
     name: 'cusolver',
@@ -20,13 +14,12 @@ function createCache(): HandleCache<bigint> {
       return out[0] as bigint;
     },
     destroy(handle) {
-      nativeStreams.delete(handle);
       check(cusolver().cusolverDnDestroy(handle), 'cusolverDnDestroy');
     },
-    bindStream(handle, stream) {
-      if (nativeStreams.get(handle) === stream && !stream.disposed) return;
+    bindStream(handle, stream, previous) {
+      // A handle leased again on the pooled stream cuSOLVER still has for it needs no call.
+      if (previous === stream) return;
       check(cusolver().cusolverDnSetStream(handle, stream.handle), 'cusolverDnSetStream');
-      nativeStreams.set(handle, stream);
     },
   });
 }

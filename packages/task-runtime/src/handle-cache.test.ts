@@ -224,6 +224,27 @@ describe('HandleCache stream binding', () => {
     expect(options.bindStream.mock.calls[1]![1]).toBe(next);
   });
 
+  it('bindStream is told the stream the handle was last bound to, also after an unbind', async () => {
+    const { cache, options } = makeCache();
+    const other = userStream(context0, 'other');
+    const [handle, own] = await task(async () => {
+      const handle = cache.get();
+      withStream(other, () => cache.get());
+      cache.get();
+      return [handle, stream()] as const;
+    });
+    // A new handle has no previous binding; then own -> other -> own.
+    expect(options.bindStream.mock.calls.map((call) => call[2])).toEqual([undefined, own, other]);
+    // The stream went back to the pool (unbound); the next task gets both back.
+    const next = await task(() => {
+      expect(cache.get()).toBe(handle);
+      return stream();
+    });
+    expect(next).toBe(own);
+    expect(options.bindStream.mock.calls[3]![1]).toBe(own);
+    expect(options.bindStream.mock.calls[3]![2]).toBe(own);
+  });
+
   it('a handle bound to a user stream stays bound when the task settles', async () => {
     const { cache, options } = makeCache();
     const s = userStream(context0, 'kept');

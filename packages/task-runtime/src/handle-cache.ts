@@ -16,8 +16,13 @@ export interface HandleCacheOptions<H> {
   create(context: Context): H;
   /** Destroys a handle (its context is current). */
   destroy(handle: H, context: Context): void;
-  /** Binds the handle to `stream` (e.g. cublasSetStream); called only when the stream changes. */
-  bindStream(handle: H, stream: Stream): void;
+  /**
+   * Binds the handle to `stream` (e.g. cublasSetStream); called only when the stream changes.
+   * `previous` is the stream it was last bound to, also after an unbind (undefined for a new
+   * handle): when it is `stream` (a pooled stream that came back with the same handle), the
+   * library still has that stream and a SetStream call can be skipped.
+   */
+  bindStream(handle: H, stream: Stream, previous: Stream | undefined): void;
   /**
    * Called when `stream` stops being usable for the handle: the stream went back to the
    * runtime's pool, or the handle is about to be destroyed. Free per-(handle, stream)
@@ -86,7 +91,7 @@ export class HandleCache<H> implements TaskResourceOwner {
     while (record !== undefined && record.context !== context) record = record.nextLease;
     if (record === undefined) record = this.lease(task, context, stream);
     if (record.bound !== stream) {
-      this.#options.bindStream(record.handle, stream);
+      this.#options.bindStream(record.handle, stream, record.lastBound);
       this.#setBound(record, stream);
     }
     return record.handle;

@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { DeviceBuffer, Event, launch, Module, Stream, waitForStream } from '@cuda-tasks/cudadrv';
-import { stream, synchronize, synchronizeSync, task, withStream } from '@cuda-tasks/task-runtime';
+import { stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
+import { launchBatch, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { emit, nowUs, type Result, repeatMedian, warmJit } from './harness.js';
 
 const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
@@ -32,13 +33,7 @@ export async function runCore(options: { prefix?: string } = {}): Promise<Result
     // Empty launch on the current task's stream (the runtime's provider answers "which stream").
     out(
       'launch_empty',
-      await repeatMedian(() => {
-        const t0 = nowUs();
-        for (let i = 0; i < launches; i++) launch(empty, config);
-        const t1 = nowUs();
-        s.synchronize();
-        return (t1 - t0) / launches;
-      }),
+      await repeatMedian(launchBatch(empty, config, s, launches)),
       'empty kernel on the current task stream, issue rate',
     );
 
@@ -62,14 +57,7 @@ export async function runCore(options: { prefix?: string } = {}): Promise<Result
     const launchEmpty = () => launch(empty, config);
     out(
       'withstream_launch',
-      await repeatMedian(() => {
-        const t0 = nowUs();
-        for (let i = 0; i < launches; i++) withStream(i % 2 ? s2 : s1, launchEmpty);
-        const t1 = nowUs();
-        s1.synchronize();
-        s2.synchronize();
-        return (t1 - t0) / launches;
-      }),
+      await repeatMedian(withStreamBatch(s1, s2, launchEmpty, launches)),
       'withStream(s, () => launch(empty)) alternating two streams',
     );
 
@@ -163,30 +151,13 @@ export async function runTasks100(): Promise<Result[]> {
   const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
   const empty = module.kernel('empty_kernel', []);
   const config = { grid: 1, block: 1 };
-  const round = () =>
-    Promise.all(
-      Array.from({ length: 100 }, () =>
-        task(async () => {
-          launch(empty, config);
-          await synchronize();
-        }),
-      ),
-    );
+  const round = tasksRound(empty, config);
   await warmJit(round, 30);
   const delays: number[] = [];
   const total = await repeatMedian(async () => {
     const histogram = monitorEventLoopDelay({ resolution: 1 });
     histogram.enable();
-    const t0 = nowUs();
-    await Promise.all(
-      Array.from({ length: 100 }, () =>
-        task(async () => {
-          launch(empty, config);
-          await synchronize();
-        }),
-      ),
-    );
-    const elapsed = nowUs() - t0;
+    const elapsed = await timedOnce(round)();
     histogram.disable();
     delays.push(histogram.max / 1e3);
     return elapsed;

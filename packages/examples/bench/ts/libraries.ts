@@ -10,14 +10,10 @@ import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import { Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { handle as curandHandle, rand } from '@cuda-tasks/curand';
 import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
-import { stream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
-import {
-  concurrentIteration,
-  disposeJobs,
-  makeJobs,
-  serialIteration,
-} from '../../src/seed/seed.js';
-import { emit, nowUs, type Result, repeatMedian, warmJit } from './harness.js';
+import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
+import { concurrentIteration, serialIteration } from '../../src/seed/seed.js';
+import { seedWorkload, timedOnce, withStreamBatch } from './batches.js';
+import { emit, nowUs, type Result, repeatMedian } from './harness.js';
 
 const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
 
@@ -95,14 +91,7 @@ export async function runLibraries(): Promise<Result[]> {
       const s2 = Stream.create({ name: 'bench-libs-2' });
       out(
         'withstream_launch_libs',
-        await repeatMedian(() => {
-          const t0 = nowUs();
-          for (let i = 0; i < launches; i++) withStream(i % 2 ? s2 : s1, launchEmpty);
-          const t1 = nowUs();
-          s1.synchronize();
-          s2.synchronize();
-          return (t1 - t0) / launches;
-        }),
+        await repeatMedian(withStreamBatch(s1, s2, launchEmpty, launches)),
         'withStream(s, () => launch(empty)) alternating two streams, with cuBLAS, cuRAND and cuSOLVER handles leased by the task',
       );
       s1.dispose();
@@ -112,40 +101,21 @@ export async function runLibraries(): Promise<Result[]> {
     { name: 'bench libraries' },
   );
 
-  // The seed workload: 2 jobs of (gemm 1024^3 + sin_inplace), as in C.
+  // The seed workload: 2 jobs of (gemm 1024^3 + sin_inplace), as in C. Each batch is one
+  // iteration, after seedWorkload's JIT warm-up.
   {
-    const n = 1024;
-    const a = rand('float32', [n, n]);
-    const b = rand('float32', [n, n]);
-    const jobs = makeJobs(a, b, 2);
-    await synchronize();
-    // Each batch is one iteration: warm V8 up first (both variants share most of the code).
-    // 2,000 iterations: the argument checks and the kernel-argument marshalling reach V8's
-    // optimizing tier only after a few thousand calls (experiments-gemm.ts measured them 3-5x
-    // slower before), which a long-running program is past and a 200-iteration warm-up is not.
-    await warmJit(() => serialIteration(jobs), 2000);
-    await warmJit(() => concurrentIteration(jobs), 2000);
+    const seed = await seedWorkload();
     out(
       'seed_serial',
-      await repeatMedian(async () => {
-        const t0 = nowUs();
-        await serialIteration(jobs);
-        return nowUs() - t0;
-      }),
+      await repeatMedian(timedOnce(() => serialIteration(seed.jobs))),
       '2 jobs (gemm 1024^3 + sin_inplace) one after the other in one task, host wall time from issue to await synchronize(), per iteration',
     );
     out(
       'seed_concurrent',
-      await repeatMedian(async () => {
-        const t0 = nowUs();
-        await concurrentIteration(jobs);
-        return nowUs() - t0;
-      }),
+      await repeatMedian(timedOnce(() => concurrentIteration(seed.jobs))),
       '2 jobs (gemm 1024^3 + sin_inplace), one task each (own stream and cuBLAS handle), host wall time until both awaited, per iteration',
     );
-    disposeJobs(jobs);
-    a.dispose();
-    b.dispose();
+    seed.dispose();
   }
   return results;
 }

@@ -17,14 +17,10 @@ import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import { DeviceBuffer, driver, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { handle as curandHandle, rand } from '@cuda-tasks/curand';
 import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
-import { stream, synchronize, synchronizeSync, task, withStream } from '@cuda-tasks/task-runtime';
+import { stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
-import {
-  concurrentIteration,
-  disposeJobs,
-  makeJobs,
-  serialIteration,
-} from '../../src/seed/seed.js';
+import { concurrentIteration, serialIteration } from '../../src/seed/seed.js';
+import { launchBatch, seedWorkload, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { median, nowUs, warmJit } from './harness.js';
 
 /** Pairs per benchmark after the warm-up pairs; single-iteration benchmarks take more. */
@@ -129,20 +125,9 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
       const s = stream();
       const sh = s.handle;
       const f = empty.handle;
-      lines.push(
-        await pair(
-          'launch_empty',
-          'cuLaunchKernel',
-          () => checked('launch_empty', C.launchEmpty(f, sh, launches)),
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++) launch(empty, config);
-            const t1 = nowUs();
-            s.synchronize();
-            return (t1 - t0) / launches;
-          },
-        ),
-      );
+      const cLaunchEmpty = () => checked('launch_empty', C.launchEmpty(f, sh, launches));
+      const oursLaunch = launchBatch(empty, config, s, launches);
+      lines.push(await pair('launch_empty', 'cuLaunchKernel', cLaunchEmpty, oursLaunch));
 
       // Where the difference goes: the bare koffi calls (no wrapper), paired with the same C
       // loop. cuLaunchKernel with C's arguments, and cuLaunchKernelEx as launch() calls it.
@@ -150,19 +135,14 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
       const parameters = empty.ffiArgumentArray;
       const ffiStream = s.ffiHandle;
       lines.push(
-        await pair(
-          'koffi_cuLaunchKernel',
-          'cuLaunchKernel',
-          () => checked('launch_empty', C.launchEmpty(f, sh, launches)),
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++)
-              api.cuLaunchKernel(empty.ffiHandle, 1, 1, 1, 1, 1, 1, 0, ffiStream, parameters, 0);
-            const t1 = nowUs();
-            s.synchronize();
-            return (t1 - t0) / launches;
-          },
-        ),
+        await pair('koffi_cuLaunchKernel', 'cuLaunchKernel', cLaunchEmpty, () => {
+          const t0 = nowUs();
+          for (let i = 0; i < launches; i++)
+            api.cuLaunchKernel(empty.ffiHandle, 1, 1, 1, 1, 1, 1, 0, ffiStream, parameters, 0);
+          const t1 = nowUs();
+          s.synchronize();
+          return (t1 - t0) / launches;
+        }),
       );
 
       // A CUlaunchConfig of our own (56 bytes: 3 + 3 dimensions, shared memory, the stream
@@ -172,20 +152,16 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
       new Uint32Array(configView).set([1, 1, 1, 1, 1, 1, 0, 0]);
       new BigUint64Array(configView).set([s.handle, 0n, 0n, 0n], 4);
       const configAddress = Number(configPointer);
+      const bareLaunchEx = () => {
+        const t0 = nowUs();
+        for (let i = 0; i < launches; i++)
+          api.cuLaunchKernelEx(configAddress, empty.ffiHandle, parameters, 0);
+        const t1 = nowUs();
+        s.synchronize();
+        return (t1 - t0) / launches;
+      };
       lines.push(
-        await pair(
-          'koffi_cuLaunchKernelEx',
-          'cuLaunchKernel',
-          () => checked('launch_empty', C.launchEmpty(f, sh, launches)),
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++)
-              api.cuLaunchKernelEx(configAddress, empty.ffiHandle, parameters, 0);
-            const t1 = nowUs();
-            s.synchronize();
-            return (t1 - t0) / launches;
-          },
-        ),
+        await pair('koffi_cuLaunchKernelEx', 'cuLaunchKernel', cLaunchEmpty, bareLaunchEx),
       );
       // Our wrapper against the bare koffi call it makes (no C in this pair): what launch()
       // itself adds, whatever koffi costs.
@@ -193,41 +169,23 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
         await pair(
           'launch_over_bare_koffi',
           'bare koffi cuLaunchKernelEx (JavaScript, not C)',
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++)
-              api.cuLaunchKernelEx(configAddress, empty.ffiHandle, parameters, 0);
-            const t1 = nowUs();
-            s.synchronize();
-            return (t1 - t0) / launches;
-          },
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++) launch(empty, config);
-            const t1 = nowUs();
-            s.synchronize();
-            return (t1 - t0) / launches;
-          },
+          bareLaunchEx,
+          oursLaunch,
         ),
       );
       koffi.free(configPointer);
 
       const s1 = Stream.create({ name: 'paired-1' });
       const s2 = Stream.create({ name: 'paired-2' });
-      const launchEmpty = () => launch(empty, config);
+      const cLaunchSwitch = () =>
+        checked('launch_switch', C.launchSwitch(f, s1.handle, s2.handle, launches));
+      const oursWithStream = withStreamBatch(s1, s2, () => launch(empty, config), launches);
       lines.push(
         await pair(
           'withstream_launch',
           'cuLaunchKernel alternating two streams',
-          () => checked('launch_switch', C.launchSwitch(f, s1.handle, s2.handle, launches)),
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++) withStream(i % 2 ? s2 : s1, launchEmpty);
-            const t1 = nowUs();
-            s1.synchronize();
-            s2.synchronize();
-            return (t1 - t0) / launches;
-          },
+          cLaunchSwitch,
+          oursWithStream,
         ),
       );
 
@@ -338,15 +296,8 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
         await pair(
           'withstream_launch_libs',
           'cuLaunchKernel alternating two streams',
-          () => checked('launch_switch', C.launchSwitch(f, s1.handle, s2.handle, launches)),
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++) withStream(i % 2 ? s2 : s1, launchEmpty);
-            const t1 = nowUs();
-            s1.synchronize();
-            s2.synchronize();
-            return (t1 - t0) / launches;
-          },
+          cLaunchSwitch,
+          oursWithStream,
         ),
       );
       s1.dispose();
@@ -359,10 +310,8 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
   // handle each (bench.cu's setup), the same arrays (every batch ends synchronized).
   {
     const n = 1024;
-    const a = rand('float32', [n, n]);
-    const b = rand('float32', [n, n]);
-    const jobs = makeJobs(a, b, 2);
-    await synchronize();
+    const workload = await seedWorkload();
+    const jobs = workload.jobs;
     const cs1 = Stream.create({ name: 'paired-c-1' });
     const cs2 = Stream.create({ name: 'paired-c-2' });
     const h1 = C.cublasCreate(cs1.handle) as number | bigint;
@@ -388,20 +337,13 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
           concurrent,
         ),
       );
-    // As in the suite: V8 optimizes the argument checks only after a few thousand calls.
-    await warmJit(() => serialIteration(jobs), 2000);
-    await warmJit(() => concurrentIteration(jobs), 2000);
     const iterations = 201;
     lines.push(
       await pair(
         'seed_serial',
         '2 x (cublasSgemm 1024 + sin_inplace) on one stream, cuStreamSynchronize',
         seed(0),
-        async () => {
-          const t0 = nowUs();
-          await serialIteration(jobs);
-          return nowUs() - t0;
-        },
+        timedOnce(() => serialIteration(jobs)),
         iterations,
         20,
       ),
@@ -411,20 +353,14 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
         'seed_concurrent',
         '2 x (cublasSgemm 1024 + sin_inplace) on two streams, cuStreamSynchronize each',
         seed(1),
-        async () => {
-          const t0 = nowUs();
-          await concurrentIteration(jobs);
-          return nowUs() - t0;
-        },
+        timedOnce(() => concurrentIteration(jobs)),
         iterations,
         20,
       ),
     );
     C.cublasDestroy(h1);
     C.cublasDestroy(h2);
-    disposeJobs(jobs);
-    a.dispose();
-    b.dispose();
+    workload.dispose();
     cs1.dispose();
     cs2.dispose();
   }
@@ -434,26 +370,14 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
   {
     const streams = Array.from({ length: 100 }, (_, i) => Stream.create({ name: `paired-${i}` }));
     const handles = BigUint64Array.from(streams.map((x) => x.handle));
-    const round = () =>
-      Promise.all(
-        Array.from({ length: 100 }, () =>
-          task(async () => {
-            launch(empty, config);
-            await synchronize();
-          }),
-        ),
-      );
+    const round = tasksRound(empty, config);
     await warmJit(round, 30);
     lines.push(
       await pair(
         'tasks100',
         'cuLaunchKernel on 100 streams, then cuStreamSynchronize each',
         () => checked('tasks', C.tasks(empty.handle, handles, 100)),
-        async () => {
-          const t0 = nowUs();
-          await round();
-          return nowUs() - t0;
-        },
+        timedOnce(round),
       ),
     );
     for (const x of streams) x.dispose();
