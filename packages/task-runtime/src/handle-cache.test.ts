@@ -43,7 +43,7 @@ function makeCache(maxIdlePerContext?: number) {
     destroy: vi.fn((handle: FakeHandle, _context: Context) => {
       log.push(`destroy ${handle.id}`);
     }),
-    bindStream: vi.fn((handle: FakeHandle, s: Stream) => {
+    bindStream: vi.fn((handle: FakeHandle, s: Stream, _previous?: Stream) => {
       log.push(`bind ${handle.id} ${nameOf(s)}`);
     }),
     unbindStream: vi.fn((handle: FakeHandle, s: Stream) => {
