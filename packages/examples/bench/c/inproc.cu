@@ -47,6 +47,40 @@ double inproc_launch_empty(uint64_t f, uint64_t s, int n) {
   return t / n;
 }
 
+// launch_empty through cuLaunchKernelEx, as launch() calls it (the same CUlaunchConfig:
+// 1x1x1 grid and block, no shared memory, no attributes), for the bare-koffi pair.
+double inproc_launch_empty_ex(uint64_t f, uint64_t s, int n) {
+  CUlaunchConfig config = {};
+  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+  config.hStream = st(s);
+  double t0 = now_us();
+  for (int i = 0; i < n; i++) TRY(cuLaunchKernelEx(&config, fn(f), nullptr, nullptr));
+  double t = now_us() - t0;
+  TRY(cuStreamSynchronize(st(s)));
+  return t / n;
+}
+
+// A function that does nothing, with cuLaunchKernelEx's shape (four 64-bit arguments, an int
+// back): koffi's own cost per call, timed from JavaScript (bench/ts/paired.ts).
+int inproc_noop(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  (void)a;
+  (void)b;
+  (void)c;
+  (void)d;
+  return 0;
+}
+
+// The same no-op called from C through a volatile function pointer (not inlined).
+double inproc_noop_loop(int n) {
+  int (*volatile call)(uint64_t, uint64_t, uint64_t, uint64_t) = inproc_noop;
+  int sum = 0;
+  double t0 = now_us();
+  for (int i = 0; i < n; i++) sum += call(1, 2, 3, 4);
+  double t = now_us() - t0;
+  return sum == 0 ? t / n : -1.0;
+}
+
 // bench.cu launch_switch: the same launch alternating two streams.
 double inproc_launch_switch(uint64_t f, uint64_t s1, uint64_t s2, int n) {
   double t0 = now_us();

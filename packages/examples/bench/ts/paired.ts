@@ -95,6 +95,9 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
   const lib = koffi.load(libraryPath);
   const C = {
     launchEmpty: lib.func('double inproc_launch_empty(uint64_t f, uint64_t s, int n)'),
+    launchEmptyEx: lib.func('double inproc_launch_empty_ex(uint64_t f, uint64_t s, int n)'),
+    noop: lib.func('int inproc_noop(uint64_t a, uint64_t b, uint64_t c, uint64_t d)'),
+    noopLoop: lib.func('double inproc_noop_loop(int n)'),
     launchSwitch: lib.func(
       'double inproc_launch_switch(uint64_t f, uint64_t s1, uint64_t s2, int n)',
     ),
@@ -162,6 +165,33 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
       };
       lines.push(
         await pair('koffi_cuLaunchKernelEx', 'cuLaunchKernel', cLaunchEmpty, bareLaunchEx),
+      );
+      // The same call against C's loop of cuLaunchKernelEx: the driver entry point alike on
+      // both sides, so the ratio is koffi plus calling from JavaScript.
+      lines.push(
+        await pair(
+          'koffi_cuLaunchKernelEx_vs_c_ex',
+          'cuLaunchKernelEx',
+          () => checked('launch_empty_ex', C.launchEmptyEx(f, sh, launches)),
+          bareLaunchEx,
+        ),
+      );
+      // koffi's own cost: a C function that does nothing, with the same four arguments,
+      // from a JavaScript loop (ours_us) and from a C loop (c_us). If the bare launch's excess
+      // over C is about this, the excess is koffi's call; if it is larger, the driver itself
+      // runs slower between JavaScript calls (caches, branch predictors).
+      lines.push(
+        await pair(
+          'koffi_noop_call',
+          'a no-op C function through a function pointer',
+          () => checked('noop_loop', C.noopLoop(launches)),
+          () => {
+            const noop = C.noop;
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++) noop(configAddress, empty.ffiHandle, parameters, 0);
+            return (nowUs() - t0) / launches;
+          },
+        ),
       );
       // Our wrapper against the bare koffi call it makes (no C in this pair): what launch()
       // itself adds, whatever koffi costs.
