@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { medianInterval } from '../bench/ts/harness.js';
 import {
   addLines,
   type BenchLine,
@@ -9,6 +10,7 @@ import {
   formatTable,
   mergeRounds,
   pairedRatio,
+  pairedVerdict,
   parseLines,
   splitRounds,
 } from '../bench/ts/report.js';
@@ -143,7 +145,65 @@ describe('same-process table', () => {
     expect(text.split('\n').filter((l) => l.startsWith('launch_empty ')).length).toBe(1);
   });
 
+  it('formatPaired shows the 95% interval and says "clear" only when it is wholly on one side', () => {
+    const lines = parseLines(
+      [
+        '{"name":"launch_empty","paired":true,"ours_us":4.2,"c_us":4.0,"ratio":1.07,"ratio_lo":1.06,"ratio_hi":1.09,"pairs":25,"c_call":"cuLaunchKernel"}',
+        '{"name":"withstream_launch","paired":true,"ours_us":4.2,"c_us":4.0,"ratio":1.07,"ratio_lo":1.04,"ratio_hi":1.1,"pairs":25,"c_call":"x"}',
+        '{"name":"sgemm_8","paired":true,"ours_us":6,"c_us":6.2,"ratio":0.97,"ratio_lo":0.95,"ratio_hi":0.99,"pairs":25,"c_call":"y"}',
+      ].join('\n'),
+    );
+    const text = formatPaired(lines);
+    const row = (name: string) => text.split('\n').find((l) => l.startsWith(`${name} `))!;
+    expect(row('launch_empty')).toMatch(/1\.07x\s+1\.06-1\.09\s+1\.05x FAIL clear/);
+    expect(row('withstream_launch')).toMatch(/1\.07x\s+1\.04-1\.10\s+1\.08x PASS\s/);
+    expect(row('sgemm_8')).toMatch(/0\.97x\s+0\.95-0\.99\s+1\.08x PASS clear/);
+  });
+
+  it('pairedVerdict: by the median; clear when the interval does not reach across the target', () => {
+    expect(pairedVerdict(1.04, 1.02, 1.05, 1.05)).toBe('PASS clear');
+    expect(pairedVerdict(1.04, 1.02, 1.06, 1.05)).toBe('PASS');
+    expect(pairedVerdict(1.06, 1.05, 1.08, 1.05)).toBe('FAIL');
+    expect(pairedVerdict(1.06, 1.051, 1.08, 1.05)).toBe('FAIL clear');
+    expect(pairedVerdict(1.04, undefined, undefined, 1.05)).toBe('PASS');
+    expect(pairedVerdict(undefined, undefined, undefined, 1.05)).toBe('FAIL');
+  });
+
   it('formatPaired is empty without paired lines', () => {
     expect(formatPaired([line('launch_empty', 4)])).toBe('');
   });
 });
+
+describe('medianInterval', () => {
+  const ranks = (n: number) => Array.from({ length: n }, (_, i) => n - i); // unsorted input
+  it('gives the order statistics of the binomial table for the median (95%)', () => {
+    // Tabulated ranks: n = 15 -> 4th and 12th, n = 25 -> 8th and 18th, n = 6 -> 1st and 6th.
+    expect(medianInterval(ranks(15))).toEqual([4, 12]);
+    expect(medianInterval(ranks(25))).toEqual([8, 18]);
+    expect(medianInterval(ranks(6))).toEqual([1, 6]);
+  });
+  it('matches the normal approximation for large n, and covers at least 95%', () => {
+    // n = 201: 101 +- 1.96 * sqrt(201) / 2 = 101 +- 13.9.
+    expect(medianInterval(ranks(201))).toEqual([87, 115]);
+    // Coverage of [x(j), x(n+1-j)] computed independently with exact binomial sums.
+    for (const n of [6, 10, 15, 25, 40]) {
+      const [low] = medianInterval(ranks(n));
+      let below = 0;
+      for (let i = 0; i < low; i++) below += binomial(n, i) / 2 ** n;
+      expect(1 - 2 * below).toBeGreaterThanOrEqual(0.95);
+      // One rank narrower would fall short.
+      below += binomial(n, low) / 2 ** n;
+      expect(1 - 2 * below).toBeLessThan(0.95);
+    }
+  });
+  it('returns the whole range for tiny samples and NaN for none', () => {
+    expect(medianInterval([3, 1, 2])).toEqual([1, 3]);
+    expect(medianInterval([]).every(Number.isNaN)).toBe(true);
+  });
+});
+
+function binomial(n: number, k: number): number {
+  let value = 1;
+  for (let i = 1; i <= k; i++) value = (value * (n - k + i)) / i;
+  return value;
+}

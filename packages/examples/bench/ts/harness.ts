@@ -18,6 +18,32 @@ export function median(values: readonly number[]): number {
   return n % 2 ? sorted[(n - 1) / 2]! : 0.5 * (sorted[n / 2 - 1]! + sorted[n / 2]!);
 }
 
+/**
+ * A distribution-free confidence interval for the median of `values` (default 95%): the
+ * order statistics x(j) and x(n+1-j) with the largest j for which the number of values below
+ * the median, Binomial(n, 1/2), lies in [j, n-j] with at least that probability. Needs n >= 6
+ * for 95%; with fewer values it returns the whole range.
+ * @example medianInterval(ratios) // 15 ratios: the 4th and 12th smallest
+ */
+export function medianInterval(values: readonly number[], confidence = 0.95): [number, number] {
+  const sorted = [...values].sort((a, b) => a - b);
+  const n = sorted.length;
+  if (n === 0) return [Number.NaN, Number.NaN];
+  // P(B <= i) for B ~ Binomial(n, 1/2), built up term by term.
+  const below: number[] = [];
+  let term = 0.5 ** n;
+  let sum = 0;
+  for (let i = 0; i <= n; i++) {
+    sum += term;
+    below.push(sum);
+    term = (term * (n - i)) / (i + 1);
+  }
+  // Coverage of [x(j), x(n+1-j)] (1-based) is P(j <= B <= n-j) = 1 - 2 P(B <= j-1).
+  let j = 1;
+  while (j + 1 <= n + 1 - (j + 1) && 1 - 2 * below[j]! >= confidence) j++;
+  return [sorted[j - 1]!, sorted[n - j]!];
+}
+
 /** Runs `batch` WARMUPS times untimed, then REPEATS times; each returns microseconds per op. */
 export async function repeatMedian(batch: () => number | Promise<number>): Promise<number> {
   for (let i = 0; i < WARMUPS; i++) await batch();

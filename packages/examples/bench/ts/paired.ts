@@ -5,9 +5,10 @@
  * first in odd ones). Two processes run one after the other also measure the host's drift
  * between them; here both sides of a pair run within milliseconds of each other.
  *
- * Prints one JSON line per benchmark: `{ name, paired: true, ours_us, c_us, ratio, pairs,
- * c_call }`, where `ours_us` and `c_us` are medians over the pairs and `ratio` the median of
- * the per-pair ratios ours/C.
+ * Prints one JSON line per benchmark: `{ name, paired: true, ours_us, c_us, ratio, ratio_lo,
+ * ratio_hi, pairs, c_call }`, where `ours_us` and `c_us` are medians over the pairs, `ratio`
+ * the median of the per-pair ratios ours/C and `ratio_lo`..`ratio_hi` its 95% interval
+ * (order statistics, no assumption on the distribution).
  *
  * Usage: tsx --conditions=@cuda-tasks/source bench/ts/paired.ts path/to/libinproc.so
  */
@@ -21,10 +22,13 @@ import { stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-run
 import koffi from 'koffi';
 import { concurrentIteration, serialIteration } from '../../src/seed/seed.js';
 import { launchBatch, seedWorkload, tasksRound, timedOnce, withStreamBatch } from './batches.js';
-import { median, nowUs, warmJit } from './harness.js';
+import { median, medianInterval, nowUs, warmJit } from './harness.js';
 
-/** Pairs per benchmark after the warm-up pairs; single-iteration benchmarks take more. */
-const PAIRS = 15;
+/**
+ * Pairs per benchmark after the warm-up pairs (25: the median ratio's 95% interval is the
+ * 8th to the 18th ratio); single-iteration benchmarks take more.
+ */
+const PAIRS = 25;
 const WARMUP_PAIRS = 3;
 
 const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
@@ -36,6 +40,8 @@ export interface PairedLine {
   ours_us: number;
   c_us: number;
   ratio: number;
+  ratio_lo: number;
+  ratio_hi: number;
   pairs: number;
   c_call: string;
 }
@@ -78,12 +84,15 @@ async function pair(
     cSamples.push(cValue);
     ratios.push(oursValue / cValue);
   }
+  const [low, high] = medianInterval(ratios);
   const line: PairedLine = {
     name,
     paired: true,
     ours_us: median(oursSamples),
     c_us: median(cSamples),
     ratio: median(ratios),
+    ratio_lo: low,
+    ratio_hi: high,
     pairs,
     c_call: cCall,
   };

@@ -597,6 +597,22 @@ export const PAIRED_TARGETS: Readonly<Record<string, number>> = {
 };
 
 /**
+ * PASS or FAIL by the median ratio, with "clear" when the median's 95% interval lies wholly on
+ * the same side of the target (below or at it for PASS, above it for FAIL).
+ */
+export function pairedVerdict(
+  ratio: number | undefined,
+  low: number | undefined,
+  high: number | undefined,
+  target: number,
+): string {
+  if (ratio === undefined) return 'FAIL';
+  const pass = ratio <= target;
+  const clear = pass ? high !== undefined && high <= target : low !== undefined && low > target;
+  return `${pass ? 'PASS' : 'FAIL'}${clear ? ' clear' : ''}`;
+}
+
+/**
  * The same-process comparison (bench/ts/paired.ts lines, `paired: true`) as aligned text:
  * medians of each side, the median of the per-pair ratios against its target, and the seed's
  * concurrent/serial ratio of both sides.
@@ -605,18 +621,21 @@ export function formatPaired(lines: readonly BenchLine[]): string {
   const paired = lines.filter((line) => line.paired === true);
   if (paired.length === 0) return '';
   const number = (value: unknown) => (typeof value === 'number' ? value : undefined);
-  const header = ['operation', 'ours', 'C', 'ours/C', 'target', 'C call'];
+  const header = ['operation', 'ours', 'C', 'ours/C', '95% interval', 'target', 'C call'];
   const body = paired.map((line) => {
     const ratio = number(line.ratio);
+    const low = number(line.ratio_lo);
+    const high = number(line.ratio_hi);
     const target = PAIRED_TARGETS[line.name];
     return [
       line.name,
       formatUs(number(line.ours_us)),
       formatUs(number(line.c_us)),
       formatRatio(ratio),
+      low !== undefined && high !== undefined ? `${low.toFixed(2)}-${high.toFixed(2)}` : '',
       target === undefined
         ? ''
-        : `${target.toFixed(2)}x ${ratio !== undefined && ratio <= target ? 'PASS' : 'FAIL'}`,
+        : `${target.toFixed(2)}x ${pairedVerdict(ratio, low, high, target)}`,
       String(line.c_call ?? ''),
     ];
   });
@@ -626,13 +645,14 @@ export function formatPaired(lines: readonly BenchLine[]): string {
   const format = (cells: readonly string[]) =>
     cells
       .map((cell, column) =>
-        column === 0 || column >= 4 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!),
+        column === 0 || column >= 5 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!),
       )
       .join('  ')
       .trimEnd();
   const out = [
     "same process (bench/ts/paired.ts): C's loops (bench/c/inproc.cu) and ours alternating batch by batch;",
-    'us columns are medians over the pairs, ours/C the median of the per-pair ratios',
+    'us columns are medians over the pairs, ours/C the median of the per-pair ratios and its 95% interval;',
+    'PASS/FAIL by the median, "clear" when the whole interval is on that side of the target',
     format(header),
     widths.map((w) => '-'.repeat(w)).join('  '),
     ...body.map(format),
