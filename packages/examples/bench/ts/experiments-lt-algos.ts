@@ -5,12 +5,16 @@
  * the same arrays. Prints one JSON line per (size, algorithm): device us per call, the host us
  * per call of the issue loop, the workspace it asks for, and the heuristic's waves count.
  *
+ * With --pairs it also times, for each algorithm, two SGEMMs into two outputs on one stream
+ * (serial) and on two streams (concurrent), device time between events: whether an algorithm
+ * leaves room for another task's SGEMM (the seed workload's overlap).
+ *
  * Usage: tsx --conditions=@cuda-tasks/source bench/ts/experiments-lt-algos.ts [sizes...]
  */
 
 import { handle as cublasHandle } from '@cuda-tasks/cublas';
 import { cublas, cublasLt, HEURISTIC_RESULT_BYTES } from '@cuda-tasks/cublas/ffi';
-import { DeviceBuffer, Event } from '@cuda-tasks/cudadrv';
+import { DeviceBuffer, Event, Stream } from '@cuda-tasks/cudadrv';
 import { rand } from '@cuda-tasks/curand';
 import { stream, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import koffiModule from 'koffi';
@@ -18,7 +22,11 @@ import { median, nowUs } from './harness.js';
 
 const koffi = () => koffiModule;
 
-const sizes = process.argv.slice(2).map(Number);
+const pairsMode = process.argv.includes('--pairs');
+const sizes = process.argv
+  .slice(2)
+  .filter((argument) => argument !== '--pairs')
+  .map(Number);
 if (sizes.length === 0) sizes.push(1024, 8, 256, 2048);
 const CALLS = 50;
 const REPS = 5;
@@ -66,6 +74,33 @@ await task(async () => {
     return { device_us: median(device), host_us: median(host) };
   };
 
+  // Two SGEMMs (issue(first, second) issues one on each given stream): device us of the pair
+  // on one stream and on two, between events (median of REPS pairs), and their ratio.
+  const other = Stream.create({ name: 'second' });
+  const workspace2 = DeviceBuffer.allocate(WORKSPACE);
+  const pairTimes = (issue: (first: Stream, second: Stream) => void) => {
+    const once = (concurrent: boolean) => {
+      start.record(s);
+      if (concurrent) other.waitEvent(start);
+      issue(s, concurrent ? other : s);
+      if (concurrent) s.waitFor(other);
+      end.record(s);
+      end.synchronize();
+      return Event.elapsedTime(start, end) * 1000;
+    };
+    once(false);
+    once(true);
+    const serial: number[] = [];
+    const concurrent: number[] = [];
+    for (let r = 0; r < REPS * 2; r++) {
+      serial.push(once(false));
+      concurrent.push(once(true));
+    }
+    const serialUs = median(serial);
+    const concurrentUs = median(concurrent);
+    return { serial_us: serialUs, concurrent_us: concurrentUs, ratio: concurrentUs / serialUs };
+  };
+
   for (const n of sizes) {
     const a = rand('float32', [n, n]);
     const b = rand('float32', [n, n]);
@@ -74,6 +109,9 @@ await task(async () => {
     const pa = a.useOn(s);
     const pb = b.useOn(s);
     const pc = c.useOn(s);
+    const c2 = rand('float32', [n, n]);
+    synchronizeSync();
+    const pc2 = c2.useOn(s);
 
     const h = cublasHandle();
     const sgemm = time(() =>
@@ -83,6 +121,31 @@ await task(async () => {
       ),
     );
     console.log(JSON.stringify({ n, name: 'cublasSgemm_v2', ...sgemm }));
+    if (pairsMode) {
+      // One handle per stream, as C's seed baseline has.
+      const created: (bigint | null)[] = [null];
+      ok(cublas().cublasCreate_v2(created), 'cublasCreate_v2');
+      const h2 = created[0] as bigint;
+      const sgemmOn = (handle: bigint | number, output: bigint, on: Stream) => {
+        ok(cublas().cublasSetStream_v2(handle, on.handle), 'cublasSetStream_v2');
+        ok(
+          cublas().cublasSgemm_v2(handle, 0, 0, n, n, n, alpha, pa, n, pb, n, beta, output, n),
+          'cublasSgemm_v2',
+        );
+      };
+      console.log(
+        JSON.stringify({
+          n,
+          name: 'cublasSgemm_v2 pair',
+          ...pairTimes((on1, on2) => {
+            sgemmOn(h, pc, on1);
+            sgemmOn(h2, pc2, on2);
+          }),
+        }),
+      );
+      ok(cublas().cublasSetStream_v2(h, s.handle), 'cublasSetStream_v2');
+      cublas().cublasDestroy_v2(h2);
+    }
 
     ok(lt.cublasLtMatmulDescCreate(out, CUBLAS_COMPUTE_32F, CUDA_R_32F), 'DescCreate');
     const desc = out[0] as bigint;
@@ -144,15 +207,51 @@ await task(async () => {
         ),
       );
       console.log(JSON.stringify({ n, name: `lt algo ${i}`, ...timed, workspace: needed, waves }));
+      if (pairsMode) {
+        const matmul = (output: bigint, on: Stream, space: bigint) =>
+          ok(
+            lt.cublasLtMatmul(
+              ltHandle,
+              desc,
+              alpha,
+              pa,
+              layout,
+              pb,
+              layout,
+              beta,
+              output,
+              layout,
+              output,
+              layout,
+              algo,
+              needed > 0 ? space : 0n,
+              needed > 0 ? WORKSPACE : 0,
+              on.handle,
+            ),
+            'cublasLtMatmul',
+          );
+        console.log(
+          JSON.stringify({
+            n,
+            name: `lt algo ${i} pair`,
+            ...pairTimes((on1, on2) => {
+              matmul(pc, on1, workspace.pointer);
+              matmul(pc2, on2, on1 === on2 ? workspace.pointer : workspace2.pointer);
+            }),
+          }),
+        );
+      }
     }
     koffi().free(results);
     lt.cublasLtMatmulPreferenceDestroy(preference);
     lt.cublasLtMatrixLayoutDestroy(layout);
     lt.cublasLtMatmulDescDestroy(desc);
-    for (const array of [a, b, c]) array.dispose();
+    for (const array of [a, b, c, c2]) array.dispose();
   }
   start.dispose();
   end.dispose();
   workspace.dispose();
+  workspace2.dispose();
+  other.dispose();
   lt.cublasLtDestroy(ltHandle);
 });
