@@ -20,7 +20,11 @@ export default defineConfig({
         ...shared,
         test: {
           name: 'unit',
-          include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
+          include: [
+            'packages/*/src/**/*.test.ts',
+            'packages/*/test/**/*.test.ts',
+            'test/**/*.test.ts',
+          ],
           exclude: ['**/*.gpu.test.ts', '**/node_modules/**'],
           pool: 'forks',
         },

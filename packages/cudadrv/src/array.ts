@@ -70,7 +70,9 @@ export class DeviceArray<D extends DType = DType> {
     // The brand lives on the prototype: a per-instance symbol field slows construction.
     (DeviceArray.prototype as any)[arrayBrand] = true;
   }
+  /** The element type. */
   readonly dtype: D;
+  /** Extent per dimension (column-major, like cuBLAS). */
   readonly shape: readonly number[];
   /** Element strides per dimension. */
   readonly strides: readonly number[];
@@ -78,6 +80,7 @@ export class DeviceArray<D extends DType = DType> {
   readonly offset: number;
   /** Number of elements. */
   readonly length: number;
+  /** The device memory the elements live in (shared with views). */
   readonly buffer: DeviceBuffer;
   /** Whether this array allocated its buffer (views do not own it). */
   readonly owner: boolean;
@@ -555,6 +558,7 @@ export class DeviceArray<D extends DType = DType> {
     this.dispose();
   }
 
+  /** `DeviceArray<dtype>[shape]`, for messages and logs. */
   toString(): string {
     return `DeviceArray<${this.dtype}>[${this.shape.join('x')}]`;
   }

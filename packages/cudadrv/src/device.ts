@@ -151,6 +151,7 @@ export class Device {
     this.primaryContext().synchronize();
   }
 
+  /** `Device(ordinal)`. */
   toString(): string {
     return `Device(${this.ordinal})`;
   }
@@ -162,6 +163,7 @@ export class Device {
  * stream-ordered memory pool.
  */
 export class Context {
+  /** The device this is the primary context of. */
   readonly device: Device;
   /** The CUcontext handle. */
   readonly handle: bigint;
@@ -239,6 +241,7 @@ export class Context {
     return true;
   }
 
+  /** `Context(device ordinal)`. */
   toString(): string {
     return `Context(device ${this.device.ordinal})`;
   }

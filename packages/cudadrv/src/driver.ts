@@ -96,12 +96,17 @@ export function driverVersion(): number {
  * Only one call at a time uses it (the event loop's thread).
  */
 export class Scratch {
+  /** The arena's native address. */
   readonly pointer: bigint;
   /** `pointer` as koffi's fastest argument (see `ffiValue`). */
   readonly address: number | bigint;
+  /** The arena as 64-bit unsigned words. */
   readonly u64: BigUint64Array;
+  /** The arena as 32-bit unsigned words. */
   readonly u32: Uint32Array;
+  /** The arena as 32-bit signed words. */
   readonly i32: Int32Array;
+  /** The arena as float32 values. */
   readonly f32: Float32Array;
   constructor(bytes = 64) {
     const k = koffi();

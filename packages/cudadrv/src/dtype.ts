@@ -13,13 +13,21 @@ export type DType =
 
 /** The host typed array for each dtype (half-precision types travel as Float32Array). */
 export interface HostArrayOf {
+  /** float32 travels as Float32Array. */
   float32: Float32Array;
+  /** float64 travels as Float64Array. */
   float64: Float64Array;
+  /** int32 travels as Int32Array. */
   int32: Int32Array;
+  /** uint32 travels as Uint32Array. */
   uint32: Uint32Array;
+  /** int8 travels as Int8Array. */
   int8: Int8Array;
+  /** uint8 travels as Uint8Array. */
   uint8: Uint8Array;
+  /** float16 travels as Float32Array (converted on the way to and from the device). */
   float16: Float32Array;
+  /** bfloat16 travels as Float32Array (converted on the way to and from the device). */
   bfloat16: Float32Array;
 }
 

@@ -11,6 +11,7 @@ export interface EventOptions {
   timing?: boolean;
   /** cuEventSynchronize yields the thread instead of spinning (default false). */
   blockingSync?: boolean;
+  /** The context to create the event in (default: the current context, the current device's). */
   context?: Context;
 }
 
@@ -28,7 +29,9 @@ export class Event {
   readonly handle: bigint;
   /** The handle as koffi converts it fastest (see `ffiValue`). */
   readonly ffiHandle: number | bigint;
+  /** The context the event belongs to. */
   readonly context: Context;
+  /** Whether the event records timestamps (`Event.elapsedTime` needs them). */
   readonly timing: boolean;
   #disposed = false;
 

@@ -40,7 +40,9 @@ export type Dim3 = number | readonly [number, number?, number?];
 
 /** How to launch a kernel. */
 export interface LaunchConfig {
+  /** Blocks per grid: a number or [x, y?, z?]. */
   grid: Dim3;
+  /** Threads per block: a number or [x, y?, z?]. */
   block: Dim3;
   /** Dynamic shared memory in bytes (default 0). */
   sharedMemory?: number;
@@ -93,7 +95,9 @@ const UINT64_MAX = 2n ** 64n - 1n;
  * array cuLaunchKernel reads), so a launch allocates nothing.
  */
 export class Kernel {
+  /** The module the kernel was taken from (it must stay loaded while the kernel is used). */
   readonly module: Module;
+  /** The kernel's name in the module (the mangled name for C++ kernels not declared extern "C"). */
   readonly name: string;
   /** The CUfunction handle. */
   readonly handle: bigint;
@@ -101,6 +105,7 @@ export class Kernel {
   readonly ffiHandle: number | bigint;
   /** @internal The `void*[]` argument array's address as koffi converts it fastest. */
   readonly ffiArgumentArray: number | bigint;
+  /** The declared parameter list `launch` checks its arguments against. */
   readonly parameters: readonly KernelParameter[];
   /** Writer code per parameter. */
   readonly #writers: Uint8Array;

@@ -18,7 +18,9 @@ export interface PoolStatistics {
   reservedBytes: number;
   /** Memory handed out and not yet freed (frees count once their stream reaches them). */
   usedBytes: number;
+  /** The most `reservedBytes` has been since the pool was created or its watermarks reset. */
   reservedHighBytes: number;
+  /** The most `usedBytes` has been since the pool was created or its watermarks reset. */
   usedHighBytes: number;
   /**
    * Of `usedBytes`, small freed blocks kept per stream for reuse (see `releaseCached`): used
@@ -49,6 +51,7 @@ const DEFAULT_RELEASE_THRESHOLD = 0xffff_ffff_ffff_ffffn;
  * stays reserved up to the release threshold, so steady-state allocation costs no system call.
  */
 export class MemoryPool {
+  /** The context whose device this pool allocates from. */
   readonly context: Context;
   /** The CUmemoryPool handle. */
   readonly handle: bigint;

@@ -129,6 +129,7 @@ export class DeviceBuffer {
   }
   /** Size in bytes. */
   readonly byteLength: number;
+  /** The context whose device holds the memory. */
   readonly context: Context;
   readonly #allocation: Allocation;
 
@@ -302,7 +303,9 @@ export class DeviceBuffer {
 
 /** Page-locked host memory: the only host memory that copies to and from the device can overlap with. */
 export class PinnedHostBuffer {
+  /** The host address of the pinned memory. */
   readonly pointer: bigint;
+  /** Size in bytes. */
   readonly byteLength: number;
   /** A view of the memory; invalid after dispose(). */
   readonly bytes: Uint8Array;
@@ -326,6 +329,7 @@ export class PinnedHostBuffer {
     return new PinnedHostBuffer(pointer[0] as bigint, byteLength);
   }
 
+  /** Whether `dispose()` has freed the memory. */
   get disposed(): boolean {
     return this.#disposed;
   }
@@ -379,7 +383,9 @@ export const stagingPool: StagingPool = ((globalThis as any)[STAGING_KEY] ??= ne
 
 /** Anything that names device memory: a DeviceBuffer (with an optional byte offset). */
 export interface DeviceRegion {
+  /** The device buffer. */
   buffer: DeviceBuffer;
+  /** Where the region starts in the buffer, in bytes (default 0). */
   byteOffset?: number;
 }
 

@@ -28,6 +28,7 @@ export interface CompileOptions {
   options?: readonly string[];
   /** In-memory headers: include name -> source. */
   headers?: Readonly<Record<string, string>>;
+  /** The context to load the module in (default: the current context, the current device's). */
   context?: Context;
 }
 
@@ -52,7 +53,9 @@ const finalizer = new FinalizationRegistry<bigint>((handle) => {
 
 /** A loaded CUDA module (PTX or cubin) in one context. */
 export class Module {
+  /** The CUmodule handle. */
   readonly handle: bigint;
+  /** The context the module is loaded in. */
   readonly context: Context;
   #disposed = false;
 
@@ -149,6 +152,7 @@ export class Module {
     check(driver().cuModuleUnload(this.handle), 'cuModuleUnload');
   }
 
+  /** Whether `dispose()` has unloaded the module (its kernels can no longer launch). */
   get disposed(): boolean {
     return this.#disposed;
   }

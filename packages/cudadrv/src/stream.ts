@@ -57,6 +57,7 @@ export class Stream {
    * functions whose parameter is declared `uint64_t` on hot paths.
    */
   readonly ffiHandle: number | bigint;
+  /** The context the stream belongs to. */
   readonly context: Context;
   /** Whether dispose() destroys the native stream. */
   readonly owned: boolean;
@@ -219,6 +220,7 @@ export class Stream {
     this.dispose();
   }
 
+  /** `Stream(name)`, or the handle in hex for an unnamed stream. */
   toString(): string {
     return `Stream(${this.name ?? `0x${this.handle.toString(16)}`})`;
   }

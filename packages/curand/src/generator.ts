@@ -279,6 +279,7 @@ export class Generator {
     this.dispose();
   }
 
+  /** `Generator(...)`: the kind and whether it is the task default. */
   toString(): string {
     return this.#core === undefined
       ? 'Generator(task default, philox)'

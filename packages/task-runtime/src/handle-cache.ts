@@ -60,6 +60,7 @@ interface HandleRecord<H> {
  * cufftExecC2C(cache.get(), ...); // the current task's plan, on the current stream
  */
 export class HandleCache<H> implements TaskResourceOwner {
+  /** The name given in the options (in errors and traces). */
   readonly name: string;
   readonly #options: HandleCacheOptions<H>;
   readonly #maxIdle: number;

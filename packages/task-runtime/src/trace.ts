@@ -34,19 +34,29 @@ interface Operation {
 
 /** One entry of a Chrome / Perfetto trace (the JSON "trace event" format). */
 export interface TraceEvent {
+  /** The operation's or the track's name. */
   name: string;
+  /** Phase: 'X' a complete event (a bar), 'M' metadata (a track name). */
   ph: 'X' | 'M';
+  /** Start, in microseconds from the start of the recording. */
   ts?: number;
+  /** Duration in microseconds. */
   dur?: number;
+  /** Process id: 0 for the host's task tracks, 1 + ordinal for each GPU. */
   pid: number;
+  /** Thread id: one per stream on a GPU, one per task on the host. */
   tid: number;
+  /** Category: 'gpu' for GPU operations, 'task' for task spans. */
   cat?: string;
+  /** Extra fields shown when an event is selected (the issuing task of a GPU operation; a track's name). */
   args?: Record<string, unknown>;
 }
 
 /** A finished trace: Chrome / Perfetto trace events, one track per stream and per task. */
 export interface Trace {
+  /** The events, in the Trace Event Format. */
   traceEvents: TraceEvent[];
+  /** How the viewer shows times. */
   displayTimeUnit: 'ms';
   /** Writes the trace as JSON (open it at ui.perfetto.dev or chrome://tracing). */
   write(path: string): void;

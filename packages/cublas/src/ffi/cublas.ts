@@ -35,33 +35,47 @@ export const cublasStatus = {
   CUBLAS_STATUS_LICENSE_ERROR: 16,
 } as const;
 
-/** cublasOperation_t. */
+/** cublasOperation_t: the matrix as stored. */
 export const CUBLAS_OP_N = 0;
+/** cublasOperation_t: the transpose. */
 export const CUBLAS_OP_T = 1;
+/** cublasOperation_t: the conjugate transpose. */
 export const CUBLAS_OP_C = 2;
 
-/** cublasPointerMode_t. */
+/** cublasPointerMode_t: scalars (alpha, beta, results) are host pointers. */
 export const CUBLAS_POINTER_MODE_HOST = 0;
+/** cublasPointerMode_t: scalars are device pointers. */
 export const CUBLAS_POINTER_MODE_DEVICE = 1;
 
-/** cublasMath_t (the two modes this package sets). */
+// cublasMath_t (the modes this package sets).
+/** cublasMath_t: the default math mode (no TF32 for FP32). */
 export const CUBLAS_DEFAULT_MATH = 0;
+/** cublasMath_t: the most accurate mode, for numerical checks. */
 export const CUBLAS_PEDANTIC_MATH = 2;
+/** cublasMath_t: FP32 routines may use TF32 tensor cores. */
 export const CUBLAS_TF32_TENSOR_OP_MATH = 3;
 
-/** cublasComputeType_t (the ones `gemmEx` uses or users commonly want). */
+// cublasComputeType_t (the ones `gemmEx` uses or users commonly want).
+/** cublasComputeType_t: FP32 accumulation. */
 export const CUBLAS_COMPUTE_32F = 68;
+/** cublasComputeType_t: FP32 accumulation, no reduced-precision shortcuts. */
 export const CUBLAS_COMPUTE_32F_PEDANTIC = 69;
+/** cublasComputeType_t: FP32 accumulation with TF32 tensor-core inputs. */
 export const CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
+/** cublasComputeType_t: FP64 accumulation. */
 export const CUBLAS_COMPUTE_64F = 70;
 
 /** cublasGemmAlgo_t: let cuBLAS choose (cublas_api.h: CUBLAS_GEMM_DEFAULT = -1). */
 export const CUBLAS_GEMM_DEFAULT = -1;
 
-/** cudaDataType_t (library_types.h) values used by `gemmEx`. */
+// cudaDataType_t (library_types.h) values used by `gemmEx`.
+/** cudaDataType_t: real float32. */
 export const CUDA_R_32F = 0;
+/** cudaDataType_t: real float64. */
 export const CUDA_R_64F = 1;
+/** cudaDataType_t: real float16. */
 export const CUDA_R_16F = 2;
+/** cudaDataType_t: real bfloat16. */
 export const CUDA_R_16BF = 14;
 
 let loaded: ReturnType<typeof build> | undefined;

@@ -16,21 +16,29 @@ export const libcublasLtSpec = {
     'Install the CUDA toolkit (12 or 13) or the nvidia-cublas package, which ship libcublasLt beside libcublas, and make libcublasLt.so.13 or libcublasLt.so.12 findable (LD_LIBRARY_PATH).',
 } as const;
 
-/** cublasLtMatmulDescAttributes_t (the ones `gemm` sets). */
+// cublasLtMatmulDescAttributes_t (the ones `gemm` sets).
+/** cublasLtMatmulDescAttributes_t: the operation on A (int32 cublasOperation_t). */
 export const CUBLASLT_MATMUL_DESC_TRANSA = 3;
+/** cublasLtMatmulDescAttributes_t: the operation on B (int32 cublasOperation_t). */
 export const CUBLASLT_MATMUL_DESC_TRANSB = 4;
 
-/** cublasLtMatmulPreferenceAttributes_t (the ones `gemm` sets). */
+// cublasLtMatmulPreferenceAttributes_t (the ones `gemm` sets).
+/** cublasLtMatmulPreferenceAttributes_t: the largest workspace an algorithm may ask for (uint64). */
 export const CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
+/** cublasLtMatmulPreferenceAttributes_t: A's address alignment, in bytes (uint32). */
 export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5;
+/** cublasLtMatmulPreferenceAttributes_t: B's address alignment, in bytes (uint32). */
 export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6;
+/** cublasLtMatmulPreferenceAttributes_t: C's address alignment, in bytes (uint32). */
 export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7;
+/** cublasLtMatmulPreferenceAttributes_t: D's address alignment, in bytes (uint32). */
 export const CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8;
 
 /** sizeof(cublasLtMatmulHeuristicResult_t): the 64-byte algo, workspaceSize, state, wavesCount, reserved[4]. */
 export const HEURISTIC_RESULT_BYTES = 96;
-/** Offsets in cublasLtMatmulHeuristicResult_t. */
+/** Offset of `workspaceSize` (size_t) in cublasLtMatmulHeuristicResult_t. */
 export const HEURISTIC_WORKSPACE_OFFSET = 64;
+/** Offset of `state` (cublasStatus_t) in cublasLtMatmulHeuristicResult_t. */
 export const HEURISTIC_STATE_OFFSET = 72;
 
 function build() {

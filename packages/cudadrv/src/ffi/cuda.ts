@@ -38,23 +38,41 @@ export const STICKY_ERRORS: ReadonlySet<number> = new Set([
   719, // CUDA_ERROR_LAUNCH_FAILED
 ]);
 
+/** CUstream_flags: the stream does not synchronize with the legacy NULL stream. */
 export const CU_STREAM_NON_BLOCKING = 0x1;
+/** CUevent_flags: default event creation flag. */
 export const CU_EVENT_DEFAULT = 0x0;
+/** CUevent_flags: cuEventSynchronize sleeps instead of spinning. */
 export const CU_EVENT_BLOCKING_SYNC = 0x1;
+/** CUevent_flags: the event records no timestamp (cheaper to record and query). */
 export const CU_EVENT_DISABLE_TIMING = 0x2;
+/** cuMemHostAlloc flag: the pinned memory counts as pinned in every CUDA context. */
 export const CU_MEMHOSTALLOC_PORTABLE = 0x1;
+/** CUmemPool_attribute: bytes the pool keeps reserved before releasing memory to the OS (uint64). */
 export const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
+/** CUmemPool_attribute: bytes of backing memory the pool holds now (uint64). */
 export const CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5;
+/** CUmemPool_attribute: high watermark of reserved bytes (uint64). */
 export const CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6;
+/** CUmemPool_attribute: bytes handed out by the pool now (uint64). */
 export const CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7;
+/** CUmemPool_attribute: high watermark of used bytes (uint64). */
 export const CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8;
+/** CUdevice_attribute: maximum threads per block. */
 export const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1;
+/** CUdevice_attribute: warp size in threads. */
 export const CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10;
+/** CUdevice_attribute: number of streaming multiprocessors. */
 export const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+/** CUdevice_attribute: compute capability, major number. */
 export const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+/** CUdevice_attribute: compute capability, minor number. */
 export const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+/** CUdevice_attribute: 1 when the device supports cuMemAllocAsync and memory pools. */
 export const CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115;
+/** CUfunction_attribute: the most threads per block this kernel can launch with. */
 export const CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;
+/** CUfunction_attribute: registers each thread of this kernel uses. */
 export const CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 
 /** Where libcuda is found, and what to say when it is not. */
@@ -66,7 +84,9 @@ export const libcudaSpec = {
     'Install the NVIDIA GPU driver (version 525 or newer for CUDA 12, 580 or newer for CUDA 13) on a machine with an NVIDIA GPU.',
 } as const;
 
+/** CUmemorytype: host memory. */
 export const CU_MEMORYTYPE_HOST = 1;
+/** CUmemorytype: device memory. */
 export const CU_MEMORYTYPE_DEVICE = 2;
 
 /** The libcuda bindings, loaded on first call. */

@@ -11,7 +11,9 @@ export const libnvrtcSpec = {
   installHint: 'Install the CUDA toolkit (12 or 13) or the nvidia-cuda-nvrtc package.',
 } as const;
 
+/** nvrtcResult: success. */
 export const NVRTC_SUCCESS = 0;
+/** nvrtcResult: the source did not compile (the program log says why). */
 export const NVRTC_ERROR_COMPILATION = 6;
 
 /** The NVRTC bindings, loaded on first call. */

@@ -23,6 +23,7 @@ export interface Plan {
   readonly handle: number;
   /** Bytes of work area an execution needs (0: none). */
   readonly workBytes: number;
+  /** Complex-to-complex or real-to-complex. */
   readonly type: TransformType;
   /** Transform length. */
   readonly n: number;
@@ -93,9 +94,13 @@ export function planCache(type: TransformType, n: number, batch: number): Handle
 export interface PlanStatistics {
   /** e.g. `c2c:256x1` */
   key: string;
+  /** Plans created (cufftCreate + cufftMakePlan1d) for this transform. */
   created: number;
+  /** Plans destroyed (idle beyond the limit, or by `destroyIdlePlans`). */
   destroyed: number;
+  /** Plans idle in the cache now. */
   idle: number;
+  /** Plans leased to running tasks now. */
   leased: number;
 }
 
