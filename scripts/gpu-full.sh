@@ -12,7 +12,7 @@ tsx=(node_modules/.bin/tsx --conditions=@cuda-tasks/source)
 run() { [ "${!1:-0}" != 1 ]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 if run SKIP_TESTS; then
-  timeout 240 node_modules/.bin/vitest run --project gpu "$@" > "$out/gpu.log" 2>&1
+  timeout 300 node_modules/.bin/vitest run --project gpu "$@" > "$out/gpu.log" 2>&1
 fi
 if run SKIP_EXAMPLES; then
   {
