@@ -23,6 +23,7 @@ import {
   type StreamOption,
   stagingPool,
 } from './memory.js';
+import { beginOperation, endOperation } from './observer.js';
 import { currentStream } from './provider.js';
 import type { Stream } from './stream.js';
 import { waitForStream } from './wait.js';
@@ -389,22 +390,22 @@ export class DeviceArray<D extends DType = DType> {
     stream.context.makeCurrent();
     if (this.contiguous && source.contiguous) {
       if (this.buffer.context === source.buffer.context) {
-        check(
-          api.cuMemcpyDtoDAsync_v2(to, from, this.length * bytes, stream.handle),
-          'cuMemcpyDtoDAsync_v2',
-        );
+        const token = beginOperation('memcpyDtoD', stream);
+        const result = api.cuMemcpyDtoDAsync_v2(to, from, this.length * bytes, stream.handle);
+        endOperation(token);
+        check(result, 'cuMemcpyDtoDAsync_v2');
       } else {
-        check(
-          api.cuMemcpyPeerAsync(
-            to,
-            this.buffer.context.handle,
-            from,
-            source.buffer.context.handle,
-            this.length * bytes,
-            stream.handle,
-          ),
-          'cuMemcpyPeerAsync',
+        const token = beginOperation('memcpyPeer', stream);
+        const result = api.cuMemcpyPeerAsync(
+          to,
+          this.buffer.context.handle,
+          from,
+          source.buffer.context.handle,
+          this.length * bytes,
+          stream.handle,
         );
+        endOperation(token);
+        check(result, 'cuMemcpyPeerAsync');
       }
       return this;
     }
@@ -413,30 +414,30 @@ export class DeviceArray<D extends DType = DType> {
         'copyFrom: strided copies are supported for 2-D column-major views only',
       );
     }
-    check(
-      api.cuMemcpy2DAsync_v2(
-        {
-          srcXInBytes: 0,
-          srcY: 0,
-          srcMemoryType: CU_MEMORYTYPE_DEVICE,
-          srcHost: null,
-          srcDevice: from,
-          srcArray: null,
-          srcPitch: source.leadingDimension * bytes,
-          dstXInBytes: 0,
-          dstY: 0,
-          dstMemoryType: CU_MEMORYTYPE_DEVICE,
-          dstHost: null,
-          dstDevice: to,
-          dstArray: null,
-          dstPitch: this.leadingDimension * bytes,
-          WidthInBytes: this.rows * bytes,
-          Height: this.columns,
-        },
-        stream.handle,
-      ),
-      'cuMemcpy2DAsync_v2',
+    const token = beginOperation('memcpy2D', stream);
+    const result = api.cuMemcpy2DAsync_v2(
+      {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: CU_MEMORYTYPE_DEVICE,
+        srcHost: null,
+        srcDevice: from,
+        srcArray: null,
+        srcPitch: source.leadingDimension * bytes,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: CU_MEMORYTYPE_DEVICE,
+        dstHost: null,
+        dstDevice: to,
+        dstArray: null,
+        dstPitch: this.leadingDimension * bytes,
+        WidthInBytes: this.rows * bytes,
+        Height: this.columns,
+      },
+      stream.handle,
     );
+    endOperation(token);
+    check(result, 'cuMemcpy2DAsync_v2');
     return this;
   }
 

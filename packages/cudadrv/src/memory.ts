@@ -4,6 +4,7 @@ import { check, driver } from './driver.js';
 import { CudaArgumentError, DisposedError } from './errors.js';
 import { CU_MEMHOSTALLOC_PORTABLE } from './ffi/cuda.js';
 import { koffi } from './ffi/library.js';
+import { beginOperation, endOperation } from './observer.js';
 import { useClock } from './progress.js';
 import { currentStream } from './provider.js';
 import type { Stream } from './stream.js';
@@ -421,10 +422,10 @@ export function copyHostToDevice(
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   const host = source instanceof PinnedHostBuffer ? source.pointer : asBytes(source);
   stream.context.makeCurrent();
-  check(
-    driver().cuMemcpyHtoDAsync_v2(pointer, host, byteLength, stream.ffiHandle),
-    'cuMemcpyHtoDAsync_v2',
-  );
+  const token = beginOperation('memcpyHtoD', stream);
+  const result = driver().cuMemcpyHtoDAsync_v2(pointer, host, byteLength, stream.ffiHandle);
+  endOperation(token);
+  check(result, 'cuMemcpyHtoDAsync_v2');
 }
 
 /**
@@ -448,10 +449,15 @@ export function copyDeviceToPinned(
   const stream = options.stream ?? currentStream();
   const pointer = source.buffer.useOn(stream, 'read') + BigInt(offset);
   stream.context.makeCurrent();
-  check(
-    driver().cuMemcpyDtoHAsync_v2(destination.pointer, pointer, byteLength, stream.ffiHandle),
-    'cuMemcpyDtoHAsync_v2',
+  const token = beginOperation('memcpyDtoH', stream);
+  const result = driver().cuMemcpyDtoHAsync_v2(
+    destination.pointer,
+    pointer,
+    byteLength,
+    stream.ffiHandle,
   );
+  endOperation(token);
+  check(result, 'cuMemcpyDtoHAsync_v2');
 }
 
 /**
@@ -473,19 +479,22 @@ export function copyDeviceToDevice(
   stream.context.makeCurrent();
   const api = driver();
   if (destination.buffer.context === source.buffer.context) {
-    check(api.cuMemcpyDtoDAsync_v2(to, from, byteLength, stream.ffiHandle), 'cuMemcpyDtoDAsync_v2');
+    const token = beginOperation('memcpyDtoD', stream);
+    const result = api.cuMemcpyDtoDAsync_v2(to, from, byteLength, stream.ffiHandle);
+    endOperation(token);
+    check(result, 'cuMemcpyDtoDAsync_v2');
   } else {
-    check(
-      api.cuMemcpyPeerAsync(
-        to,
-        destination.buffer.context.handle,
-        from,
-        source.buffer.context.handle,
-        byteLength,
-        stream.handle,
-      ),
-      'cuMemcpyPeerAsync',
+    const token = beginOperation('memcpyPeer', stream);
+    const result = api.cuMemcpyPeerAsync(
+      to,
+      destination.buffer.context.handle,
+      from,
+      source.buffer.context.handle,
+      byteLength,
+      stream.handle,
     );
+    endOperation(token);
+    check(result, 'cuMemcpyPeerAsync');
   }
 }
 
@@ -504,7 +513,10 @@ export function memset(
   const stream = options.stream ?? currentStream();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
-  check(driver().cuMemsetD8Async(pointer, value, byteLength, stream.ffiHandle), 'cuMemsetD8Async');
+  const token = beginOperation('memset', stream);
+  const result = driver().cuMemsetD8Async(pointer, value, byteLength, stream.ffiHandle);
+  endOperation(token);
+  check(result, 'cuMemsetD8Async');
 }
 
 /** Sets `count` 16- or 32-bit words to the bit pattern `word`, ordered on the stream. */
@@ -523,10 +535,13 @@ export function memsetWords(
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
   const api = driver();
-  if (wordBytes === 2)
-    check(api.cuMemsetD16Async(pointer, word, count, stream.ffiHandle), 'cuMemsetD16Async');
-  else
-    check(api.cuMemsetD32Async(pointer, word >>> 0, count, stream.ffiHandle), 'cuMemsetD32Async');
+  const token = beginOperation('memset', stream);
+  const result =
+    wordBytes === 2
+      ? api.cuMemsetD16Async(pointer, word, count, stream.ffiHandle)
+      : api.cuMemsetD32Async(pointer, word >>> 0, count, stream.ffiHandle);
+  endOperation(token);
+  check(result, wordBytes === 2 ? 'cuMemsetD16Async' : 'cuMemsetD32Async');
 }
 
 function asBytes(view: ArrayBufferView): Uint8Array {

@@ -2,8 +2,10 @@ import type { Stream } from './stream.js';
 
 /**
  * An observer of GPU operations (the task runtime's trace recorder installs one). Called
- * around each launch, copy and library call; absent by default, when the hooks cost one
- * comparison and allocate nothing.
+ * around each kernel launch (named after the kernel), each copy and memset of this package
+ * (`memcpyHtoD`, `memcpyDtoH` (also the staged copy of `toHost()`), `memcpyDtoD`,
+ * `memcpyPeer`, `memcpy2D`, `memset`) and each library call of the library packages; absent
+ * by default, when the hooks cost one comparison and allocate nothing.
  */
 export interface OperationObserver {
   /** An operation named `name` is about to be issued on `stream`; returns a token for `end`. */

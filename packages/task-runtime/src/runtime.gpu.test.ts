@@ -1,15 +1,17 @@
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { DeviceArray, type Kernel, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import { DeviceArray, Event, type Kernel, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { beforeAll, expect, it } from 'vitest';
 import { describeGpu } from '../../../test/gpu';
 import { randomFloat32 } from '../../../test/random';
 import {
   currentTask,
+  deviceSynchronize,
   stream,
   streamPoolStatistics,
   synchronize,
+  synchronizeSync,
   task,
   withDevice,
   withStream,
@@ -71,6 +73,110 @@ describeGpu('task runtime on the GPU', () => {
     const both = performance.now() - start;
     expect(alone).toBeGreaterThanOrEqual(99);
     expect(both).toBeLessThan(1.3 * alone);
+  });
+
+  it('events show two tasks with long kernels overlap', async () => {
+    const length = 100_000_000; // 100 ms
+    // Timing events recorded on the task's own stream around its work.
+    const timed = async () => {
+      const s = stream();
+      const start = Event.create({ timing: true, context: s.context });
+      const end = Event.create({ timing: true, context: s.context });
+      start.record(s);
+      launch(spin, { grid: 1, block: 1 }, length);
+      end.record(s);
+      await synchronize();
+      return { start, end, stream: s };
+    };
+    const alone = await task(timed);
+    const aloneMs = Event.elapsedTime(alone.start, alone.end);
+    const [a, b] = await Promise.all([task(timed), task(timed)]);
+    expect(a.stream).not.toBe(b.stream);
+    // Each task's kernel ran its full length.
+    expect(aloneMs).toBeGreaterThanOrEqual(99);
+    expect(Event.elapsedTime(a.start, a.end)).toBeGreaterThanOrEqual(99);
+    expect(Event.elapsedTime(b.start, b.end)).toBeGreaterThanOrEqual(99);
+    // First start to last end, on the GPU's clock (events of one context compare across streams).
+    const first = Event.elapsedTime(a.start, b.start) >= 0 ? a.start : b.start;
+    const last = Event.elapsedTime(a.end, b.end) >= 0 ? b.end : a.end;
+    const totalMs = Event.elapsedTime(first, last);
+    expect(totalMs).toBeGreaterThanOrEqual(99);
+    expect(totalMs).toBeLessThan(1.3 * aloneMs);
+    // Each started before the other ended: the intervals intersect.
+    expect(Event.elapsedTime(a.start, b.end)).toBeGreaterThan(0);
+    expect(Event.elapsedTime(b.start, a.end)).toBeGreaterThan(0);
+    for (const run of [alone, a, b]) {
+      run.start.dispose();
+      run.end.dispose();
+    }
+  });
+
+  it("synchronizeSync() returns once the task's stream is idle, not waiting for other tasks", async () => {
+    const length = 50_000_000; // 50 ms
+    // Another task keeps a 400 ms kernel running on its own stream until released.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let otherStream!: Stream;
+    const other = task(async () => {
+      otherStream = stream();
+      launch(spin, { grid: 1, block: 1 }, 400_000_000);
+      await gate;
+      await synchronize();
+    });
+    try {
+      await task(() => {
+        const own = stream();
+        expect(own).not.toBe(otherStream);
+        const issued = performance.now();
+        launch(spin, { grid: 1, block: 1 }, length);
+        expect(own.query()).toBe(false);
+        synchronizeSync();
+        const waited = performance.now() - issued;
+        expect(own.query()).toBe(true);
+        expect(waited).toBeGreaterThanOrEqual(0.9 * 50);
+        // Only the current stream: the other task's 400 ms kernel is still running.
+        expect(waited).toBeLessThan(300);
+        expect(otherStream.query()).toBe(false);
+      });
+    } finally {
+      release();
+      await other;
+    }
+  });
+
+  it("deviceSynchronize() also waits for another task's stream", async () => {
+    const length = 50_000_000; // 50 ms
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // The other task stays alive (its stream stays its own) until released.
+    let otherStream!: Stream;
+    let issued = 0;
+    const other = task(async () => {
+      otherStream = stream();
+      issued = performance.now();
+      launch(spin, { grid: 1, block: 1 }, length);
+      await gate;
+    });
+    try {
+      await task(() => {
+        const own = stream();
+        expect(own).not.toBe(otherStream);
+        launch(spin, { grid: 1, block: 1 }, 1_000_000); // 1 ms on this task's stream
+        expect(otherStream.query()).toBe(false);
+        deviceSynchronize();
+        const waited = performance.now() - issued;
+        expect(otherStream.query()).toBe(true);
+        expect(own.query()).toBe(true);
+        expect(waited).toBeGreaterThanOrEqual(0.9 * 50);
+      });
+    } finally {
+      release();
+      await other;
+    }
   });
 
   it('synchronize() in one task does not wait for another task', async () => {
