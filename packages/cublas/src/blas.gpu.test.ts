@@ -494,6 +494,68 @@ describeGpu('cuBLAS on the GPU', () => {
     });
   }
 
+  // gemmEx may also write C in the inputs' half-precision dtype (validate.ts: c is float32 or
+  // a's dtype): float32 accumulation, then one rounding to float16 / bfloat16 on output.
+  for (const [dtype, unitRoundoff] of [
+    ['float16', 2 ** -11],
+    ['bfloat16', 2 ** -8],
+  ] as const) {
+    it(`gemmEx with ${dtype} inputs and ${dtype} output, alpha, beta and a transpose`, async () => {
+      const [m, n, k] = [64, 48, 256];
+      const transA = dtype === 'bfloat16';
+      using a = DeviceArray.fromHost(random('float32', m * k, 31), transA ? [k, m] : [m, k], {
+        dtype,
+      });
+      using b = DeviceArray.fromHost(random('float32', k * n, 32), [k, n], { dtype });
+      using c = DeviceArray.fromHost(random('float32', m * n, 33), [m, n], { dtype });
+      expect(c.dtype).toBe(dtype);
+      // The reference (float64) uses the operands as rounded to half precision on the device.
+      const roundedA = await a.toHost();
+      const roundedB = await b.toHost();
+      const roundedC = await c.toHost();
+      const [alpha, beta] = [1.5, -0.5];
+      gemmEx(a, b, c, { transA, alpha, beta });
+      const got = await c.toHost();
+      const want = gemmReference(
+        m,
+        n,
+        k,
+        { data: roundedA, ld: transA ? k : m, trans: transA },
+        { data: roundedB, ld: k, trans: false },
+        { data: roundedC, ld: m },
+        alpha,
+        beta,
+      );
+      // |alpha| sum |a||b| + |beta c|: the scale of float32 accumulation error per element.
+      const magnitude = gemmReference(
+        m,
+        n,
+        k,
+        { data: roundedA.map(Math.abs), ld: transA ? k : m, trans: transA },
+        { data: roundedB.map(Math.abs), ld: k, trans: false },
+        { data: roundedC.map(Math.abs), ld: m },
+        Math.abs(alpha),
+        Math.abs(beta),
+      );
+      // Per element: one rounding to the output dtype (unit roundoff u: 2^-11 for float16,
+      // 2^-8 for bfloat16) of a float32 sum of k terms (error at most ~k 2^-24 of the
+      // magnitude; doubled for slack).
+      let bad = -1;
+      for (let i = 0; i < m * n && bad < 0; i++) {
+        const bound =
+          unitRoundoff * Math.abs(want[i]!) + (1 + unitRoundoff) * 2 * k * 2 ** -24 * magnitude[i]!;
+        if (!(Math.abs(got[i]! - want[i]!) <= bound)) bad = i;
+      }
+      expect(bad < 0 ? 'within' : `element ${bad}: ${got[bad]} vs ${want[bad]}`).toBe('within');
+      // Half precision really was the output: the values are representable in it, and not
+      // all of them equal the float64 product (which float16/bfloat16 cannot hold exactly).
+      using again = DeviceArray.fromHost(got as Float32Array, [m, n], { dtype });
+      expect(await again.toHost()).toEqual(got);
+      expect(relativeError(got, want)).toBeGreaterThan(0);
+      expect(relativeError(got, want)).toBeLessThan(unitRoundoff);
+    });
+  }
+
   it('rejects bad input with CudaArgumentError or DisposedError', async () => {
     using a = DeviceArray.zeros('float32', [4, 3]);
     using b = DeviceArray.zeros('float32', [3, 5]);

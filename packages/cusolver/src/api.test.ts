@@ -67,20 +67,58 @@ describe('argument checks run before any native call', () => {
     );
   });
 
-  it('valid arguments get past the checks (and stop at the driver, hidden here)', async () => {
-    // Point the driver loader at nothing (read on first use, in this test file's own process),
-    // so that this holds on a GPU machine too and no native call sees the fake arrays.
+  it('valid arguments get past the checks, to the stream lookup that follows them', async () => {
+    // The first thing each routine does after its checks is `options.stream ?? currentStream()`.
+    // A getter that throws a sentinel there stops the call at that point on any machine (the
+    // fake arrays never reach a native call), whether or not a driver is loaded; a rejection
+    // by the checks would be a CudaArgumentError instead, and never read the option.
+    class PastTheChecks extends Error {}
+    let reads = 0;
+    const stopAtStream = <T extends object>(options: T): T =>
+      Object.defineProperty({ ...options }, 'stream', {
+        enumerable: true,
+        get() {
+          reads++;
+          throw new PastTheChecks('stream looked up');
+        },
+      }) as T;
+    await expect(lu(f64([3, 3]), stopAtStream({}))).rejects.toThrow(PastTheChecks);
+    await expect(solve(f64([3, 3]), f64([3, 2]), stopAtStream({}))).rejects.toThrow(PastTheChecks);
+    await expect(eigh(f32([3, 3]), stopAtStream({ upper: true }))).rejects.toThrow(PastTheChecks);
+    expect(() => qr(f32([5, 3]), stopAtStream({}))).toThrow(PastTheChecks);
+    expect(() => choleskySolve(f32([3, 3]), f32([3, 2]), stopAtStream({}))).toThrow(PastTheChecks);
+    expect(reads).toBe(5);
+    // Invalid arguments with the same options: rejected by the checks, the stream never read.
+    await expect(lu(f64([4]), stopAtStream({}))).rejects.toThrow(CudaArgumentError);
+    await expect(solve(f64([3, 3]), f64([4]), stopAtStream({}))).rejects.toThrow(CudaArgumentError);
+    await expect(eigh(f32([3, 4]), stopAtStream({ upper: true }))).rejects.toThrow(
+      CudaArgumentError,
+    );
+    expect(() => qr(f64([0, 3]), stopAtStream({}))).toThrow(CudaArgumentError);
+    expect(() => choleskySolve(f32([3, 3]), f32([2]), stopAtStream({}))).toThrow(CudaArgumentError);
+    expect(reads).toBe(5);
+  });
+
+  it('valid arguments stop at the driver when none can be loaded', async () => {
+    // Point the driver loader at nothing (read on first use, in this test file's own process):
+    // with no driver loaded yet, the stream lookup after the checks fails with
+    // CudaUnavailableError. Where an earlier test of this process loaded it already, the
+    // fake arrays must not reach it: the test above covers the same path then, and this one
+    // asserts that the driver really is the loaded one (cuInit answered).
     const saved = process.env.CUDA_TASKS_LIBCUDA;
     process.env.CUDA_TASKS_LIBCUDA = '/nonexistent/libcuda.so.1';
     try {
-      let driverLoaded = true;
+      let loadError: unknown;
       try {
         driver();
-      } catch {
-        driverLoaded = false;
+      } catch (error) {
+        loadError = error;
       }
-      // Loaded before this test in the same process: the fakes must not reach it.
-      if (driverLoaded) return;
+      if (loadError === undefined) {
+        expect(typeof driver().cuInit).toBe('function');
+        return;
+      }
+      expect(loadError).toBeInstanceOf(CudaUnavailableError);
       await expect(lu(f64([3, 3]))).rejects.toThrow(CudaUnavailableError);
       await expect(solve(f64([3, 3]), f64([3, 2]))).rejects.toThrow(CudaUnavailableError);
       await expect(eigh(f32([3, 3]), { upper: true })).rejects.toThrow(CudaUnavailableError);
