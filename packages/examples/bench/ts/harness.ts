@@ -1,17 +1,29 @@
 /** Timing helpers shared by the TypeScript benchmarks: the same method as the C baseline. */
 
+/** Timed batches per benchmark (the C baseline's REPEATS too); the median is reported. */
 export const REPEATS = 15;
+/** Untimed batches before the timed ones (the C baseline's WARMUPS too). */
 export const WARMUPS = 3;
 
 /** One benchmark result line (the JSON-lines format the C and Python baselines print too). */
 export interface Result {
+  /** The benchmark's id, e.g. `launch_empty` (the same id in C and the peers). */
   name: string;
+  /** Median over the timed batches, in microseconds per operation. */
   median_us: number;
+  /** What one operation is, e.g. `us/launch`. */
   unit: string;
+  /** A remark shown beside the value. */
   note?: string;
+  /** Further named numbers (a `max_` prefix: merged across rounds by the largest). */
   extra?: Record<string, number>;
 }
 
+/**
+ * The median of `values` (any order, not modified): the middle value, or the mean of the
+ * middle two for an even count; NaN for none.
+ * @example median([3, 1, 2, 10]); // 2.5
+ */
 export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const n = sorted.length;
@@ -93,12 +105,17 @@ export function timeNs(
 export class Steps {
   readonly #samples = new Map<string, number[]>();
 
+  /** Records one sample of step `name`, in microseconds. */
   mark(name: string, us: number): void {
     let list = this.#samples.get(name);
     if (list === undefined) this.#samples.set(name, (list = []));
     list.push(us);
   }
 
+  /**
+   * Prints one JSON line per step (`{ name, us, p10, n }`: median, 10th percentile, count) and
+   * forgets the samples.
+   */
   report(): void {
     const round = (us: number) => Math.round(us * 10) / 10;
     for (const [name, list] of this.#samples) {

@@ -35,14 +35,23 @@ const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.me
 
 /** One same-process result line. */
 export interface PairedLine {
+  /** The benchmark's id, as in the cross-process table. */
   name: string;
+  /** Marks a same-process line (the report picks these out). */
   paired: true;
+  /** Our median over the pairs, microseconds per operation. */
   ours_us: number;
+  /** C's median over the pairs, microseconds per operation. */
   c_us: number;
+  /** The median of the per-pair ratios ours/C. */
   ratio: number;
+  /** Lower end of the median ratio's 95% interval. */
   ratio_lo: number;
+  /** Upper end of the median ratio's 95% interval. */
   ratio_hi: number;
+  /** Timed pairs (warm-up pairs not counted). */
   pairs: number;
+  /** What C's side calls, e.g. `cuLaunchKernel`. */
   c_call: string;
 }
 
@@ -100,6 +109,13 @@ async function pair(
   return line;
 }
 
+/**
+ * Runs the whole same-process comparison against the C loops of the `libinproc.so` at
+ * `libraryPath` (built by bench/c/build.sh): launch, withStream + launch, launch + wait,
+ * alloc + free, event record, SGEMM, the seed workload and the 100 tasks, each as
+ * `PAIRS` pairs after `WARMUP_PAIRS`. Prints one JSON line per benchmark and returns them.
+ * @example const lines = await runPaired('/tmp/cuda-tasks-bench/libinproc.so');
+ */
 export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
   const lib = koffi.load(libraryPath);
   const C = {

@@ -6,9 +6,13 @@
 
 /** One JSON line printed by a benchmark program (ours, C, or a Python peer). */
 export interface BenchLine {
+  /** The benchmark's id, or `_meta` / `_skip` for the lines about the run itself. */
   name: string;
+  /** Median in microseconds per operation (absent on `_meta` / `_skip` lines). */
   median_us?: number;
+  /** What one operation is, e.g. `us/launch`. */
   unit?: string;
+  /** A remark shown beside the value. */
   note?: string;
   /** Python peers: 'cupy' or 'torch'. */
   peer?: string;
@@ -16,7 +20,9 @@ export interface BenchLine {
   reason?: string;
   /** `_skip` lines of one benchmark: its id. */
   id?: string;
+  /** Further named numbers (a `max_` prefix: merged across rounds by the largest). */
   extra?: Record<string, number>;
+  /** Any other field a program prints (`rounds_us`, `device`, the paired fields...). */
   [key: string]: unknown;
 }
 
@@ -25,6 +31,7 @@ export type Source = 'ours' | 'c' | 'cupy' | 'torch';
 
 /** All results, by source and id, plus what did not run. */
 export interface Collected {
+  /** Result lines by source, each by benchmark id. */
   results: Record<Source, Map<string, BenchLine>>;
   /** `_meta` lines by source. */
   meta: Partial<Record<Source, BenchLine>>;
@@ -192,24 +199,39 @@ export const ROWS: readonly RowSpec[] = [
 
 /** One row of the report. */
 export interface TableRow {
+  /** Our benchmark id (the row's label). */
   operation: string;
+  /** The C benchmark id compared against. */
   cId: string;
+  /** Our median, us. */
   ours?: number;
+  /** C's median, us. */
   c?: number;
+  /** CuPy's median, us. */
   cupy?: number;
+  /** PyTorch's median, us. */
   torch?: number;
+  /** ours / C (see `pairedRatio`). */
   oursOverC?: number;
+  /** The faster of the Python peers that ran this row. */
   bestPeer?: 'cupy' | 'torch';
+  /** ours / the best peer's median. */
   oursOverBestPeer?: number;
+  /** Remarks shown in the notes column. */
   notes: string[];
 }
 
 /** A target the suite checks (the seed's overlap and its cost against C). */
 export interface Target {
+  /** `seed_overlap` or `seed_vs_c`. */
   name: string;
+  /** What is measured, in words. */
   description: string;
+  /** The measured ratio (absent when a side did not run). */
   value?: number;
+  /** The largest value that meets the target. */
   limit: number;
+  /** Whether `value <= limit` (absent when not measured). */
   met?: boolean;
 }
 

@@ -62,6 +62,7 @@ TEST_FILES=(
   packages/cublas/src/handle.gpu.test.ts
   packages/curand
   packages/cusolver/src/handle.gpu.test.ts
+  packages/examples/src/libraries-concurrency.gpu.test.ts
 )
 # Tests that assert wall-clock timing or event-loop delay: the sanitizer instruments every
 # kernel and serializes work, so they measure the tool, not the code. Everything else runs.
@@ -109,7 +110,25 @@ summaries() {
   echo "$total"
 }
 
-# run TOOL TARGET TIMEOUT COMMAND...: one sanitized run, logged to $LOG_DIR.
+# tests_passed FILE: how many tests vitest reports as passed in its "Tests  N passed" line
+# (0 when the line is missing: vitest found no test, or every test was skipped or filtered
+# out, e.g. on a machine where the GPU probe failed).
+tests_passed() {
+  local file=$1 line
+  [[ -f $file ]] || {
+    echo 0
+    return
+  }
+  line=$(sed 's/\x1b\[[0-9;]*m//g' "$file" | grep -aE '^[[:space:]]*Tests[[:space:]]+' | tail -n 1)
+  if [[ $line =~ ([0-9]+)[[:space:]]+passed ]]; then
+    echo "${BASH_REMATCH[1]}"
+  else
+    echo 0
+  fi
+}
+
+# run TOOL TARGET TIMEOUT COMMAND...: one sanitized run, logged to $LOG_DIR. A `tests` run
+# also fails when vitest ran no test (a sanitized run of nothing proves nothing).
 run() {
   local tool=$1 target=$2 limit=$3
   shift 3
@@ -141,6 +160,9 @@ run() {
   elif [[ $processes -eq 0 ]]; then
     verdict=FAIL
     note=" (no sanitizer summary: did the target use the GPU?)"
+  elif [[ $target == tests && $(tests_passed "$base.out.log") -eq 0 ]]; then
+    verdict=FAIL
+    note=" (vitest ran no test: all skipped or none found; see $base.out.log)"
   else
     verdict=PASS
   fi

@@ -1,7 +1,7 @@
 /**
  * `pnpm demo`: runs the seed example and prints whether the results match and how much the
- * two tasks overlap. With `--trace` (or CUDA_TASKS_TRACE=1) it also records one concurrent
- * iteration and writes a Chrome/Perfetto trace and an SVG timeline.
+ * two tasks overlap. With `--trace` (or CUDA_TASKS_TRACE=1) it also records three concurrent
+ * iterations and writes a Chrome/Perfetto trace and an SVG timeline.
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/seed/demo.ts [--trace] [--out DIR] [--n N]
  *        [--warmups N]

@@ -1,3 +1,8 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { expect, it } from 'vitest';
 import { describeGpu } from '../../../../test/gpu';
@@ -86,6 +91,48 @@ describeGpu('seed example', () => {
       expect(largestError / largestValue).toBeLessThanOrEqual(1e-4);
     } finally {
       for (const array of [a, b, c]) array.dispose();
+    }
+  });
+});
+
+describeGpu('the demo (pnpm demo) in a child process', () => {
+  it('exits with 0, prints "OK: all results match" and writes the trace with --trace', () => {
+    const packageRoot = fileURLToPath(new URL('../..', import.meta.url));
+    const out = mkdtempSync(join(tmpdir(), 'cuda-tasks-demo-'));
+    try {
+      const result = spawnSync(
+        join(packageRoot, 'node_modules/.bin/tsx'),
+        [
+          '--conditions=@cuda-tasks/source',
+          'src/seed/demo.ts',
+          '--n',
+          '256',
+          '--warmups',
+          '20',
+          '--trace',
+          '--out',
+          out,
+        ],
+        { cwd: packageRoot, encoding: 'utf8', timeout: 110_000 },
+      );
+      expect(result.error).toBeUndefined();
+      expect(result.stderr).not.toMatch(/^\s+at /m);
+      expect(result.status).toBe(0);
+      const lines = result.stdout.trimEnd().split('\n');
+      expect(lines.at(-1)).toBe('OK: all results match');
+      expect(result.stdout).toContain('inside withStream(new stream): yes');
+      expect(result.stdout.match(/task \d of 2, concurrent: +yes/g)).toHaveLength(2);
+      expect(result.stdout).toMatch(/concurrent \/ serial: +\d+\.\d{3}/);
+      expect(result.stdout).toContain('trace of 3 concurrent iterations');
+      // The trace files it names: a Perfetto JSON with events, and an SVG.
+      const trace = JSON.parse(readFileSync(join(out, 'seed-trace.json'), 'utf8')) as {
+        traceEvents: unknown[];
+      };
+      expect(trace.traceEvents.length).toBeGreaterThan(0);
+      expect(existsSync(join(out, 'seed-timeline.svg'))).toBe(true);
+      expect(readFileSync(join(out, 'seed-timeline.svg'), 'utf8')).toContain('<svg');
+    } finally {
+      rmSync(out, { recursive: true, force: true });
     }
   });
 });

@@ -44,8 +44,11 @@ function sinKernel(context: Context): Kernel {
 
 /** What `checkRunOperands` looks at: a DeviceArray or anything shaped like one. */
 export interface OperandLike {
+  /** Element type, e.g. `float32`. */
   readonly dtype: string;
+  /** Dimensions (a matrix has two). */
   readonly shape: readonly number[];
+  /** Whether the elements are one dense run in memory. */
   readonly contiguous: boolean;
 }
 
@@ -100,8 +103,11 @@ export function run(
 
 /** One job of the seed workload: `c = sin(a * b)` on its own operands. */
 export interface SeedJob {
+  /** Left operand (the job's own copy). */
   a: DeviceArray<'float32'>;
+  /** Right operand (the job's own copy). */
   b: DeviceArray<'float32'>;
+  /** Output: `sin(a * b)`. */
   c: DeviceArray<'float32'>;
 }
 
@@ -251,8 +257,9 @@ export interface MainOptions {
 
 /**
  * The whole seed example at size `n`: random `a`, `b`, `c` from cuRAND; `c = sin(a * b)` in
- * the root task, then inside `withStream(new stream)`, then in two tasks at once, each on its
- * own output; every result compared exactly with the root task's on the host. Then the
+ * the root task, then (with `c` reset to NaN first) inside `withStream(new stream)`, then in
+ * two tasks at once, each on its own output that starts as NaN; every result compared exactly
+ * with the root task's on the host, so a run that did not happen cannot compare equal. Then the
  * serial iteration (two jobs in one task) is timed against the concurrent one (two tasks).
  * @example
  * const summary = await main(1024);
@@ -266,7 +273,12 @@ export async function main(n = 1024, options: MainOptions = {}): Promise<SeedSum
   const a = rand('float32', [n, n]);
   const b = rand('float32', [n, n]);
   const c = rand('float32', [n, n]);
-  const outputs = [rand('float32', [n, n]), rand('float32', [n, n])];
+  // The tasks' outputs start as NaN: a task that did not run (or wrote elsewhere) leaves NaN
+  // behind, which never compares equal to the root task's finite result.
+  const outputs = [
+    DeviceArray.full('float32', [n, n], Number.NaN),
+    DeviceArray.full('float32', [n, n], Number.NaN),
+  ];
   const side = Stream.create({ name: 'withStream' });
   let jobs: SeedJob[] = [];
   try {
@@ -277,6 +289,9 @@ export async function main(n = 1024, options: MainOptions = {}): Promise<SeedSum
     run(a, b, c);
     const root = (await c.toHost()) as Float32Array;
 
+    // Reset c before the withStream run, so that its result cannot be the root task's left
+    // over in c: a skipped or misdirected run would leave NaN, and compare unequal.
+    c.fill(Number.NaN);
     const viaStream = (await withStream(side, async () => {
       run(a, b, c);
       return c.toHost();

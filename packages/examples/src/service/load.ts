@@ -7,7 +7,10 @@
  * comparison table last; `--url` targets a running server instead (loopback only).
  *
  * Bounded: stops after `--requests N` (default 2000) or `--seconds S` (default 20) per mode,
- * whichever comes first.
+ * whichever comes first. The warm-up before each mode stops after `--warmup` requests or the
+ * same `--seconds` budget; a request still in flight when its budget ends is given up
+ * `REQUEST_GRACE_MS` later (and counted as an error), so a mode never runs longer than
+ * twice (`--seconds` + the grace).
  *
  * With `--route solve-random` it fires `POST /solve-random {n, seed}` instead: the server draws
  * the system on the GPU, so the request's time goes to the GPU rather than to JSON, which is
@@ -171,9 +174,11 @@ export interface Request {
 
 /** One linear system and its request body. */
 export interface Problem extends Request {
+  /** The system's size. */
   n: number;
   /** n x n, column-major. */
   a: Float64Array;
+  /** The right-hand side, n values. */
   b: Float64Array;
 }
 
@@ -267,7 +272,13 @@ interface Response {
   text: string;
 }
 
-function post(agent: Agent, url: URL, body: Buffer): Promise<Response> {
+/**
+ * How long past its batch's deadline a request in flight may still take before it is given up
+ * (and counted as an error): 5 s, a small grace against `--seconds`.
+ */
+export const REQUEST_GRACE_MS = 5000;
+
+function post(agent: Agent, url: URL, body: Buffer, timeoutMs: number): Promise<Response> {
   return new Promise((resolveResponse, reject) => {
     const request = httpRequest(
       url,
@@ -289,30 +300,44 @@ function post(agent: Agent, url: URL, body: Buffer): Promise<Response> {
       },
     );
     request.on('error', reject);
-    request.setTimeout(120_000, () => request.destroy(new Error('no answer within 120 s')));
+    const limit = Math.max(1, Math.ceil(timeoutMs));
+    request.setTimeout(limit, () =>
+      request.destroy(new Error(`no answer within ${(limit / 1000).toFixed(1)} s`)),
+    );
     request.end(body);
   });
 }
 
 /** What one batch of requests gave. */
-interface Fired {
+export interface Fired {
+  /** Milliseconds from sending to the whole answer, of each correct answer. */
   latencies: number[];
+  /** Failed requests: transport errors, timeouts, non-200 answers, wrong answers. */
   errors: number;
   /** The first few distinct error messages. */
   messages: string[];
+  /** Requests answered (any status, correct or not). */
   completed: number;
+  /** Requests sent. */
+  issued: number;
 }
 
-/** Sends up to `count` requests (or until `deadline`), `concurrency` at a time. */
-async function fire(
+/**
+ * Sends up to `count` requests, `concurrency` at a time, cycling through `problems`; no new
+ * request starts at or after `deadline` (a `performance.now()` time, ms), and one in flight is
+ * given up (an error) `graceMs` after the deadline. Checks every answer with its `check`.
+ * @example const fired = await fire(url, agent, problems, 100, performance.now() + 5000, 8);
+ */
+export async function fire(
   url: URL,
   agent: Agent,
   problems: readonly Request[],
   count: number,
   deadline: number,
   concurrency: number,
+  graceMs: number = REQUEST_GRACE_MS,
 ): Promise<Fired> {
-  const fired: Fired = { latencies: [], errors: 0, messages: [], completed: 0 };
+  const fired: Fired = { latencies: [], errors: 0, messages: [], completed: 0, issued: 0 };
   const fail = (message: string) => {
     fired.errors++;
     if (fired.messages.length < 3 && !fired.messages.includes(message)) {
@@ -323,10 +348,16 @@ async function fire(
   const worker = async () => {
     while (issued < count && performance.now() < deadline) {
       const index = issued++;
+      fired.issued = issued;
       const problem = problems[index % problems.length]!;
       const start = performance.now();
       try {
-        const response = await post(agent, new URL(problem.path, url), problem.body);
+        const response = await post(
+          agent,
+          new URL(problem.path, url),
+          problem.body,
+          deadline - start + graceMs,
+        );
         const latency = performance.now() - start;
         fired.completed++;
         let parsed: Record<string, unknown>;
@@ -354,31 +385,55 @@ async function fire(
 
 /** One mode's results. */
 export interface ModeResult {
+  /** `task`, `shared` or `remote` (or any label given to `measure`). */
   mode: string;
+  /** Requests of the measured batch that were answered (any status). */
   completed: number;
+  /** Requests of the measured batch that failed (see `Fired.errors`). */
   errors: number;
+  /** The first few distinct error messages. */
   messages: string[];
+  /** Wall time of the measured batch, in s. */
   seconds: number;
+  /** Correct answers per second of the measured batch. */
   requestsPerSecond: number;
+  /** Median latency of the correct answers, in ms. */
   p50: number;
+  /** 99th percentile latency of the correct answers, in ms. */
   p99: number;
+  /** Largest latency of the correct answers, in ms. */
   max: number;
   /** The event loop's largest delay during the run, in ms. */
   loopDelayMax: number;
 }
 
-/** Runs warm-up, then the measured batch of `problems` against the server at `url`. */
+/**
+ * Runs the warm-up (at most `options.warmup` requests and `options.seconds` seconds, not
+ * counted), then the measured batch (at most `options.requests` requests, none started after
+ * `options.seconds` seconds) of `problems` against the server at `url`. Throughput counts the
+ * correct answers per second of the measured batch; p50 / p99 / max are of their latencies.
+ * `graceMs`: how long a request in flight may outlive its batch's budget.
+ */
 export async function measure(
   mode: string,
   url: URL,
   problems: readonly Request[],
-  options: LoadOptions,
+  options: Pick<LoadOptions, 'requests' | 'seconds' | 'concurrency' | 'warmup'>,
+  graceMs: number = REQUEST_GRACE_MS,
 ): Promise<ModeResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency });
   try {
     if (options.warmup > 0) {
-      const warm = await fire(url, agent, problems, options.warmup, Infinity, options.concurrency);
-      if (warm.errors === options.warmup) {
+      const warm = await fire(
+        url,
+        agent,
+        problems,
+        options.warmup,
+        performance.now() + options.seconds * 1000,
+        options.concurrency,
+        graceMs,
+      );
+      if (warm.issued > 0 && warm.errors === warm.issued) {
         throw new Error(`every warm-up request failed (${mode}): ${warm.messages.join('; ')}`);
       }
     }
@@ -392,6 +447,7 @@ export async function measure(
       options.requests,
       start + options.seconds * 1000,
       options.concurrency,
+      graceMs,
     );
     const seconds = (performance.now() - start) / 1000;
     histogram.disable();

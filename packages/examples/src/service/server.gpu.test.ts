@@ -5,7 +5,7 @@ import { Generator } from '@cuda-tasks/curand';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeGpu } from '../../../../test/gpu';
 import { rng } from '../../../../test/random';
-import { createServer } from './server.js';
+import { createServer, STREAM_HEADER } from './server.js';
 
 /** Random column-major matrix with entries in [-1, 1). */
 function randomMatrix(rows: number, columns: number, next: () => number): number[] {
@@ -99,6 +99,20 @@ async function post(base: string, path: string, body: unknown) {
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   return { status: response.status, body: (await response.json()) as any };
+}
+
+/** POSTs and also returns the `x-cuda-stream` header: the stream the request ran on. */
+async function postOnStream(base: string, path: string, body: unknown) {
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return {
+    status: response.status,
+    stream: response.headers.get(STREAM_HEADER),
+    body: (await response.json()) as any,
+  };
 }
 
 describeGpu('the GPU HTTP service', () => {
@@ -206,6 +220,35 @@ describeGpu('the GPU HTTP service', () => {
     expect(responses[1]!.body.x).not.toEqual(responses[0]!.body.x);
     const bad = await post(base, '/solve-random', { n: 4, seed: 'x' });
     expect(bad.status).toBe(400);
+    expect(serverErrors).toEqual([]);
+  });
+
+  it('runs concurrent requests on several task streams, or all on the one shared stream', async () => {
+    // 32 requests at once, each a 512 x 512 LU solve on the GPU: a task holds its stream until
+    // its answer is back on the host, so requests in flight together cannot share a task stream.
+    const requests = Array.from({ length: 32 }, (_, i) => ({ n: 512, seed: 1000 + i }));
+    const perTask = await Promise.all(
+      requests.map((request) => postOnStream(base, '/solve-random', request)),
+    );
+    const oneStream = await Promise.all(
+      requests.map((request) => postOnStream(sharedBase, '/solve-random', request)),
+    );
+    for (const response of [...perTask, ...oneStream]) {
+      expect(response.status).toBe(200);
+      expect(response.body.residual).toBeLessThan(1e-8);
+      expect(response.stream).toMatch(/^\S+ 0x[0-9a-f]+$/);
+    }
+    const taskStreams = new Set(perTask.map((response) => response.stream));
+    const sharedStreams = new Set(oneStream.map((response) => response.stream));
+    expect(taskStreams.size).toBeGreaterThan(1);
+    expect(sharedStreams.size).toBe(1);
+    expect([...sharedStreams][0]).toMatch(/^service-shared-stream 0x/);
+    // The task streams come from the runtime's pool, never the shared server stream.
+    for (const stream of taskStreams) expect(stream).toMatch(/^task-stream-\d+ 0x/);
+    // Whichever stream ran a seed, the answer is the same.
+    for (const [i, response] of perTask.entries()) {
+      expect(response.body.x).toEqual(oneStream[i]!.body.x);
+    }
     expect(serverErrors).toEqual([]);
   });
 

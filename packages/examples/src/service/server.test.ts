@@ -4,7 +4,7 @@ import { CudaArgumentError, CudaError, CudaUnavailableError } from '@cuda-tasks/
 import { SingularMatrixError } from '@cuda-tasks/cusolver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeGpu } from '../../../../test/probe-gpu';
-import { createServer, errorResponse } from './server.js';
+import { createServer, errorResponse, STREAM_HEADER, streamLabel } from './server.js';
 import {
   DEFAULT_LIMITS,
   parseJson,
@@ -329,5 +329,21 @@ describe('the server without touching the GPU for bad requests', () => {
       expect(response.body.x[1]).toBeCloseTo(0.7, 12);
     }
     expect((await call('/health')).status).toBe(200);
+  });
+});
+
+describe('streamLabel', () => {
+  it('names the stream and its handle in hex, fit for an HTTP header', () => {
+    expect(STREAM_HEADER).toBe('x-cuda-stream');
+    expect(streamLabel({ name: 'task-stream-3', handle: 0x5581c0a3e2f0n })).toBe(
+      'task-stream-3 0x5581c0a3e2f0',
+    );
+    expect(streamLabel({ name: 'service shared stream', handle: 255n })).toBe(
+      'service-shared-stream 0xff',
+    );
+    expect(streamLabel({ name: undefined, handle: 16n })).toBe('unnamed 0x10');
+    expect(streamLabel({ name: 'flux\u00e9\n', handle: 1n })).toBe('flux?? 0x1');
+    // Distinct handles give distinct labels even under one name.
+    expect(streamLabel({ name: 's', handle: 1n })).not.toBe(streamLabel({ name: 's', handle: 2n }));
   });
 });

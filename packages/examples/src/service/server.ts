@@ -23,6 +23,7 @@ import {
   CudaError,
   CudaOutOfMemoryError,
   CudaUnavailableError,
+  currentStream,
   DeviceArray,
   Stream,
 } from '@cuda-tasks/cudadrv';
@@ -59,7 +60,9 @@ export interface ServerOptions {
 
 /** An HTTP answer for an error: the status and the message of the `{ "error" }` body. */
 export interface ErrorResponse {
+  /** The HTTP status code. */
   status: number;
+  /** The message of the `{ "error" }` body. */
   message: string;
 }
 
@@ -129,6 +132,24 @@ export function readBody(request: IncomingMessage, maxBytes: number): Promise<Bu
       reject(new RequestError(400, `reading the body failed: ${error.message}`)),
     );
   });
+}
+
+/**
+ * The response header that names the CUDA stream a GPU request ran on (set on the answers of
+ * `/solve`, `/solve-random` and `/matmul` that reached the GPU, errors included): the stream's
+ * name and its CUstream handle in hex, e.g. `task-stream-3 0x5581c0a3e2f0`. Concurrent requests
+ * show distinct streams in the default mode and the same one with `sharedStream: true`.
+ */
+export const STREAM_HEADER = 'x-cuda-stream';
+
+/**
+ * The value of the `x-cuda-stream` header for `stream`: its name (spaces replaced by `-`, other
+ * characters outside printable ASCII by `?`; `unnamed` without one), a space, and its handle.
+ * @example streamLabel(stream); // 'task-stream-3 0x5581c0a3e2f0'
+ */
+export function streamLabel(stream: Pick<Stream, 'name' | 'handle'>): string {
+  const name = (stream.name ?? 'unnamed').replace(/ /g, '-').replace(/[^\x21-\x7e]/g, '?');
+  return `${name || 'unnamed'} 0x${stream.handle.toString(16)}`;
 }
 
 function send(response: ServerResponse, status: number, body: unknown): void {
@@ -263,7 +284,9 @@ function pathOf(url: string | undefined): string {
  * `/solve`, `{ c }` for `/matmul`, `{ error }` with status 400 (bad body), 404 (unknown
  * route), 405 (wrong method), 413 (body too large), 422 (singular matrix), 503 (no GPU, or
  * out of device memory) or 500 (any other GPU error). `GET /health` answers `{ status: 'ok' }`
- * without touching the GPU. A failing request never takes the server down.
+ * without touching the GPU. A failing request never takes the server down. Every answer of a
+ * request that ran on the GPU carries an `x-cuda-stream` header naming the stream it ran on
+ * (`STREAM_HEADER`, `streamLabel`).
  * @example
  * const server = createServer();
  * server.listen(0, '127.0.0.1', () => console.log(server.address()));
@@ -300,11 +323,16 @@ export function createServer(options: ServerOptions = {}): Server {
       }
       const body = parseJson(await readBody(request, limits.maxBodyBytes));
       const run = route.handle(body, limits);
+      // Names the stream the work ran on in a response header (see STREAM_HEADER).
+      const runHere = () => {
+        response.setHeader(STREAM_HEADER, streamLabel(currentStream()));
+        return run();
+      };
       const result = await task(
         () => {
-          if (!options.sharedStream) return run();
+          if (!options.sharedStream) return runHere();
           shared ??= Stream.create({ name: 'service shared stream' });
-          return withStream(shared, run);
+          return withStream(shared, runHere);
         },
         { name: `${route.method} ${path}` },
       );

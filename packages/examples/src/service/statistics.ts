@@ -18,11 +18,17 @@ export function percentile(sorted: readonly number[], p: number): number {
 
 /** Summary of a set of latencies (or any sample). */
 export interface Summary {
+  /** Number of values. */
   count: number;
+  /** Arithmetic mean. */
   mean: number;
+  /** Smallest value. */
   min: number;
+  /** Median (50th percentile, interpolated). */
   p50: number;
+  /** 99th percentile (interpolated). */
   p99: number;
+  /** Largest value. */
   max: number;
 }
 

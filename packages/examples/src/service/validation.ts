@@ -32,24 +32,35 @@ export const DEFAULT_LIMITS: Readonly<RequestLimits> = Object.freeze({
 
 /** A validated `POST /solve` body: A (n x n) X = B (n x k), column-major. */
 export interface SolveRequest {
+  /** Rows and columns of A. */
   n: number;
+  /** Right-hand sides: the columns of B (default 1). */
   k: number;
+  /** A, n x n, column-major. */
   a: Float64Array;
+  /** B, n x k, column-major. */
   b: Float64Array;
 }
 
 /** A validated `POST /solve-random` body: solve a random n x n system drawn from `seed`. */
 export interface SolveRandomRequest {
+  /** Size of the system. */
   n: number;
+  /** Seed of the generator that draws A and b. */
   seed: number;
 }
 
 /** A validated `POST /matmul` body: C (m x n) = A (m x k) B (k x n), column-major. */
 export interface MatmulRequest {
+  /** Rows of A and C. */
   m: number;
+  /** Columns of A, rows of B. */
   k: number;
+  /** Columns of B and C. */
   n: number;
+  /** A, m x k, column-major. */
   a: Float64Array;
+  /** B, k x n, column-major. */
   b: Float64Array;
 }
 

@@ -14,13 +14,16 @@ import {
   loadLibrary,
 } from '@cuda-tasks/cudadrv/ffi';
 
-/** `cufftType` values (cufft.h, `enum cufftType_t`). */
+/** `cufftType` CUFFT_R2C (cufft.h, `enum cufftType_t`): real to complex, float32. */
 export const CUFFT_R2C = 0x2a;
+/** `cufftType` CUFFT_C2R (cufft.h): complex to real, float32. */
 export const CUFFT_C2R = 0x2c;
+/** `cufftType` CUFFT_C2C (cufft.h): complex to complex, float32. */
 export const CUFFT_C2C = 0x29;
 
-/** Transform directions (cufft.h). */
+/** Transform direction CUFFT_FORWARD (cufft.h): exponent sign -1. */
 export const CUFFT_FORWARD = -1;
+/** Transform direction CUFFT_INVERSE (cufft.h): exponent sign +1, unnormalized. */
 export const CUFFT_INVERSE = 1;
 
 /** `cufftResult` values to names (cufft.h, `enum cufftResult_t`). */

@@ -7,12 +7,17 @@ import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadr
 
 /** What the checks read from an array (a DeviceArray has all of it). */
 export interface ArrayDescription {
+  /** Element type. */
   readonly dtype: DType;
+  /** Dimensions. */
   readonly shape: readonly number[];
+  /** Number of elements. */
   readonly length: number;
   /** Offset of the first element in its buffer, in elements. */
   readonly offset: number;
+  /** Whether the elements are one dense run in memory. */
   readonly contiguous: boolean;
+  /** Whether the array was disposed. */
   readonly disposed: boolean;
 }
 
