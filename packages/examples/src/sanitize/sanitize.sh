@@ -66,7 +66,7 @@ TEST_FILES=(
 )
 # Tests that assert wall-clock timing or event-loop delay: the sanitizer instruments every
 # kernel and serializes work, so they measure the tool, not the code. Everything else runs.
-TIMING_TESTS='overlaps two tasks with long kernels|does not wait for another task|keeps the event loop responsive|neither starve the pool nor block the event loop'
+TIMING_TESTS='overlaps two tasks with long kernels|events show two tasks with long kernels overlap|does not wait for another task|returns once the task.s stream is idle|keeps the event loop responsive|neither starve the pool nor block the event loop|records two named tasks'
 TEST_NAME_PATTERN="^(?!.*(${TIMING_TESTS})).*$"
 
 # Sanitizer options shared by every run. --target-processes all: vitest runs the tests in
@@ -174,6 +174,10 @@ run() {
   if [[ $verdict == FAIL ]]; then
     # The first reports, so that the failure is visible without opening the logs.
     cat "${logs[@]}" 2>/dev/null | grep -a -m 20 -E '^========= (Invalid|Program hit|Error|Race|Warning|.*hazard)' || true
+    # And the tests that failed (a timing assertion the tool's slowdown broke, ...).
+    if [[ $target == tests ]]; then
+      sed 's/\x1b\[[0-9;]*m//g' "$base.out.log" 2>/dev/null | grep -a -m 20 -E '(FAIL|×|✗) ' || true
+    fi
   fi
 }
 
