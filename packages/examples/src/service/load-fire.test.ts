@@ -185,8 +185,9 @@ describe('measure', () => {
     expect(result.completed).toBe(10);
     expect(result.errors).toBe(0);
     // Linear interpolation between ranks over [10 .. 100]: p50 = 55, p99 = 99.1; each observed
-    // latency is its delay plus loopback overhead (a few ms at most).
-    const slack = 25;
+    // latency is its delay plus loopback overhead (a few ms, more on a loaded CI machine; 40 ms
+    // still tells p50 from max and p99 from p50).
+    const slack = 40;
     expect(percentile(delays, 50)).toBe(55);
     expect(result.p50).toBeGreaterThanOrEqual(55);
     expect(result.p50).toBeLessThan(55 + slack);
