@@ -344,11 +344,9 @@ export async function fire(
       fired.messages.push(message);
     }
   };
-  let issued = 0;
   const worker = async () => {
-    while (issued < count && performance.now() < deadline) {
-      const index = issued++;
-      fired.issued = issued;
+    while (fired.issued < count && performance.now() < deadline) {
+      const index = fired.issued++;
       const problem = problems[index % problems.length]!;
       const start = performance.now();
       try {
