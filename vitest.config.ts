@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { probeGpu } from './test/probe-gpu';
+import { probeGpu } from './packages/testing/src/probe-gpu';
 
 // One probe per run: GPU test files run where a CUDA device answers, and skip with one
 // clear line (printed here) where none does.
@@ -23,6 +23,7 @@ export default defineConfig({
           include: [
             'packages/*/src/**/*.test.ts',
             'packages/*/test/**/*.test.ts',
+            'benchmarks/test/**/*.test.ts',
             'test/**/*.test.ts',
           ],
           exclude: ['**/*.gpu.test.ts', '**/node_modules/**'],

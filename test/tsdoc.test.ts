@@ -8,7 +8,8 @@ import { describe, expect, it } from 'vitest';
 // library in examples) carries TSDoc,
 // and so does every public member of the classes and interfaces it exports: the compiler's
 // own view of the documentation comments, as an editor shows them. The examples package has no
-// entry point of its own: there every non-test module under src/ and bench/ is checked alike.
+// entry point of its own: there, and in the benchmarks, every non-test module under src/ is
+// checked alike.
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const packagesDir = join(root, 'packages');
@@ -31,7 +32,7 @@ function entryPoints(): string[] {
   return entries.sort();
 }
 
-/** Every non-test TypeScript module under packages/examples/src and packages/examples/bench. */
+/** Every non-test TypeScript module under packages/examples/src and benchmarks/src. */
 function exampleModules(): string[] {
   const modules: string[] = [];
   const walk = (dir: string) => {
@@ -48,7 +49,7 @@ function exampleModules(): string[] {
       }
     }
   };
-  for (const folder of ['src', 'bench']) walk(join(packagesDir, 'examples', folder));
+  for (const folder of ['packages/examples/src', 'benchmarks/src']) walk(join(root, folder));
   return modules.sort();
 }
 
@@ -113,16 +114,16 @@ describe('TSDoc', () => {
     expect(members).toEqual([]);
   }, 60_000);
 
-  it('documents every export of every non-test module of the examples (src/ and bench/), and the public members of its classes and interfaces', () => {
+  it('documents every export of every non-test module of the examples and the benchmarks, and the public members of its classes and interfaces', () => {
     const modules = exampleModules();
     // The walk found the examples' modules (seed, service, trace, user library, bench).
     for (const expected of [
-      'examples/src/seed/seed.ts',
-      'examples/src/service/load.ts',
-      'examples/bench/ts/harness.ts',
-      'examples/bench/run.ts',
+      'packages/examples/src/seed/seed.ts',
+      'packages/examples/src/service/load.ts',
+      'benchmarks/src/harness.ts',
+      'benchmarks/src/run.ts',
     ]) {
-      expect(modules.map((path) => relative(packagesDir, path))).toContain(expected);
+      expect(modules.map((path) => relative(root, path))).toContain(expected);
     }
     expect(modules.some((path) => path.endsWith('.test.ts'))).toBe(false);
     const { exports, members, counted } = undocumented(modules);

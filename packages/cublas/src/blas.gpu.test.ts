@@ -1,7 +1,6 @@
 import { CudaArgumentError, DeviceArray, DisposedError } from '@cuda-tasks/cudadrv';
+import { describeGpu, rng } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { rng } from '../../../test/random';
 import { cublas } from './ffi/index.js';
 import {
   asum,

@@ -1,5 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { CudaError } from '@cuda-tasks/cudadrv';
+import { findCudaHeader } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import { CublasError, check, cublasError, statusMessage, statusName } from './errors.js';
 import {
@@ -88,10 +89,7 @@ describe('check', () => {
 });
 
 // The enum values in ffi/cublas.ts, checked against the headers where they are present.
-const headerDirectories = ['/work/shared/cuda-headers', '/usr/local/cuda/include'];
-const headerDirectory = headerDirectories.find((directory) =>
-  existsSync(`${directory}/cublas_api.h`),
-);
+const headerDirectory = findCudaHeader('cublas_api.h');
 
 describe.runIf(headerDirectory !== undefined)('enum values match the CUDA headers', () => {
   const cublasApi = () => readFileSync(`${headerDirectory}/cublas_api.h`, 'utf8');

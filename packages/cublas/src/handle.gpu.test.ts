@@ -1,8 +1,7 @@
 import { DeviceArray, Stream } from '@cuda-tasks/cudadrv';
 import { stream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
+import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { randomFloat32 } from '../../../test/random';
 import { check } from './errors.js';
 import { cublas } from './ffi/index.js';
 import {

@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from 'vitest';
 // calls a rebind makes. The stream-ordered pool double hands a block freed on a stream back
 // to the next allocation of the same size on that stream, as the real pool does.
 const fake = await vi.hoisted(async () => {
-  const driver = (await import('../../task-runtime/src/testing/fake-driver.js')).createFakeDriver();
+  const driver = (await import('@cuda-tasks/testing/fake-driver')).createFakeDriver();
   const calls: string[] = [];
   const freed = new Map<unknown, number[]>();
   let nextAddress = 0x10_0000;

@@ -1,5 +1,5 @@
+import { thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
-import { thrown } from '../../../test/thrown';
 import { DeviceArray } from './array.js';
 import type { DType } from './dtype.js';
 import { CudaArgumentError, DisposedError } from './errors.js';

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { describeGpu } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
 import {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,

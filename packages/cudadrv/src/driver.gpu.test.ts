@@ -1,9 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { describeGpu, randomFloat32, rng } from '@cuda-tasks/testing';
 import { afterAll, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { randomFloat32, rng } from '../../../test/random';
 import {
   CompileError,
   CudaArgumentError,

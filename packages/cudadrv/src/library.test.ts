@@ -1,5 +1,5 @@
+import { thrown } from '@cuda-tasks/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { thrown } from '../../../test/thrown';
 import { CudaUnavailableError } from './errors.js';
 import {
   cudaLibraryCandidates,

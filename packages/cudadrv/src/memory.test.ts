@@ -1,5 +1,5 @@
+import { thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
-import { thrown } from '../../../test/thrown';
 import { CudaArgumentError, DisposedError } from './errors.js';
 import {
   copyDeviceToDevice,

@@ -11,8 +11,8 @@ import {
   Stream,
 } from '@cuda-tasks/cudadrv';
 import { task, withStream } from '@cuda-tasks/task-runtime';
+import { describeGpu } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
 import { curand, curandStatus } from './ffi/index.js';
 import {
   CurandError,

@@ -7,8 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { DeviceArray, type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
 import { curand } from '@cuda-tasks/curand/ffi';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
+import { describeGpu } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
 import { check, Generator, type GeneratorKind, handle, rand, setDefaultSeed } from './index.js';
 
 const ptxPath = fileURLToPath(new URL('../../cudadrv/test/fixtures/kernels.ptx', import.meta.url));

@@ -4,9 +4,9 @@ import {
   DisposedError,
   driver,
 } from '@cuda-tasks/cudadrv';
+import { hostOnlyArray } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import { cholesky, choleskySolve, eigh, lu, luSolve, qr, solve, svd } from './index.js';
-import { hostOnlyArray } from './testing/fake.js';
 
 // These arrays have no device memory, and this machine may have no GPU: every rejection
 // below must come from the argument checks, before the current stream is even looked up.

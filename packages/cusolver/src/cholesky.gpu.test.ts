@@ -1,8 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { CusolverError, cholesky, choleskySolve, NotPositiveDefiniteError } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 import {
+  describeGpu,
   identity,
   multiply,
   Rng,
@@ -11,7 +8,10 @@ import {
   relativeResidual,
   symmetricPositiveDefinite,
   transpose,
-} from './testing/reference.js';
+} from '@cuda-tasks/testing';
+import { describe, expect, it } from 'vitest';
+import { CusolverError, cholesky, choleskySolve, NotPositiveDefiniteError } from './index.js';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 /** Largest |element| strictly above (part 'upper') or below ('lower') the diagonal. */
 function strictTriangleMax(a: Float64Array, n: number, part: 'upper' | 'lower'): number {

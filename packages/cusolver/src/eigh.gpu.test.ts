@@ -1,8 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { eigh } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 import {
+  describeGpu,
   diagonal,
   frobenius,
   jacobiEigen,
@@ -11,7 +8,10 @@ import {
   Rng,
   randomSymmetric,
   subtract,
-} from './testing/reference.js';
+} from '@cuda-tasks/testing';
+import { describe, expect, it } from 'vitest';
+import { eigh } from './index.js';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 describeGpu('symmetric eigenproblem: eigh (syevd)', () => {
   for (const dtype of SOLVER_DTYPES) {

@@ -1,5 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { CudaError } from '@cuda-tasks/cudadrv';
+import { findCudaHeader } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import {
   CusolverError,
@@ -39,8 +40,9 @@ describe('cuSOLVER status mapping', () => {
     expect(cusolverError(999, 'x').message).toMatch(/unknown cuSOLVER status/);
   });
 
-  const header = '/work/shared/cuda-headers/cusolver_common.h';
-  it.runIf(existsSync(header))('matches cusolverStatus_t in cusolver_common.h', () => {
+  const headerDirectory = findCudaHeader('cusolver_common.h');
+  const header = `${headerDirectory}/cusolver_common.h`;
+  it.runIf(headerDirectory !== undefined)('matches cusolverStatus_t in cusolver_common.h', () => {
     const text = readFileSync(header, 'utf8');
     const body = text.slice(
       text.indexOf('CUSOLVER_STATUS_SUCCESS'),

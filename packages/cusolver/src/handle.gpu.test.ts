@@ -1,11 +1,16 @@
 import { Stream } from '@cuda-tasks/cudadrv';
 import { stream, task, withStream } from '@cuda-tasks/task-runtime';
+import {
+  describeGpu,
+  diagonallyDominant,
+  Rng,
+  randomMatrix,
+  relativeResidual,
+} from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
 import { cusolver } from './ffi/index.js';
 import { handle, handles, solve, version } from './index.js';
 import { download, upload } from './testing/device.js';
-import { diagonallyDominant, Rng, randomMatrix, relativeResidual } from './testing/reference.js';
 
 /** The stream a cusolverDn handle is bound to, asked from cuSOLVER itself. */
 function boundStream(h: bigint): bigint | null {

@@ -4,7 +4,7 @@ import { describe, expect, it, vi } from 'vitest';
 // The driver and cuSOLVER replaced by test doubles: which cusolverDnSetStream calls the
 // handle cache's lazy binding makes.
 const fake = await vi.hoisted(async () => {
-  const driver = (await import('../../task-runtime/src/testing/fake-driver.js')).createFakeDriver();
+  const driver = (await import('@cuda-tasks/testing/fake-driver')).createFakeDriver();
   const calls: string[] = [];
   let nextHandle = 1n;
   const api = {

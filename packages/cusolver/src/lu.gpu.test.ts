@@ -1,9 +1,6 @@
 import { CudaArgumentError, DeviceArray } from '@cuda-tasks/cudadrv';
-import { describe, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { CusolverError, lu, luSolve, SingularMatrixError, solve } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 import {
+  describeGpu,
   diagonallyDominant,
   luReconstruct,
   multiply,
@@ -12,7 +9,10 @@ import {
   relativeError,
   relativeResidual,
   transpose,
-} from './testing/reference.js';
+} from '@cuda-tasks/testing';
+import { describe, expect, it } from 'vitest';
+import { CusolverError, lu, luSolve, SingularMatrixError, solve } from './index.js';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 describeGpu('LU: lu, luSolve, solve (getrf/getrs)', () => {
   for (const dtype of SOLVER_DTYPES) {

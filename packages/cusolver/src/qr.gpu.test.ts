@@ -1,14 +1,14 @@
-import { describe, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { qr } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 import {
+  describeGpu,
   multiply,
   orthogonalityError,
   Rng,
   randomMatrix,
   relativeError,
-} from './testing/reference.js';
+} from '@cuda-tasks/testing';
+import { describe, expect, it } from 'vitest';
+import { qr } from './index.js';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 describeGpu('QR: qr (geqrf + orgqr)', () => {
   for (const dtype of SOLVER_DTYPES) {

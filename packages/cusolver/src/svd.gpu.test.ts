@@ -1,8 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { svd } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 import {
+  describeGpu,
   diagonal,
   multiply,
   orthogonalityError,
@@ -11,7 +8,10 @@ import {
   relativeError,
   singularValues,
   transpose,
-} from './testing/reference.js';
+} from '@cuda-tasks/testing';
+import { describe, expect, it } from 'vitest';
+import { svd } from './index.js';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 /** The first `rows` rows of a column-major matrix with `totalRows` rows and `columns` columns. */
 function topRows(a: Float64Array, totalRows: number, columns: number, rows: number): Float64Array {

@@ -1,6 +1,6 @@
 import { CudaArgumentError, DisposedError } from '@cuda-tasks/cudadrv';
+import { hostOnlyArray } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
-import { hostOnlyArray } from './testing/fake.js';
 import {
   assertOptions,
   assertPivots,

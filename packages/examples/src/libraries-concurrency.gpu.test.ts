@@ -21,9 +21,8 @@ import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { Generator, generatorStatistics, rand } from '@cuda-tasks/curand';
 import { solve, handles as solverHandles } from '@cuda-tasks/cusolver';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
+import { describeGpu, rng } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { rng } from '../../../test/random';
 
 const n = 96;
 const tasks = 32;

@@ -8,9 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { gemm, handleCache } from '@cuda-tasks/cublas';
 import { DeviceArray, deviceCount, launch, Module } from '@cuda-tasks/cudadrv';
 import { stream, synchronize, task, withDevice } from '@cuda-tasks/task-runtime';
+import { describeGpu, gpuAvailable, randomFloat32 } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
-import { describeGpu, gpuAvailable } from '../../../test/gpu';
-import { randomFloat32 } from '../../../test/random';
 
 const devices = gpuAvailable ? deviceCount() : 0;
 if (gpuAvailable && devices < 2) {

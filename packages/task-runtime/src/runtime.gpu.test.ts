@@ -2,9 +2,8 @@ import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { DeviceArray, Event, type Kernel, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { beforeAll, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { randomFloat32 } from '../../../test/random';
 import {
   currentTask,
   deviceSynchronize,

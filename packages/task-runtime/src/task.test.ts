@@ -4,7 +4,7 @@ import { describe, expect, it, vi } from 'vitest';
 
 // The driver is replaced by a test double (see testing/fake-driver.ts).
 const fake = await vi.hoisted(async () =>
-  (await import('./testing/fake-driver.js')).createFakeDriver(),
+  (await import('@cuda-tasks/testing/fake-driver')).createFakeDriver(),
 );
 
 vi.mock('@cuda-tasks/cudadrv', () => fake.module);

@@ -3,9 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DeviceArray, type Kernel, launch, Module, type Stream } from '@cuda-tasks/cudadrv';
+import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { beforeAll, expect, it } from 'vitest';
-import { describeGpu } from '../../../test/gpu';
-import { randomFloat32 } from '../../../test/random';
 import { renderTimelineSvg } from '../../examples/src/trace/timeline.js';
 import {
   currentTask,

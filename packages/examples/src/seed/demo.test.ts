@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { probeGpu } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
-import { probeGpu } from '../../../../test/probe-gpu';
 
 // `pnpm demo` where there is no GPU: one clear message on stderr, exit status 1. The unit
 // project does not get the vitest config's CUDA_TASKS_GPU, so ask the probe itself (with

@@ -4,9 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DeviceArray } from '@cuda-tasks/cudadrv';
+import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
-import { describeGpu } from '../../../../test/gpu';
-import { randomFloat32 } from '../../../../test/random';
 import {
   compare,
   concurrentIteration,

@@ -2,9 +2,8 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { Generator } from '@cuda-tasks/curand';
+import { describeGpu, rng } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeGpu } from '../../../../test/gpu';
-import { rng } from '../../../../test/random';
 import { createServer, STREAM_HEADER } from './server.js';
 
 /** Random column-major matrix with entries in [-1, 1). */

@@ -2,8 +2,8 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CudaArgumentError, CudaError, CudaUnavailableError } from '@cuda-tasks/cudadrv';
 import { SingularMatrixError } from '@cuda-tasks/cusolver';
+import { probeGpu } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { probeGpu } from '../../../../test/probe-gpu';
 import { createServer, errorResponse, STREAM_HEADER, streamLabel } from './server.js';
 import {
   DEFAULT_LIMITS,

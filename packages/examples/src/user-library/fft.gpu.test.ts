@@ -1,8 +1,7 @@
 import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { task } from '@cuda-tasks/task-runtime';
+import { describeGpu, rng } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
-import { describeGpu } from '../../../../test/gpu';
-import { rng } from '../../../../test/random';
 import { fft, ifft, planStatistics, rfft, scaleComplex, version } from './index.js';
 
 /** Interleaved complex values with parts in [-1, 1). */

@@ -19,7 +19,7 @@ export function probeGpu(): { available: boolean; reason: string } {
     console.log(n[0] + ' device(s)');`;
   const result = spawnSync(process.execPath, ['-e', script], {
     encoding: 'utf8',
-    cwd: new URL('../packages/cudadrv/', import.meta.url),
+    cwd: new URL('../../cudadrv/', import.meta.url),
   });
   const reason = (result.stdout || result.stderr || '').trim().split('\n').pop() ?? 'unknown';
   return { available: result.status === 0, reason };

@@ -1,5 +1,5 @@
 /**
- * The same-process comparison: C's loops from bench/c/inproc.cu (a shared library built with
+ * The same-process comparison: C's loops from c/inproc.cu (a shared library built with
  * nvcc beside the bench binary, called through koffi) and ours, in one process, on the same
  * context, kernel and stream, batch after batch alternating (C first in even pairs, ours
  * first in odd ones). Two processes run one after the other also measure the host's drift
@@ -10,17 +10,18 @@
  * the median of the per-pair ratios ours/C and `ratio_lo`..`ratio_hi` its 95% interval
  * (order statistics, no assumption on the distribution).
  *
- * Usage: tsx --conditions=@cuda-tasks/source bench/ts/paired.ts path/to/libinproc.so
+ * Usage: tsx --conditions=@cuda-tasks/source src/paired.ts path/to/libinproc.so
  */
+
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import { DeviceBuffer, driver, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { handle as curandHandle, rand } from '@cuda-tasks/curand';
 import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
+import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
+import { concurrentIteration, serialIteration } from '@cuda-tasks/examples/seed';
 import { stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
-import { concurrentIteration, serialIteration } from '../../src/seed/seed.js';
 import { launchBatch, seedWorkload, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { median, medianInterval, nowUs, warmJit } from './harness.js';
 
@@ -31,7 +32,7 @@ import { median, medianInterval, nowUs, warmJit } from './harness.js';
 const PAIRS = 25;
 const WARMUP_PAIRS = 3;
 
-const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
+const ptxPath = kernelsPtxPath;
 
 /** One same-process result line. */
 export interface PairedLine {
@@ -111,7 +112,7 @@ async function pair(
 
 /**
  * Runs the whole same-process comparison against the C loops of the `libinproc.so` at
- * `libraryPath` (built by bench/c/build.sh): launch, withStream + launch, launch + wait,
+ * `libraryPath` (built by c/build.sh): launch, withStream + launch, launch + wait,
  * alloc + free, event record, SGEMM, the seed workload and the 100 tasks, each as
  * `PAIRS` pairs after `WARMUP_PAIRS`. Prints one JSON line per benchmark and returns them.
  * @example const lines = await runPaired('/tmp/cuda-tasks-bench/libinproc.so');

@@ -6,14 +6,14 @@
  */
 import { type Kernel, type LaunchConfig, launch, type Stream } from '@cuda-tasks/cudadrv';
 import { rand } from '@cuda-tasks/curand';
-import { synchronize, task, withStream } from '@cuda-tasks/task-runtime';
 import {
   concurrentIteration,
   disposeJobs,
   makeJobs,
   type SeedJob,
   serialIteration,
-} from '../../src/seed/seed.js';
+} from '@cuda-tasks/examples/seed';
+import { synchronize, task, withStream } from '@cuda-tasks/task-runtime';
 import { nowUs, warmJit } from './harness.js';
 
 /** `launches` launches of `kernel` (no arguments) on the current stream `s`. */

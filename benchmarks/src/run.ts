@@ -4,7 +4,7 @@
  * prints one table with the ratios, last. Writes bench.json, bench.svg and the raw JSON lines
  * into the output folder.
  *
- * Usage: tsx --conditions=@cuda-tasks/source bench/run.ts [--out DIR] [--from DIR]
+ * Usage: tsx --conditions=@cuda-tasks/source src/run.ts [--out DIR] [--from DIR]
  *        [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--skip-paired]
  *        [--peers cupy,torch]
  *
@@ -12,7 +12,7 @@
  *             per benchmark the median of the rounds: the host drifts over a run, and this
  *             way the drift hits both sides alike. The Python peers run once.
  *
- * --skip-paired leaves out the same-process comparison (bench/ts/paired.ts: C's loops as a
+ * --skip-paired leaves out the same-process comparison (src/paired.ts: C's loops as a
  *             shared library, called from the process that runs ours, batch by batch
  *             alternating), which otherwise runs once after the rounds.
  *
@@ -25,6 +25,7 @@ import { cpus, hostname, tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { kernelsPtxPath, kernelsSourcePath } from '@cuda-tasks/examples/kernels';
 import {
   addLines,
   type BenchLine,
@@ -39,11 +40,11 @@ import {
   parseLines,
   renderBenchSvg,
   splitRounds,
-} from './ts/report.js';
+} from './report.js';
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
-const ptxPath = join(packageRoot, 'src/kernels/kernels.ptx');
-const kernelsSource = join(packageRoot, 'src/kernels/kernels.cu');
+const ptxPath = kernelsPtxPath;
+const kernelsSource = kernelsSourcePath;
 
 interface RunArguments {
   out: string;
@@ -140,8 +141,8 @@ const lastLines = (text: string, count = 3) => text.trim().split('\n').slice(-co
 /** Builds the C baseline; returns the binary, or undefined (and records why) when it fails. */
 function buildC(collected: Collected): string | undefined {
   const buildDir = join(tmpdir(), 'cuda-tasks-bench');
-  console.log(`[c] building bench/c/bench.cu into ${buildDir}`);
-  const build = spawnSync('bash', [join(packageRoot, 'bench/c/build.sh'), buildDir], {
+  console.log(`[c] building c/bench.cu into ${buildDir}`);
+  const build = spawnSync('bash', [join(packageRoot, 'c/build.sh'), buildDir], {
     encoding: 'utf8',
     timeout: 180_000,
   });
@@ -188,7 +189,7 @@ async function runPython(
   const result = await runProgram(
     'python',
     'python3',
-    [join(packageRoot, 'bench/python/peers.py'), kernelsSource, ...peers],
+    [join(packageRoot, 'python/peers.py'), kernelsSource, ...peers],
     240_000,
   );
   raw.python = result.stdout;
@@ -202,13 +203,13 @@ async function runPython(
 }
 
 /**
- * One round of ours, as a program of its own (bench/ts/ours.ts, under the same loader as this
+ * One round of ours, as a program of its own (src/ours.ts, under the same loader as this
  * one), so that every round starts from a fresh process as C's does. Returns its lines.
  */
 async function runOurs(collected: Collected, raw: string[], round: number): Promise<BenchLine[]> {
   if (round === 1)
     console.log('[ours] driver and runtime benchmarks, then libraries and the seed workload');
-  const script = join(packageRoot, 'bench/ts/ours.ts');
+  const script = join(packageRoot, 'src/ours.ts');
   const result = await runProgram(
     `ours ${round}`,
     process.execPath,
@@ -225,7 +226,7 @@ async function runOurs(collected: Collected, raw: string[], round: number): Prom
 }
 
 /**
- * The same-process comparison (bench/ts/paired.ts with the libinproc.so that build.sh put
+ * The same-process comparison (src/paired.ts with the libinproc.so that build.sh put
  * beside the C binary); returns its lines.
  */
 async function runPairedProgram(
@@ -239,7 +240,7 @@ async function runPairedProgram(
     return [];
   }
   console.log('[paired] C (inproc.cu) and ours in one process, batch by batch alternating');
-  const script = join(packageRoot, 'bench/ts/paired.ts');
+  const script = join(packageRoot, 'src/paired.ts');
   const result = await runProgram(
     'paired',
     process.execPath,

@@ -635,7 +635,7 @@ export function pairedVerdict(
 }
 
 /**
- * The same-process comparison (bench/ts/paired.ts lines, `paired: true`) as aligned text:
+ * The same-process comparison (src/paired.ts lines, `paired: true`) as aligned text:
  * medians of each side, the median of the per-pair ratios against its target, and the seed's
  * concurrent/serial ratio of both sides.
  */
@@ -672,7 +672,7 @@ export function formatPaired(lines: readonly BenchLine[]): string {
       .join('  ')
       .trimEnd();
   const out = [
-    "same process (bench/ts/paired.ts): C's loops (bench/c/inproc.cu) and ours alternating batch by batch;",
+    "same process (src/paired.ts): C's loops (c/inproc.cu) and ours alternating batch by batch;",
     'us columns are medians over the pairs, ours/C the median of the per-pair ratios and its 95% interval;',
     'PASS/FAIL by the median, "clear" when the whole interval is on that side of the target',
     format(header),

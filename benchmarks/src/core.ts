@@ -1,16 +1,17 @@
 /**
- * Driver and runtime benchmarks in TypeScript, the same work as bench/c/bench.cu: prints one
- * JSON line per benchmark. Run by bench/run.ts beside the C baseline.
+ * Driver and runtime benchmarks in TypeScript, the same work as c/bench.cu: prints one
+ * JSON line per benchmark. Run by src/run.ts beside the C baseline.
  */
+
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { DeviceBuffer, Event, launch, Module, Stream, waitForStream } from '@cuda-tasks/cudadrv';
+import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import { launchBatch, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { emit, nowUs, type Result, repeatMedian, warmJit } from './harness.js';
 
-const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
+const ptxPath = kernelsPtxPath;
 
 /** Runs the driver and runtime benchmarks; `libraries` adds handles of all three libraries first. */
 export async function runCore(options: { prefix?: string } = {}): Promise<Result[]> {

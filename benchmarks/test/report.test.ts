@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { medianInterval } from '../bench/ts/harness.js';
+import { medianInterval } from '../src/harness.js';
 import {
   addLines,
   type BenchLine,
@@ -13,9 +13,9 @@ import {
   pairedVerdict,
   parseLines,
   splitRounds,
-} from '../bench/ts/report.js';
+} from '../src/report.js';
 
-// The benchmark report's arithmetic (bench/ts/report.ts): how rounds merge and how ours/C is
+// The benchmark report's arithmetic (src/report.ts): how rounds merge and how ours/C is
 // computed. Pure functions; no GPU.
 
 const line = (name: string, median_us: number, extra?: Record<string, number>): BenchLine => ({

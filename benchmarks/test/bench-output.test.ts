@@ -16,10 +16,10 @@ import {
   renderBenchSvg,
   type TableRow,
   type Target,
-} from '../bench/ts/report.js';
+} from '../src/report.js';
 
 // What the benchmark suite writes: the routing of every program's lines, the ours/best-peer
-// column, bench.json, bench.svg, and `bench/run.ts --from DIR` end to end on saved lines (no
+// column, bench.json, bench.svg, and `src/run.ts --from DIR` end to end on saved lines (no
 // GPU: --from runs no benchmark).
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -258,7 +258,7 @@ describe('renderBenchSvg', () => {
   });
 });
 
-describe('bench/run.ts --from DIR', () => {
+describe('src/run.ts --from DIR', () => {
   let dir: string;
   let result: SpawnSyncReturns<string>;
 
@@ -315,7 +315,7 @@ describe('bench/run.ts --from DIR', () => {
     );
     result = spawnSync(
       join(packageRoot, 'node_modules/.bin/tsx'),
-      ['--conditions=@cuda-tasks/source', 'bench/run.ts', '--from', dir, '--out', join(dir, 'out')],
+      ['--conditions=@cuda-tasks/source', 'src/run.ts', '--from', dir, '--out', join(dir, 'out')],
       { cwd: packageRoot, encoding: 'utf8', timeout: 60_000 },
     );
   }, 70_000);
@@ -355,7 +355,7 @@ describe('bench/run.ts --from DIR', () => {
     expect(result.stdout).toMatch(
       /ours\/C per round[^\n]*\n\s+launch_empty\s+1\.00 {2}1\.09 {2}1\.00/,
     );
-    expect(result.stdout).toMatch(/same process \(bench\/ts\/paired\.ts\)/);
+    expect(result.stdout).toMatch(/same process \(src\/paired\.ts\)/);
     expect(result.stdout).toMatch(/\nlaunch_empty\s+4\.200\s+4\.100\s+1\.03x\s+1\.05x PASS/);
   });
 

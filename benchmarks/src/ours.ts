@@ -1,5 +1,5 @@
 /**
- * Our side of the benchmark suite as a program of its own (bench/run.ts starts it once per
+ * Our side of the benchmark suite as a program of its own (src/run.ts starts it once per
  * round, like the C baseline): the driver and runtime benchmarks, then the libraries and the
  * seed workload, then the 100 concurrent tasks (the order of bench.cu). Prints one JSON line per benchmark.
  */

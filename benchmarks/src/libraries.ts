@@ -1,21 +1,22 @@
 /**
- * Library and seed benchmarks in TypeScript, the same work as bench/c/bench.cu: SGEMM issue
+ * Library and seed benchmarks in TypeScript, the same work as c/bench.cu: SGEMM issue
  * rate and device time, a stream switch with every library's handle alive, and the seed
- * workload serial against concurrent. Prints one JSON line per benchmark; run by bench/run.ts
+ * workload serial against concurrent. Prints one JSON line per benchmark; run by src/run.ts
  * beside the C baseline.
  */
+
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import { Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { handle as curandHandle, rand } from '@cuda-tasks/curand';
 import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
+import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
+import { concurrentIteration, serialIteration } from '@cuda-tasks/examples/seed';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
-import { concurrentIteration, serialIteration } from '../../src/seed/seed.js';
 import { seedWorkload, timedOnce, withStreamBatch } from './batches.js';
 import { emit, nowUs, type Result, repeatMedian } from './harness.js';
 
-const ptxPath = fileURLToPath(new URL('../../src/kernels/kernels.ptx', import.meta.url));
+const ptxPath = kernelsPtxPath;
 
 /** Runs the library and seed benchmarks; returns the results (also printed as JSON lines). */
 export async function runLibraries(): Promise<Result[]> {

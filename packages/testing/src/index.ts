@@ -1,0 +1,13 @@
+/**
+ * @cuda-tasks/testing (private): what the packages' tests share. GPU gating, seeded random
+ * data, float64 CPU references, a host-only DeviceArray for argument checks, the driver test
+ * double for the runtime's unit tests, and a CUDA header locator.
+ */
+export { findCudaHeader } from './cuda-headers.js';
+export { createFakeDriver } from './fake-driver.js';
+export { describeGpu, gpuAvailable } from './gpu.js';
+export { hostOnlyArray } from './host-only-array.js';
+export { probeGpu } from './probe-gpu.js';
+export { randomFloat32, rng } from './random.js';
+export * from './reference.js';
+export { thrown } from './thrown.js';
