@@ -82,7 +82,8 @@ export async function seedWorkload(): Promise<{ jobs: SeedJob[]; dispose: () => 
   const n = 1024;
   const a = rand('float32', [n, n]);
   const b = rand('float32', [n, n]);
-  const jobs = makeJobs(a, b, 2);
+  // Each job its own copies of a and b, as the C baseline has.
+  const jobs = makeJobs(a, b, 2, { copyInputs: true });
   await synchronize();
   await warmJit(() => serialIteration(jobs), 2000);
   await warmJit(() => concurrentIteration(jobs), 2000);

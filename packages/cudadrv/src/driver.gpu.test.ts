@@ -323,6 +323,28 @@ describeGpu('cudadrv on the GPU', () => {
     data.dispose(); // freed on the producer stream, after the consumer's read
   });
 
+  it('a read on another stream does not wait for a long read on the writer stream', async () => {
+    const writer = Stream.create();
+    const reader = Stream.create();
+    streams.push(writer, reader);
+    const fill = ptx().kernel('spin_then_fill', ['int32*', 'int32', 'uint64', 'uint64']);
+    const spin = ptx().kernel('spin_ns', ['uint64']);
+    const n = 1 << 16;
+    const data = DeviceArray.empty('int32', n, { stream: writer });
+    launch(fill, { grid: 1, block: 256, stream: writer }, data, 7, n, 0);
+    writer.synchronize(); // the write is done
+    // The writer stream now "reads" data for 300 ms: declared as a read, then a spin.
+    data.useOn(writer, 'read');
+    launch(spin, { grid: 1, block: 1, stream: writer }, 300_000_000);
+    const copy = data.copy({ stream: reader }); // a read: must not queue behind the spin
+    const values = await copy.toHost({ stream: reader });
+    expect(writer.query()).toBe(false); // the reader finished while the writer still spins
+    expect(values.every((v) => v === 7)).toBe(true);
+    copy.dispose();
+    data.dispose(); // freed on the writer stream, after its read
+    writer.synchronize();
+  });
+
   it('gives a clear out-of-memory error for an allocation larger than the GPU, and recovers', () => {
     const total = Device.get(0).totalMemory();
     let error: unknown;

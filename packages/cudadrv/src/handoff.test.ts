@@ -118,6 +118,27 @@ describe('buffer hand-off between streams', () => {
     expect(buffer.readers).toEqual([]);
   });
 
+  it('a read waits for the last write, not for the writer stream reading the buffer since', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(a); // the write
+    a.synchronize(); // ... is done
+    buffer.ffiAddressOn(a, 'read'); // the writer stream reads it in work still running
+    buffer.ffiAddressOn(b, 'read'); // a read elsewhere: reads do not wait for reads
+    expect(calls()).toEqual([]);
+    expect(buffer.readers).toEqual([b]);
+    // A write waits for every read since the last write, the writer stream's own included.
+    buffer.ffiAddressOn(c);
+    expect(calls()).toEqual(['record s1', 'wait s3', 'record s2', 'wait s3']);
+  });
+
+  it('a read still waits when the write itself is not known complete', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(a); // the write, running
+    buffer.ffiAddressOn(a, 'read');
+    buffer.ffiAddressOn(b, 'read');
+    expect(calls()).toEqual(['record s1', 'wait s2']);
+  });
+
   it('a later read by a known reader moves its stamp on', () => {
     const buffer = DeviceBuffer.allocate(256, { stream: a });
     buffer.ffiAddressOn(b, 'read');

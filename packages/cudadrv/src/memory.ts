@@ -27,6 +27,12 @@ interface Allocation {
   stream: Stream;
   /** The use-clock tick of the last use on `stream`, read or write (see progress.ts). */
   stamp: number;
+  /**
+   * The use-clock tick of the last write on `stream` (or of the allocation). A read on another
+   * stream orders after the write only: the writer stream's later reads of the buffer need no
+   * ordering against another read.
+   */
+  writeStamp: number;
   /** Other streams that read the buffer since that write (null: none yet). */
   readers: Stream[] | null;
   /** The tick of each reader's last read (parallel to `readers`). */
@@ -162,6 +168,7 @@ export class DeviceBuffer {
     const stream = options.stream ?? currentStream();
     stream.assertUsable();
     const context = stream.context;
+    const stamp = ++useClock.value;
     let address: number | bigint = 0;
     // Small blocks come from the stream's cache of freed ones when it has one of the size.
     const size = cacheSize(byteLength);
@@ -172,7 +179,8 @@ export class DeviceBuffer {
         address,
         pointer: undefined,
         stream,
-        stamp: ++useClock.value,
+        stamp,
+        writeStamp: stamp,
         readers: null,
         readerStamps: null,
         context,
@@ -246,16 +254,17 @@ export class DeviceBuffer {
     const writer = allocation.stream;
     if (writer === stream) {
       // Reads on the writer's stream need no ordering; a write still waits for other readers.
+      allocation.stamp = stamp;
+      if (access === 'read') return allocation.address;
+      allocation.writeStamp = stamp;
       const readers = allocation.readers;
-      if (access === 'write' && readers !== null && readers.length > 0) {
+      if (readers !== null && readers.length > 0) {
         waitForReaders(stream, readers, allocation.readerStamps!);
         readers.length = 0;
         allocation.readerStamps!.length = 0;
       }
-      allocation.stamp = stamp;
       return allocation.address;
     }
-    const pending = !writer.disposed && !writer.hasCompleted(allocation.stamp);
     let readers = allocation.readers;
     if (access === 'read') {
       const index = readers === null ? -1 : readers.indexOf(stream);
@@ -264,7 +273,10 @@ export class DeviceBuffer {
         allocation.readerStamps![index] = stamp;
         return allocation.address;
       }
-      if (pending) stream.waitFor(writer);
+      // A read orders after the last write, not after the writer stream's reads since: when
+      // that write is known complete, the read needs no ordering even if the writer stream is
+      // still reading the buffer.
+      if (!writer.disposed && !writer.hasCompleted(allocation.writeStamp)) stream.waitFor(writer);
       if (readers === null) {
         allocation.readers = readers = [];
         allocation.readerStamps = [];
@@ -273,7 +285,8 @@ export class DeviceBuffer {
       allocation.readerStamps!.push(stamp);
       return allocation.address;
     }
-    if (pending) stream.waitFor(writer);
+    // A write orders after every use since the last write, the writer stream's reads included.
+    if (!writer.disposed && !writer.hasCompleted(allocation.stamp)) stream.waitFor(writer);
     if (readers !== null && readers.length > 0) {
       waitForReaders(stream, readers, allocation.readerStamps!);
       readers.length = 0;
@@ -281,6 +294,7 @@ export class DeviceBuffer {
     }
     allocation.stream = stream;
     allocation.stamp = stamp;
+    allocation.writeStamp = stamp;
     return allocation.address;
   }
 

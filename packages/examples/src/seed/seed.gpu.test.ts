@@ -3,9 +3,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DeviceArray } from '@cuda-tasks/cudadrv';
+import { DeviceArray, launch, Module, type Stream } from '@cuda-tasks/cudadrv';
+import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
 import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
+import { kernelsPtxPath } from '../kernels/paths.js';
 import {
   compare,
   concurrentIteration,
@@ -45,7 +47,7 @@ describeGpu('seed example', () => {
     const n = 256;
     const a = DeviceArray.fromHost(randomFloat32(n * n, 1), [n, n]);
     const b = DeviceArray.fromHost(randomFloat32(n * n, 2), [n, n]);
-    const jobs = makeJobs(a, b, 2);
+    const jobs = makeJobs(a, b, 2, { copyInputs: true });
     try {
       // Different inputs per job, so that swapped outputs would be caught.
       jobs[1]!.a.copyFromHost(randomFloat32(n * n, 3));
@@ -66,6 +68,48 @@ describeGpu('seed example', () => {
       disposeJobs(jobs);
       a.dispose();
       b.dispose();
+    }
+  });
+
+  it('two tasks reading the same a and b do not wait for each other (the literal seed)', async () => {
+    const n = 256;
+    const a = DeviceArray.fromHost(randomFloat32(n * n, 5), [n, n]);
+    const b = DeviceArray.fromHost(randomFloat32(n * n, 6), [n, n]);
+    const jobs = makeJobs(a, b, 2); // shared a and b
+    const module = Module.fromPtx(readFileSync(kernelsPtxPath, 'utf8'));
+    const spin = module.kernel('spin_kernel', ['uint64']);
+    try {
+      await synchronize(); // a and b are written and known complete
+      expect(jobs[0]!.a).toBe(jobs[1]!.a);
+      let slowStream: Stream | undefined;
+      let slowStarted!: () => void;
+      const started = new Promise<void>((resolve) => {
+        slowStarted = resolve;
+      });
+      // The first task reads a and b, then holds its stream for about half a second.
+      const slow = task(async () => {
+        slowStream = stream();
+        run(jobs[0]!.a, jobs[0]!.b, jobs[0]!.c);
+        launch(spin, { grid: 1, block: 1 }, 1_000_000_000); // 1e9 clock ticks
+        slowStarted();
+        await synchronize();
+      });
+      await started;
+      // The second reads the same a and b: it must finish while the first still spins.
+      await task(async () => {
+        run(jobs[1]!.a, jobs[1]!.b, jobs[1]!.c);
+        await synchronize();
+      });
+      expect(slowStream!.query()).toBe(false);
+      expect(a.buffer.readers).toContain(slowStream);
+      await slow;
+      const [first, second] = await Promise.all(jobs.map((job) => job.c.toHost()));
+      expect(compare(first as Float32Array, second as Float32Array).equal).toBe(true);
+    } finally {
+      disposeJobs(jobs);
+      a.dispose();
+      b.dispose();
+      module.dispose();
     }
   });
 
