@@ -3,6 +3,7 @@
  * name them, plus the loader that the library packages share.
  */
 export * from './cuda.js';
+export * from './graph.js';
 export {
   cudaLibraryCandidates,
   funcFirst,
