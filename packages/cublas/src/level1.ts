@@ -19,15 +19,25 @@ import {
 import { check } from './errors.js';
 import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './ffi/cublas.js';
 import { acquireFfi } from './handle.js';
+import { ASUM, AXPY, DOT, IAMAX, NRM2, type Routine, SCAL } from './routines.js';
 import { scalars } from './scalars.js';
-import { assertScalar, checkVector, checkVectorPair } from './validate.js';
+import {
+  assertScalar,
+  type CheckedVector,
+  type CheckedVectorPair,
+  checkVector,
+  checkVectorPair,
+} from './validate.js';
 
 /** Options of the vector routines. */
 export interface VectorOptions extends StreamOption {}
 
-function streamOf(options: VectorOptions | undefined): Stream {
-  return options?.stream ?? currentStream();
-}
+/** The options of a call that passes none (shared: a call allocates nothing). */
+const NO_OPTIONS: VectorOptions = Object.freeze({});
+
+// The checked arguments, reused by every call (one call at a time: the event loop's thread).
+const checkedVector: CheckedVector = { dtype: 'float32', n: 0, incx: 0 };
+const checkedPair: CheckedVectorPair = { dtype: 'float32', n: 0, incx: 0, incy: 0 };
 
 /**
  * y = alpha x + y, in place on `y` (cublasSaxpy_v2 / cublasDaxpy_v2). Returns `y`.
@@ -37,28 +47,21 @@ export function axpy<Y extends DeviceArray>(
   alpha: number,
   x: DeviceArray,
   y: Y,
-  options: VectorOptions = {},
+  options: VectorOptions = NO_OPTIONS,
 ): Y {
   assertScalar('axpy', 'alpha', alpha);
-  const v = checkVectorPair('axpy', x, y);
-  const stream = streamOf(options);
+  const v = checkVectorPair('axpy', x, y, checkedPair);
+  const stream = options?.stream ?? currentStream();
   if (v.n === 0) return y;
+  const routine = AXPY[v.dtype];
   const handle = acquireFfi(stream);
   const px = x.ffiAddressOn(stream, 'read');
   const py = y.ffiAddressOn(stream);
-  const s = scalars().set(v.dtype, alpha);
-  const api = cublas();
-  if (v.dtype === 'float32') {
-    const token = beginOperation('cublas.saxpy', stream);
-    const status = api.cublasSaxpy_v2(handle, v.n, s.alpha, px, v.incx, py, v.incy);
-    endOperation(token);
-    check(status, 'cublasSaxpy_v2');
-  } else {
-    const token = beginOperation('cublas.daxpy', stream);
-    const status = api.cublasDaxpy_v2(handle, v.n, s.alpha, px, v.incx, py, v.incy);
-    endOperation(token);
-    check(status, 'cublasDaxpy_v2');
-  }
+  const s = scalars().set(routine.scalar, alpha);
+  const token = beginOperation(routine.operation, stream);
+  const status = cublas()[routine.symbol](handle, v.n, s.alpha, px, v.incx, py, v.incy);
+  endOperation(token);
+  check(status, routine.symbol);
   return y;
 }
 
@@ -66,40 +69,41 @@ export function axpy<Y extends DeviceArray>(
  * x = alpha x, in place (cublasSscal_v2 / cublasDscal_v2). Returns `x`.
  * @example scal(0.5, x);
  */
-export function scal<X extends DeviceArray>(alpha: number, x: X, options: VectorOptions = {}): X {
+export function scal<X extends DeviceArray>(
+  alpha: number,
+  x: X,
+  options: VectorOptions = NO_OPTIONS,
+): X {
   assertScalar('scal', 'alpha', alpha);
-  const v = checkVector('scal', x);
-  const stream = streamOf(options);
+  const v = checkVector('scal', x, checkedVector);
+  const stream = options?.stream ?? currentStream();
   if (v.n === 0) return x;
+  const routine = SCAL[v.dtype];
   const handle = acquireFfi(stream);
   const px = x.ffiAddressOn(stream);
-  const s = scalars().set(v.dtype, alpha);
-  const api = cublas();
-  if (v.dtype === 'float32') {
-    const token = beginOperation('cublas.sscal', stream);
-    const status = api.cublasSscal_v2(handle, v.n, s.alpha, px, v.incx);
-    endOperation(token);
-    check(status, 'cublasSscal_v2');
-  } else {
-    const token = beginOperation('cublas.dscal', stream);
-    const status = api.cublasDscal_v2(handle, v.n, s.alpha, px, v.incx);
-    endOperation(token);
-    check(status, 'cublasDscal_v2');
-  }
+  const s = scalars().set(routine.scalar, alpha);
+  const token = beginOperation(routine.operation, stream);
+  const status = cublas()[routine.symbol](handle, v.n, s.alpha, px, v.incx);
+  endOperation(token);
+  check(status, routine.symbol);
   return x;
 }
 
 /**
- * Runs one reduction in device pointer mode into a fresh one-element device array and awaits
- * its value. Host pointer mode is restored before returning (also on failure), so the handle
- * is in host mode whenever no call is in progress.
+ * Runs one reduction of `n` elements of x (and y, for dot) in device pointer mode into a fresh
+ * one-element device array of `resultType` and awaits its value. Host pointer mode is
+ * restored before returning (also on failure), so the handle is in host mode whenever no
+ * call is in progress.
  */
 async function reduce(
-  name: string,
-  call: string,
-  stream: Stream,
+  routine: Routine,
   resultType: DType,
-  run: (handle: number | bigint, result: number | bigint) => number,
+  stream: Stream,
+  n: number,
+  x: number | bigint,
+  incx: number,
+  y: number | bigint | undefined,
+  incy: number,
 ): Promise<number> {
   const result = DeviceArray.empty(resultType, [1], { stream });
   try {
@@ -111,9 +115,12 @@ async function reduce(
       'cublasSetPointerMode_v2',
     );
     let status: number;
-    const token = beginOperation(name, stream);
+    const token = beginOperation(routine.operation, stream);
     try {
-      status = run(handle, pointer);
+      status =
+        y === undefined
+          ? api[routine.symbol](handle, n, x, incx, pointer)
+          : api[routine.symbol](handle, n, x, incx, y, incy, pointer);
     } finally {
       endOperation(token);
       check(
@@ -121,7 +128,7 @@ async function reduce(
         'cublasSetPointerMode_v2',
       );
     }
-    check(status, call);
+    check(status, routine.symbol);
     const host = await result.toHost({ stream });
     return host[0]!;
   } finally {
@@ -137,56 +144,38 @@ async function reduce(
 export async function dot(
   x: DeviceArray,
   y: DeviceArray,
-  options: VectorOptions = {},
+  options: VectorOptions = NO_OPTIONS,
 ): Promise<number> {
-  const v = checkVectorPair('dot', x, y);
-  const stream = streamOf(options);
+  const v = checkVectorPair('dot', x, y, checkedPair);
+  const stream = options?.stream ?? currentStream();
   if (v.n === 0) return 0;
   const px = x.ffiAddressOn(stream, 'read');
   const py = y.ffiAddressOn(stream, 'read');
-  return v.dtype === 'float32'
-    ? reduce('cublas.sdot', 'cublasSdot_v2', stream, 'float32', (handle, result) =>
-        cublas().cublasSdot_v2(handle, v.n, px, v.incx, py, v.incy, result),
-      )
-    : reduce('cublas.ddot', 'cublasDdot_v2', stream, 'float64', (handle, result) =>
-        cublas().cublasDdot_v2(handle, v.n, px, v.incx, py, v.incy, result),
-      );
+  return reduce(DOT[v.dtype], v.dtype, stream, v.n, px, v.incx, py, v.incy);
 }
 
 /**
  * The Euclidean norm ||x||_2 (cublasSnrm2_v2 / cublasDnrm2_v2); 0 for an empty vector.
  * @example const norm = await nrm2(x);
  */
-export async function nrm2(x: DeviceArray, options: VectorOptions = {}): Promise<number> {
-  const v = checkVector('nrm2', x);
-  const stream = streamOf(options);
+export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
+  const v = checkVector('nrm2', x, checkedVector);
+  const stream = options?.stream ?? currentStream();
   if (v.n === 0) return 0;
   const px = x.ffiAddressOn(stream, 'read');
-  return v.dtype === 'float32'
-    ? reduce('cublas.snrm2', 'cublasSnrm2_v2', stream, 'float32', (handle, result) =>
-        cublas().cublasSnrm2_v2(handle, v.n, px, v.incx, result),
-      )
-    : reduce('cublas.dnrm2', 'cublasDnrm2_v2', stream, 'float64', (handle, result) =>
-        cublas().cublasDnrm2_v2(handle, v.n, px, v.incx, result),
-      );
+  return reduce(NRM2[v.dtype], v.dtype, stream, v.n, px, v.incx, undefined, 0);
 }
 
 /**
  * The sum of absolute values sum |x_i| (cublasSasum_v2 / cublasDasum_v2); 0 for an empty vector.
  * @example const l1 = await asum(x);
  */
-export async function asum(x: DeviceArray, options: VectorOptions = {}): Promise<number> {
-  const v = checkVector('asum', x);
-  const stream = streamOf(options);
+export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
+  const v = checkVector('asum', x, checkedVector);
+  const stream = options?.stream ?? currentStream();
   if (v.n === 0) return 0;
   const px = x.ffiAddressOn(stream, 'read');
-  return v.dtype === 'float32'
-    ? reduce('cublas.sasum', 'cublasSasum_v2', stream, 'float32', (handle, result) =>
-        cublas().cublasSasum_v2(handle, v.n, px, v.incx, result),
-      )
-    : reduce('cublas.dasum', 'cublasDasum_v2', stream, 'float64', (handle, result) =>
-        cublas().cublasDasum_v2(handle, v.n, px, v.incx, result),
-      );
+  return reduce(ASUM[v.dtype], v.dtype, stream, v.n, px, v.incx, undefined, 0);
 }
 
 /**
@@ -194,18 +183,11 @@ export async function asum(x: DeviceArray, options: VectorOptions = {}): Promise
  * cublasIsamax_v2 / cublasIdamax_v2 (which count from 1); -1 for an empty vector.
  * @example const i = await iamax(x);
  */
-export async function iamax(x: DeviceArray, options: VectorOptions = {}): Promise<number> {
-  const v = checkVector('iamax', x);
-  const stream = streamOf(options);
+export async function iamax(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
+  const v = checkVector('iamax', x, checkedVector);
+  const stream = options?.stream ?? currentStream();
   if (v.n === 0) return -1;
   const px = x.ffiAddressOn(stream, 'read');
-  const oneBased =
-    v.dtype === 'float32'
-      ? await reduce('cublas.isamax', 'cublasIsamax_v2', stream, 'int32', (handle, result) =>
-          cublas().cublasIsamax_v2(handle, v.n, px, v.incx, result),
-        )
-      : await reduce('cublas.idamax', 'cublasIdamax_v2', stream, 'int32', (handle, result) =>
-          cublas().cublasIdamax_v2(handle, v.n, px, v.incx, result),
-        );
+  const oneBased = await reduce(IAMAX[v.dtype], 'int32', stream, v.n, px, v.incx, undefined, 0);
   return oneBased - 1;
 }

@@ -9,11 +9,18 @@ import {
 import { check } from './errors.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { acquireFfi } from './handle.js';
+import { GEMV } from './routines.js';
 import { scalars } from './scalars.js';
-import { checkGemv, type GemvOptions as GemvScalars } from './validate.js';
+import { checkGemv, type GemvOptions as GemvScalars, newCheckedGemv } from './validate.js';
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
 export interface GemvOptions extends GemvScalars, StreamOption {}
+
+/** The options of a call that passes none (shared: a call allocates nothing). */
+const NO_OPTIONS: GemvOptions = Object.freeze({});
+
+/** gemv's checked arguments, reused by every call (one call at a time: the event loop's thread). */
+const checkedGemv = newCheckedGemv();
 
 /**
  * y = alpha op(A) x + beta y, in place on `y` (cublasSgemv_v2 / cublasDgemv_v2), ordered on
@@ -26,55 +33,35 @@ export function gemv<Y extends DeviceArray>(
   a: DeviceArray,
   x: DeviceArray,
   y: Y,
-  options: GemvOptions = {},
+  options: GemvOptions = NO_OPTIONS,
 ): Y {
-  const g = checkGemv('gemv', a, x, y, options);
+  const g = checkGemv('gemv', a, x, y, options, checkedGemv);
   const stream = options.stream ?? currentStream();
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
+  const routine = GEMV[g.dtype];
   const handle = acquireFfi(stream);
   const pa = a.ffiAddressOn(stream, 'read');
   const px = x.ffiAddressOn(stream, 'read');
   const py = y.ffiAddressOn(stream);
-  const s = scalars().set(g.dtype, g.alpha, g.beta);
-  const api = cublas();
+  const s = scalars().set(routine.scalar, g.alpha, g.beta);
   const trans = g.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if (g.dtype === 'float32') {
-    const token = beginOperation('cublas.sgemv', stream);
-    const status = api.cublasSgemv_v2(
-      handle,
-      trans,
-      g.m,
-      g.n,
-      s.alpha,
-      pa,
-      g.lda,
-      px,
-      g.incx,
-      s.beta,
-      py,
-      g.incy,
-    );
-    endOperation(token);
-    check(status, 'cublasSgemv_v2');
-  } else {
-    const token = beginOperation('cublas.dgemv', stream);
-    const status = api.cublasDgemv_v2(
-      handle,
-      trans,
-      g.m,
-      g.n,
-      s.alpha,
-      pa,
-      g.lda,
-      px,
-      g.incx,
-      s.beta,
-      py,
-      g.incy,
-    );
-    endOperation(token);
-    check(status, 'cublasDgemv_v2');
-  }
+  const token = beginOperation(routine.operation, stream);
+  const status = cublas()[routine.symbol](
+    handle,
+    trans,
+    g.m,
+    g.n,
+    s.alpha,
+    pa,
+    g.lda,
+    px,
+    g.incx,
+    s.beta,
+    py,
+    g.incy,
+  );
+  endOperation(token);
+  check(status, routine.symbol);
   return y;
 }

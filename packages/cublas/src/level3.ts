@@ -22,14 +22,17 @@ import {
 import { cublasLt } from './ffi/cublaslt.js';
 import { acquireBinding, acquireFfi, mathMode, workspaceSize } from './handle.js';
 import { alignmentOf, computeTypeOf, gemmBackend, type LtProblem, ltPlan } from './lt.js';
+import { GEMM, GEMM_EX, GEMM_STRIDED_BATCHED } from './routines.js';
 import { scalars } from './scalars.js';
 import {
   type BatchOptions,
+  checkGemm,
   checkGemmEx,
-  checkGemmInto,
   checkMatmul,
   checkStridedBatched,
   newCheckedGemm,
+  newCheckedGemmEx,
+  newCheckedStridedBatched,
   type ProductOptions,
 } from './validate.js';
 
@@ -45,11 +48,13 @@ export interface StridedBatchedOptions extends ProductOptions, BatchOptions, Str
 /** Options of `gemmEx`. */
 export interface GemmExOptions extends ProductOptions, StreamOption {}
 
-/** gemm's options when none are given (a shared object: the call allocates nothing). */
-const NO_OPTIONS: GemmOptions = Object.freeze({});
+/** The options of a call that passes none (a shared object: the call allocates nothing). */
+const NO_OPTIONS: GemmOptions & StridedBatchedOptions = Object.freeze({});
 
-/** gemm's checked arguments, reused by every call (one call at a time: the event loop's thread). */
+// The checked arguments, reused by every call (one call at a time: the event loop's thread).
 const checkedGemm = newCheckedGemm();
+const checkedStridedBatched = newCheckedStridedBatched();
+const checkedGemmEx = newCheckedGemmEx();
 
 /** gemm's cuBLASLt problem, reused by every call likewise. */
 const problem: LtProblem = {
@@ -89,14 +94,15 @@ export function gemm<C extends DeviceArray>(
   c: C,
   options: GemmOptions = NO_OPTIONS,
 ): C {
-  const g = checkGemmInto(checkedGemm, 'gemm', a, b, c, options);
+  const g = checkGemm('gemm', a, b, c, options, checkedGemm);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
   stream.context.makeCurrent();
   const pa = a.ffiAddressOn(stream, 'read');
   const pb = b.ffiAddressOn(stream, 'read');
   const pc = c.ffiAddressOn(stream);
-  const s = scalars().set(g.dtype, g.alpha, g.beta);
+  const routine = GEMM[g.dtype];
+  const s = scalars().set(routine.scalar, g.alpha, g.beta);
   const transA = operation(g.transA);
   const transB = operation(g.transB);
   if (gemmBackend() === 'cublaslt' && g.k > 0) {
@@ -128,7 +134,7 @@ export function gemm<C extends DeviceArray>(
           workspaceBytes = workspace.byteLength;
         }
       }
-      const token = beginOperation(p.float64 ? 'cublas.dgemm' : 'cublas.sgemm', stream);
+      const token = beginOperation(routine.operation, stream);
       const status = cublasLt().cublasLtMatmul(
         plan.ltHandle,
         plan.desc,
@@ -153,48 +159,25 @@ export function gemm<C extends DeviceArray>(
     }
   }
   const handle = acquireFfi(stream);
-  const api = cublas();
-  if (g.dtype === 'float32') {
-    const token = beginOperation('cublas.sgemm', stream);
-    const status = api.cublasSgemm_v2(
-      handle,
-      transA,
-      transB,
-      g.m,
-      g.n,
-      g.k,
-      s.alpha,
-      pa,
-      g.lda,
-      pb,
-      g.ldb,
-      s.beta,
-      pc,
-      g.ldc,
-    );
-    endOperation(token);
-    check(status, 'cublasSgemm_v2');
-  } else {
-    const token = beginOperation('cublas.dgemm', stream);
-    const status = api.cublasDgemm_v2(
-      handle,
-      transA,
-      transB,
-      g.m,
-      g.n,
-      g.k,
-      s.alpha,
-      pa,
-      g.lda,
-      pb,
-      g.ldb,
-      s.beta,
-      pc,
-      g.ldc,
-    );
-    endOperation(token);
-    check(status, 'cublasDgemm_v2');
-  }
+  const token = beginOperation(routine.operation, stream);
+  const status = cublas()[routine.symbol](
+    handle,
+    transA,
+    transB,
+    g.m,
+    g.n,
+    g.k,
+    s.alpha,
+    pa,
+    g.lda,
+    pb,
+    g.ldb,
+    s.beta,
+    pc,
+    g.ldc,
+  );
+  endOperation(token);
+  check(status, routine.symbol);
   return c;
 }
 
@@ -241,68 +224,40 @@ export function gemmStridedBatched<C extends DeviceArray>(
   a: DeviceArray,
   b: DeviceArray,
   c: C,
-  options: StridedBatchedOptions = {},
+  options: StridedBatchedOptions = NO_OPTIONS,
 ): C {
-  const g = checkStridedBatched('gemmStridedBatched', a, b, c, options);
+  const g = checkStridedBatched('gemmStridedBatched', a, b, c, options, checkedStridedBatched);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
   const handle = acquireFfi(stream);
   const pa = a.ffiAddressOn(stream, 'read');
   const pb = b.ffiAddressOn(stream, 'read');
   const pc = c.ffiAddressOn(stream);
-  const s = scalars().set(g.dtype, g.alpha, g.beta);
-  const transA = operation(g.transA);
-  const transB = operation(g.transB);
-  const api = cublas();
-  if (g.dtype === 'float32') {
-    const token = beginOperation('cublas.sgemmStridedBatched', stream);
-    const status = api.cublasSgemmStridedBatched(
-      handle,
-      transA,
-      transB,
-      g.m,
-      g.n,
-      g.k,
-      s.alpha,
-      pa,
-      g.lda,
-      g.strideA,
-      pb,
-      g.ldb,
-      g.strideB,
-      s.beta,
-      pc,
-      g.ldc,
-      g.strideC,
-      g.batch,
-    );
-    endOperation(token);
-    check(status, 'cublasSgemmStridedBatched');
-  } else {
-    const token = beginOperation('cublas.dgemmStridedBatched', stream);
-    const status = api.cublasDgemmStridedBatched(
-      handle,
-      transA,
-      transB,
-      g.m,
-      g.n,
-      g.k,
-      s.alpha,
-      pa,
-      g.lda,
-      g.strideA,
-      pb,
-      g.ldb,
-      g.strideB,
-      s.beta,
-      pc,
-      g.ldc,
-      g.strideC,
-      g.batch,
-    );
-    endOperation(token);
-    check(status, 'cublasDgemmStridedBatched');
-  }
+  const routine = GEMM_STRIDED_BATCHED[g.dtype];
+  const s = scalars().set(routine.scalar, g.alpha, g.beta);
+  const token = beginOperation(routine.operation, stream);
+  const status = cublas()[routine.symbol](
+    handle,
+    operation(g.transA),
+    operation(g.transB),
+    g.m,
+    g.n,
+    g.k,
+    s.alpha,
+    pa,
+    g.lda,
+    g.strideA,
+    pb,
+    g.ldb,
+    g.strideB,
+    s.beta,
+    pc,
+    g.ldc,
+    g.strideC,
+    g.batch,
+  );
+  endOperation(token);
+  check(status, routine.symbol);
   return c;
 }
 
@@ -320,19 +275,18 @@ export function gemmEx<C extends DeviceArray>(
   a: DeviceArray,
   b: DeviceArray,
   c: C,
-  options: GemmExOptions = {},
+  options: GemmExOptions = NO_OPTIONS,
 ): C {
-  const g = checkGemmEx('gemmEx', a, b, c, options);
+  const g = checkGemmEx('gemmEx', a, b, c, options, checkedGemmEx);
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
   const handle = acquireFfi(stream);
   const pa = a.ffiAddressOn(stream, 'read');
   const pb = b.ffiAddressOn(stream, 'read');
   const pc = c.ffiAddressOn(stream);
-  // CUBLAS_COMPUTE_32F: alpha and beta are float.
-  const s = scalars().float32(g.alpha, g.beta);
-  const token = beginOperation('cublas.gemmEx', stream);
-  const status = cublas().cublasGemmEx(
+  const s = scalars().set(GEMM_EX.scalar, g.alpha, g.beta);
+  const token = beginOperation(GEMM_EX.operation, stream);
+  const status = cublas()[GEMM_EX.symbol](
     handle,
     operation(g.transA),
     operation(g.transB),
@@ -354,6 +308,6 @@ export function gemmEx<C extends DeviceArray>(
     CUBLAS_GEMM_DEFAULT,
   );
   endOperation(token);
-  check(status, 'cublasGemmEx');
+  check(status, GEMM_EX.symbol);
   return c;
 }

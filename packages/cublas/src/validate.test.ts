@@ -679,3 +679,54 @@ describe('checkGemmEx', () => {
     );
   });
 });
+
+describe('checks fill the object they are given (the wrappers reuse one per routine)', () => {
+  it('return that object, with nothing left of the previous call', () => {
+    const f64 = { dtype: 'float64' as const };
+    const gemmOut = checkGemm('gemm', fake([3, 4], f64), fake([5, 3], f64), fake([4, 5], f64), {
+      transA: true,
+      transB: true,
+      alpha: 2,
+      beta: 3,
+    });
+    const again = checkGemm('gemm', fake([4, 3]), fake([3, 5]), fake([4, 5]), {}, gemmOut);
+    expect(again).toBe(gemmOut);
+    expect(again).toEqual(checkGemm('gemm', fake([4, 3]), fake([3, 5]), fake([4, 5])));
+
+    const batched = checkStridedBatched('gsb', fake([2, 3, 4]), fake([3, 5, 4]), fake([2, 5, 4]));
+    const batchedAgain = checkStridedBatched(
+      'gsb',
+      fake([2, 3]),
+      fake([3, 5, 4]),
+      fake([2, 5, 4]),
+      { batch: 2 },
+      batched,
+    );
+    expect(batchedAgain).toBe(batched);
+    expect(batchedAgain).toEqual(
+      checkStridedBatched('gsb', fake([2, 3]), fake([3, 5, 4]), fake([2, 5, 4]), { batch: 2 }),
+    );
+
+    const gemv = checkGemv('gemv', fake([4, 3], f64), fake([4], f64), fake([3], f64), {
+      trans: true,
+    });
+    expect(checkGemv('gemv', fake([4, 3]), fake([3]), fake([4]), {}, gemv)).toEqual(
+      checkGemv('gemv', fake([4, 3]), fake([3]), fake([4])),
+    );
+
+    const pair = checkVectorPair('dot', fake([5], f64), fake([5], { ...f64, strides: [2] }));
+    expect(checkVectorPair('dot', fake([3]), fake([3]), pair)).toEqual({
+      dtype: 'float32',
+      n: 3,
+      incx: 1,
+      incy: 1,
+    });
+  });
+
+  it('leave the given object as it was when a check fails before filling it', () => {
+    const out = checkGemm('gemm', fake([4, 3]), fake([3, 5]), fake([4, 5]));
+    const before = { ...out };
+    argumentError(() => checkGemm('gemm', null, fake([3, 5]), fake([4, 5]), {}, out));
+    expect(out).toEqual(before);
+  });
+});

@@ -2,8 +2,12 @@
  * Pure argument checks for the cuBLAS wrappers: dtypes, shapes, leading dimensions, vector
  * increments and batch strides. Nothing here touches native code, so every rule is unit
  * tested on plain objects; the wrappers call these before any native call.
+ *
+ * Each check writes what it finds into the object passed last and returns it: a wrapper
+ * passes one it reuses on every call, so checking allocates nothing (messages are built only
+ * on failure). Without that argument the check fills a new object.
  */
-import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, DisposedError, type DType, dtypeBytes } from '@cuda-tasks/cudadrv';
 
 /** What the checks read from an operand (a DeviceArray has all of it). */
 export interface OperandLike {
@@ -22,18 +26,6 @@ export type BlasDType = 'float32' | 'float64';
 
 /** The dtypes `gemmEx` takes for A and B. */
 export type GemmExInputDType = 'float16' | 'bfloat16' | 'float32';
-
-const BLAS_DTYPES: readonly DType[] = ['float32', 'float64'];
-const BYTES: Readonly<Record<DType, number>> = {
-  float32: 4,
-  float64: 8,
-  int32: 4,
-  uint32: 4,
-  int8: 1,
-  uint8: 1,
-  float16: 2,
-  bfloat16: 2,
-};
 
 const INT32_MAX = 2 ** 31 - 1;
 
@@ -69,11 +61,7 @@ function isOperand(value: unknown): value is OperandLike {
  * Throws unless `value` is a usable array: a DisposedError for a freed one, a
  * CudaArgumentError for anything that is not an array.
  */
-export function assertOperand(
-  call: string,
-  name: string,
-  value: unknown,
-): asserts value is OperandLike {
+function assertOperand(call: string, name: string, value: unknown): asserts value is OperandLike {
   if (!isOperand(value)) fail(call, `${name} must be a DeviceArray, got ${describe(value)}`);
   if (value.disposed) throw new DisposedError(`${call}: ${name}`);
 }
@@ -84,32 +72,43 @@ function describe(value: unknown): string {
   return value.constructor?.name ?? 'object';
 }
 
-/** Throws unless `value` fits a C `int` (cuBLAS's m, n, k, ld, inc, batchCount). */
-export function assertInt32(call: string, name: string, value: number): void {
+/**
+ * Throws unless `value` fits a C `int` (cuBLAS's m, n, k, ld, inc, batchCount). The message
+ * names `${name}${what}`, joined only on failure (the checks run on every call).
+ */
+function assertInt32(call: string, name: string, what: string, value: number): void {
   if (value > INT32_MAX) {
-    fail(call, `${name} = ${value} exceeds cuBLAS's 32-bit int limit (${INT32_MAX})`);
+    fail(call, `${name}${what} = ${value} exceeds cuBLAS's 32-bit int limit (${INT32_MAX})`);
   }
 }
 
-/** Throws unless every operand has the same dtype, one of `allowed`. Returns that dtype. */
-export function commonDType(
+/**
+ * The dtype the operands share, when it is float32 or float64; otherwise fails naming each
+ * operand's dtype (`names` holds the operands' one-letter names in order, e.g. 'abc').
+ */
+function blasDType(
   call: string,
-  operands: Readonly<Record<string, OperandLike>>,
-  allowed: readonly DType[] = BLAS_DTYPES,
-): DType {
-  const entries = Object.entries(operands);
-  const dtype = entries[0]![1].dtype;
-  const mismatch = entries.some(([, operand]) => operand.dtype !== dtype);
-  if (mismatch || !allowed.includes(dtype)) {
-    const got = entries.map(([name, operand]) => `${name}: ${operand.dtype}`).join(', ');
-    fail(call, `operands must all be ${allowed.join(' or ')} and of one dtype, got ${got}`);
+  names: string,
+  first: OperandLike,
+  second?: OperandLike,
+  third?: OperandLike,
+): BlasDType {
+  const dtype = first.dtype;
+  if (
+    (dtype === 'float32' || dtype === 'float64') &&
+    (second === undefined || second.dtype === dtype) &&
+    (third === undefined || third.dtype === dtype)
+  ) {
+    return dtype;
   }
-  return dtype;
+  const operands = [first, second, third];
+  const got = [...names].map((name, i) => `${name}: ${operands[i]!.dtype}`).join(', ');
+  fail(call, `operands must all be float32 or float64 and of one dtype, got ${got}`);
 }
 
 /** Elements from the array's first element to the end of its buffer. */
 function capacity(operand: OperandLike): number {
-  return Math.floor(operand.buffer.byteLength / BYTES[operand.dtype]) - operand.offset;
+  return Math.floor(operand.buffer.byteLength / dtypeBytes(operand.dtype)) - operand.offset;
 }
 
 /**
@@ -125,6 +124,10 @@ function assertFits(call: string, name: string, operand: OperandLike, extent: nu
   }
 }
 
+function newMatrixLayout(): MatrixLayout {
+  return { rows: 0, columns: 0, leadingDimension: 0 };
+}
+
 /**
  * The matrix layout of a 1-D (a column) or 2-D operand, or of the first two dimensions of a
  * 3-D one (`dimensions: 3`). Rejects views whose rows are not contiguous (strides[0] !== 1)
@@ -135,21 +138,7 @@ export function matrixLayout(
   name: string,
   operand: OperandLike,
   dimensions: 2 | 3 = 2,
-): MatrixLayout {
-  return layoutInto(emptyLayout(), call, name, operand, dimensions);
-}
-
-function emptyLayout(): MatrixLayout {
-  return { rows: 0, columns: 0, leadingDimension: 0 };
-}
-
-/** `matrixLayout`, written into `out` (the gemm hot path reuses its layouts: no allocation). */
-function layoutInto(
-  out: MatrixLayout,
-  call: string,
-  name: string,
-  operand: OperandLike,
-  dimensions: 2 | 3 = 2,
+  out: MatrixLayout = newMatrixLayout(),
 ): MatrixLayout {
   const shape = operand.shape;
   const strides = operand.strides;
@@ -179,12 +168,9 @@ function layoutInto(
       `${name} has leading dimension ${leadingDimension}, less than its ${rows} rows (columns overlap)`,
     );
   }
-  // Messages are built only on failure: this runs on every call (a hot path).
-  if (rows > INT32_MAX || columns > INT32_MAX || leadingDimension > INT32_MAX) {
-    assertInt32(call, `${name} rows`, rows);
-    assertInt32(call, `${name} columns`, columns);
-    assertInt32(call, `${name} leading dimension`, leadingDimension);
-  }
+  assertInt32(call, name, ' rows', rows);
+  assertInt32(call, name, ' columns', columns);
+  assertInt32(call, name, ' leading dimension', leadingDimension);
   out.rows = rows;
   out.columns = columns;
   out.leadingDimension = leadingDimension;
@@ -202,7 +188,12 @@ function matrixExtent(layout: MatrixLayout): number {
  * The vector layout of a 1-D array (increment = strides[0]) or of a 2-D array with one
  * column (increment = strides[0]) or one row (increment = strides[1], the leading dimension).
  */
-export function vectorLayout(call: string, name: string, operand: OperandLike): VectorLayout {
+export function vectorLayout(
+  call: string,
+  name: string,
+  operand: OperandLike,
+  out: VectorLayout = { length: 0, increment: 0 },
+): VectorLayout {
   const { shape, strides } = operand;
   let length: number;
   let increment: number;
@@ -225,10 +216,12 @@ export function vectorLayout(call: string, name: string, operand: OperandLike): 
   if (!Number.isSafeInteger(increment) || increment < 1) {
     fail(call, `${name} has element stride ${increment}; cuBLAS needs a positive increment`);
   }
-  assertInt32(call, `${name} length`, length);
-  assertInt32(call, `${name} increment`, increment);
+  assertInt32(call, name, ' length', length);
+  assertInt32(call, name, ' increment', increment);
   assertFits(call, name, operand, length === 0 ? 0 : (length - 1) * increment + 1);
-  return { length, increment };
+  out.length = length;
+  out.increment = increment;
+  return out;
 }
 
 /** Checks that `value` is a number (alpha, beta). */
@@ -236,10 +229,27 @@ export function assertScalar(call: string, name: string, value: unknown): assert
   if (typeof value !== 'number') fail(call, `${name} must be a number, got ${describe(value)}`);
 }
 
-/** Checks that a transpose flag is a boolean or undefined. */
-export function assertFlag(call: string, name: string, value: unknown): void {
-  if (value !== undefined && typeof value !== 'boolean') {
+// Options default when undefined only (as destructuring defaults do): null stays an error.
+
+/** A transpose flag: true, false, or undefined (false). */
+function flagOption(call: string, name: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') {
     fail(call, `${name} must be true or false, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+/** A scalar (alpha, beta): a number, or undefined (`fallback`). */
+function scalarOption(call: string, name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  assertScalar(call, name, value);
+  return value;
+}
+
+function assertOptionsObject(call: string, options: unknown): asserts options is object {
+  if (typeof options !== 'object' || options === null) {
+    fail(call, `options must be an object, got ${describe(options)}`);
   }
 }
 
@@ -253,37 +263,25 @@ export interface GemmShape {
   ldc: number;
 }
 
-/** op(X)'s rows and columns. */
-function opShape(layout: MatrixLayout, transpose: boolean): [number, number] {
-  return transpose ? [layout.columns, layout.rows] : [layout.rows, layout.columns];
+/** The m, n and k of a product op(A) op(B). */
+interface ProductShape {
+  m: number;
+  n: number;
+  k: number;
 }
 
 function opName(name: string, transpose: boolean): string {
   return transpose ? `${name}^T` : name;
 }
 
-/**
- * The m and n of `op(a) * op(b)` (checking that the inner dimensions agree), for
- * allocating the result of `matmul`.
- */
-export function productShape(
+/** The m, n and k of `op(a) * op(b)`, checking that the inner dimensions agree. */
+function productShape<T extends ProductShape>(
   call: string,
   a: MatrixLayout,
   b: MatrixLayout,
   transA: boolean,
   transB: boolean,
-): { m: number; n: number; k: number } {
-  return productShapeInto({ m: 0, n: 0, k: 0 }, call, a, b, transA, transB);
-}
-
-/** `productShape`, written into `out` (gemm's hot path: no allocation). */
-function productShapeInto<T extends { m: number; n: number; k: number }>(
   out: T,
-  call: string,
-  a: MatrixLayout,
-  b: MatrixLayout,
-  transA: boolean,
-  transB: boolean,
 ): T {
   const m = transA ? a.columns : a.rows;
   const k = transA ? a.rows : a.columns;
@@ -301,40 +299,30 @@ function productShapeInto<T extends { m: number; n: number; k: number }>(
   return out;
 }
 
+// Scratch layouts of the checks (one call at a time: the event loop's thread).
+const layoutA = newMatrixLayout();
+const layoutB = newMatrixLayout();
+const layoutC = newMatrixLayout();
+const layoutX: VectorLayout = { length: 0, increment: 0 };
+const layoutY: VectorLayout = { length: 0, increment: 0 };
+
 /**
- * Validates C = alpha op(A) op(B) + beta C and returns the cuBLAS dimensions. `a`, `b`, `c`
- * must be 1-D or 2-D with contiguous columns; dtypes are checked by the caller.
+ * C = alpha op(A) op(B) + beta C: the cuBLAS dimensions of `a`, `b`, `c` (1-D or 2-D with
+ * contiguous columns), written into `out`; dtypes are checked by the caller.
  */
-export function gemmShape(
+function gemmShape<T extends GemmShape>(
   call: string,
   a: OperandLike,
   b: OperandLike,
   c: OperandLike,
   transA: boolean,
   transB: boolean,
-): GemmShape {
-  return gemmShapeInto({ m: 0, n: 0, k: 0, lda: 0, ldb: 0, ldc: 0 }, call, a, b, c, transA, transB);
-}
-
-// Scratch layouts of the gemm hot path (one call at a time: the event loop's thread).
-const layoutA = emptyLayout();
-const layoutB = emptyLayout();
-const layoutC = emptyLayout();
-
-/** `gemmShape`, written into `out`, allocating nothing. */
-function gemmShapeInto<T extends GemmShape>(
   out: T,
-  call: string,
-  a: OperandLike,
-  b: OperandLike,
-  c: OperandLike,
-  transA: boolean,
-  transB: boolean,
 ): T {
-  const la = layoutInto(layoutA, call, 'a', a);
-  const lb = layoutInto(layoutB, call, 'b', b);
-  const lc = layoutInto(layoutC, call, 'c', c);
-  const { m, n } = productShapeInto(out, call, la, lb, transA, transB);
+  const la = matrixLayout(call, 'a', a, 2, layoutA);
+  const lb = matrixLayout(call, 'b', b, 2, layoutB);
+  const lc = matrixLayout(call, 'c', c, 2, layoutC);
+  const { m, n } = productShape(call, la, lb, transA, transB, out);
   if (lc.rows !== m || lc.columns !== n) {
     fail(
       call,
@@ -345,56 +333,6 @@ function gemmShapeInto<T extends GemmShape>(
   out.ldb = lb.leadingDimension;
   out.ldc = lc.leadingDimension;
   return out;
-}
-
-/** The dimensions cublas<t>gemv takes: A is m x n as stored, x and y are vectors. */
-export interface GemvShape {
-  m: number;
-  n: number;
-  lda: number;
-  incx: number;
-  incy: number;
-}
-
-/** Validates y = alpha op(A) x + beta y. */
-export function gemvShape(
-  call: string,
-  a: OperandLike,
-  x: OperandLike,
-  y: OperandLike,
-  trans: boolean,
-): GemvShape {
-  const la = matrixLayout(call, 'a', a);
-  const vx = vectorLayout(call, 'x', x);
-  const vy = vectorLayout(call, 'y', y);
-  const [rows, columns] = opShape(la, trans);
-  if (vx.length !== columns) {
-    fail(call, `x has ${vx.length} elements, ${opName('a', trans)} has ${columns} columns`);
-  }
-  if (vy.length !== rows) {
-    fail(call, `y has ${vy.length} elements, ${opName('a', trans)} has ${rows} rows`);
-  }
-  return {
-    m: la.rows,
-    n: la.columns,
-    lda: la.leadingDimension,
-    incx: vx.increment,
-    incy: vy.increment,
-  };
-}
-
-/** Validates two vectors of equal length (axpy, dot); returns n and both increments. */
-export function vectorPairShape(
-  call: string,
-  x: OperandLike,
-  y: OperandLike,
-): { n: number; incx: number; incy: number } {
-  const vx = vectorLayout(call, 'x', x);
-  const vy = vectorLayout(call, 'y', y);
-  if (vx.length !== vy.length) {
-    fail(call, `x has ${vx.length} elements, y has ${vy.length}`);
-  }
-  return { n: vx.length, incx: vx.increment, incy: vy.increment };
 }
 
 /** Batch options of `gemmStridedBatched` (element strides between consecutive matrices). */
@@ -424,13 +362,84 @@ function assertCount(call: string, name: string, value: unknown): asserts value 
 }
 
 /** A 2-D or 3-D operand as a batch of matrices. */
-function batchedLayout(call: string, name: string, operand: OperandLike): MatrixLayout {
-  if (operand.shape.length === 3) return matrixLayout(call, name, operand, 3);
-  if (operand.shape.length === 2) return matrixLayout(call, name, operand, 2);
+function batchedLayout(
+  call: string,
+  name: string,
+  operand: OperandLike,
+  out: MatrixLayout,
+): MatrixLayout {
+  const rank = operand.shape.length;
+  if (rank === 3 || rank === 2) return matrixLayout(call, name, operand, rank, out);
   fail(
     call,
     `${name} must be a 3-D array [rows, columns, batch] (or 2-D with an explicit stride), got shape ${JSON.stringify(operand.shape)}`,
   );
+}
+
+/** Fails when a 3-D operand read at its own stride holds fewer than `batch` matrices. */
+function assertHolds(
+  call: string,
+  name: string,
+  operand: OperandLike,
+  stride: number | undefined,
+  batch: number,
+): void {
+  if (operand.shape.length === 3 && stride === undefined && operand.shape[2]! < batch) {
+    fail(call, `batch is ${batch}, but ${name} holds ${operand.shape[2]} matrices`);
+  }
+}
+
+/** Whether a 3-D operand holds another number of matrices than `batch`. */
+function holdsOther(operand: OperandLike, batch: number): boolean {
+  return operand.shape.length === 3 && operand.shape[2] !== batch;
+}
+
+/** The batch count the 3-D operands agree on (batch not given). */
+function impliedBatch(call: string, a: OperandLike, b: OperandLike, c: OperandLike): number {
+  const first =
+    a.shape.length === 3 ? a : b.shape.length === 3 ? b : c.shape.length === 3 ? c : undefined;
+  if (first === undefined) fail(call, 'batch is required when no operand is 3-D');
+  const batch = first.shape[2]!;
+  if (holdsOther(a, batch) || holdsOther(b, batch) || holdsOther(c, batch)) {
+    const counts = [a, b, c]
+      .map((operand, i) => (operand.shape.length === 3 ? `${'abc'[i]}: ${operand.shape[2]}` : ''))
+      .filter((count) => count !== '')
+      .join(', ');
+    fail(
+      call,
+      `the operands hold different numbers of matrices (${counts}); pass batch to use the first ones`,
+    );
+  }
+  return batch;
+}
+
+/** Elements between an operand's consecutive matrices: given, its third stride, or 0. */
+function batchStride(
+  call: string,
+  name: string,
+  operand: OperandLike,
+  given: number | undefined,
+  batch: number,
+): number {
+  if (given !== undefined) return given;
+  if (operand.shape.length === 3) return operand.strides[2]!;
+  if (name === 'c' && batch > 1) {
+    fail(call, 'c is 2-D: pass strideC (the results of a batch cannot share one matrix)');
+  }
+  return 0;
+}
+
+/** Fails unless every one of `batch` matrices, `stride` apart, lies in the operand's buffer. */
+function assertBatchFits(
+  call: string,
+  name: string,
+  operand: OperandLike,
+  layout: MatrixLayout,
+  batch: number,
+  stride: number,
+): void {
+  const extent = matrixExtent(layout);
+  if (batch > 0 && extent > 0) assertFits(call, name, operand, (batch - 1) * stride + extent);
 }
 
 /**
@@ -440,7 +449,7 @@ function batchedLayout(call: string, name: string, operand: OperandLike): Matrix
  * 0) unless a stride is given. Every matrix must lie inside its buffer, and the C matrices
  * must not overlap (they are written concurrently).
  */
-export function stridedBatchedShape(
+function stridedBatchedShape<T extends StridedBatchedShape>(
   call: string,
   a: OperandLike,
   b: OperandLike,
@@ -448,81 +457,48 @@ export function stridedBatchedShape(
   transA: boolean,
   transB: boolean,
   options: BatchOptions,
-): StridedBatchedShape {
-  const operands = { a, b, c } as const;
-  const layouts = {
-    a: batchedLayout(call, 'a', a),
-    b: batchedLayout(call, 'b', b),
-    c: batchedLayout(call, 'c', c),
-  };
-  const { m, n, k } = productShape(call, layouts.a, layouts.b, transA, transB);
-  if (layouts.c.rows !== m || layouts.c.columns !== n) {
+  out: T,
+): T {
+  const la = batchedLayout(call, 'a', a, layoutA);
+  const lb = batchedLayout(call, 'b', b, layoutB);
+  const lc = batchedLayout(call, 'c', c, layoutC);
+  const { m, n } = productShape(call, la, lb, transA, transB, out);
+  if (lc.rows !== m || lc.columns !== n) {
     fail(
       call,
-      `c's matrices are ${layouts.c.rows} x ${layouts.c.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
+      `c's matrices are ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
     );
   }
-
-  const explicit = {
-    a: options.strideA,
-    b: options.strideB,
-    c: options.strideC,
-  };
-  for (const name of ['a', 'b', 'c'] as const) {
-    if (explicit[name] !== undefined)
-      assertCount(call, `stride${name.toUpperCase()}`, explicit[name]);
-  }
+  const { strideA, strideB, strideC } = options;
+  if (strideA !== undefined) assertCount(call, 'strideA', strideA);
+  if (strideB !== undefined) assertCount(call, 'strideB', strideB);
+  if (strideC !== undefined) assertCount(call, 'strideC', strideC);
 
   // The batch count: given, or the third dimension the 3-D operands agree on.
   let batch: number;
   if (options.batch !== undefined) {
     assertCount(call, 'batch', options.batch);
     batch = options.batch;
-    for (const name of ['a', 'b', 'c'] as const) {
-      const operand = operands[name];
-      if (operand.shape.length === 3 && explicit[name] === undefined && operand.shape[2]! < batch) {
-        fail(call, `batch is ${batch}, but ${name} holds ${operand.shape[2]} matrices`);
-      }
-    }
+    assertHolds(call, 'a', a, strideA, batch);
+    assertHolds(call, 'b', b, strideB, batch);
+    assertHolds(call, 'c', c, strideC, batch);
   } else {
-    const counts = (['a', 'b', 'c'] as const)
-      .filter((name) => operands[name].shape.length === 3)
-      .map((name) => [name, operands[name].shape[2]!] as const);
-    if (counts.length === 0) fail(call, 'batch is required when no operand is 3-D');
-    batch = counts[0]![1];
-    const differ = counts.find(([, count]) => count !== batch);
-    if (differ !== undefined) {
-      fail(
-        call,
-        `the operands hold different numbers of matrices (${counts.map(([name, count]) => `${name}: ${count}`).join(', ')}); pass batch to use the first ones`,
-      );
-    }
+    batch = impliedBatch(call, a, b, c);
   }
-  assertInt32(call, 'batch', batch);
-
-  const strides = { a: 0, b: 0, c: 0 };
-  for (const name of ['a', 'b', 'c'] as const) {
-    const operand = operands[name];
-    const given = explicit[name];
-    if (given !== undefined) strides[name] = given;
-    else if (operand.shape.length === 3) strides[name] = operand.strides[2]!;
-    else if (name === 'c' && batch > 1) {
-      fail(call, 'c is 2-D: pass strideC (the results of a batch cannot share one matrix)');
-    } else strides[name] = 0;
-  }
+  assertInt32(call, 'batch', '', batch);
+  out.batch = batch;
+  out.strideA = batchStride(call, 'a', a, strideA, batch);
+  out.strideB = batchStride(call, 'b', b, strideB, batch);
+  out.strideC = batchStride(call, 'c', c, strideC, batch);
 
   // Every matrix of every batch must lie in its buffer.
-  if (batch > 0) {
-    for (const name of ['a', 'b', 'c'] as const) {
-      const extent = matrixExtent(layouts[name]);
-      if (extent > 0) assertFits(call, name, operands[name], (batch - 1) * strides[name] + extent);
-    }
-  }
+  assertBatchFits(call, 'a', a, la, batch, out.strideA);
+  assertBatchFits(call, 'b', b, lb, batch, out.strideB);
+  assertBatchFits(call, 'c', c, lc, batch, out.strideC);
 
   // The C matrices are written concurrently: they must not overlap.
-  const lc = layouts.c;
   if (batch > 1 && matrixExtent(lc) > 0) {
-    const stride = strides.c;
+    const stride = out.strideC;
     const sequential = stride >= matrixExtent(lc);
     // Side by side within each column (e.g. row blocks of one tall matrix).
     const interleaved = stride >= lc.rows && (batch - 1) * stride + lc.rows <= lc.leadingDimension;
@@ -534,52 +510,51 @@ export function stridedBatchedShape(
     }
   }
 
-  return {
-    m,
-    n,
-    k,
-    lda: layouts.a.leadingDimension,
-    ldb: layouts.b.leadingDimension,
-    ldc: layouts.c.leadingDimension,
-    batch,
-    strideA: strides.a,
-    strideB: strides.b,
-    strideC: strides.c,
-  };
+  out.lda = la.leadingDimension;
+  out.ldb = lb.leadingDimension;
+  out.ldc = lc.leadingDimension;
+  return out;
 }
 
 /** The cudaDataType_t of each dtype `gemmEx` accepts (library_types.h). */
-export const GEMM_EX_DATA_TYPES: Readonly<Partial<Record<DType, number>>> = {
+const GEMM_EX_DATA_TYPES: Readonly<Partial<Record<DType, number>>> = {
   float32: 0, // CUDA_R_32F
   float16: 2, // CUDA_R_16F
   bfloat16: 14, // CUDA_R_16BF
 };
 
+/** The cudaDataType_t of gemmEx's operands. */
+interface GemmExTypes {
+  aType: number;
+  bType: number;
+  cType: number;
+}
+
 /**
  * Validates the dtypes of `gemmEx`: A and B both float16, both bfloat16 or both float32; C
  * float32 or the inputs' dtype (cuBLAS's CUBLAS_COMPUTE_32F combinations).
  */
-export function gemmExTypes(
+function gemmExTypes<T extends GemmExTypes>(
   call: string,
   a: OperandLike,
   b: OperandLike,
   c: OperandLike,
-): { aType: number; bType: number; cType: number } {
-  const inputs: readonly DType[] = ['float16', 'bfloat16', 'float32'];
-  if (a.dtype !== b.dtype || !inputs.includes(a.dtype)) {
+  out: T,
+): T {
+  const input = a.dtype;
+  if (b.dtype !== input || (input !== 'float16' && input !== 'bfloat16' && input !== 'float32')) {
     fail(
       call,
-      `a and b must both be float16, both bfloat16 or both float32, got a: ${a.dtype}, b: ${b.dtype}`,
+      `a and b must both be float16, both bfloat16 or both float32, got a: ${input}, b: ${b.dtype}`,
     );
   }
-  if (c.dtype !== 'float32' && c.dtype !== a.dtype) {
-    fail(call, `c must be float32 or ${a.dtype} (like a and b), got ${c.dtype}`);
+  if (c.dtype !== 'float32' && c.dtype !== input) {
+    fail(call, `c must be float32 or ${input} (like a and b), got ${c.dtype}`);
   }
-  return {
-    aType: GEMM_EX_DATA_TYPES[a.dtype]!,
-    bType: GEMM_EX_DATA_TYPES[b.dtype]!,
-    cType: GEMM_EX_DATA_TYPES[c.dtype]!,
-  };
+  out.aType = GEMM_EX_DATA_TYPES[input]!;
+  out.bType = GEMM_EX_DATA_TYPES[input]!;
+  out.cType = GEMM_EX_DATA_TYPES[c.dtype]!;
+  return out;
 }
 
 /** Options every gemm-like call takes (scalars and transposes). */
@@ -594,15 +569,6 @@ export interface ProductOptions {
   beta?: number;
 }
 
-/** A validated gemm: its dtype, dimensions and scalars. */
-export interface CheckedGemm extends GemmShape {
-  dtype: DType;
-  transA: boolean;
-  transB: boolean;
-  alpha: number;
-  beta: number;
-}
-
 /** A product's transposes and scalars, as checked from its options. */
 interface ProductScalars {
   transA: boolean;
@@ -611,33 +577,40 @@ interface ProductScalars {
   beta: number;
 }
 
-function productScalars(call: string, options: ProductOptions): ProductScalars {
-  return productScalarsInto({ transA: false, transB: false, alpha: 1, beta: 0 }, call, options);
-}
-
-/** `productScalars`, written into `out` (gemm's hot path: no allocation). */
-function productScalarsInto<T extends ProductScalars>(
-  out: T,
+/** A product's transposes and scalars from its options, with their defaults. */
+function productScalars<T extends ProductScalars>(
   call: string,
   options: ProductOptions,
+  out: T,
 ): T {
-  if (typeof options !== 'object' || options === null) {
-    fail(call, `options must be an object, got ${describe(options)}`);
-  }
-  // Defaults for undefined only (as destructuring gives them): null stays an error.
-  const transA = options.transA === undefined ? false : options.transA;
-  const transB = options.transB === undefined ? false : options.transB;
-  const alpha = options.alpha === undefined ? 1 : options.alpha;
-  const beta = options.beta === undefined ? 0 : options.beta;
-  assertFlag(call, 'transA', transA);
-  assertFlag(call, 'transB', transB);
-  assertScalar(call, 'alpha', alpha);
-  assertScalar(call, 'beta', beta);
-  out.transA = transA;
-  out.transB = transB;
-  out.alpha = alpha;
-  out.beta = beta;
+  assertOptionsObject(call, options);
+  out.transA = flagOption(call, 'transA', options.transA);
+  out.transB = flagOption(call, 'transB', options.transB);
+  out.alpha = scalarOption(call, 'alpha', options.alpha, 1);
+  out.beta = scalarOption(call, 'beta', options.beta, 0);
   return out;
+}
+
+/** A product's scalars and shape before a check fills them in. */
+const DEFAULT_SCALARS: Readonly<ProductScalars> = {
+  transA: false,
+  transB: false,
+  alpha: 1,
+  beta: 0,
+};
+const NO_SHAPE: Readonly<GemmShape> = { m: 0, n: 0, k: 0, lda: 0, ldb: 0, ldc: 0 };
+
+/** Options passed as none (a shared object: a call allocates nothing). */
+const NO_OPTIONS: ProductOptions & BatchOptions & GemvOptions = Object.freeze({});
+
+/** A validated gemm: its dtype, dimensions and scalars. */
+export interface CheckedGemm extends GemmShape, ProductScalars {
+  dtype: BlasDType;
+}
+
+/** A new object for `checkGemm` to fill. */
+export function newCheckedGemm(): CheckedGemm {
+  return { dtype: 'float32', ...DEFAULT_SCALARS, ...NO_SHAPE };
 }
 
 /** Everything `gemm` checks before its native call, in order: arrays, dtypes, options, shapes. */
@@ -646,81 +619,56 @@ export function checkGemm(
   a: unknown,
   b: unknown,
   c: unknown,
-  options: ProductOptions = {},
-): CheckedGemm {
-  return checkGemmInto(newCheckedGemm(), call, a, b, c, options);
-}
-
-/** @internal An object for `checkGemmInto` to fill. */
-export function newCheckedGemm(): CheckedGemm {
-  return {
-    dtype: 'float32',
-    transA: false,
-    transB: false,
-    alpha: 1,
-    beta: 0,
-    m: 0,
-    n: 0,
-    k: 0,
-    lda: 0,
-    ldb: 0,
-    ldc: 0,
-  };
-}
-
-/**
- * @internal `checkGemm`, written into `out`: the same checks and messages, allocating
- * nothing (gemm's hot path passes a reused object).
- */
-export function checkGemmInto(
-  out: CheckedGemm,
-  call: string,
-  a: unknown,
-  b: unknown,
-  c: unknown,
-  options: ProductOptions,
+  options: ProductOptions = NO_OPTIONS,
+  out: CheckedGemm = newCheckedGemm(),
 ): CheckedGemm {
   assertOperand(call, 'a', a);
   assertOperand(call, 'b', b);
   assertOperand(call, 'c', c);
-  // The common case without allocating; commonDType builds the message otherwise.
-  const dtype =
-    a.dtype === b.dtype && a.dtype === c.dtype && (a.dtype === 'float32' || a.dtype === 'float64')
-      ? a.dtype
-      : commonDType(call, { a, b, c });
-  productScalarsInto(out, call, options);
-  out.dtype = dtype;
-  return gemmShapeInto(out, call, a, b, c, out.transA, out.transB);
+  out.dtype = blasDType(call, 'abc', a, b, c);
+  productScalars(call, options, out);
+  return gemmShape(call, a, b, c, out.transA, out.transB, out);
 }
+
+/** What `matmul` allocates: the result's dtype and shape. */
+export interface CheckedMatmul {
+  dtype: BlasDType;
+  m: number;
+  n: number;
+}
+
+// Scratch of checkMatmul, whose result has no room for them.
+const matmulScalars: ProductScalars = { ...DEFAULT_SCALARS };
+const matmulShape: ProductShape = { m: 0, n: 0, k: 0 };
 
 /** What `matmul` checks before allocating its result; returns the result's dtype and shape. */
 export function checkMatmul(
   call: string,
   a: unknown,
   b: unknown,
-  options: ProductOptions = {},
-): { dtype: DType; m: number; n: number } {
+  options: ProductOptions = NO_OPTIONS,
+  out: CheckedMatmul = { dtype: 'float32', m: 0, n: 0 },
+): CheckedMatmul {
   assertOperand(call, 'a', a);
   assertOperand(call, 'b', b);
-  const dtype = commonDType(call, { a, b });
-  const { transA, transB } = productScalars(call, options);
-  const { m, n } = productShape(
-    call,
-    matrixLayout(call, 'a', a),
-    matrixLayout(call, 'b', b),
-    transA,
-    transB,
-  );
-  return { dtype, m, n };
+  out.dtype = blasDType(call, 'ab', a, b);
+  const { transA, transB } = productScalars(call, options, matmulScalars);
+  const la = matrixLayout(call, 'a', a, 2, layoutA);
+  const lb = matrixLayout(call, 'b', b, 2, layoutB);
+  const { m, n } = productShape(call, la, lb, transA, transB, matmulShape);
+  out.m = m;
+  out.n = n;
+  return out;
 }
 
 /** A validated strided batched gemm. */
-export interface CheckedStridedBatched extends StridedBatchedShape {
-  dtype: DType;
-  transA: boolean;
-  transB: boolean;
-  alpha: number;
-  beta: number;
+export interface CheckedStridedBatched extends StridedBatchedShape, ProductScalars {
+  dtype: BlasDType;
+}
+
+/** A new object for `checkStridedBatched` to fill. */
+export function newCheckedStridedBatched(): CheckedStridedBatched {
+  return { ...newCheckedGemm(), batch: 0, strideA: 0, strideB: 0, strideC: 0 };
 }
 
 /** Everything `gemmStridedBatched` checks before its native call. */
@@ -729,29 +677,23 @@ export function checkStridedBatched(
   a: unknown,
   b: unknown,
   c: unknown,
-  options: ProductOptions & BatchOptions = {},
+  options: ProductOptions & BatchOptions = NO_OPTIONS,
+  out: CheckedStridedBatched = newCheckedStridedBatched(),
 ): CheckedStridedBatched {
   assertOperand(call, 'a', a);
   assertOperand(call, 'b', b);
   assertOperand(call, 'c', c);
-  const dtype = commonDType(call, { a, b, c });
-  const scalars = productScalars(call, options);
-  return {
-    dtype,
-    ...scalars,
-    ...stridedBatchedShape(call, a, b, c, scalars.transA, scalars.transB, options),
-  };
+  out.dtype = blasDType(call, 'abc', a, b, c);
+  productScalars(call, options, out);
+  return stridedBatchedShape(call, a, b, c, out.transA, out.transB, options, out);
 }
 
 /** A validated gemmEx: cudaDataType_t of each operand, dimensions and scalars. */
-export interface CheckedGemmEx extends GemmShape {
-  aType: number;
-  bType: number;
-  cType: number;
-  transA: boolean;
-  transB: boolean;
-  alpha: number;
-  beta: number;
+export interface CheckedGemmEx extends GemmShape, GemmExTypes, ProductScalars {}
+
+/** A new object for `checkGemmEx` to fill. */
+export function newCheckedGemmEx(): CheckedGemmEx {
+  return { aType: 0, bType: 0, cType: 0, ...DEFAULT_SCALARS, ...NO_SHAPE };
 }
 
 /** Everything `gemmEx` checks before its native call. */
@@ -760,14 +702,15 @@ export function checkGemmEx(
   a: unknown,
   b: unknown,
   c: unknown,
-  options: ProductOptions = {},
+  options: ProductOptions = NO_OPTIONS,
+  out: CheckedGemmEx = newCheckedGemmEx(),
 ): CheckedGemmEx {
   assertOperand(call, 'a', a);
   assertOperand(call, 'b', b);
   assertOperand(call, 'c', c);
-  const types = gemmExTypes(call, a, b, c);
-  const scalars = productScalars(call, options);
-  return { ...types, ...scalars, ...gemmShape(call, a, b, c, scalars.transA, scalars.transB) };
+  gemmExTypes(call, a, b, c, out);
+  productScalars(call, options, out);
+  return gemmShape(call, a, b, c, out.transA, out.transB, out);
 }
 
 /** Options of `gemv`. */
@@ -780,52 +723,114 @@ export interface GemvOptions {
   beta?: number;
 }
 
-/** A validated gemv. */
-export interface CheckedGemv extends GemvShape {
-  dtype: DType;
+/** A validated gemv: A is m x n as stored, x and y are vectors. */
+export interface CheckedGemv {
+  dtype: BlasDType;
   trans: boolean;
   alpha: number;
   beta: number;
+  m: number;
+  n: number;
+  lda: number;
+  incx: number;
+  incy: number;
 }
 
-/** Everything `gemv` checks before its native call. */
+/** A new object for `checkGemv` to fill. */
+export function newCheckedGemv(): CheckedGemv {
+  return {
+    dtype: 'float32',
+    trans: false,
+    alpha: 1,
+    beta: 0,
+    m: 0,
+    n: 0,
+    lda: 0,
+    incx: 0,
+    incy: 0,
+  };
+}
+
+/** Everything `gemv` checks before its native call: y = alpha op(A) x + beta y. */
 export function checkGemv(
   call: string,
   a: unknown,
   x: unknown,
   y: unknown,
-  options: GemvOptions = {},
+  options: GemvOptions = NO_OPTIONS,
+  out: CheckedGemv = newCheckedGemv(),
 ): CheckedGemv {
   assertOperand(call, 'a', a);
   assertOperand(call, 'x', x);
   assertOperand(call, 'y', y);
-  const dtype = commonDType(call, { a, x, y });
-  if (typeof options !== 'object' || options === null) {
-    fail(call, `options must be an object, got ${describe(options)}`);
+  out.dtype = blasDType(call, 'axy', a, x, y);
+  assertOptionsObject(call, options);
+  const trans = flagOption(call, 'trans', options.trans);
+  out.alpha = scalarOption(call, 'alpha', options.alpha, 1);
+  out.beta = scalarOption(call, 'beta', options.beta, 0);
+  const la = matrixLayout(call, 'a', a, 2, layoutA);
+  const vx = vectorLayout(call, 'x', x, layoutX);
+  const vy = vectorLayout(call, 'y', y, layoutY);
+  const rows = trans ? la.columns : la.rows;
+  const columns = trans ? la.rows : la.columns;
+  if (vx.length !== columns) {
+    fail(call, `x has ${vx.length} elements, ${opName('a', trans)} has ${columns} columns`);
   }
-  const { trans = false, alpha = 1, beta = 0 } = options;
-  assertFlag(call, 'trans', trans);
-  assertScalar(call, 'alpha', alpha);
-  assertScalar(call, 'beta', beta);
-  return { dtype, trans, alpha, beta, ...gemvShape(call, a, x, y, trans) };
+  if (vy.length !== rows) {
+    fail(call, `y has ${vy.length} elements, ${opName('a', trans)} has ${rows} rows`);
+  }
+  out.trans = trans;
+  out.m = la.rows;
+  out.n = la.columns;
+  out.lda = la.leadingDimension;
+  out.incx = vx.increment;
+  out.incy = vy.increment;
+  return out;
+}
+
+/** A validated one-vector routine (nrm2, asum, iamax, scal). */
+export interface CheckedVector {
+  dtype: BlasDType;
+  n: number;
+  incx: number;
 }
 
 /** Everything a one-vector routine (nrm2, asum, iamax, scal) checks. */
-export function checkVector(call: string, x: unknown): { dtype: DType; n: number; incx: number } {
+export function checkVector(
+  call: string,
+  x: unknown,
+  out: CheckedVector = { dtype: 'float32', n: 0, incx: 0 },
+): CheckedVector {
   assertOperand(call, 'x', x);
-  const dtype = commonDType(call, { x });
-  const { length, increment } = vectorLayout(call, 'x', x);
-  return { dtype, n: length, incx: increment };
+  out.dtype = blasDType(call, 'x', x);
+  const vx = vectorLayout(call, 'x', x, layoutX);
+  out.n = vx.length;
+  out.incx = vx.increment;
+  return out;
 }
 
-/** Everything a two-vector routine (axpy, dot) checks. */
+/** A validated two-vector routine (axpy, dot). */
+export interface CheckedVectorPair extends CheckedVector {
+  incy: number;
+}
+
+/** Everything a two-vector routine (axpy, dot) checks: two vectors of one length and dtype. */
 export function checkVectorPair(
   call: string,
   x: unknown,
   y: unknown,
-): { dtype: DType; n: number; incx: number; incy: number } {
+  out: CheckedVectorPair = { dtype: 'float32', n: 0, incx: 0, incy: 0 },
+): CheckedVectorPair {
   assertOperand(call, 'x', x);
   assertOperand(call, 'y', y);
-  const dtype = commonDType(call, { x, y });
-  return { dtype, ...vectorPairShape(call, x, y) };
+  out.dtype = blasDType(call, 'xy', x, y);
+  const vx = vectorLayout(call, 'x', x, layoutX);
+  const vy = vectorLayout(call, 'y', y, layoutY);
+  if (vx.length !== vy.length) {
+    fail(call, `x has ${vx.length} elements, y has ${vy.length}`);
+  }
+  out.n = vx.length;
+  out.incx = vx.increment;
+  out.incy = vy.increment;
+  return out;
 }
