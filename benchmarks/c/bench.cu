@@ -1,14 +1,14 @@
 // C baseline for the cuda-tasks benchmark suite.
 //
 // Host code only: driver API (cuda.h) + cuBLAS; the kernels come from
-// kernels.ptx (built from src/kernels/kernels.cu), given as argv[1].
+// kernels.ptx (built from packages/examples/src/kernels/kernels.cu), given as argv[1].
 //
 // Every benchmark is a batch that is warmed up, then run kRepeats times; the
 // reported value is the median of the per-run results, in microseconds per
 // operation. Output: one JSON object per line on stdout.
 //
 //   build: ./build.sh [OUT_DIR]
-//   run:   /tmp/cuda-tasks-bench/bench ../../src/kernels/kernels.ptx
+//   run:   /tmp/cuda-tasks-bench/bench ../../packages/examples/src/kernels/kernels.ptx
 
 #include <cublas_v2.h>
 #include <cuda.h>

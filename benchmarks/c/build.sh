@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the C baseline: ./build.sh [OUT_DIR]   (default /tmp/cuda-tasks-bench)
 # Builds the bench binary and, beside it, libinproc.so (the same loops as a shared library,
-# for bench/ts/paired.ts's same-process comparison). Prints the path of the binary.
+# for src/paired.ts's same-process comparison). Prints the path of the binary.
 # NVCC_FLAGS adds flags (e.g. -I/-L for a cuBLAS installed outside the toolkit). Run the
 # binary with the PTX path:
-#   "$(./build.sh)" ../../src/kernels/kernels.ptx
+#   "$(./build.sh)" ../../packages/examples/src/kernels/kernels.ptx
 set -euo pipefail
 OUT_DIR="${1:-/tmp/cuda-tasks-bench}"
 mkdir -p "$OUT_DIR"

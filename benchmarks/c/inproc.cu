@@ -1,4 +1,4 @@
-// The C baseline as a shared library, for the same-process comparison (bench/ts/paired.ts):
+// The C baseline as a shared library, for the same-process comparison (src/paired.ts):
 // the loops of bench.cu, called through koffi from the Node process that runs ours, on the
 // same context, the same CUfunction and the same stream, batch after batch alternating with
 // ours. Two processes run one after the other see the host drift between them (C's own
@@ -62,7 +62,7 @@ double inproc_launch_empty_ex(uint64_t f, uint64_t s, int n) {
 }
 
 // A function that does nothing, with cuLaunchKernelEx's shape (four 64-bit arguments, an int
-// back): koffi's own cost per call, timed from JavaScript (bench/ts/paired.ts).
+// back): koffi's own cost per call, timed from JavaScript (src/paired.ts).
 int inproc_noop(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   (void)a;
   (void)b;

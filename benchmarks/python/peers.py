@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python peers (CuPy, PyTorch) for the cuda-tasks benchmark suite.
 
-Does the same work as bench/c/bench.cu where the library can express it and
+Does the same work as c/bench.cu where the library can express it and
 prints the same JSON lines, with an extra "peer" field:
 
     {"name": "<id>", "median_us": <number>, "unit": "us/op", "note": "...", "peer": "cupy"}

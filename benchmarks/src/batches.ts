@@ -74,8 +74,8 @@ export function timedOnce(body: () => Promise<unknown>): () => Promise<number> {
 /**
  * The seed workload's two jobs (random 1024 x 1024 float32 operands from cuRAND), with V8
  * warmed up on both iterations: the argument checks and the kernel-argument marshalling
- * reach V8's optimizing tier only after a few thousand calls (experiments-gemm.ts measured
- * them 3-5x slower before), which a long-running program is past and a 200-iteration warm-up
+ * reach V8's optimizing tier only after a few thousand calls (3-5x slower before: decision
+ * 0010 in docs/decisions), which a long-running program is past and a 200-iteration warm-up
  * is not. `dispose` frees everything.
  */
 export async function seedWorkload(): Promise<{ jobs: SeedJob[]; dispose: () => void }> {

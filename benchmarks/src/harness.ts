@@ -73,62 +73,6 @@ export async function warmJit(body: () => unknown | Promise<unknown>, count = 20
   for (let i = 0; i < count; i++) await body();
 }
 
-/**
- * Times `body` in nanoseconds per call: `n` untimed calls, then 7 batches of `n`, each
- * followed (untimed) by `sync`; prints `{ name, ns }` with the median batch. For the
- * breakdown and experiment scripts, which compare calls within one process.
- */
-export function timeNs(
-  name: string,
-  body: () => void,
-  sync: () => void = () => {},
-  n = 20_000,
-): void {
-  for (let i = 0; i < n; i++) body();
-  sync();
-  const samples: number[] = [];
-  for (let r = 0; r < 7; r++) {
-    const t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) body();
-    samples.push(Number(process.hrtime.bigint() - t0) / n);
-    sync();
-  }
-  samples.sort((a, b) => a - b);
-  console.log(JSON.stringify({ name, ns: Math.round(samples[3]!) }));
-}
-
-/**
- * Samples by name, for the experiment scripts that time steps one by one: `mark` adds one,
- * `report` prints one JSON line per name (median and 10th percentile, microseconds, and the
- * count), then forgets them.
- */
-export class Steps {
-  readonly #samples = new Map<string, number[]>();
-
-  /** Records one sample of step `name`, in microseconds. */
-  mark(name: string, us: number): void {
-    let list = this.#samples.get(name);
-    if (list === undefined) this.#samples.set(name, (list = []));
-    list.push(us);
-  }
-
-  /**
-   * Prints one JSON line per step (`{ name, us, p10, n }`: median, 10th percentile, count) and
-   * forgets the samples.
-   */
-  report(): void {
-    const round = (us: number) => Math.round(us * 10) / 10;
-    for (const [name, list] of this.#samples) {
-      list.sort((x, y) => x - y);
-      const p10 = list[Math.floor(list.length / 10)]!;
-      console.log(
-        JSON.stringify({ name, us: round(median(list)), p10: round(p10), n: list.length }),
-      );
-    }
-    this.#samples.clear();
-  }
-}
-
 /** Microseconds since an arbitrary origin. */
 export function nowUs(): number {
   return performance.now() * 1000;

@@ -511,6 +511,7 @@ export function renderBenchSvg(
   out.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, &apos;Segoe UI&apos;, Helvetica, Arial, sans-serif">`,
   );
+  out.push(`<title>cuda-tasks benchmarks: ${escapeXml(subtitle)}</title>`);
   out.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
   out.push(
     '<text x="16" y="26" font-size="17" font-weight="600" fill="#1f1f1f">cuda-tasks benchmarks: time relative to the C baseline</text>',

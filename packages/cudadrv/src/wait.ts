@@ -7,7 +7,7 @@ import type { Stream } from './stream.js';
 /**
  * Waiting for the GPU without blocking the event loop.
  *
- * Strategy (chosen by measurement, see the benchmark table in the README):
+ * Strategy (chosen by measurement: docs/decisions/0004-waiter-tiers.md):
  * 1. in a microtask (so that other tasks started in the same turn issue their work first),
  *    spin on cuStreamQuery up to 64 times (about 1.5 us each): work of up to ~100 us completes here
  *    with the latency of a blocking synchronize. The spinning of all waiters together is capped per
