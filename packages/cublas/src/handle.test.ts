@@ -57,6 +57,7 @@ const fake = await vi.hoisted(async () => {
 });
 
 vi.mock('@cuda-tasks/cudadrv', () => fake.driver.module);
+vi.mock('@cuda-tasks/cudadrv/internal', () => fake.driver.module);
 vi.mock('./ffi/cublas.js', async (importOriginal) => ({
   ...(await importOriginal<typeof import('./ffi/cublas.js')>()),
   cublas: () => fake.api,

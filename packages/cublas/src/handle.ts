@@ -9,9 +9,9 @@ import {
   CudaArgumentError,
   currentStream,
   DeviceBuffer,
-  ffiValue,
   type Stream,
 } from '@cuda-tasks/cudadrv';
+import { ffiValue } from '@cuda-tasks/cudadrv/internal';
 import { HandleCache, onStreamReleased } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import {

@@ -8,14 +8,13 @@
  * array, and awaits the copy back (`toHost()`), which never blocks.
  */
 import {
-  beginOperation,
   currentStream,
   DeviceArray,
   type DType,
-  endOperation,
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
+import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './ffi/cublas.js';
 import { acquireFfi } from './handle.js';

@@ -1,11 +1,6 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
-import {
-  beginOperation,
-  currentStream,
-  type DeviceArray,
-  endOperation,
-  type StreamOption,
-} from '@cuda-tasks/cudadrv';
+import { currentStream, type DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
+import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { acquireFfi } from './handle.js';

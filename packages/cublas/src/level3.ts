@@ -3,14 +3,8 @@
  * and the mixed-precision gemmEx. Column-major, as cuBLAS; float32 picks the S routine,
  * float64 the D routine.
  */
-import {
-  beginOperation,
-  currentStream,
-  DeviceArray,
-  type DType,
-  endOperation,
-  type StreamOption,
-} from '@cuda-tasks/cudadrv';
+import { currentStream, DeviceArray, type DType, type StreamOption } from '@cuda-tasks/cudadrv';
+import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import {
   CUBLAS_COMPUTE_32F,

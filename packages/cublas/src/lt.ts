@@ -11,8 +11,8 @@
  * algorithm, the plan says so and `gemm` calls cublasSgemm / cublasDgemm as before.
  */
 import type { Context } from '@cuda-tasks/cudadrv';
-import { ffiValue } from '@cuda-tasks/cudadrv';
 import { koffi } from '@cuda-tasks/cudadrv/ffi';
+import { ffiValue } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import {
   CUBLAS_COMPUTE_32F,

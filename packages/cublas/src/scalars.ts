@@ -1,5 +1,5 @@
-import { ffiValue } from '@cuda-tasks/cudadrv';
 import { koffi } from '@cuda-tasks/cudadrv/ffi';
+import { ffiValue } from '@cuda-tasks/cudadrv/internal';
 
 /** The C type of a routine's host scalars: `float` ('float32') or `double` ('float64'). */
 export type ScalarType = 'float32' | 'float64';

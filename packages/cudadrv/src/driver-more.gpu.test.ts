@@ -30,10 +30,10 @@ import {
   launch,
   Module,
   PinnedHostBuffer,
-  Scratch,
   Stream,
   waitForStream,
 } from './index.js';
+import { Scratch } from './internal.js';
 
 const fixtures = fileURLToPath(new URL('../test/fixtures/', import.meta.url));
 const MiB = 1024 * 1024;

@@ -3,19 +3,19 @@
  * streams, events, stream-ordered memory, DeviceBuffer / DeviceArray, modules (PTX, cubin,
  * NVRTC) and kernel launch. Every operation takes `{ stream }` and defaults to
  * `currentStream()`, which `@cuda-tasks/task-runtime` makes task-local.
+ *
+ * This entry is the public API. What the sibling packages of cuda-tasks share beyond it lives
+ * in `@cuda-tasks/cudadrv/internal`, which is not public.
  */
-export { DeviceArray, type Shape } from './array.js';
-export { Context, Device, deviceCount } from './device.js';
+
+export { Context, Device, deviceCount } from './context/device.js';
 export {
-  check,
-  cudaError,
-  driver,
-  driverVersion,
-  ffiValue,
-  Scratch,
-  scratch,
-  stickyError,
-} from './driver.js';
+  currentContext,
+  currentDevice,
+  currentStream,
+  setDefaultDevice,
+} from './context/provider.js';
+export { check, cudaError, driver, driverVersion } from './driver.js';
 export {
   bfloat16BitsToFloat32,
   DTYPES,
@@ -36,7 +36,6 @@ export {
   DisposedError,
   formatBytes,
 } from './errors.js';
-export { Event, type EventOptions } from './event.js';
 export {
   type Dim3,
   Kernel,
@@ -44,7 +43,9 @@ export {
   type KernelParameter,
   type LaunchConfig,
   launch,
-} from './launch.js';
+} from './kernel/launch.js';
+export { CompileError, type CompileOptions, compileToCubin, Module } from './kernel/module.js';
+export { DeviceArray, type Shape } from './memory/array.js';
 export {
   copyDeviceToDevice,
   copyDeviceToPinned,
@@ -55,29 +56,8 @@ export {
   memsetWords,
   PinnedHostBuffer,
   type StreamOption,
-} from './memory.js';
-export { MemoryPool, onOutOfMemory, type PoolStatistics } from './memory-pool.js';
-export { CompileError, type CompileOptions, compileToCubin, Module } from './module.js';
-export {
-  beginOperation,
-  endOperation,
-  type OperationObserver,
-  setOperationObserver,
-} from './observer.js';
-export {
-  type CurrentDeviceProvider,
-  type CurrentStreamProvider,
-  currentContext,
-  currentDevice,
-  currentStream,
-  setCurrentStreamProvider,
-  setDefaultDevice,
-} from './provider.js';
-export { onStreamDisposed, Stream, type StreamOptions } from './stream.js';
-export {
-  MAX_BLOCKING_WAITS,
-  pendingWaits,
-  SPIN_BUDGET_PER_TURN,
-  SPIN_QUERIES,
-  waitForStream,
-} from './wait.js';
+} from './memory/memory.js';
+export { MemoryPool, onOutOfMemory, type PoolStatistics } from './memory/memory-pool.js';
+export { Event, type EventOptions } from './stream/event.js';
+export { Stream, type StreamOptions } from './stream/stream.js';
+export { waitForStream } from './stream/wait.js';

@@ -1,12 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DeviceArray } from './array.js';
-import { Device, deviceCount } from './device.js';
+import { Device, deviceCount } from './context/device.js';
 import { driverVersion } from './driver.js';
 import { CudaArgumentError, CudaUnavailableError } from './errors.js';
-import { Event } from './event.js';
 import { koffi } from './ffi/library.js';
-import { DeviceBuffer, memset } from './memory.js';
-import { Stream } from './stream.js';
+import { DeviceArray } from './memory/array.js';
+import { DeviceBuffer, memset } from './memory/memory.js';
+import { Event } from './stream/event.js';
+import { Stream } from './stream/stream.js';
 
 // The real no-driver path: this file loads libcuda exactly as users do. The libcuda bindings
 // are cached only once they load, so every call below retries the load and reads

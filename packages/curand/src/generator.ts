@@ -1,5 +1,4 @@
 import {
-  beginOperation,
   type Context,
   CudaArgumentError,
   copyDeviceToDevice,
@@ -9,10 +8,10 @@ import {
   DeviceBuffer,
   DisposedError,
   type DType,
-  endOperation,
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
+import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { GeneratorCore } from './core.js';
 import { check } from './errors.js';
 import { curand } from './ffi/curand.js';

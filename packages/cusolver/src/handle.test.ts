@@ -29,6 +29,7 @@ const fake = await vi.hoisted(async () => {
 });
 
 vi.mock('@cuda-tasks/cudadrv', () => fake.driver.module);
+vi.mock('@cuda-tasks/cudadrv/internal', () => fake.driver.module);
 vi.mock('./ffi/cusolver.js', async (importOriginal) => ({
   ...(await importOriginal<typeof import('./ffi/cusolver.js')>()),
   cusolver: () => fake.api,

@@ -6,13 +6,8 @@
  * Arguments are device addresses already ordered on the stream (`useOn`); nothing here
  * waits for the GPU. Internal: the public API validates before it calls these.
  */
-import {
-  beginOperation,
-  DeviceBuffer,
-  endOperation,
-  Scratch,
-  type Stream,
-} from '@cuda-tasks/cudadrv';
+import { DeviceBuffer, type Stream } from '@cuda-tasks/cudadrv';
+import { beginOperation, endOperation, Scratch } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import {
   CUBLAS_FILL_MODE_LOWER,

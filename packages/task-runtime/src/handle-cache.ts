@@ -1,10 +1,5 @@
-import {
-  type Context,
-  currentStream,
-  onOutOfMemory,
-  onStreamDisposed,
-  type Stream,
-} from '@cuda-tasks/cudadrv';
+import { type Context, currentStream, onOutOfMemory, type Stream } from '@cuda-tasks/cudadrv';
+import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
 import { onStreamReleased } from './pool.js';
 import { currentTaskState, type TaskResourceOwner, type TaskState } from './state.js';
 

@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { Device, type Stream, setCurrentStreamProvider } from '@cuda-tasks/cudadrv';
+import { Device, type Stream } from '@cuda-tasks/cudadrv';
+import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
 import { acquireStream, releaseStream } from './pool.js';
 
 let nextTaskId = 0;

@@ -8,6 +8,7 @@ const fake = await vi.hoisted(async () =>
 );
 
 vi.mock('@cuda-tasks/cudadrv', () => fake.module);
+vi.mock('@cuda-tasks/cudadrv/internal', () => fake.module);
 
 import { onStreamReleased, streamPoolStatistics } from './pool.js';
 import { device, stream } from './state.js';

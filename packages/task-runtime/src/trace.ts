@@ -1,12 +1,6 @@
 import { writeFileSync } from 'node:fs';
-import {
-  type Context,
-  Event,
-  type OperationObserver,
-  type Stream,
-  setOperationObserver,
-  waitForStream,
-} from '@cuda-tasks/cudadrv';
+import { type Context, Event, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
+import { type OperationObserver, setOperationObserver } from '@cuda-tasks/cudadrv/internal';
 import { currentTaskState, device, type TaskState } from './state.js';
 
 /** Task lifecycle hooks the recorder needs. */

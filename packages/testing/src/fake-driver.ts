@@ -1,7 +1,8 @@
 /**
  * A test double of `@cuda-tasks/cudadrv` for the runtime's unit tests: two fake devices with
  * one primary context each, a fake Stream.create that counts creations, and a provider slot
- * like the real one. Used through `vi.mock('@cuda-tasks/cudadrv', () => fake.module)`.
+ * like the real one. Used through `vi.mock('@cuda-tasks/cudadrv', () => fake.module)` and the
+ * same for `'@cuda-tasks/cudadrv/internal'` (it holds the names of both entries).
  */
 export function createFakeDriver() {
   class CudaArgumentError extends TypeError {

@@ -6,14 +6,13 @@
  * traces show it. Everything is queued on the current stream; nothing waits for the GPU.
  */
 import {
-  beginOperation,
   currentStream,
   DeviceArray,
   DeviceBuffer,
-  endOperation,
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
+import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUFFT_FORWARD, CUFFT_INVERSE, cufft } from './ffi.js';
 import { type Plan, planCache } from './plans.js';

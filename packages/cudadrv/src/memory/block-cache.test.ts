@@ -51,8 +51,8 @@ const fake = vi.hoisted(() => {
   return { state, api, lastAllocation };
 });
 
-vi.mock('./driver.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('./driver.js')>();
+vi.mock('../driver.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../driver.js')>();
   // The scratch arena's address stands for the out-pointer: the double reports its last
   // allocation there.
   class Scratch {
@@ -70,11 +70,11 @@ vi.mock('./driver.js', async (importOriginal) => {
   };
 });
 
+import { Context, type Device } from '../context/device.js';
+import { onStreamDisposed, Stream } from '../stream/stream.js';
 import { CACHE_BYTES_PER_STREAM, CACHE_MAX_BLOCK, cachedBytes } from './block-cache.js';
-import { Context, type Device } from './device.js';
 import { DeviceBuffer } from './memory.js';
 import { MemoryPool } from './memory-pool.js';
-import { onStreamDisposed, Stream } from './stream.js';
 
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
 const pool = Object.create(MemoryPool.prototype) as MemoryPool;

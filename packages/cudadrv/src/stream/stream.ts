@@ -1,9 +1,9 @@
-import type { Context } from './device.js';
-import { check, cudaError, driver, ffiValue } from './driver.js';
-import { DisposedError } from './errors.js';
-import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from './ffi/cuda.js';
-import { useClock } from './progress.js';
-import { currentContext } from './provider.js';
+import { type Context, contextParts } from '../context/device.js';
+import { currentContext } from '../context/provider.js';
+import { check, cudaError, driver, ffiValue } from '../driver.js';
+import { DisposedError } from '../errors.js';
+import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from '../ffi/cuda.js';
+import { useClock } from '../progress.js';
 
 const streamBrand = Symbol.for('@cuda-tasks/Stream');
 
@@ -225,3 +225,6 @@ export class Stream {
     return `Stream(${this.name ?? `0x${this.handle.toString(16)}`})`;
   }
 }
+
+// A context's default stream is a Stream like any other, created on first use.
+contextParts.createStream = (context) => Stream.create({ context });

@@ -54,16 +54,16 @@ const fake = vi.hoisted(() => {
   return { state, api };
 });
 
-vi.mock('./driver.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('./driver.js')>();
+vi.mock('../driver.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../driver.js')>();
   return { ...original, driver: () => fake.api, check: () => undefined };
 });
-vi.mock('./ffi/cuda.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('./ffi/cuda.js')>();
+vi.mock('../ffi/cuda.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../ffi/cuda.js')>();
   return { ...original, cuda: () => fake.api };
 });
 
-import { useClock } from './progress.js';
+import { useClock } from '../progress.js';
 import type { Stream } from './stream.js';
 import {
   MAX_BLOCKING_WAITS,

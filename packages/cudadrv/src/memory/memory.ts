@@ -1,13 +1,13 @@
+import type { Context } from '../context/device.js';
+import { currentStream } from '../context/provider.js';
+import { check, driver } from '../driver.js';
+import { CudaArgumentError, DisposedError } from '../errors.js';
+import { CU_MEMHOSTALLOC_PORTABLE } from '../ffi/cuda.js';
+import { koffi } from '../ffi/library.js';
+import { useClock } from '../progress.js';
+import { beginOperation, endOperation } from '../stream/observer.js';
+import type { Stream } from '../stream/stream.js';
 import { cacheSize, putCached, takeCached } from './block-cache.js';
-import type { Context } from './device.js';
-import { check, driver } from './driver.js';
-import { CudaArgumentError, DisposedError } from './errors.js';
-import { CU_MEMHOSTALLOC_PORTABLE } from './ffi/cuda.js';
-import { koffi } from './ffi/library.js';
-import { beginOperation, endOperation } from './observer.js';
-import { useClock } from './progress.js';
-import { currentStream } from './provider.js';
-import type { Stream } from './stream.js';
 
 const bufferBrand = Symbol.for('@cuda-tasks/DeviceBuffer');
 

@@ -1,7 +1,7 @@
-import type { Context } from './device.js';
-import { check, cudaError, driver, ffiValue } from './driver.js';
-import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from './ffi/cuda.js';
-import { useClock } from './progress.js';
+import type { Context } from '../context/device.js';
+import { check, cudaError, driver, ffiValue } from '../driver.js';
+import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ffi/cuda.js';
+import { useClock } from '../progress.js';
 import type { Stream } from './stream.js';
 
 /**

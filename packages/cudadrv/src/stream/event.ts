@@ -1,8 +1,8 @@
-import type { Context } from './device.js';
-import { check, cudaError, driver, ffiValue, scratch } from './driver.js';
-import { DisposedError } from './errors.js';
-import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from './ffi/cuda.js';
-import { currentContext, currentStream } from './provider.js';
+import type { Context } from '../context/device.js';
+import { currentContext, currentStream } from '../context/provider.js';
+import { check, cudaError, driver, ffiValue, scratch } from '../driver.js';
+import { DisposedError } from '../errors.js';
+import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ffi/cuda.js';
 import type { Stream } from './stream.js';
 
 /** Options for `Event.create`. */

@@ -1,10 +1,10 @@
-import type { Context } from './device.js';
-import { check, cudaError, driver } from './driver.js';
-import { CudaArgumentError, CudaError, DisposedError } from './errors.js';
-import { koffi } from './ffi/library.js';
-import { NVRTC_SUCCESS, nvrtc } from './ffi/nvrtc.js';
+import type { Context } from '../context/device.js';
+import { currentContext } from '../context/provider.js';
+import { check, cudaError, driver } from '../driver.js';
+import { CudaArgumentError, CudaError, DisposedError } from '../errors.js';
+import { koffi } from '../ffi/library.js';
+import { NVRTC_SUCCESS, nvrtc } from '../ffi/nvrtc.js';
 import { Kernel, type KernelParameter } from './launch.js';
-import { currentContext } from './provider.js';
 
 const CU_JIT_ERROR_LOG_BUFFER = 5;
 const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;

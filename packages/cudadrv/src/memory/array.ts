@@ -1,4 +1,5 @@
-import { check, driver } from './driver.js';
+import { currentStream } from '../context/provider.js';
+import { check, driver } from '../driver.js';
 import {
   assertDType,
   DTYPES,
@@ -11,9 +12,12 @@ import {
   float32ToFloat16Bits,
   type HostArray,
   type HostArrayOf,
-} from './dtype.js';
-import { CudaArgumentError, DisposedError } from './errors.js';
-import { CU_MEMORYTYPE_DEVICE } from './ffi/cuda.js';
+} from '../dtype.js';
+import { CudaArgumentError, DisposedError } from '../errors.js';
+import { CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
+import { beginOperation, endOperation } from '../stream/observer.js';
+import type { Stream } from '../stream/stream.js';
+import { waitForStream } from '../stream/wait.js';
 import {
   copyDeviceToPinned,
   copyHostToDevice,
@@ -23,10 +27,6 @@ import {
   type StreamOption,
   stagingPool,
 } from './memory.js';
-import { beginOperation, endOperation } from './observer.js';
-import { currentStream } from './provider.js';
-import type { Stream } from './stream.js';
-import { waitForStream } from './wait.js';
 
 const arrayBrand = Symbol.for('@cuda-tasks/DeviceArray');
 

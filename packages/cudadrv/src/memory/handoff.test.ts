@@ -44,14 +44,14 @@ const fake = vi.hoisted(() => {
   return { state, api };
 });
 
-vi.mock('./driver.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('./driver.js')>();
+vi.mock('../driver.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../driver.js')>();
   return { ...original, driver: () => fake.api, check: () => undefined };
 });
 
-import { Context, type Device } from './device.js';
+import { Context, type Device } from '../context/device.js';
+import { Stream } from '../stream/stream.js';
 import { DeviceBuffer } from './memory.js';
-import { Stream } from './stream.js';
 
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
 let nextAddress = 0x10000;

@@ -1,5 +1,5 @@
-import { Context, Device } from './device.js';
-import type { Stream } from './stream.js';
+import type { Stream } from '../stream/stream.js';
+import { type Context, Device } from './device.js';
 
 /** Answers "which stream, when none is given". */
 export type CurrentStreamProvider = () => Stream;
@@ -68,5 +68,3 @@ export function setCurrentStreamProvider(
 export function setDefaultDevice(device: Device | number): void {
   state.defaultDevice = typeof device === 'number' ? Device.get(device).ordinal : device.ordinal;
 }
-
-export { Context };

@@ -1,7 +1,6 @@
-import { cachedBytes, releaseCached } from './block-cache.js';
-import type { Context } from './device.js';
-import { check, cudaError, driver, scratch } from './driver.js';
-import { CudaOutOfMemoryError } from './errors.js';
+import { type Context, contextParts } from '../context/device.js';
+import { check, cudaError, driver, scratch } from '../driver.js';
+import { CudaOutOfMemoryError } from '../errors.js';
 import {
   CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
   CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
@@ -9,8 +8,9 @@ import {
   CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
   CU_MEMPOOL_ATTR_USED_MEM_HIGH,
   CUresult,
-} from './ffi/cuda.js';
-import type { Stream } from './stream.js';
+} from '../ffi/cuda.js';
+import type { Stream } from '../stream/stream.js';
+import { cachedBytes, releaseCached } from './block-cache.js';
 
 /** Usage of a stream-ordered memory pool, in bytes. */
 export interface PoolStatistics {
@@ -150,3 +150,13 @@ export class MemoryPool {
     });
   }
 }
+
+// A context's memory pool is its device's default pool.
+contextParts.createMemoryPool = (context) => {
+  const pool: (bigint | null)[] = [null];
+  check(
+    driver().cuDeviceGetDefaultMemPool(pool, context.device.handle),
+    'cuDeviceGetDefaultMemPool',
+  );
+  return new MemoryPool(context, pool[0] as bigint);
+};

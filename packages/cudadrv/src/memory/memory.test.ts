@@ -1,6 +1,7 @@
 import { thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
-import { CudaArgumentError, DisposedError } from './errors.js';
+import { CudaArgumentError, DisposedError } from '../errors.js';
+import type { Stream } from '../stream/stream.js';
 import {
   copyDeviceToDevice,
   copyDeviceToPinned,
@@ -10,7 +11,6 @@ import {
   memsetWords,
   PinnedHostBuffer,
 } from './memory.js';
-import type { Stream } from './stream.js';
 
 // With an explicit stream, range checks run before any native call (there is no libcuda
 // here: reaching the driver would throw CudaUnavailableError instead).

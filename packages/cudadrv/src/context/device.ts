@@ -1,13 +1,13 @@
-import { check, driver, scratch } from './driver.js';
-import { CudaArgumentError } from './errors.js';
+import { check, driver } from '../driver.js';
+import { CudaArgumentError } from '../errors.js';
 import {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-} from './ffi/cuda.js';
-import { MemoryPool } from './memory-pool.js';
-import { useClock } from './progress.js';
-import { Stream } from './stream.js';
+} from '../ffi/cuda.js';
+import type { MemoryPool } from '../memory/memory-pool.js';
+import { useClock } from '../progress.js';
+import type { Stream } from '../stream/stream.js';
 
 const REGISTRY_KEY = Symbol.for('@cuda-tasks/cudadrv/contexts');
 interface Registry {
@@ -19,6 +19,24 @@ const registry: Registry = ((globalThis as any)[REGISTRY_KEY] ??= {
   devices: new Map(),
   current: -1n,
 });
+
+/**
+ * @internal How a context makes its default stream and its memory pool. Stream and MemoryPool
+ * live in the layers above this one (stream/stream.ts, memory/memory-pool.ts); each installs
+ * its factory here when it loads, so that this file imports nothing from above (the package
+ * entry loads them all before any context exists).
+ */
+export const contextParts: {
+  createStream: (context: Context) => Stream;
+  createMemoryPool: (context: Context) => MemoryPool;
+} = {
+  createStream: () => partMissing('stream/stream.ts'),
+  createMemoryPool: () => partMissing('memory/memory-pool.ts'),
+};
+
+function partMissing(file: string): never {
+  throw new Error(`@cuda-tasks/cudadrv: ${file} is not loaded; import the package entry`);
+}
 
 /** Number of CUDA devices visible to this process. */
 export function deviceCount(): number {
@@ -192,20 +210,12 @@ export class Context {
 
   /** The context's default stream: non-blocking, created on first use. */
   get defaultStream(): Stream {
-    return (this.#defaultStream ??= Stream.create({ context: this }));
+    return (this.#defaultStream ??= contextParts.createStream(this));
   }
 
   /** The device's stream-ordered memory pool (the device's default pool). */
   get memoryPool(): MemoryPool {
-    if (this.#memoryPool === undefined) {
-      const pool: (bigint | null)[] = [null];
-      check(
-        driver().cuDeviceGetDefaultMemPool(pool, this.device.handle),
-        'cuDeviceGetDefaultMemPool',
-      );
-      this.#memoryPool = new MemoryPool(this, pool[0] as bigint);
-    }
-    return this.#memoryPool;
+    return (this.#memoryPool ??= contextParts.createMemoryPool(this));
   }
 
   /** Stream priorities this context supports: lower numbers are higher priority. */
@@ -246,6 +256,3 @@ export class Context {
     return `Context(device ${this.device.ordinal})`;
   }
 }
-
-/** @internal The scratch arena, re-exported for sibling modules. */
-export { scratch };

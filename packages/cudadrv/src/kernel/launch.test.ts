@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { DeviceArray } from './array.js';
-import type { DType } from './dtype.js';
-import { CudaArgumentError, DisposedError } from './errors.js';
-import { koffi } from './ffi/library.js';
+import type { DType } from '../dtype.js';
+import { CudaArgumentError, DisposedError } from '../errors.js';
+import { koffi } from '../ffi/library.js';
+import { DeviceArray } from '../memory/array.js';
+import type { DeviceBuffer } from '../memory/memory.js';
+import type { Stream } from '../stream/stream.js';
 import { Kernel, type KernelArgument, type KernelParameter, launch } from './launch.js';
-import type { DeviceBuffer } from './memory.js';
 import type { Module } from './module.js';
-import type { Stream } from './stream.js';
 
 // No GPU here: a Kernel only needs koffi for its argument arena, so a fake module and a
 // made-up CUfunction handle are enough to exercise marshalling.

@@ -1,14 +1,14 @@
-import { DeviceArray } from './array.js';
-import { check, driver, ffiValue } from './driver.js';
-import type { DType } from './dtype.js';
-import { CudaArgumentError, DisposedError } from './errors.js';
-import { CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK } from './ffi/cuda.js';
-import { koffi } from './ffi/library.js';
-import { DeviceBuffer } from './memory.js';
+import { currentStream } from '../context/provider.js';
+import { check, driver, ffiValue } from '../driver.js';
+import type { DType } from '../dtype.js';
+import { CudaArgumentError, DisposedError } from '../errors.js';
+import { CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK } from '../ffi/cuda.js';
+import { koffi } from '../ffi/library.js';
+import { DeviceArray } from '../memory/array.js';
+import { DeviceBuffer } from '../memory/memory.js';
+import { beginOperation, endOperation } from '../stream/observer.js';
+import type { Stream } from '../stream/stream.js';
 import type { Module } from './module.js';
-import { beginOperation, endOperation } from './observer.js';
-import { currentStream } from './provider.js';
-import type { Stream } from './stream.js';
 
 /**
  * A kernel parameter's declared type. Scalars by C type; pointers as `'pointer'` (any

@@ -1,6 +1,6 @@
-import type { Context } from './device.js';
-import { check, driver } from './driver.js';
-import { onStreamDisposed, type Stream } from './stream.js';
+import type { Context } from '../context/device.js';
+import { check, driver } from '../driver.js';
+import { onStreamDisposed, type Stream } from '../stream/stream.js';
 
 /**
  * Small freed blocks, kept per stream for the next allocation of the same size class on the

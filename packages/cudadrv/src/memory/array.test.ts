@@ -1,10 +1,10 @@
 import { thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
+import type { DType } from '../dtype.js';
+import { CudaArgumentError, DisposedError } from '../errors.js';
+import type { Stream } from '../stream/stream.js';
 import { DeviceArray } from './array.js';
-import type { DType } from './dtype.js';
-import { CudaArgumentError, DisposedError } from './errors.js';
 import type { DeviceBuffer } from './memory.js';
-import type { Stream } from './stream.js';
 
 // Views need no native call: a DeviceArray over a fake DeviceBuffer exercises shapes,
 // strides and pointer offsets. Without libcuda any native call would throw

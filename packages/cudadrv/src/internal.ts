@@ -1,0 +1,28 @@
+/**
+ * @cuda-tasks/cudadrv/internal: what the sibling packages of cuda-tasks (the task runtime, the
+ * cuBLAS, cuRAND and cuSOLVER wrappers, the examples and benchmarks) share beyond the public
+ * API: the scratch arena, handle conversion for koffi, the operation observer hooks, the
+ * current-stream provider slot, stream-disposal listeners and the waiter's tuning.
+ *
+ * NOT PUBLIC API: anything here may change or go in any release, minor and patch included.
+ * Use `@cuda-tasks/cudadrv` instead.
+ */
+export {
+  type CurrentDeviceProvider,
+  type CurrentStreamProvider,
+  setCurrentStreamProvider,
+} from './context/provider.js';
+export { ffiValue, Scratch, scratch, stickyError } from './driver.js';
+export {
+  beginOperation,
+  endOperation,
+  type OperationObserver,
+  setOperationObserver,
+} from './stream/observer.js';
+export { onStreamDisposed } from './stream/stream.js';
+export {
+  MAX_BLOCKING_WAITS,
+  pendingWaits,
+  SPIN_BUDGET_PER_TURN,
+  SPIN_QUERIES,
+} from './stream/wait.js';
