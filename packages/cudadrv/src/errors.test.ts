@@ -119,3 +119,20 @@ describe('CudaOutOfMemoryError', () => {
     expect(error).toBeInstanceOf(CudaError);
   });
 });
+
+describe('CompileError', () => {
+  it('carries the log and the source, and shows the source with line numbers', async () => {
+    const { CompileError } = await import('./module.js');
+    const source = 'extern "C" __global__ void k(float *x) {\n  x[0] = missing;\n}\n';
+    const log = 'k.cu(2): error: identifier "missing" is undefined';
+    const error = new CompileError(6, 'NVRTC_ERROR_COMPILATION', log, 'k.cu', source);
+    expect(error.log).toBe(log);
+    expect(error.source).toBe(source);
+    expect(error.call).toBe('nvrtcCompileProgram');
+    expect(error.message).toContain(log);
+    expect(error.message).toContain(
+      'k.cu:\n1 | extern "C" __global__ void k(float *x) {\n2 |   x[0] = missing;\n3 | }',
+    );
+    expect(new CompileError(6, 'NVRTC_ERROR_COMPILATION', log, 'k.cu').source).toBe('');
+  });
+});

@@ -9,15 +9,34 @@ import { Kernel, type KernelParameter } from './launch.js';
 const CU_JIT_ERROR_LOG_BUFFER = 5;
 const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 
-/** NVRTC failed to compile: the message and `log` carry the compiler's output. */
+/**
+ * NVRTC failed to compile: `log` carries the compiler's output and `source` the text it was
+ * given; the message shows both, the source with line numbers (the log's `name(line)` refers
+ * to them).
+ */
 export class CompileError extends CudaError {
   /** The compiler's log. */
   readonly log: string;
-  constructor(code: number, status: string, log: string, name: string) {
-    super(code, status, 'nvrtcCompileProgram', `compiling ${name} failed:\n${log}`);
+  /** The source that failed to compile ('' when not known). */
+  readonly source: string;
+  constructor(code: number, status: string, log: string, name: string, source = '') {
+    super(
+      code,
+      status,
+      'nvrtcCompileProgram',
+      `compiling ${name} failed:\n${log}${source ? `\n\n${name}:\n${numberLines(source)}` : ''}`,
+    );
     this.name = 'CompileError';
     this.log = log;
+    this.source = source;
   }
+}
+
+/** `source` with each line prefixed by its 1-based number, as compiler logs count them. */
+export function numberLines(source: string): string {
+  const lines = source.replace(/\n$/, '').split('\n');
+  const width = String(lines.length).length;
+  return lines.map((line, i) => `${String(i + 1).padStart(width)} | ${line}`).join('\n');
 }
 
 /** Options for `Module.compile`. */
@@ -195,6 +214,7 @@ export function compileToCubin(
         api.nvrtcGetErrorString(result) ?? 'NVRTC_ERROR_COMPILATION',
         text,
         name,
+        source,
       );
     }
     const size = [0];

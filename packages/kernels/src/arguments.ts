@@ -1,0 +1,115 @@
+/**
+ * Argument checks shared by every kernel of this package. They run before anything native
+ * (no current-stream lookup, no compile, no allocation), so bad input is a CudaArgumentError
+ * (or DisposedError) however early the program is.
+ */
+import {
+  bfloat16BitsToFloat32,
+  CudaArgumentError,
+  DeviceArray,
+  DisposedError,
+  type DType,
+  float16BitsToFloat32,
+  float32ToBfloat16Bits,
+  float32ToFloat16Bits,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
+
+/** The options every kernel call takes last. */
+export interface CallOptions {
+  /** The stream to run on (default: the current task's stream). */
+  stream?: Stream;
+}
+
+/** Whether `value` is a trailing options object rather than an array or a number. */
+export function isOptions(value: unknown): value is CallOptions {
+  return typeof value === 'object' && value !== null && !DeviceArray.isInstance(value);
+}
+
+/** Checks that `value` is a usable, contiguous DeviceArray; returns it. */
+export function checkArray(value: unknown, what: string, label: string): DeviceArray {
+  if (!DeviceArray.isInstance(value)) {
+    throw new CudaArgumentError(`${what}: ${label} must be a DeviceArray, got ${describe(value)}`);
+  }
+  if (value.disposed) throw new DisposedError(`${what}: ${label} (${value})`);
+  if (!value.contiguous) {
+    throw new CudaArgumentError(
+      `${what}: ${label} is a strided view (${value}); pass a contiguous array (copy() it first)`,
+    );
+  }
+  return value;
+}
+
+/** Whether two arrays have the same shape. */
+export function sameShape(a: DeviceArray, b: DeviceArray): boolean {
+  const x = a.shape;
+  const y = b.shape;
+  if (x.length !== y.length) return false;
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  return true;
+}
+
+/** Throws unless `array` has `reference`'s shape. */
+export function checkSameShape(
+  array: DeviceArray,
+  reference: DeviceArray,
+  what: string,
+  label: string,
+  referenceLabel: string,
+): void {
+  if (!sameShape(array, reference)) {
+    throw new CudaArgumentError(
+      `${what}: ${label} has shape [${array.shape.join(', ')}], ${referenceLabel} has [${reference.shape.join(', ')}] (no broadcasting: pass a number for a scalar)`,
+    );
+  }
+}
+
+const INTEGER_RANGES: Partial<Record<DType, [number, number]>> = {
+  int32: [-2147483648, 2147483647],
+  uint32: [0, 4294967295],
+  int8: [-128, 127],
+  uint8: [0, 255],
+};
+
+/**
+ * The number a scalar of `dtype` is passed as: integers must be in range; half types are
+ * rounded to the type (then passed as float). Throws CudaArgumentError otherwise.
+ */
+export function scalarValue(value: unknown, dtype: DType, what: string, label: string): number {
+  if (typeof value !== 'number') {
+    throw new CudaArgumentError(
+      `${what}: ${label} must be a DeviceArray or a number, got ${describe(value)}`,
+    );
+  }
+  const range = INTEGER_RANGES[dtype];
+  if (range !== undefined && !(Number.isInteger(value) && value >= range[0] && value <= range[1])) {
+    throw new CudaArgumentError(
+      `${what}: ${label} is ${dtype}: expected an integer in [${range[0]}, ${range[1]}], got ${value}`,
+    );
+  }
+  if (dtype === 'float16') return float16BitsToFloat32(float32ToFloat16Bits(value));
+  if (dtype === 'bfloat16') return bfloat16BitsToFloat32(float32ToBfloat16Bits(value));
+  return value;
+}
+
+/** A short description of a value for messages. */
+export function describe(value: unknown): string {
+  if (DeviceArray.isInstance(value)) return String(value);
+  if (value === null) return 'null';
+  if (typeof value === 'object') return value.constructor?.name ?? 'an object';
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'string') return JSON.stringify(value);
+  return String(value);
+}
+
+/** Throws unless `dtype` is one of `allowed`. */
+export function checkDType(
+  dtype: DType,
+  allowed: readonly DType[],
+  what: string,
+  label: string,
+): void {
+  if (!allowed.includes(dtype)) {
+    throw new CudaArgumentError(`${what}: ${label} is ${dtype}; supported: ${allowed.join(', ')}`);
+  }
+}

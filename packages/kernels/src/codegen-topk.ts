@@ -1,0 +1,168 @@
+/**
+ * CUDA C for top-k: a block of K threads (K = k rounded up to a power of two, 32..1024) keeps
+ * the K best elements of its range in shared memory, best first. Each tile of K candidates is
+ * sorted worst first (bitonic sort; lists from an earlier pass arrive sorted and are read
+ * backwards), then the pairwise better of (kept, tile) is the K best of both as a bitonic
+ * sequence, which a bitonic merge sorts again. Passes run until one list per segment is left.
+ *
+ * The order is total, so the result does not depend on how the work was split: larger value
+ * first (smaller for `smallest`), NaN before every number for the largest and after every
+ * number for the smallest (as torch.topk), then the smaller index; an index of -1 marks an
+ * empty slot, worse than anything.
+ */
+import type { DType, KernelParameter } from '@cuda-tasks/cudadrv';
+import { CTYPES } from './ctypes.js';
+
+/** The dtypes topk takes. */
+export const TOPK_DTYPES: readonly DType[] = ['float32', 'float64', 'int32'];
+
+/** What a top-k kernel is generated from. */
+export interface TopkSource {
+  /** The values' dtype. */
+  readonly dtype: DType;
+  /** Slots per list, a power of two in 32..1024 (also the block size). */
+  readonly slots: number;
+  /** Largest first (true) or smallest first. */
+  readonly largest: boolean;
+}
+
+/** The kernel's entry point. */
+export const TOPK_ENTRY = 'ct_topk';
+
+/**
+ * The kernel's parameters, as `launch` checks them. The arrays are untyped pointers: later
+ * passes read and write scratch buffers (topk checks the arrays' dtypes itself).
+ */
+export function topkParameters(): KernelParameter[] {
+  return [
+    'const pointer', // values
+    'const pointer', // indices of an earlier pass (0 in the first)
+    'pointer', // out values
+    'pointer', // out indices
+    'uint64', // sequence length per segment
+    'uint64', // segments
+    'uint64', // segment stride
+    'uint64', // element stride
+    'uint64', // range per block
+    'uint64', // parts per segment
+    'int32', // k
+    'uint64', // out segment stride (last pass)
+    'uint64', // out rank stride (last pass)
+    'int32', // last pass
+  ];
+}
+
+/** Generates the kernel's CUDA C source. */
+export function generateTopk(source: TopkSource): string {
+  const { dtype, slots, largest } = source;
+  const value = CTYPES[dtype].storage;
+  return `// @cuda-tasks/kernels topk: ${dtype}, ${slots} slots, ${largest ? 'largest' : 'smallest'} first
+// Whether (av, ai) comes before (bv, bi); an index below 0 is an empty slot.
+__device__ __forceinline__ bool ct_better(const ${value} av, const int ai, const ${value} bv, const int bi) {
+  if (ai < 0) return false;
+  if (bi < 0) return true;
+  const bool an = av != av, bn = bv != bv;
+  if (an || bn) {
+    if (an && bn) return ai < bi;
+    return ${largest ? 'an' : 'bn'};
+  }
+  if (av != bv) return av ${largest ? '>' : '<'} bv;
+  return ai < bi;
+}
+
+extern "C" __global__ void ${TOPK_ENTRY}(const ${value} *ct_values, const int *ct_indices, ${value} *ct_out_values, int *ct_out_indices,
+    const unsigned long long ct_length, const unsigned long long ct_segments,
+    const unsigned long long ct_segment_stride, const unsigned long long ct_element_stride,
+    const unsigned long long ct_range, const unsigned long long ct_parts, const int ct_k,
+    const unsigned long long ct_out_segment_stride, const unsigned long long ct_out_rank_stride,
+    const int ct_last) {
+  __shared__ ${value} ct_top_v[${slots}];
+  __shared__ int ct_top_i[${slots}];
+  __shared__ ${value} ct_tile_v[${slots}];
+  __shared__ int ct_tile_i[${slots}];
+  const unsigned int t = threadIdx.x;
+  const bool ct_presorted = ct_indices != 0;
+  const unsigned long long ct_items = ct_segments * ct_parts;
+  for (unsigned long long ct_w = blockIdx.x; ct_w < ct_items; ct_w += gridDim.x) {
+    const unsigned long long ct_s = ct_w / ct_parts, ct_p = ct_w - ct_s * ct_parts;
+    const unsigned long long ct_begin = ct_p * ct_range;
+    const unsigned long long ct_end = ct_begin + ct_range < ct_length ? ct_begin + ct_range : ct_length;
+    const unsigned long long ct_segment = ct_s * ct_segment_stride;
+    ct_top_v[t] = 0;
+    ct_top_i[t] = -1;
+    for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += ${slots}) {
+      if (ct_presorted) {
+        // A whole list of the earlier pass, best first: read backwards, worst first.
+        const unsigned long long ct_q = ct_segment + ct_base + (${slots - 1} - t);
+        ct_tile_v[t] = ct_values[ct_q];
+        ct_tile_i[t] = ct_indices[ct_q];
+      } else {
+        const unsigned long long ct_q = ct_base + t;
+        if (ct_q < ct_end) {
+          ct_tile_v[t] = ct_values[ct_segment + ct_q * ct_element_stride];
+          ct_tile_i[t] = (int)ct_q;
+        } else {
+          ct_tile_v[t] = 0;
+          ct_tile_i[t] = -1;
+        }
+      }
+      __syncthreads();
+      if (!ct_presorted) {
+        // Bitonic sort of the tile, worst first.
+        for (unsigned int ct_size = 2; ct_size <= ${slots}; ct_size <<= 1) {
+          for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
+            const unsigned int u = t ^ ct_stride;
+            if (u > t) {
+              const bool ct_up = (t & ct_size) == 0;
+              const bool ct_swap = ct_up ? ct_better(ct_tile_v[t], ct_tile_i[t], ct_tile_v[u], ct_tile_i[u])
+                                         : ct_better(ct_tile_v[u], ct_tile_i[u], ct_tile_v[t], ct_tile_i[t]);
+              if (ct_swap) {
+                const ${value} v = ct_tile_v[t];
+                const int i = ct_tile_i[t];
+                ct_tile_v[t] = ct_tile_v[u];
+                ct_tile_i[t] = ct_tile_i[u];
+                ct_tile_v[u] = v;
+                ct_tile_i[u] = i;
+              }
+            }
+            __syncthreads();
+          }
+        }
+      }
+      // Kept (best first) against tile (worst first): the better of each pair are the best
+      // of both, as a bitonic sequence.
+      if (ct_better(ct_tile_v[t], ct_tile_i[t], ct_top_v[t], ct_top_i[t])) {
+        ct_top_v[t] = ct_tile_v[t];
+        ct_top_i[t] = ct_tile_i[t];
+      }
+      __syncthreads();
+      // Bitonic merge, best first.
+      for (unsigned int ct_stride = ${slots / 2}; ct_stride > 0; ct_stride >>= 1) {
+        const unsigned int u = t ^ ct_stride;
+        if (u > t && ct_better(ct_top_v[u], ct_top_i[u], ct_top_v[t], ct_top_i[t])) {
+          const ${value} v = ct_top_v[t];
+          const int i = ct_top_i[t];
+          ct_top_v[t] = ct_top_v[u];
+          ct_top_i[t] = ct_top_i[u];
+          ct_top_v[u] = v;
+          ct_top_i[u] = i;
+        }
+        __syncthreads();
+      }
+    }
+    if (ct_last) {
+      if (t < (unsigned int)ct_k) {
+        const unsigned long long ct_o = ct_s * ct_out_segment_stride + t * ct_out_rank_stride;
+        ct_out_values[ct_o] = ct_top_v[t];
+        ct_out_indices[ct_o] = ct_top_i[t];
+      }
+    } else {
+      const unsigned long long ct_o = (ct_s * ct_parts + ct_p) * ${slots} + t;
+      ct_out_values[ct_o] = ct_top_v[t];
+      ct_out_indices[ct_o] = ct_top_i[t];
+    }
+    __syncthreads();
+  }
+}
+`;
+}

@@ -1,0 +1,188 @@
+/**
+ * Compiling generated sources once: per (source, NVRTC version, device architecture) a cubin,
+ * kept in memory and in the on-disk cache, and per context one loaded module. Process-wide
+ * state lives on `globalThis`, so two loaded copies of this package share one cache.
+ */
+import { readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Context, CudaArgumentError, compileToCubin, Module } from '@cuda-tasks/cudadrv';
+import { nvrtc } from '@cuda-tasks/cudadrv/ffi';
+import { defaultCacheDirectory, readCached, removeCached, writeCached } from './disk-cache.js';
+
+/** What the kernel cache has done since the process started (or since `clearKernelCache`). */
+export interface KernelCacheStatistics {
+  /** Sources compiled with NVRTC. */
+  compiled: number;
+  /** Cubins found in memory (another kernel with the same source, or another context). */
+  memoryHits: number;
+  /** Cubins read from the on-disk cache. */
+  diskHits: number;
+  /** Cubins written to the on-disk cache. */
+  diskWrites: number;
+  /** Writes to the on-disk cache that failed (the kernels still work). */
+  diskWriteFailures: number;
+  /** Modules loaded into a context. */
+  modulesLoaded: number;
+}
+
+interface CacheState {
+  /** undefined until first needed: then the environment's choice (see `defaultCacheDirectory`). */
+  directory: string | null | undefined;
+  cubins: Map<string, Uint8Array>;
+  modules: Map<string, Map<Context, Module>>;
+  /** Every module loaded: kept loaded for the process's life (work may still use them). */
+  retained: Module[];
+  /** Bumped by `clearKernelCache`: kernels loaded before it are looked up again. */
+  generation: number;
+  statistics: KernelCacheStatistics;
+  compilerVersion: string | undefined;
+  architectures: WeakMap<Context, string>;
+}
+
+const STATE_KEY = Symbol.for('@cuda-tasks/kernels/cache@1');
+const state: CacheState = ((globalThis as any)[STATE_KEY] ??= {
+  directory: undefined,
+  cubins: new Map(),
+  modules: new Map(),
+  retained: [],
+  generation: 0,
+  statistics: emptyStatistics(),
+  compilerVersion: undefined,
+  architectures: new WeakMap(),
+} satisfies CacheState);
+
+function emptyStatistics(): KernelCacheStatistics {
+  return {
+    compiled: 0,
+    memoryHits: 0,
+    diskHits: 0,
+    diskWrites: 0,
+    diskWriteFailures: 0,
+    modulesLoaded: 0,
+  };
+}
+
+/**
+ * Points the on-disk kernel cache at `directory`, or turns it off with `null`. Without a call,
+ * the folder is `$CUDA_TASKS_KERNEL_CACHE` (`0`/`off`: no disk cache), else
+ * `$XDG_CACHE_HOME/cuda-tasks/kernels`, else `~/.cache/cuda-tasks/kernels`.
+ * @example setKernelCacheDirectory('/var/cache/my-service/kernels');
+ */
+export function setKernelCacheDirectory(directory: string | null): void {
+  if (directory !== null && (typeof directory !== 'string' || directory === '')) {
+    throw new CudaArgumentError(
+      `setKernelCacheDirectory: expected a folder path or null, got ${JSON.stringify(directory)}`,
+    );
+  }
+  state.directory = directory;
+}
+
+/** The on-disk kernel cache's folder, or null when the disk cache is off. */
+export function kernelCacheDirectory(): string | null {
+  if (state.directory === undefined) state.directory = defaultCacheDirectory();
+  return state.directory;
+}
+
+/** A copy of the kernel cache's counters. */
+export function kernelCacheStatistics(): KernelCacheStatistics {
+  return { ...state.statistics };
+}
+
+/**
+ * Forgets the compiled kernels held in memory and resets the counters: the next call of each
+ * kernel reads the on-disk cache (or compiles). With `{ disk: true }` it also deletes the
+ * cached `.cubin` files. Modules already loaded stay loaded (queued work may still run them).
+ */
+export function clearKernelCache(options: { disk?: boolean } = {}): void {
+  state.cubins.clear();
+  state.modules.clear();
+  state.generation++;
+  state.statistics = emptyStatistics();
+  const directory = kernelCacheDirectory();
+  if (options.disk && directory !== null) {
+    let names: string[] = [];
+    try {
+      names = readdirSync(directory);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      if (name.endsWith('.cubin')) rmSync(join(directory, name), { force: true });
+    }
+  }
+}
+
+/** @internal The generation kernels were loaded in; they are stale once it moved on. */
+export function cacheGeneration(): number {
+  return state.generation;
+}
+
+function compilerVersion(): string {
+  if (state.compilerVersion === undefined) {
+    const major = [0];
+    const minor = [0];
+    nvrtc().nvrtcVersion(major, minor);
+    state.compilerVersion = `nvrtc ${major[0]}.${minor[0]}`;
+  }
+  return state.compilerVersion;
+}
+
+function architecture(context: Context): string {
+  let arch = state.architectures.get(context);
+  if (arch === undefined) {
+    const [major, minor] = context.device.computeCapability();
+    arch = `sm_${major}${minor}`;
+    state.architectures.set(context, arch);
+  }
+  return arch;
+}
+
+/**
+ * The module for `source` in `context`: loaded once per context; its cubin compiled once per
+ * architecture (from memory, else disk, else NVRTC, which throws CompileError with the source
+ * and the log). `name` is the file name NVRTC's messages show.
+ */
+export function loadModule(source: string, context: Context, name: string): Module {
+  const key = `${compilerVersion()}\n${architecture(context)}\n${source}`;
+  let byContext = state.modules.get(key);
+  const loaded = byContext?.get(context);
+  if (loaded !== undefined) return loaded;
+  let cubin = state.cubins.get(key);
+  if (cubin !== undefined) state.statistics.memoryHits++;
+  const directory = kernelCacheDirectory();
+  let fromDisk = false;
+  if (cubin === undefined && directory !== null) {
+    cubin = readCached(directory, key);
+    if (cubin !== undefined) {
+      fromDisk = true;
+      state.statistics.diskHits++;
+    }
+  }
+  let module: Module | undefined;
+  if (cubin !== undefined) {
+    try {
+      module = Module.fromCubin(cubin, { context });
+    } catch (error) {
+      // A cubin the driver refuses (a damaged file that kept its digest?): compile afresh.
+      if (!fromDisk) throw error;
+      removeCached(directory!, key);
+      state.statistics.diskHits--;
+      cubin = undefined;
+    }
+  }
+  if (cubin === undefined) {
+    cubin = compileToCubin(source, context, { name });
+    state.statistics.compiled++;
+    if (directory !== null) {
+      if (writeCached(directory, key, cubin)) state.statistics.diskWrites++;
+      else state.statistics.diskWriteFailures++;
+    }
+  }
+  state.cubins.set(key, cubin);
+  module ??= Module.fromCubin(cubin, { context });
+  state.statistics.modulesLoaded++;
+  state.retained.push(module);
+  if (byContext === undefined) state.modules.set(key, (byContext = new Map()));
+  byContext.set(context, module);
+  return module;
+}

@@ -1,0 +1,41 @@
+/**
+ * @cuda-tasks/kernels: element-wise and reduction kernels from expressions, compiled with
+ * NVRTC once per (expression, dtypes, device architecture), cached in memory and on disk, and
+ * launched on the current task's stream; ready-made math (`map`, `add`, ..., `axpby`,
+ * `fill`, `arange`), reductions (`sum`, `mean`, `max`, `min`, `argmax`, `argmin`) and
+ * `topk`. Importing it installs task-runtime's task-local streams, as the libraries do.
+ */
+import '@cuda-tasks/task-runtime';
+
+export type { CallOptions } from './arguments.js';
+export {
+  clearKernelCache,
+  type KernelCacheStatistics,
+  kernelCacheDirectory,
+  kernelCacheStatistics,
+  setKernelCacheDirectory,
+} from './compile.js';
+export { CACHE_ENVIRONMENT_VARIABLE } from './disk-cache.js';
+export {
+  type ElementwiseKernel,
+  type ElementwiseOptions,
+  type ElementwiseResult,
+  elementwise,
+} from './elementwise.js';
+export {
+  type ArangeOptions,
+  add,
+  arange,
+  axpby,
+  type BinaryOperation,
+  div,
+  ELEMENTWISE_DTYPES,
+  fill,
+  map,
+  maximum,
+  minimum,
+  mul,
+  sub,
+  type UnaryFunction,
+} from './ops.js';
+export { MAX_TOPK, type TopkOptions, type TopkResult, topk, topkSource } from './topk.js';

@@ -1,0 +1,401 @@
+/**
+ * Ready-made element-wise operations: unary math through `map`, binary arithmetic, `axpby`,
+ * `fill` and `arange`. Each is an `ElementwiseProgram` per (operation, dtype), made on first
+ * use; a call allocates nothing but a missing output.
+ */
+import { CudaArgumentError, DeviceArray, type DType, type Shape } from '@cuda-tasks/cudadrv';
+import { type CallOptions, checkArray, checkDType, describe, isOptions } from './arguments.js';
+import { isInteger } from './ctypes.js';
+import { ElementwiseProgram } from './elementwise.js';
+
+/** The dtypes the ready-made element-wise operations take. */
+export const ELEMENTWISE_DTYPES: readonly DType[] = [
+  'float32',
+  'float64',
+  'int32',
+  'float16',
+  'bfloat16',
+];
+const FLOAT_DTYPES: readonly DType[] = ['float32', 'float64', 'float16', 'bfloat16'];
+
+/** The functions `map` applies. */
+export type UnaryFunction = 'sin' | 'cos' | 'exp' | 'log' | 'sqrt' | 'abs' | 'tanh';
+
+// Per function: the float (float32 and the half types, which compute in float) and double
+// expressions, and the int32 one where it makes sense.
+const UNARY: Readonly<Record<UnaryFunction, { float: string; double: string; int?: string }>> = {
+  sin: { float: 'sinf(x)', double: 'sin(x)' },
+  cos: { float: 'cosf(x)', double: 'cos(x)' },
+  exp: { float: 'expf(x)', double: 'exp(x)' },
+  log: { float: 'logf(x)', double: 'log(x)' },
+  sqrt: { float: 'sqrtf(x)', double: 'sqrt(x)' },
+  tanh: { float: 'tanhf(x)', double: 'tanh(x)' },
+  // Unsigned negation: abs(INT_MIN) wraps to INT_MIN (as in NumPy) instead of overflowing.
+  abs: {
+    float: 'fabsf(x)',
+    double: 'fabs(x)',
+    int: '(int)(x < 0 ? 0u - (unsigned int)x : (unsigned int)x)',
+  },
+};
+
+/** The binary operations. */
+export type BinaryOperation = 'add' | 'sub' | 'mul' | 'div' | 'maximum' | 'minimum';
+
+// Integers wrap (unsigned arithmetic: signed overflow is undefined in C); division truncates.
+// maximum/minimum propagate NaN, as NumPy's do.
+const BINARY: Readonly<Record<BinaryOperation, { float: string; int: string }>> = {
+  add: { float: 'x + y', int: '(int)((unsigned int)x + (unsigned int)y)' },
+  sub: { float: 'x - y', int: '(int)((unsigned int)x - (unsigned int)y)' },
+  mul: { float: 'x * y', int: '(int)((unsigned int)x * (unsigned int)y)' },
+  div: { float: 'x / y', int: 'x / y' },
+  maximum: { float: '(x > y || x != x) ? x : y', int: 'x > y ? x : y' },
+  minimum: { float: '(x < y || x != x) ? x : y', int: 'x < y ? x : y' },
+};
+
+type ProgramTable = Record<string, Partial<Record<DType, ElementwiseProgram>>>;
+const unaryPrograms: ProgramTable = {};
+const binaryPrograms: ProgramTable = {};
+const axpbyPrograms: Partial<Record<DType, ElementwiseProgram>> = {};
+const fillPrograms: Partial<Record<DType, ElementwiseProgram>> = {};
+const arangePrograms: Partial<Record<DType, ElementwiseProgram>> = {};
+
+// Reused argument lists (a call fills them, runs, and clears them).
+const one: unknown[] = [undefined];
+const two: unknown[] = [undefined, undefined];
+const four: unknown[] = [undefined, undefined, undefined, undefined];
+const out: unknown[] = [undefined];
+
+/** `(out?, options?)` after the operands: an output array and/or `{ stream }`. */
+function trailing(
+  outOrOptions: DeviceArray | CallOptions | undefined,
+  options: CallOptions | undefined,
+): CallOptions | undefined {
+  if (
+    outOrOptions !== undefined &&
+    !DeviceArray.isInstance(outOrOptions) &&
+    isOptions(outOrOptions)
+  ) {
+    out[0] = undefined;
+    return outOrOptions;
+  }
+  out[0] = outOrOptions;
+  return options;
+}
+
+function run(program: ElementwiseProgram, inputs: unknown[], options: CallOptions | undefined) {
+  try {
+    return program.run(inputs, out, options?.stream) as DeviceArray;
+  } finally {
+    inputs.fill(undefined);
+    out[0] = undefined;
+  }
+}
+
+function program(
+  table: Partial<Record<DType, ElementwiseProgram>>,
+  dtype: DType,
+  make: () => ElementwiseProgram,
+): ElementwiseProgram {
+  return (table[dtype] ??= make());
+}
+
+/**
+ * Applies `fn` to every element: `sin`, `cos`, `exp`, `log`, `sqrt`, `tanh` (float32, float64,
+ * float16, bfloat16) and `abs` (also int32). The output is allocated when not given; pass `x`
+ * itself to work in place.
+ * @example
+ * map(c, 'sin', c); // c = sin(c), in place
+ * const roots = map(x, 'sqrt');
+ */
+export function map<D extends DType>(
+  x: DeviceArray<D>,
+  fn: UnaryFunction,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+): DeviceArray<D> {
+  const what = `map ${typeof fn === 'string' ? fn : ''}`.trim();
+  const array = checkArray(x, what, 'x');
+  const expressions = Object.hasOwn(UNARY, fn) ? UNARY[fn] : undefined;
+  if (expressions === undefined) {
+    throw new CudaArgumentError(
+      `map: unknown function ${describe(fn)}; expected one of ${Object.keys(UNARY).join(', ')}`,
+    );
+  }
+  const dtype = array.dtype;
+  checkDType(dtype, expressions.int === undefined ? FLOAT_DTYPES : ELEMENTWISE_DTYPES, what, 'x');
+  const stream = trailing(out, options);
+  const table = (unaryPrograms[fn] ??= {});
+  const body = isInteger(dtype)
+    ? expressions.int!
+    : dtype === 'float64'
+      ? expressions.double
+      : expressions.float;
+  one[0] = array;
+  return run(
+    program(
+      table,
+      dtype,
+      () => new ElementwiseProgram(`x: ${dtype} -> y: ${dtype}`, `y = ${body}`, { name: what }),
+    ),
+    one,
+    stream,
+  ) as DeviceArray<D>;
+}
+
+function binary(
+  operation: BinaryOperation,
+  x: DeviceArray | number,
+  y: DeviceArray | number,
+  outOrOptions: DeviceArray | CallOptions | undefined,
+  options: CallOptions | undefined,
+): DeviceArray {
+  const arrayOperand = DeviceArray.isInstance(x) ? x : DeviceArray.isInstance(y) ? y : undefined;
+  const given = DeviceArray.isInstance(outOrOptions) ? outOrOptions : undefined;
+  const dtype = (arrayOperand ?? given)?.dtype;
+  if (dtype === undefined) {
+    throw new CudaArgumentError(
+      `${operation}: x or y must be a DeviceArray (got ${describe(x)} and ${describe(y)})`,
+    );
+  }
+  checkDType(dtype, ELEMENTWISE_DTYPES, operation, arrayOperand === x ? 'x' : 'y');
+  const stream = trailing(outOrOptions, options);
+  const table = (binaryPrograms[operation] ??= {});
+  const body = BINARY[operation][isInteger(dtype) ? 'int' : 'float'];
+  two[0] = x;
+  two[1] = y;
+  return run(
+    program(
+      table,
+      dtype,
+      () =>
+        new ElementwiseProgram(`x: ${dtype}, y: ${dtype} -> z: ${dtype}`, `z = ${body}`, {
+          name: operation,
+        }),
+    ),
+    two,
+    stream,
+  );
+}
+
+/**
+ * `x + y` element by element (arrays of one shape and dtype, or one of them a number).
+ * int32 wraps on overflow.
+ * @example const z = add(x, y); add(x, 1, x); // x += 1
+ */
+export function add<D extends DType>(
+  x: DeviceArray<D> | number,
+  y: DeviceArray<D> | number,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+): DeviceArray<D> {
+  return binary('add', x, y, out, options) as DeviceArray<D>;
+}
+
+/** `x - y` element by element (see `add`). */
+export function sub<D extends DType>(
+  x: DeviceArray<D> | number,
+  y: DeviceArray<D> | number,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+): DeviceArray<D> {
+  return binary('sub', x, y, out, options) as DeviceArray<D>;
+}
+
+/** `x * y` element by element (see `add`). */
+export function mul<D extends DType>(
+  x: DeviceArray<D> | number,
+  y: DeviceArray<D> | number,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+): DeviceArray<D> {
+  return binary('mul', x, y, out, options) as DeviceArray<D>;
+}
+
+/**
+ * `x / y` element by element (see `add`); int32 divides as C does (truncating toward zero; a
+ * division by zero gives an unspecified value, no error).
+ */
+export function div<D extends DType>(
+  x: DeviceArray<D> | number,
+  y: DeviceArray<D> | number,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+): DeviceArray<D> {
+  return binary('div', x, y, out, options) as DeviceArray<D>;
+}
+
+/** The larger of `x` and `y` element by element; NaN if either is NaN (see `add`). */
+export function maximum<D extends DType>(
+  x: DeviceArray<D> | number,
+  y: DeviceArray<D> | number,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+): DeviceArray<D> {
+  return binary('maximum', x, y, out, options) as DeviceArray<D>;
+}
+
+/** The smaller of `x` and `y` element by element; NaN if either is NaN (see `add`). */
+export function minimum<D extends DType>(
+  x: DeviceArray<D> | number,
+  y: DeviceArray<D> | number,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+): DeviceArray<D> {
+  return binary('minimum', x, y, out, options) as DeviceArray<D>;
+}
+
+/**
+ * `a * x + b * y` element by element, `a` and `b` numbers (float32, float64, float16,
+ * bfloat16; for the half types `a` and `b` stay float32 and the sum is rounded once).
+ * @example axpby(2, x, -1, y, y); // y = 2x - y
+ */
+export function axpby<D extends DType>(
+  a: number,
+  x: DeviceArray<D>,
+  b: number,
+  y: DeviceArray<D>,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+): DeviceArray<D> {
+  const array = checkArray(x, 'axpby', 'x');
+  const dtype = array.dtype;
+  checkDType(dtype, FLOAT_DTYPES, 'axpby', 'x');
+  for (const [label, value] of [
+    ['a', a],
+    ['b', b],
+  ] as const) {
+    if (typeof value !== 'number')
+      throw new CudaArgumentError(`axpby: ${label} must be a number, got ${describe(value)}`);
+  }
+  const stream = trailing(out, options);
+  const coefficient = dtype === 'float64' ? 'float64' : 'float32';
+  four[0] = a;
+  four[1] = x;
+  four[2] = b;
+  four[3] = y;
+  return run(
+    program(
+      axpbyPrograms,
+      dtype,
+      () =>
+        new ElementwiseProgram(
+          `a: ${coefficient}, x: ${dtype}, b: ${coefficient}, y: ${dtype} -> z: ${dtype}`,
+          'z = a * x + b * y',
+          { name: 'axpby' },
+        ),
+    ),
+    four,
+    stream,
+  ) as DeviceArray<D>;
+}
+
+/**
+ * Sets every element of `out` to `value` (rounded to the dtype; integers must be in range).
+ * Returns `out`.
+ * @example fill(x, 0.5);
+ */
+export function fill<D extends DType>(
+  out: DeviceArray<D>,
+  value: number,
+  options?: CallOptions,
+): DeviceArray<D> {
+  const array = checkArray(out, 'fill', 'out');
+  const dtype = array.dtype;
+  checkDType(dtype, ELEMENTWISE_DTYPES, 'fill', 'out');
+  trailing(array, undefined);
+  one[0] = value;
+  return run(
+    program(
+      fillPrograms,
+      dtype,
+      () => new ElementwiseProgram(`v: ${dtype} -> y: ${dtype}`, 'y = v', { name: 'fill' }),
+    ),
+    one,
+    options,
+  ) as DeviceArray<D>;
+}
+
+/** Options of `arange`. */
+export interface ArangeOptions extends CallOptions {
+  /** The dtype (default: int32 when start, stop and step are integers, else float32). */
+  dtype?: DType;
+}
+
+/**
+ * Evenly spaced values `start, start + step, ...` below `stop` (above it for a negative step),
+ * as NumPy's `arange`: `arange(stop)` or `arange(start, stop, step = 1)`. Each value is
+ * computed as `start + i * step` in float64 (two roundings, no FMA), then converted to the dtype.
+ * @example
+ * arange(5); // int32 [0, 1, 2, 3, 4]
+ * arange(0, 1, 0.25, { dtype: 'float64' }); // [0, 0.25, 0.5, 0.75]
+ */
+export function arange(
+  startOrStop: number,
+  stopOrOptions?: number | ArangeOptions,
+  step?: number,
+  options?: ArangeOptions,
+): DeviceArray {
+  let start = 0;
+  let stop: number;
+  let increment = 1;
+  let settings: ArangeOptions | undefined = options;
+  if (typeof stopOrOptions === 'number') {
+    start = startOrStop;
+    stop = stopOrOptions;
+    if (step !== undefined) increment = step;
+  } else {
+    stop = startOrStop;
+    settings = stopOrOptions;
+  }
+  for (const [label, value] of [
+    ['start', start],
+    ['stop', stop],
+    ['step', increment],
+  ] as const) {
+    if (typeof value !== 'number' || !Number.isFinite(value))
+      throw new CudaArgumentError(
+        `arange: ${label} must be a finite number, got ${describe(value)}`,
+      );
+  }
+  if (increment === 0) throw new CudaArgumentError('arange: step must not be 0');
+  const integral = Number.isInteger(start) && Number.isInteger(stop) && Number.isInteger(increment);
+  const dtype = settings?.dtype ?? (integral ? 'int32' : 'float32');
+  checkDType(dtype, ELEMENTWISE_DTYPES, 'arange', 'dtype');
+  const length = Math.max(0, Math.ceil((stop - start) / increment));
+  if (isInteger(dtype) && length > 0) {
+    const last = start + (length - 1) * increment;
+    const [low, high] = dtype === 'int32' ? [-(2 ** 31), 2 ** 31 - 1] : [0, 0];
+    if (Math.min(start, last) < low || Math.max(start, last) > high) {
+      throw new CudaArgumentError(`arange: values ${start}..${last} do not fit in ${dtype}`);
+    }
+  }
+  const shape: Shape = [length];
+  const result = DeviceArray.empty(
+    dtype,
+    shape,
+    settings?.stream ? { stream: settings.stream } : {},
+  );
+  two[0] = start;
+  two[1] = increment;
+  out[0] = result;
+  try {
+    return program(
+      arangePrograms,
+      dtype,
+      () =>
+        new ElementwiseProgram(
+          `start: float64, step: float64 -> y: ${dtype}`,
+          // Not contracted into an FMA: the values are exactly start + i * step as float64
+          // computes it (what NumPy gives), then converted.
+          'y = __dadd_rn(start, __dmul_rn((double)i, step))',
+          { name: 'arange' },
+        ),
+    ).run(two, out, settings?.stream) as DeviceArray;
+  } catch (error) {
+    result.dispose();
+    throw error;
+  } finally {
+    two.fill(undefined);
+    out[0] = undefined;
+  }
+}

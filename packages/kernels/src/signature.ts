@@ -1,0 +1,135 @@
+/**
+ * Kernel signatures: `'x: float32, y: T -> z: T'`. Inputs left of `->`, outputs right of it;
+ * each parameter is `name: type`, the type a dtype or a type variable (a capitalized name
+ * such as `T`, bound at each call from the arrays' dtypes).
+ */
+import { CudaArgumentError, DTYPES, type DType } from '@cuda-tasks/cudadrv';
+
+/** A parameter's declared type: a dtype, or the index of a type variable. */
+export type DeclaredType = { dtype: DType } | { variable: number };
+
+/** One parameter of a signature. */
+export interface Parameter {
+  /** The name the body uses. */
+  readonly name: string;
+  /** The declared type. */
+  readonly type: DeclaredType;
+}
+
+/** A parsed signature. */
+export interface Signature {
+  /** The text as written (whitespace folded), for messages and generated comments. */
+  readonly text: string;
+  /** Parameters left of `->`: arrays or scalars at each call. */
+  readonly inputs: readonly Parameter[];
+  /** Parameters right of `->`: arrays, allocated when not passed. */
+  readonly outputs: readonly Parameter[];
+  /** Type variable names, by index. */
+  readonly variables: readonly string[];
+}
+
+/** Parameters per kernel at most (variant keys pack 4 bits per parameter into a double). */
+export const MAX_PARAMETERS = 13;
+
+const IDENTIFIER = /^[A-Za-z][A-Za-z0-9_]*$/;
+const TYPE_VARIABLE = /^[A-Z][A-Za-z0-9]*$/;
+
+// C and C++ keywords and CUDA's built-in variables cannot name a parameter.
+const RESERVED = new Set(
+  (
+    'alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t ' +
+    'char32_t class compl const const_cast constexpr continue decltype default delete do double ' +
+    'dynamic_cast else enum explicit export extern false float for friend goto if inline int ' +
+    'long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected ' +
+    'public register reinterpret_cast restrict return short signed sizeof static static_assert ' +
+    'static_cast struct switch template this thread_local throw true try typedef typeid ' +
+    'typename union unsigned using virtual void volatile wchar_t while xor xor_eq ' +
+    'threadIdx blockIdx blockDim gridDim warpSize'
+  ).split(' '),
+);
+
+/**
+ * Parses and checks a signature. `reserved` adds names the generated code defines for the
+ * body (`i`, `n`; a reduction's `a`, `b`). Throws CudaArgumentError on bad syntax, an unknown
+ * dtype, a reserved or repeated name, or no output.
+ */
+export function parseSignature(
+  text: unknown,
+  what: string,
+  reserved: readonly string[],
+  options: { maxOutputs?: number } = {},
+): Signature {
+  if (typeof text !== 'string')
+    throw new CudaArgumentError(`${what}: the signature must be a string, got ${typeof text}`);
+  const folded = text.replace(/\s+/g, ' ').trim();
+  const fail = (reason: string): never => {
+    throw new CudaArgumentError(`${what}: bad signature ${JSON.stringify(folded)}: ${reason}`);
+  };
+  const sides = folded.split('->');
+  if (sides.length !== 2)
+    fail('expected "inputs -> outputs", e.g. "x: float32, y: float32 -> z: float32"');
+  const variables: string[] = [];
+  const seen = new Set<string>();
+  const parseSide = (side: string, label: string): Parameter[] => {
+    if (side.trim() === '') return [];
+    return side.split(',').map((item) => {
+      const parts = item.split(':');
+      if (parts.length !== 2)
+        fail(`${label} parameter ${JSON.stringify(item.trim())} is not "name: type"`);
+      const name = parts[0]!.trim();
+      const type = parts[1]!.trim();
+      if (!IDENTIFIER.test(name))
+        fail(
+          `${JSON.stringify(name)} is not a name (letters, digits and _, starting with a letter)`,
+        );
+      if (RESERVED.has(name) || reserved.includes(name) || name.startsWith('ct_'))
+        fail(
+          `${JSON.stringify(name)} is reserved (C keywords, CUDA built-ins, names starting with ct_, and ${reserved.join(', ')})`,
+        );
+      if (seen.has(name)) fail(`${JSON.stringify(name)} is declared twice`);
+      seen.add(name);
+      if (Object.hasOwn(DTYPES, type)) return { name, type: { dtype: type as DType } };
+      if (TYPE_VARIABLE.test(type)) {
+        let index = variables.indexOf(type);
+        if (index < 0) index = variables.push(type) - 1;
+        return { name, type: { variable: index } };
+      }
+      return fail(
+        `unknown dtype ${JSON.stringify(type)} for ${name}; expected one of ${Object.keys(DTYPES).join(', ')}, or a type variable such as T`,
+      );
+    });
+  };
+  const inputs = parseSide(sides[0]!, 'input');
+  const outputs = parseSide(sides[1]!, 'output');
+  if (outputs.length === 0) fail('no output after "->"');
+  if (options.maxOutputs !== undefined && outputs.length > options.maxOutputs)
+    fail(`at most ${options.maxOutputs} output${options.maxOutputs === 1 ? '' : 's'}`);
+  if (inputs.length + outputs.length > MAX_PARAMETERS)
+    fail(`at most ${MAX_PARAMETERS} parameters in all`);
+  return { text: folded, inputs, outputs, variables };
+}
+
+/**
+ * Whether `code` assigns `name` (`name = ...`, `name += ...`, not `name == ...`): a body that
+ * never assigns an output would leave it undefined.
+ */
+export function assigns(code: string, name: string): boolean {
+  return new RegExp(`\\b${name}\\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)`).test(code);
+}
+
+/**
+ * Whether `code` reads `name` other than as the target of a plain assignment (a half-type
+ * output is then loaded before the body runs).
+ */
+export function reads(code: string, name: string): boolean {
+  return new RegExp(`\\b${name}\\b`).test(
+    code.replace(new RegExp(`\\b${name}\\s*=(?!=)`, 'g'), ''),
+  );
+}
+
+/** Throws unless `code` is a non-empty string of C. */
+export function checkCode(code: unknown, what: string, label: string): string {
+  if (typeof code !== 'string' || code.trim() === '')
+    throw new CudaArgumentError(`${what}: ${label} must be a non-empty string of CUDA C`);
+  return code;
+}
