@@ -1,8 +1,7 @@
-import { currentStream, DeviceArray, DeviceBuffer, type StreamOption } from '@cuda-tasks/cudadrv';
-import { infoError } from './errors.js';
-import { disposeAll, readInfo } from './info.js';
+import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
+import { checkInfo, disposeAll, solveIntoCopy } from './info.js';
 import { zeroTriangle } from './kernels.js';
-import { potrf, potrs } from './routines.js';
+import { POTRF, potrf, potrs } from './routines.js';
 import {
   assertOptions,
   assertSquare,
@@ -58,14 +57,7 @@ export async function cholesky<D extends SolverDType>(
     zeroTriangle(factor, upper ? 'lower' : 'upper', stream);
     const pending = info;
     info = undefined;
-    const [status] = await readInfo(pending, stream);
-    if (status !== 0) {
-      throw infoError(
-        dtype === 'float64' ? 'cusolverDnDpotrf' : 'cusolverDnSpotrf',
-        status!,
-        'notPositiveDefinite',
-      );
-    }
+    await checkInfo(pending, stream, 'notPositiveDefinite', POTRF[dtype]);
     factorTriangles.set(factor, upper);
     return factor;
   } catch (error) {
@@ -97,11 +89,7 @@ export function choleskySolve<D extends SolverDType>(
       ? (factorTriangles.get(factor) ?? false)
       : booleanOption(options, 'upper', 'choleskySolve');
   const stream = options.stream ?? currentStream();
-  let x: DeviceArray<D> | undefined;
-  let info: DeviceBuffer | undefined;
-  try {
-    x = b.copy({ stream });
-    info = DeviceBuffer.allocate(4, { stream });
+  return solveIntoCopy(b, stream, (x, info) =>
     potrs(
       stream,
       b.dtype,
@@ -113,13 +101,6 @@ export function choleskySolve<D extends SolverDType>(
       x.useOn(stream),
       n,
       info.useOn(stream),
-    );
-    return x;
-  } catch (error) {
-    x?.dispose();
-    throw error;
-  } finally {
-    // potrs reports only illegal arguments in devInfo, which the checks above rule out.
-    info?.dispose();
-  }
+    ),
+  );
 }

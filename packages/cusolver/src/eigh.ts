@@ -1,7 +1,6 @@
 import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
-import { infoError } from './errors.js';
-import { disposeAll, readInfo } from './info.js';
-import { syevd } from './routines.js';
+import { checkInfo, disposeAll } from './info.js';
+import { SYEVD, syevd } from './routines.js';
 import {
   assertOptions,
   assertSquare,
@@ -62,14 +61,7 @@ export async function eigh<D extends SolverDType>(
     );
     const pending = info;
     info = undefined;
-    const [status] = await readInfo(pending, stream);
-    if (status !== 0) {
-      throw infoError(
-        dtype === 'float64' ? 'cusolverDnDsyevd' : 'cusolverDnSsyevd',
-        status!,
-        'noConvergence',
-      );
-    }
+    await checkInfo(pending, stream, 'noConvergence', SYEVD[dtype]);
     return { values, vectors };
   } catch (error) {
     disposeAll(vectors, values, info);

@@ -2,12 +2,10 @@ import {
   CudaArgumentError,
   currentStream,
   DeviceArray,
-  DeviceBuffer,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { infoError } from './errors.js';
-import { disposeAll, readInfo } from './info.js';
-import { getrf, getrs } from './routines.js';
+import { checkInfo, disposeAll, solveIntoCopy } from './info.js';
+import { GETRF, GETRS, getrf, getrs } from './routines.js';
 import {
   assertOptions,
   assertPivots,
@@ -41,14 +39,6 @@ export interface LuSolveOptions extends StreamOption {
   transpose?: boolean;
 }
 
-function getrfName(dtype: SolverDType): string {
-  return dtype === 'float64' ? 'cusolverDnDgetrf' : 'cusolverDnSgetrf';
-}
-
-function getrsName(dtype: SolverDType): string {
-  return dtype === 'float64' ? 'cusolverDnDgetrs' : 'cusolverDnSgetrs';
-}
-
 /**
  * LU factorization with partial pivoting of an m x n float32/float64 matrix (cusolverDn
  * getrf) on a copy: `a` is not modified. The promise resolves once the factorization is done
@@ -76,8 +66,7 @@ export async function lu<D extends SolverDType>(
     getrf(stream, dtype, m, n, factors.useOn(stream), m, pivots.useOn(stream), info.useOn(stream));
     const pending = info;
     info = undefined;
-    const [status] = await readInfo(pending, stream);
-    if (status !== 0) throw infoError(getrfName(dtype), status!, 'singular');
+    await checkInfo(pending, stream, 'singular', GETRF[dtype]);
     return { lu: factors, pivots };
   } catch (error) {
     disposeAll(factors, pivots, info);
@@ -112,11 +101,7 @@ export function luSolve<D extends SolverDType>(
   assertOptions(options, 'luSolve');
   const transpose = booleanOption(options, 'transpose', 'luSolve');
   const stream = options.stream ?? currentStream();
-  let x: DeviceArray<D> | undefined;
-  let info: DeviceBuffer | undefined;
-  try {
-    x = b.copy({ stream });
-    info = DeviceBuffer.allocate(4, { stream });
+  return solveIntoCopy(b, stream, (x, info) =>
     getrs(
       stream,
       b.dtype,
@@ -129,15 +114,8 @@ export function luSolve<D extends SolverDType>(
       x.useOn(stream),
       n,
       info.useOn(stream),
-    );
-    return x;
-  } catch (error) {
-    x?.dispose();
-    throw error;
-  } finally {
-    // getrs reports only illegal arguments in devInfo, which the checks above rule out.
-    info?.dispose();
-  }
+    ),
+  );
 }
 
 /**
@@ -193,9 +171,7 @@ export async function solve<D extends SolverDType>(
     factors = pivots = undefined;
     const pending = info;
     info = undefined;
-    const [factorStatus, solveStatus] = await readInfo(pending, stream);
-    if (factorStatus !== 0) throw infoError(getrfName(dtype), factorStatus!, 'singular');
-    if (solveStatus !== 0) throw infoError(getrsName(dtype), solveStatus!, 'singular');
+    await checkInfo(pending, stream, 'singular', GETRF[dtype], GETRS[dtype]);
     return x;
   } catch (error) {
     disposeAll(factors, pivots, info, x);

@@ -1,12 +1,15 @@
 /**
- * One function per cuSOLVER routine pair (`_bufferSize` + compute), for float32 and float64:
- * take the handle bound to the stream, size the workspace, allocate it from the
- * stream-ordered pool, issue the call between `beginOperation`/`endOperation`, and free the
+ * The cuSOLVER routines the solvers call. One table per routine family maps the matrix
+ * dtype to the S or D entry point (and its `_bufferSize` query), as CUDA.jl generates its
+ * wrappers from a `(fname, elty)` table; one envelope, `issue` (CUDA.jl's `@workspace`),
+ * takes the handle bound to the stream, sizes the workspace, allocates it from the
+ * stream-ordered pool, issues the call between `beginOperation`/`endOperation`, and frees the
  * workspace right after (the free is ordered on the stream, after the routine's kernels).
- * Arguments are device addresses already ordered on the stream (`useOn`); nothing here
- * waits for the GPU. Internal: the public API validates before it calls these.
+ * Each routine passes in only its arguments. Arguments are device addresses already ordered
+ * on the stream (`useOn`); nothing here waits for the GPU. Internal: the public API
+ * validates before it calls these.
  */
-import { DeviceBuffer, type Stream } from '@cuda-tasks/cudadrv';
+import { DeviceBuffer, dtypeBytes, type Stream } from '@cuda-tasks/cudadrv';
 import { beginOperation, endOperation, Scratch } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import {
@@ -15,30 +18,130 @@ import {
   CUBLAS_OP_N,
   CUBLAS_OP_T,
   CUSOLVER_EIG_MODE_VECTOR,
+  type CusolverBindings,
   cusolver,
 } from './ffi/cusolver.js';
 import { handles } from './handle.js';
 import type { SolverDType } from './validate.js';
 
+/** An entry point of libcusolver, as named in cusolverDn.h. */
+type Entry = keyof CusolverBindings;
+
+/** The entry points that have a `_bufferSize` workspace query. */
+type EntryWithQuery = {
+  [E in Entry]: `${E}_bufferSize` extends Entry ? E : never;
+}[Entry];
+
+/** One precision of a cuSOLVER routine. */
+export interface SolverRoutine {
+  /** The entry point (a CusolverError or an info error names it as the call). */
+  readonly symbol: Entry;
+  /** Its workspace query, `<symbol>_bufferSize`; undefined for a routine without workspace. */
+  readonly bufferSize: Entry | undefined;
+  /** What the operation observer (traces, NVTX ranges) records, e.g. `cusolver.getrf`. */
+  readonly operation: string;
+  /** Bytes of one workspace element: the routine's precision. */
+  readonly elementBytes: number;
+}
+
+/** A routine family: its routine for each dtype. */
+export type SolverFamily = Readonly<Record<SolverDType, SolverRoutine>>;
+
+function routine(dtype: SolverDType, symbol: Entry, query: boolean): SolverRoutine {
+  return {
+    symbol,
+    bufferSize: query ? (`${symbol}_bufferSize` as Entry) : undefined,
+    // cusolverDnSgetrf -> cusolver.getrf
+    operation: `cusolver.${symbol.slice('cusolverDnS'.length)}`,
+    elementBytes: dtypeBytes(dtype),
+  };
+}
+
+/** A family whose routines take a workspace sized by `<symbol>_bufferSize`. */
+function withWorkspace(symbols: Readonly<Record<SolverDType, EntryWithQuery>>): SolverFamily {
+  return Object.freeze({
+    float32: routine('float32', symbols.float32, true),
+    float64: routine('float64', symbols.float64, true),
+  });
+}
+
+/** A family whose routines take no workspace. */
+function withoutWorkspace(symbols: Readonly<Record<SolverDType, Entry>>): SolverFamily {
+  return Object.freeze({
+    float32: routine('float32', symbols.float32, false),
+    float64: routine('float64', symbols.float64, false),
+  });
+}
+
+/** LU factorization with partial pivoting. */
+export const GETRF = withWorkspace({ float32: 'cusolverDnSgetrf', float64: 'cusolverDnDgetrf' });
+/** Solve with getrf's factors. */
+export const GETRS = withoutWorkspace({ float32: 'cusolverDnSgetrs', float64: 'cusolverDnDgetrs' });
+/** Cholesky factorization. */
+export const POTRF = withWorkspace({ float32: 'cusolverDnSpotrf', float64: 'cusolverDnDpotrf' });
+/** Solve with potrf's factor. */
+export const POTRS = withoutWorkspace({ float32: 'cusolverDnSpotrs', float64: 'cusolverDnDpotrs' });
+/** Householder QR. */
+export const GEQRF = withWorkspace({ float32: 'cusolverDnSgeqrf', float64: 'cusolverDnDgeqrf' });
+/** Q from geqrf's reflectors. */
+export const ORGQR = withWorkspace({ float32: 'cusolverDnSorgqr', float64: 'cusolverDnDorgqr' });
+/** Singular value decomposition. */
+export const GESVD = withWorkspace({ float32: 'cusolverDnSgesvd', float64: 'cusolverDnDgesvd' });
+/** Symmetric eigendecomposition by divide and conquer. */
+export const SYEVD = withWorkspace({ float32: 'cusolverDnSsyevd', float64: 'cusolverDnDsyevd' });
+
+/** A libcusolver function as koffi declares it. */
+type NativeFunction = CusolverBindings[Entry];
+
+/** Calls a `_bufferSize` query: `lwork` is where it writes the workspace size. */
+type Query = (bufferSize: NativeFunction, handle: bigint, lwork: bigint) => number;
+
+/** Calls the routine with the workspace (0 without one) and the size the query gave. */
+type Compute = (routine: NativeFunction, handle: bigint, work: bigint, lwork: number) => number;
+
 // The `int *Lwork` out-parameter of the _bufferSize queries: one reused native slot.
 let arena: Scratch | undefined;
 
-function lworkSlot(): Scratch {
-  const slot = (arena ??= new Scratch(16));
-  slot.i32[0] = 0;
-  return slot;
-}
-
-/** The handle for `stream`, with the stream's context current for the runtime API. */
-function handleFor(stream: Stream): bigint {
+/**
+ * Issues one cuSOLVER routine on `stream` (CUDA.jl's `@workspace`): binds the task's handle
+ * to the stream with its context current; for a routine with a workspace, runs `query` to
+ * size it and allocates that many elements (at least one) plus `extraElements` from the
+ * stream-ordered pool; runs `compute` between beginOperation and endOperation; frees the
+ * workspace after it, ordered on the stream. Every status is checked under its entry point.
+ */
+function issue(
+  stream: Stream,
+  routine: SolverRoutine,
+  compute: Compute,
+  query?: Query,
+  extraElements = 0,
+): void {
+  const api = cusolver();
   const handle = handles.get(stream);
   stream.context.makeCurrent();
-  return handle;
+  let lwork = 0;
+  let work: DeviceBuffer | undefined;
+  if (query !== undefined) {
+    const bufferSize = routine.bufferSize!;
+    const slot = (arena ??= new Scratch(16));
+    slot.i32[0] = 0;
+    check(query(api[bufferSize], handle, slot.pointer), bufferSize);
+    lwork = slot.i32[0]!;
+    const elements = Math.max(1, lwork) + extraElements;
+    work = DeviceBuffer.allocate(elements * routine.elementBytes, { stream });
+  }
+  const token = beginOperation(routine.operation, stream);
+  try {
+    const workPointer = work === undefined ? 0n : work.useOn(stream);
+    check(compute(api[routine.symbol], handle, workPointer, lwork), routine.symbol);
+  } finally {
+    endOperation(token);
+    work?.dispose();
+  }
 }
 
-/** A workspace of `elements` elements (at least one) from the stream-ordered pool. */
-function workspace(elements: number, elementBytes: number, stream: Stream): DeviceBuffer {
-  return DeviceBuffer.allocate(Math.max(1, elements) * elementBytes, { stream });
+function fillMode(upper: boolean): number {
+  return upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
 }
 
 /** LU factorization of an m x n matrix in place: A = P * L * U (cusolverDn<t>getrf). */
@@ -52,41 +155,12 @@ export function getrf(
   pivots: bigint,
   info: bigint,
 ): void {
-  const api = cusolver();
-  const handle = handleFor(stream);
-  const double = dtype === 'float64';
-  const slot = lworkSlot();
-  check(
-    (double ? api.cusolverDnDgetrf_bufferSize : api.cusolverDnSgetrf_bufferSize)(
-      handle,
-      m,
-      n,
-      a,
-      lda,
-      slot.pointer,
-    ),
-    double ? 'cusolverDnDgetrf_bufferSize' : 'cusolverDnSgetrf_bufferSize',
+  issue(
+    stream,
+    GETRF[dtype],
+    (getrf, handle, work) => getrf(handle, m, n, a, lda, work, pivots, info),
+    (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork),
   );
-  const work = workspace(slot.i32[0]!, double ? 8 : 4, stream);
-  const token = beginOperation('cusolver.getrf', stream);
-  try {
-    check(
-      (double ? api.cusolverDnDgetrf : api.cusolverDnSgetrf)(
-        handle,
-        m,
-        n,
-        a,
-        lda,
-        work.useOn(stream),
-        pivots,
-        info,
-      ),
-      double ? 'cusolverDnDgetrf' : 'cusolverDnSgetrf',
-    );
-  } finally {
-    endOperation(token);
-    work.dispose();
-  }
 }
 
 /** Solves A X = B (or A^T X = B) with getrf's factors; B is overwritten by X (cusolverDn<t>getrs). */
@@ -103,29 +177,10 @@ export function getrs(
   ldb: number,
   info: bigint,
 ): void {
-  const api = cusolver();
-  const handle = handleFor(stream);
-  const double = dtype === 'float64';
-  const token = beginOperation('cusolver.getrs', stream);
-  try {
-    check(
-      (double ? api.cusolverDnDgetrs : api.cusolverDnSgetrs)(
-        handle,
-        transpose ? CUBLAS_OP_T : CUBLAS_OP_N,
-        n,
-        nrhs,
-        a,
-        lda,
-        pivots,
-        b,
-        ldb,
-        info,
-      ),
-      double ? 'cusolverDnDgetrs' : 'cusolverDnSgetrs',
-    );
-  } finally {
-    endOperation(token);
-  }
+  const trans = transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+  issue(stream, GETRS[dtype], (getrs, handle) =>
+    getrs(handle, trans, n, nrhs, a, lda, pivots, b, ldb, info),
+  );
 }
 
 /** Cholesky factorization in place, of the `upper` or lower triangle (cusolverDn<t>potrf). */
@@ -138,43 +193,13 @@ export function potrf(
   lda: number,
   info: bigint,
 ): void {
-  const api = cusolver();
-  const handle = handleFor(stream);
-  const double = dtype === 'float64';
-  const uplo = upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
-  const slot = lworkSlot();
-  check(
-    (double ? api.cusolverDnDpotrf_bufferSize : api.cusolverDnSpotrf_bufferSize)(
-      handle,
-      uplo,
-      n,
-      a,
-      lda,
-      slot.pointer,
-    ),
-    double ? 'cusolverDnDpotrf_bufferSize' : 'cusolverDnSpotrf_bufferSize',
+  const uplo = fillMode(upper);
+  issue(
+    stream,
+    POTRF[dtype],
+    (potrf, handle, work, lwork) => potrf(handle, uplo, n, a, lda, work, lwork, info),
+    (bufferSize, handle, lwork) => bufferSize(handle, uplo, n, a, lda, lwork),
   );
-  const lwork = slot.i32[0]!;
-  const work = workspace(lwork, double ? 8 : 4, stream);
-  const token = beginOperation('cusolver.potrf', stream);
-  try {
-    check(
-      (double ? api.cusolverDnDpotrf : api.cusolverDnSpotrf)(
-        handle,
-        uplo,
-        n,
-        a,
-        lda,
-        work.useOn(stream),
-        lwork,
-        info,
-      ),
-      double ? 'cusolverDnDpotrf' : 'cusolverDnSpotrf',
-    );
-  } finally {
-    endOperation(token);
-    work.dispose();
-  }
 }
 
 /** Solves A X = B with potrf's factor; B is overwritten by X (cusolverDn<t>potrs). */
@@ -190,28 +215,10 @@ export function potrs(
   ldb: number,
   info: bigint,
 ): void {
-  const api = cusolver();
-  const handle = handleFor(stream);
-  const double = dtype === 'float64';
-  const token = beginOperation('cusolver.potrs', stream);
-  try {
-    check(
-      (double ? api.cusolverDnDpotrs : api.cusolverDnSpotrs)(
-        handle,
-        upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER,
-        n,
-        nrhs,
-        a,
-        lda,
-        b,
-        ldb,
-        info,
-      ),
-      double ? 'cusolverDnDpotrs' : 'cusolverDnSpotrs',
-    );
-  } finally {
-    endOperation(token);
-  }
+  const uplo = fillMode(upper);
+  issue(stream, POTRS[dtype], (potrs, handle) =>
+    potrs(handle, uplo, n, nrhs, a, lda, b, ldb, info),
+  );
 }
 
 /** Householder QR in place: R above the diagonal, reflectors below, scalars in tau (cusolverDn<t>geqrf). */
@@ -225,43 +232,12 @@ export function geqrf(
   tau: bigint,
   info: bigint,
 ): void {
-  const api = cusolver();
-  const handle = handleFor(stream);
-  const double = dtype === 'float64';
-  const slot = lworkSlot();
-  check(
-    (double ? api.cusolverDnDgeqrf_bufferSize : api.cusolverDnSgeqrf_bufferSize)(
-      handle,
-      m,
-      n,
-      a,
-      lda,
-      slot.pointer,
-    ),
-    double ? 'cusolverDnDgeqrf_bufferSize' : 'cusolverDnSgeqrf_bufferSize',
+  issue(
+    stream,
+    GEQRF[dtype],
+    (geqrf, handle, work, lwork) => geqrf(handle, m, n, a, lda, tau, work, lwork, info),
+    (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork),
   );
-  const lwork = slot.i32[0]!;
-  const work = workspace(lwork, double ? 8 : 4, stream);
-  const token = beginOperation('cusolver.geqrf', stream);
-  try {
-    check(
-      (double ? api.cusolverDnDgeqrf : api.cusolverDnSgeqrf)(
-        handle,
-        m,
-        n,
-        a,
-        lda,
-        tau,
-        work.useOn(stream),
-        lwork,
-        info,
-      ),
-      double ? 'cusolverDnDgeqrf' : 'cusolverDnSgeqrf',
-    );
-  } finally {
-    endOperation(token);
-    work.dispose();
-  }
 }
 
 /**
@@ -279,46 +255,12 @@ export function orgqr(
   tau: bigint,
   info: bigint,
 ): void {
-  const api = cusolver();
-  const handle = handleFor(stream);
-  const double = dtype === 'float64';
-  const slot = lworkSlot();
-  check(
-    (double ? api.cusolverDnDorgqr_bufferSize : api.cusolverDnSorgqr_bufferSize)(
-      handle,
-      m,
-      n,
-      k,
-      a,
-      lda,
-      tau,
-      slot.pointer,
-    ),
-    double ? 'cusolverDnDorgqr_bufferSize' : 'cusolverDnSorgqr_bufferSize',
+  issue(
+    stream,
+    ORGQR[dtype],
+    (orgqr, handle, work, lwork) => orgqr(handle, m, n, k, a, lda, tau, work, lwork, info),
+    (bufferSize, handle, lwork) => bufferSize(handle, m, n, k, a, lda, tau, lwork),
   );
-  const lwork = slot.i32[0]!;
-  const work = workspace(lwork, double ? 8 : 4, stream);
-  const token = beginOperation('cusolver.orgqr', stream);
-  try {
-    check(
-      (double ? api.cusolverDnDorgqr : api.cusolverDnSorgqr)(
-        handle,
-        m,
-        n,
-        k,
-        a,
-        lda,
-        tau,
-        work.useOn(stream),
-        lwork,
-        info,
-      ),
-      double ? 'cusolverDnDorgqr' : 'cusolverDnSorgqr',
-    );
-  } finally {
-    endOperation(token);
-    work.dispose();
-  }
 }
 
 /** LAPACK job letters for gesvd. */
@@ -344,51 +286,20 @@ export function gesvd(
   ldvt: number,
   info: bigint,
 ): void {
-  const api = cusolver();
-  const handle = handleFor(stream);
-  const double = dtype === 'float64';
-  const bytes = double ? 8 : 4;
-  const slot = lworkSlot();
-  check(
-    (double ? api.cusolverDnDgesvd_bufferSize : api.cusolverDnSgesvd_bufferSize)(
-      handle,
-      m,
-      n,
-      slot.pointer,
-    ),
-    double ? 'cusolverDnDgesvd_bufferSize' : 'cusolverDnSgesvd_bufferSize',
+  const routine = GESVD[dtype];
+  const job = full ? JOB_ALL : JOB_SOME;
+  issue(
+    stream,
+    routine,
+    (gesvd, handle, work, queried) => {
+      // rwork (min(m,n) - 1 unconverged superdiagonal elements) lives after the workspace.
+      const lwork = Math.max(1, queried);
+      const rwork = work + BigInt(lwork * routine.elementBytes);
+      return gesvd(handle, job, job, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info);
+    },
+    (bufferSize, handle, lwork) => bufferSize(handle, m, n, lwork),
+    n,
   );
-  const lwork = Math.max(1, slot.i32[0]!);
-  // rwork (min(m,n) - 1 unconverged superdiagonal elements) lives after the workspace.
-  const work = workspace(lwork + n, bytes, stream);
-  const workPointer = work.useOn(stream);
-  const token = beginOperation('cusolver.gesvd', stream);
-  try {
-    check(
-      (double ? api.cusolverDnDgesvd : api.cusolverDnSgesvd)(
-        handle,
-        full ? JOB_ALL : JOB_SOME,
-        full ? JOB_ALL : JOB_SOME,
-        m,
-        n,
-        a,
-        lda,
-        s,
-        u,
-        ldu,
-        vt,
-        ldvt,
-        workPointer,
-        lwork,
-        workPointer + BigInt(lwork * bytes),
-        info,
-      ),
-      double ? 'cusolverDnDgesvd' : 'cusolverDnSgesvd',
-    );
-  } finally {
-    endOperation(token);
-    work.dispose();
-  }
 }
 
 /**
@@ -405,45 +316,12 @@ export function syevd(
   w: bigint,
   info: bigint,
 ): void {
-  const api = cusolver();
-  const handle = handleFor(stream);
-  const double = dtype === 'float64';
-  const uplo = upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
-  const slot = lworkSlot();
-  check(
-    (double ? api.cusolverDnDsyevd_bufferSize : api.cusolverDnSsyevd_bufferSize)(
-      handle,
-      CUSOLVER_EIG_MODE_VECTOR,
-      uplo,
-      n,
-      a,
-      lda,
-      w,
-      slot.pointer,
-    ),
-    double ? 'cusolverDnDsyevd_bufferSize' : 'cusolverDnSsyevd_bufferSize',
+  const uplo = fillMode(upper);
+  const jobz = CUSOLVER_EIG_MODE_VECTOR;
+  issue(
+    stream,
+    SYEVD[dtype],
+    (syevd, handle, work, lwork) => syevd(handle, jobz, uplo, n, a, lda, w, work, lwork, info),
+    (bufferSize, handle, lwork) => bufferSize(handle, jobz, uplo, n, a, lda, w, lwork),
   );
-  const lwork = slot.i32[0]!;
-  const work = workspace(lwork, double ? 8 : 4, stream);
-  const token = beginOperation('cusolver.syevd', stream);
-  try {
-    check(
-      (double ? api.cusolverDnDsyevd : api.cusolverDnSsyevd)(
-        handle,
-        CUSOLVER_EIG_MODE_VECTOR,
-        uplo,
-        n,
-        a,
-        lda,
-        w,
-        work.useOn(stream),
-        lwork,
-        info,
-      ),
-      double ? 'cusolverDnDsyevd' : 'cusolverDnSsyevd',
-    );
-  } finally {
-    endOperation(token);
-    work.dispose();
-  }
 }

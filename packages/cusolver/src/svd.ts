@@ -1,8 +1,7 @@
 import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
-import { infoError } from './errors.js';
-import { disposeAll, readInfo } from './info.js';
+import { checkInfo, disposeAll } from './info.js';
 import { transpose } from './kernels.js';
-import { gesvd } from './routines.js';
+import { GESVD, gesvd } from './routines.js';
 import { assertOptions, booleanOption, matrixLayout, type SolverDType } from './validate.js';
 
 /** Options for `svd`. */
@@ -89,14 +88,7 @@ export async function svd<D extends SolverDType>(
     left = rightT = undefined;
     const pending = info;
     info = undefined;
-    const [status] = await readInfo(pending, stream);
-    if (status !== 0) {
-      throw infoError(
-        dtype === 'float64' ? 'cusolverDnDgesvd' : 'cusolverDnSgesvd',
-        status!,
-        'noConvergence',
-      );
-    }
+    await checkInfo(pending, stream, 'noConvergence', GESVD[dtype]);
     return { u, s, vt };
   } catch (error) {
     disposeAll(work, s, left, rightT, info, u, vt);
