@@ -92,13 +92,12 @@ export function gemm<C extends DeviceArray>(
   const stream = options.stream ?? currentStream();
   if (g.m === 0 || g.n === 0) return c;
   stream.context.makeCurrent();
-  const pa = a.ffiAddressOn(stream, 'read');
-  const pb = b.ffiAddressOn(stream, 'read');
-  const pc = c.ffiAddressOn(stream);
   const routine = GEMM[g.dtype];
   const s = scalars().set(routine.scalar, g.alpha, g.beta);
   const transA = operation(g.transA);
   const transB = operation(g.transB);
+  // Everything that can fail (the plan, the handle and its binding) comes before the operands
+  // are declared used on the stream: a gemm that throws leaves no trace on any buffer.
   if (gemmBackend() === 'cublaslt' && g.k > 0) {
     const p = problem;
     p.float64 = g.dtype === 'float64';
@@ -110,9 +109,9 @@ export function gemm<C extends DeviceArray>(
     p.lda = g.lda;
     p.ldb = g.ldb;
     p.ldc = g.ldc;
-    p.alignA = alignmentOf(pa);
-    p.alignB = alignmentOf(pb);
-    p.alignC = alignmentOf(pc);
+    p.alignA = alignmentOf(a.pointer);
+    p.alignB = alignmentOf(b.pointer);
+    p.alignC = alignmentOf(c.pointer);
     p.computeType = computeTypeOf(p.float64, mathMode() === 'tf32');
     p.workspaceBytes = workspaceSize();
     const plan = ltPlan(stream.context, p);
@@ -128,6 +127,9 @@ export function gemm<C extends DeviceArray>(
           workspaceBytes = workspace.byteLength;
         }
       }
+      const pa = a.ffiAddressOn(stream, 'read');
+      const pb = b.ffiAddressOn(stream, 'read');
+      const pc = c.ffiAddressOn(stream);
       const token = beginOperation(routine.operation, stream);
       const status = cublasLt().cublasLtMatmul(
         plan.ltHandle,
@@ -153,6 +155,9 @@ export function gemm<C extends DeviceArray>(
     }
   }
   const handle = acquireFfi(stream);
+  const pa = a.ffiAddressOn(stream, 'read');
+  const pb = b.ffiAddressOn(stream, 'read');
+  const pc = c.ffiAddressOn(stream);
   const token = beginOperation(routine.operation, stream);
   const status = cublas()[routine.symbol](
     handle,

@@ -1,5 +1,6 @@
 import { type Context, currentStream, onOutOfMemory, type Stream } from '@cuda-tasks/cudadrv';
 import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
+import { reportCleanupError } from './cleanup.js';
 import { onStreamReleased } from './pool.js';
 import { currentTaskState, type TaskResourceOwner, type TaskState } from './state.js';
 
@@ -150,8 +151,13 @@ export class HandleCache<H> implements TaskResourceOwner {
     return idle.pop();
   }
 
-  /** @internal Returns a settled task's leases to the idle pools (called by the runtime). */
+  /**
+   * @internal Returns a settled task's leases to the idle pools (called by the runtime). Each
+   * lease in its own try: a destroy that throws strands no other lease. Throws what failed
+   * (an AggregateError for several) once every lease is back.
+   */
   releaseTask(task: TaskState): void {
+    const errors: unknown[] = [];
     let record = task.leases.get(this) as HandleRecord<H> | undefined;
     while (record !== undefined) {
       const next = record.nextLease;
@@ -160,31 +166,50 @@ export class HandleCache<H> implements TaskResourceOwner {
       let idle = this.#idle.get(record.context);
       if (idle === undefined) this.#idle.set(record.context, (idle = []));
       if (idle.length < this.#maxIdle) idle.push(record);
-      else this.destroyRecord(record);
+      else {
+        try {
+          this.destroyRecord(record);
+        } catch (error) {
+          errors.push(error);
+        }
+      }
       record = next;
+    }
+    if (errors.length === 1) throw errors[0];
+    if (errors.length > 1) {
+      throw new AggregateError(errors, `${this.name}: ${errors.length} handles failed to release`);
     }
   }
 
+  /** Unbinds every handle bound to `stream`; never throws (failures go to onCleanupError). */
   private unbindFrom(stream: Stream): void {
     const records = this.#boundTo.get(stream);
     if (records === undefined) return;
     this.#boundTo.delete(stream);
     for (const record of records) {
       record.bound = undefined;
-      this.#options.unbindStream?.(record.handle, stream);
+      try {
+        this.#options.unbindStream?.(record.handle, stream);
+      } catch (error) {
+        reportCleanupError(error, undefined);
+      }
     }
   }
 
+  /** Unbinds and destroys; the record is gone from the cache even when destroy throws. */
   private destroyRecord(record: HandleRecord<H>): void {
-    const bound = record.bound;
-    if (bound !== undefined) {
-      this.#setBound(record, undefined);
-      this.#options.unbindStream?.(record.handle, bound);
-    }
-    record.context.makeCurrent();
-    this.#options.destroy(record.handle, record.context);
     this.#records.delete(record.handle);
     this.#destroyed++;
+    const bound = record.bound;
+    try {
+      if (bound !== undefined) {
+        this.#setBound(record, undefined);
+        this.#options.unbindStream?.(record.handle, bound);
+      }
+    } finally {
+      record.context.makeCurrent();
+      this.#options.destroy(record.handle, record.context);
+    }
   }
 
   /** Destroys all idle handles (it runs on out-of-memory too); returns how many. */

@@ -3,9 +3,19 @@
  * launches, copies and library calls go to the stream of the task that issues them.
  * Importing this package installs its current-stream provider into `@cuda-tasks/cudadrv`.
  */
+export {
+  type CleanupErrorListener,
+  type CleanupTaskInfo,
+  onCleanupError,
+} from './cleanup.js';
 export { HandleCache, type HandleCacheOptions } from './handle-cache.js';
 export { nvtxAvailable, range } from './nvtx.js';
-export { onStreamReleased, streamPoolStatistics } from './pool.js';
+export {
+  configureStreams,
+  onStreamReleased,
+  type StreamPoolOptions,
+  streamPoolStatistics,
+} from './pool.js';
 export { device, setDefaultDevice, stream } from './state.js';
 export {
   currentTask,

@@ -1,9 +1,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { Device, type Stream } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, Device, type Stream } from '@cuda-tasks/cudadrv';
 import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
-import { acquireStream, releaseStream } from './pool.js';
+import { reportCleanupError } from './cleanup.js';
+import { acquireStream, type PooledStream, pooledStream, releaseStream } from './pool.js';
+import { processWide } from './process-wide.js';
 
-let nextTaskId = 0;
+// Process-wide: task ids stay unique when two copies of this package load.
+const taskIds = processWide('task-ids', 1, () => ({ next: 0 }));
 
 /** Something that holds per-task resources and gives them back when the task settles. */
 export interface TaskResourceOwner {
@@ -22,12 +25,14 @@ export class TaskState {
   readonly isRoot: boolean;
   /** The task's stream per device ordinal (taken on first use). */
   readonly streams: (Stream | undefined)[] = [];
+  /** The pool's records of `streams`, per device ordinal. */
+  readonly pooled: (PooledStream | undefined)[] = [];
   /** Per-owner lease records (handle caches store their lease chains here). */
   readonly leases = new Map<TaskResourceOwner, unknown>();
   settled = false;
 
   constructor(name: string | undefined, parent: TaskState | undefined) {
-    this.id = nextTaskId++;
+    this.id = taskIds.next++;
     this.name = name;
     this.parent = parent;
     this.isRoot = parent === undefined;
@@ -40,22 +45,38 @@ export class TaskState {
     const context = device.primaryContext();
     // The root task, and code that outlives its task, use the context's default stream.
     if (this.isRoot || this.settled) return context.defaultStream;
-    const stream = acquireStream(context);
-    this.streams[device.ordinal] = stream;
-    return stream;
+    const entry = acquireStream(context);
+    this.pooled[device.ordinal] = entry;
+    this.streams[device.ordinal] = entry.stream;
+    return entry.stream;
   }
 
-  /** Returns leases, then streams (so handle caches can unbind from the streams first). */
+  /**
+   * Returns leases, then streams (so handle caches can unbind from the streams first). Each
+   * owner and each stream is given back in its own try: one failure (a destroy after a sticky
+   * error) strands nothing else. Never throws: failures go to `onCleanupError` listeners (or
+   * become process warnings), so they never replace the task's own outcome.
+   */
   settle(): void {
     if (this.settled) return;
     this.settled = true;
-    for (const owner of this.leases.keys()) owner.releaseTask(this);
+    for (const owner of this.leases.keys()) {
+      try {
+        owner.releaseTask(this);
+      } catch (error) {
+        reportCleanupError(error, this);
+      }
+    }
     this.leases.clear();
-    for (let i = 0; i < this.streams.length; i++) {
-      const stream = this.streams[i];
-      if (stream !== undefined) {
-        this.streams[i] = undefined;
-        releaseStream(stream);
+    for (let i = 0; i < this.pooled.length; i++) {
+      const entry = this.pooled[i];
+      if (entry === undefined) continue;
+      this.pooled[i] = undefined;
+      this.streams[i] = undefined;
+      try {
+        releaseStream(entry);
+      } catch (error) {
+        reportCleanupError(error, this);
       }
     }
   }
@@ -72,9 +93,15 @@ export interface Frame {
   readonly device: Device | undefined;
   /** A stream set by withStream (undefined: the task's own stream for the device). */
   readonly stream: Stream | undefined;
+  /**
+   * When `stream` is a pool stream: its pool record, and the record's epoch when the frame
+   * was opened. Once the epoch moves on (every task holding the stream has settled, and the
+   * pool may hand it to another task), the frame stops using it.
+   */
+  readonly pooled: PooledStream | undefined;
+  readonly epoch: number;
 }
 
-const RUNTIME_KEY = Symbol.for('@cuda-tasks/task-runtime/state');
 interface RuntimeState {
   storage: AsyncLocalStorage<Frame>;
   root: Frame;
@@ -82,11 +109,40 @@ interface RuntimeState {
 }
 
 // Process-wide: a second loaded copy of this package shares the same storage and root task.
-const runtime: RuntimeState = ((globalThis as any)[RUNTIME_KEY] ??= {
+const runtime = processWide<RuntimeState>('runtime', 2, () => ({
   storage: new AsyncLocalStorage<Frame>(),
-  root: { task: new TaskState('root', undefined), device: undefined, stream: undefined },
+  root: {
+    task: new TaskState('root', undefined),
+    device: undefined,
+    stream: undefined,
+    pooled: undefined,
+    epoch: 0,
+  },
   defaultDevice: 0,
-});
+}));
+
+/**
+ * @internal A frame that makes `stream` current for `task` on the stream's device. A pool
+ * stream is usable only while some task holds it: one that no task holds (its task settled;
+ * the pool may give it to another task at any time) is refused with a CudaArgumentError.
+ */
+export function streamFrame(task: TaskState, stream: Stream): Frame {
+  const pooled = pooledStream(stream);
+  if (pooled !== undefined && pooled.holders === 0) {
+    throw new CudaArgumentError(
+      `withStream: ${stream} is a task stream of the runtime's pool and no task holds it now ` +
+        '(the task it came from has settled, and the pool hands it to the next task); ' +
+        'create a stream of your own with Stream.create() to keep one',
+    );
+  }
+  return {
+    task,
+    device: stream.context.device,
+    stream,
+    pooled,
+    epoch: pooled === undefined ? 0 : pooled.epoch,
+  };
+}
 
 /** @internal The async-local storage of frames. */
 export const storage = runtime.storage;
@@ -117,11 +173,18 @@ export function device(): Device {
  * The current stream: the innermost `withStream`'s stream, else the running task's own
  * stream on the current device (taken from the pool on first use), else (outside any task)
  * the device's default stream. Allocates nothing once the task has its stream.
+ *
+ * A `withStream` frame on a task's pool stream that outlives the task (a timer it started)
+ * falls back, once every task holding that stream has settled, to what the frame would see
+ * without the override: its task's own stream, or the default stream after that task settled.
  */
 export function stream(): Stream {
   const frame = storage.getStore() ?? runtime.root;
   const override = frame.stream;
-  if (override !== undefined) return override;
+  if (override !== undefined) {
+    const pooled = frame.pooled;
+    if (pooled === undefined || pooled.epoch === frame.epoch) return override;
+  }
   const task = frame.task;
   const target = frame.device ?? Device.get(runtime.defaultDevice);
   const own = task.streams[target.ordinal];

@@ -10,7 +10,7 @@ const fake = await vi.hoisted(async () =>
 vi.mock('@cuda-tasks/cudadrv', () => fake.module);
 vi.mock('@cuda-tasks/cudadrv/internal', () => fake.module);
 
-import { onStreamReleased, streamPoolStatistics } from './pool.js';
+import { configureStreams, onStreamReleased, streamPoolStatistics } from './pool.js';
 import { device, stream } from './state.js';
 import { currentTask, synchronize, task, withDevice, withStream } from './task.js';
 
@@ -240,6 +240,47 @@ describe('withStream', () => {
     expect(device()).toBe(device0);
   });
 
+  it('a withStream frame that outlives its task falls back to the default stream once the task settles', async () => {
+    // The frame's stream is the task's pooled stream; after the task settles that stream goes
+    // back to the pool and to the next task, and the leftover timer must not issue on it.
+    const seen: Stream[] = [];
+    let timer: ReturnType<typeof setInterval> | undefined;
+    const own = await task(() =>
+      withStream(stream(), () => {
+        timer = setInterval(() => seen.push(stream()), 1);
+        return stream();
+      }),
+    );
+    try {
+      expect(own).not.toBe(context0.defaultStream);
+      // The next task takes the same pooled stream (the pool is last-in first-out)...
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const next = task(async () => {
+        const mine = stream();
+        await gate;
+        return mine;
+      });
+      const before = seen.length;
+      await sleep(10);
+      release();
+      expect(await next).toBe(own);
+      // ...while the timer of the settled task ran on the default stream, never on it.
+      expect(seen.length).toBeGreaterThan(before);
+      for (const s of seen.slice(before)) expect(s).toBe(context0.defaultStream);
+    } finally {
+      clearInterval(timer);
+    }
+  });
+
+  it('a withStream frame on a user stream keeps it after its task settles (the stream is not the pool’s)', async () => {
+    const s = userStream(context0, 'kept');
+    const late = await task(() =>
+      withStream(s, () => new Promise<Stream>((resolve) => setTimeout(() => resolve(stream()), 5))),
+    );
+    expect(late).toBe(s);
+  });
+
   it('a task started inside withStream gets its own stream, on that device', async () => {
     const s = userStream(context1, 'on device 1');
     const inner = (await withStream(s, () => task(() => stream()))) as unknown as InstanceType<
@@ -387,6 +428,54 @@ describe('the stream pool', () => {
     ).rejects.toThrow('sync');
     expect(streamPoolStatistics().idle).toBe(idle);
     expect(await task(() => stream())).toBe(used);
+  });
+
+  it('keeps at most maxIdle idle streams per context, destroying the rest once their work is done', async () => {
+    configureStreams({ maxIdle: 2 });
+    try {
+      expect(streamPoolStatistics(0).idle).toBeLessThanOrEqual(2);
+      expect(streamPoolStatistics(1).idle).toBeLessThanOrEqual(2);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      // Six tasks hold six streams at once, then settle in order.
+      const held: InstanceType<typeof fake.FakeStream>[] = [];
+      const tasks = Array.from({ length: 6 }, () =>
+        task(async () => {
+          held.push(stream() as unknown as InstanceType<typeof fake.FakeStream>);
+          await gate;
+        }),
+      );
+      await sleep(1);
+      expect(held).toHaveLength(6);
+      // The last task's stream still has work queued when its task settles.
+      const busy = held.at(-1)!;
+      busy.idle = false;
+      const destroyedBefore = streamPoolStatistics().destroyed;
+      release();
+      await Promise.all(tasks);
+      await sleep(1);
+      expect(streamPoolStatistics(0).idle).toBe(2);
+      // Four went beyond the bound; three were idle and are destroyed at once...
+      expect(held.filter((s) => s.disposed)).toHaveLength(3);
+      expect(streamPoolStatistics().destroyed - destroyedBefore).toBe(3);
+      // ...the busy one once a query finds its work done (never blocking on it).
+      expect(busy.disposed).toBe(false);
+      busy.idle = true;
+      await sleep(20);
+      expect(busy.disposed).toBe(true);
+      expect(streamPoolStatistics().destroyed - destroyedBefore).toBe(4);
+      // The survivors serve the next tasks; a destroyed stream is never handed out.
+      const next = (await task(() => stream())) as unknown as InstanceType<typeof fake.FakeStream>;
+      expect(held.slice(0, 2)).toContain(next);
+      expect(next.disposed).toBe(false);
+    } finally {
+      configureStreams({ maxIdle: 32 });
+    }
+  });
+
+  it('configureStreams rejects a bad bound before changing anything', () => {
+    expect(() => configureStreams({ maxIdle: -1 })).toThrow(RangeError);
+    expect(() => configureStreams({ maxIdle: 1.5 })).toThrow(/non-negative integer/);
   });
 
   it('streamPoolStatistics counts the streams created by the pool', () => {

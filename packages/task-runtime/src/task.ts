@@ -1,5 +1,13 @@
 import { Device, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
-import { currentFrame, device, type Frame, storage, stream, TaskState } from './state.js';
+import {
+  currentFrame,
+  device,
+  type Frame,
+  storage,
+  stream,
+  streamFrame,
+  TaskState,
+} from './state.js';
 import { taskObserver } from './trace.js';
 
 /** Options for `task`. */
@@ -24,13 +32,20 @@ export interface TaskOptions {
 export function task<T>(fn: () => T | Promise<T>, options: TaskOptions = {}): Promise<T> {
   const parent = currentFrame();
   const state = new TaskState(options.name, parent.task);
-  const frame: Frame = { task: state, device: parent.device, stream: undefined };
+  const frame: Frame = {
+    task: state,
+    device: parent.device,
+    stream: undefined,
+    pooled: undefined,
+    epoch: 0,
+  };
   return storage.run(frame, async () => {
     const observer = taskObserver();
     observer?.taskStarted(state);
     try {
       return await fn();
     } finally {
+      // settle() never throws: a cleanup failure is reported, and fn's outcome stands.
       observer?.taskSettled(state);
       state.settle();
     }
@@ -41,12 +56,20 @@ export function task<T>(fn: () => T | Promise<T>, options: TaskOptions = {}): Pr
  * Runs `fn` with `s` as the current stream, and restores the previous stream when `fn`
  * returns or throws (for an async `fn`, the override holds across its awaits and ends
  * with it). The device follows the stream's.
+ *
+ * `s` may be a task's own stream (`withStream(stream(), ...)`). Such a pool stream is the
+ * task's only while it runs: code of the frame that outlives the task (a timer it started)
+ * falls back, once every task holding the stream has settled, to the stream it would use
+ * without the override (the default stream, its task being settled), as code that outlives
+ * its task always does. A pool stream that no task holds any more is refused with a
+ * CudaArgumentError. Streams of your own (`Stream.create()`) stay current as long as the
+ * frame runs.
  * @example withStream(myStream, () => launch(kernel, { grid: 1, block: 1 }));
  */
 export function withStream<T>(s: Stream, fn: () => T): T {
   const frame = storage.getStore();
   const task = frame === undefined ? currentFrame().task : frame.task;
-  return storage.run({ task, device: s.context.device, stream: s }, fn);
+  return storage.run(streamFrame(task, s), fn);
 }
 
 /**
@@ -58,7 +81,10 @@ export function withStream<T>(s: Stream, fn: () => T): T {
 export function withDevice<T>(d: Device | number, fn: () => T): T {
   const target = typeof d === 'number' ? Device.get(d) : d;
   const frame = currentFrame();
-  return storage.run({ task: frame.task, device: target, stream: undefined }, fn);
+  return storage.run(
+    { task: frame.task, device: target, stream: undefined, pooled: undefined, epoch: 0 },
+    fn,
+  );
 }
 
 /** The running task's name and id (the root task outside any task). */

@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { type Context, Event, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
 import { type OperationObserver, setOperationObserver } from '@cuda-tasks/cudadrv/internal';
+import { processWide } from './process-wide.js';
 import { currentTaskState, device, type TaskState } from './state.js';
 
 /** Task lifecycle hooks the recorder needs. */
@@ -9,12 +10,13 @@ interface TaskObserver {
   taskSettled(task: TaskState): void;
 }
 
-let activeRecorder: TraceRecorder | null = null;
+// Process-wide: tasks started through a second loaded copy of this package are traced too.
+const slot = processWide('trace-recorder', 1, () => ({ active: null as TaskObserver | null }));
 const EVENT_BATCH = 64;
 
 /** @internal The recorder's task hooks while tracing, else null. */
 export function taskObserver(): TaskObserver | null {
-  return activeRecorder;
+  return slot.active;
 }
 
 interface Operation {
@@ -147,8 +149,8 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
   /** Stops recording, waits for the recorded work to finish, and returns the trace. */
   async stop(): Promise<Trace> {
     this.#stopped = true;
-    if (activeRecorder === this) {
-      activeRecorder = null;
+    if (slot.active === this) {
+      slot.active = null;
       setOperationObserver(null);
     }
     const streams = new Set(this.#operations.map((operation) => operation.stream));
@@ -245,7 +247,7 @@ class TraceFile implements Trace {
 export function startTrace(): TraceRecorder {
   const recorder = new TraceRecorder();
   recorder.prepare(device().primaryContext());
-  activeRecorder = recorder;
+  slot.active = recorder;
   setOperationObserver(recorder);
   return recorder;
 }

@@ -17,6 +17,18 @@ export function createFakeDriver() {
       readonly name: string | undefined,
     ) {}
     disposed = false;
+    /** What `query()` answers: whether the stream's (imaginary) work is done. */
+    idle = true;
+    query(): boolean {
+      return this.idle;
+    }
+    /** Runs the disposed listeners, as the real Stream does before destroying. */
+    dispose(): void {
+      if (this.disposed) return;
+      for (const listener of disposedListeners) listener(this);
+      this.disposed = true;
+      state.disposed.push(this);
+    }
     toString(): string {
       return `FakeStream(${this.name})`;
     }
@@ -40,11 +52,37 @@ export function createFakeDriver() {
       return this.context;
     }
   }
+  /** An event: records where it was recorded; completes at once (no GPU work exists). */
+  class FakeEvent {
+    static created = 0;
+    readonly id = ++FakeEvent.created;
+    recordedOn: FakeStream | undefined;
+    disposed = false;
+    constructor(readonly context: FakeContext | undefined) {}
+    static create(options: { context?: FakeContext } = {}): FakeEvent {
+      return new FakeEvent(options.context);
+    }
+    static elapsedTime(): number {
+      return 0;
+    }
+    record(stream: FakeStream): this {
+      this.recordedOn = stream;
+      return this;
+    }
+    query(): boolean {
+      return true;
+    }
+    synchronize(): void {}
+    dispose(): void {
+      this.disposed = true;
+    }
+  }
   const devices = [new FakeDevice(0), new FakeDevice(1)];
   const state = {
     streamProvider: undefined as (() => unknown) | undefined,
     deviceProvider: undefined as (() => unknown) | undefined,
     created: [] as FakeStream[],
+    disposed: [] as FakeStream[],
     waited: [] as unknown[],
     outOfMemoryHooks: new Set<(context: unknown) => void>(),
   };
@@ -88,8 +126,8 @@ export function createFakeDriver() {
       state.waited.push(stream);
       return Promise.resolve();
     },
-    Event: {},
+    Event: FakeEvent,
     setOperationObserver: () => null,
   };
-  return { module, state, devices, FakeStream, CudaArgumentError, disposedListeners };
+  return { module, state, devices, FakeStream, FakeEvent, CudaArgumentError, disposedListeners };
 }

@@ -1,0 +1,93 @@
+import type { Stream } from '@cuda-tasks/cudadrv';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+
+// cuBLAS and cuBLASLt replaced by doubles whose handle creation fails (as it does after a
+// sticky error, or out of memory), and cuBLASLt's planner by one that can return a plan
+// needing a workspace. What is tested: a gemm that fails to get its handle or plan leaves no
+// trace on its operands (no buffer use declared, so no stream waits for it and no buffer
+// remembers it).
+const fake = vi.hoisted(() => ({
+  createStatus: 1, // CUBLAS_STATUS_NOT_INITIALIZED
+  plan: undefined as undefined | { usable: boolean; workspaceNeeded: number },
+}));
+
+vi.mock('./ffi/cublas.js', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('./ffi/cublas.js')>()),
+  cublas: () => ({
+    cublasCreate_v2: () => fake.createStatus,
+    cublasDestroy_v2: () => 0,
+  }),
+}));
+vi.mock('./ffi/cublaslt.js', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('./ffi/cublaslt.js')>()),
+  cublasLt: () => ({ cublasLtCreate: () => fake.createStatus }),
+}));
+vi.mock('./lt.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('./lt.js')>();
+  return {
+    ...original,
+    ltPlan: (...args: Parameters<typeof original.ltPlan>) =>
+      fake.plan === undefined ? original.ltPlan(...args) : fake.plan,
+  };
+});
+
+import { CublasError } from './errors.js';
+import { gemm, setGemmBackend } from './index.js';
+
+/** A stream stand-in: gemm only reads its context and handle before the native call. */
+const stream = {
+  context: { makeCurrent() {}, device: { ordinal: 0 } },
+  ffiHandle: 0,
+  handle: 0n,
+  disposed: false,
+  assertUsable() {},
+} as unknown as Stream;
+
+/** A dense float32 operand shaped like a DeviceArray whose buffer uses are recorded. */
+function operand(rows: number, columns: number) {
+  const ffiAddressOn = vi.fn(() => 0x10_0000);
+  const useOn = vi.fn(() => 0x10_0000n);
+  const array = {
+    dtype: 'float32',
+    shape: [rows, columns],
+    strides: [1, rows],
+    offset: 0,
+    disposed: false,
+    buffer: { byteLength: rows * columns * 4, disposed: false },
+    pointer: 0x10_0000n,
+    ffiAddressOn,
+    useOn,
+  };
+  return {
+    array: array as any,
+    uses: () => ffiAddressOn.mock.calls.length + useOn.mock.calls.length,
+  };
+}
+
+afterEach(() => {
+  fake.plan = undefined;
+  setGemmBackend('cublaslt');
+});
+
+describe('a gemm that cannot get its handle or plan leaves no trace on its operands', () => {
+  for (const backend of ['cublas', 'cublaslt'] as const) {
+    it(`through ${backend}: handle or plan creation fails, and no operand was declared used`, () => {
+      setGemmBackend(backend);
+      const a = operand(4, 3);
+      const b = operand(3, 5);
+      const c = operand(4, 5);
+      expect(() => gemm(a.array, b.array, c.array, { stream })).toThrow(CublasError);
+      expect([a.uses(), b.uses(), c.uses()]).toEqual([0, 0, 0]);
+    });
+  }
+
+  it('through cublaslt with a plan that needs the cuBLAS handle’s workspace', () => {
+    setGemmBackend('cublaslt');
+    fake.plan = { usable: true, workspaceNeeded: 1 << 20 };
+    const a = operand(4, 3);
+    const b = operand(3, 5);
+    const c = operand(4, 5);
+    expect(() => gemm(a.array, b.array, c.array, { stream })).toThrow(CublasError);
+    expect([a.uses(), b.uses(), c.uses()]).toEqual([0, 0, 0]);
+  });
+});
