@@ -122,7 +122,7 @@ describe('CudaOutOfMemoryError', () => {
 
 describe('CompileError', () => {
   it('carries the log and the source, and shows the source with line numbers', async () => {
-    const { CompileError } = await import('./module.js');
+    const { CompileError } = await import('./kernel/module.js');
     const source = 'extern "C" __global__ void k(float *x) {\n  x[0] = missing;\n}\n';
     const log = 'k.cu(2): error: identifier "missing" is undefined';
     const error = new CompileError(6, 'NVRTC_ERROR_COMPILATION', log, 'k.cu', source);
