@@ -4,9 +4,8 @@
  * prints one table with the ratios, last. Writes bench.json, bench.svg and the raw JSON lines
  * into the output folder.
  *
- * Usage: tsx --conditions=@cuda-tasks/source src/run.ts [--out DIR] [--from DIR]
- *        [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--skip-paired]
- *        [--peers cupy,torch]
+ * Usage: pnpm bench [--out DIR] [--from DIR] [--rounds N] [--skip-c] [--skip-python]
+ *        [--skip-ours] [--skip-paired] [--peers cupy,torch] [--help]
  *
  * --rounds N  runs the C baseline and ours N times each, alternating (default 3), and reports
  *             per benchmark the median of the rounds: the host drifts over a run, and this
@@ -25,6 +24,14 @@ import { cpus, hostname, tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { CudaUnavailableError, deviceCount } from '@cuda-tasks/cudadrv';
+import {
+  CommandLineError,
+  isEntryPoint,
+  parseCommandLine,
+  parseCommandLineOrExit,
+  usage,
+} from '@cuda-tasks/examples/cli';
 import { kernelsPtxPath, kernelsSourcePath } from '@cuda-tasks/examples/kernels';
 import {
   addLines,
@@ -57,49 +64,49 @@ interface RunArguments {
   skipPaired: boolean;
 }
 
-const usage =
-  'usage: run.ts [--out DIR] [--from DIR] [--rounds N] [--skip-c] [--skip-python] [--skip-ours] [--skip-paired] [--peers cupy,torch]';
+/** The suite's flags (`pnpm bench --help`). */
+export const benchCommandLine = {
+  command: 'pnpm bench',
+  options: {
+    out: { type: 'string', placeholder: 'DIR', description: 'output folder (benchmarks/out)' },
+    from: {
+      type: 'string',
+      placeholder: 'DIR',
+      description: 'rebuild the report from saved lines',
+    },
+    rounds: { type: 'string', placeholder: 'N', description: 'alternating C / ours rounds (3)' },
+    'skip-c': { type: 'boolean', description: 'leave out the C baseline' },
+    'skip-python': { type: 'boolean', description: 'leave out CuPy and PyTorch' },
+    'skip-ours': { type: 'boolean', description: 'leave out ours' },
+    'skip-paired': { type: 'boolean', description: 'leave out the same-process comparison' },
+    peers: { type: 'string', placeholder: 'cupy,torch', description: 'which Python peers' },
+  },
+} as const;
 
-function parseArguments(argv: readonly string[]): RunArguments {
-  const parsed: RunArguments = {
-    out: join(packageRoot, 'out'),
-    skipC: false,
-    skipPython: false,
-    skipOurs: false,
-    peers: [],
-    rounds: 3,
-    skipPaired: false,
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const argument = argv[i]!;
-    const value = () => {
-      const next = argv[++i];
-      if (next === undefined) fail(`${argument} needs a value`);
-      return next!;
-    };
-    if (argument === '--') continue; // pnpm passes it through
-    if (argument === '--out') parsed.out = resolve(value());
-    else if (argument === '--from') parsed.from = resolve(value());
-    else if (argument === '--rounds') {
-      const rounds = Number(value());
-      if (!Number.isSafeInteger(rounds) || rounds < 1) fail('--rounds needs a positive integer');
-      parsed.rounds = rounds;
-    } else if (argument === '--skip-c') parsed.skipC = true;
-    else if (argument === '--skip-python') parsed.skipPython = true;
-    else if (argument === '--skip-ours') parsed.skipOurs = true;
-    else if (argument === '--skip-paired') parsed.skipPaired = true;
-    else if (argument === '--peers') parsed.peers = value().split(',').filter(Boolean);
-    else if (argument === '--help' || argument === '-h') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`unknown argument ${argument}`);
+/**
+ * Parses the suite's command line. Throws a `CommandLineError` for an unknown flag (listing
+ * the valid ones) or a bad `--rounds`.
+ * @example parseBenchArguments(['--rounds', '5']).rounds; // 5
+ */
+export function parseBenchArguments(argv: readonly string[]): RunArguments {
+  const { values } = parseCommandLine(argv, benchCommandLine);
+  const rounds = values.rounds === undefined ? 3 : Number(values.rounds);
+  if (!Number.isSafeInteger(rounds) || rounds < 1) {
+    throw new CommandLineError(
+      `--rounds needs a positive integer, got ${values.rounds || 'nothing'}`,
+      usage(benchCommandLine),
+    );
   }
-  return parsed;
-}
-
-function fail(message: string): never {
-  console.error(`${message}\n${usage}`);
-  process.exit(2);
+  return {
+    out: values.out === undefined ? join(packageRoot, 'out') : resolve(values.out),
+    ...(values.from === undefined ? {} : { from: resolve(values.from) }),
+    skipC: values['skip-c'] === true,
+    skipPython: values['skip-python'] === true,
+    skipOurs: values['skip-ours'] === true,
+    skipPaired: values['skip-paired'] === true,
+    peers: (values.peers ?? '').split(',').filter(Boolean),
+    rounds,
+  };
 }
 
 /** Output of a child program: its stdout lines echoed with a prefix as they arrive. */
@@ -323,8 +330,38 @@ const shown = (path: string) => {
   return relativePath.startsWith('..') ? path : relativePath;
 };
 
+/**
+ * Why the benchmarks cannot run here (no driver, no GPU), or undefined when a device answers.
+ * Asks the driver for its device count, which creates no CUDA context in this process.
+ */
+function gpuUnavailable(): string | undefined {
+  try {
+    deviceCount();
+    return undefined;
+  } catch (error) {
+    if (CudaUnavailableError.isInstance(error)) return error.message;
+    throw error;
+  }
+}
+
 async function main(): Promise<number> {
-  const options = parseArguments(process.argv.slice(2));
+  parseCommandLineOrExit(process.argv.slice(2), benchCommandLine); // --help, unknown flags
+  let options: RunArguments;
+  try {
+    options = parseBenchArguments(process.argv.slice(2));
+  } catch (error) {
+    if (!(error instanceof CommandLineError)) throw error;
+    console.error(`${error.message}\n\n${error.usage}`);
+    return 2;
+  }
+  // Without a GPU, stop before building or running anything (and write no report).
+  const unavailable = options.from === undefined ? gpuUnavailable() : undefined;
+  if (unavailable !== undefined) {
+    console.error(
+      `${unavailable}\npnpm bench needs an NVIDIA GPU; --from DIR rebuilds a report from saved lines.`,
+    );
+    return 1;
+  }
   const collected = emptyCollected();
   const raw: Record<string, string> = {};
   const started = performance.now();
@@ -410,4 +447,4 @@ async function main(): Promise<number> {
   return collected.results.ours.size > 0 || options.skipOurs || options.from ? 0 : 1;
 }
 
-process.exit(await main());
+if (isEntryPoint(import.meta.url)) process.exit(await main());

@@ -136,3 +136,18 @@ describe('CompileError', () => {
     expect(new CompileError(6, 'NVRTC_ERROR_COMPILATION', log, 'k.cu').source).toBe('');
   });
 });
+
+describe('CudaUnavailableError.isInstance', () => {
+  it('recognizes one of another loaded copy by its brand, and nothing else', () => {
+    const otherCopy = Object.assign(new Error('no driver'), {
+      [Symbol.for('@cuda-tasks/CudaUnavailableError')]: true,
+      missing: 'libcuda',
+    });
+    expect(otherCopy instanceof CudaUnavailableError).toBe(false);
+    expect(CudaUnavailableError.isInstance(otherCopy)).toBe(true);
+    expect(CudaUnavailableError.isInstance(new CudaUnavailableError('m', 'cuBLAS'))).toBe(true);
+    expect(CudaUnavailableError.isInstance(new CudaError(1, 'S', 'c', 'm'))).toBe(false);
+    expect(CudaUnavailableError.isInstance(new Error('CudaUnavailableError'))).toBe(false);
+    expect(CudaUnavailableError.isInstance(null)).toBe(false);
+  });
+});

@@ -5,6 +5,7 @@
 
 const cudaErrorBrand = Symbol.for('@cuda-tasks/CudaError');
 const argumentErrorBrand = Symbol.for('@cuda-tasks/CudaArgumentError');
+const unavailableErrorBrand = Symbol.for('@cuda-tasks/CudaUnavailableError');
 
 /**
  * A failed call into a CUDA library: the numeric status, its symbolic name, the library's
@@ -35,12 +36,17 @@ export class CudaError extends Error {
 
 /** The CUDA driver or a CUDA library (or a GPU) is missing: the message says what and how to fix it. */
 export class CudaUnavailableError extends Error {
+  readonly [unavailableErrorBrand] = true;
   /** What is missing, e.g. "libcuda.so.1", "cuBLAS". */
   readonly missing: string;
   constructor(message: string, missing: string) {
     super(message);
     this.name = 'CudaUnavailableError';
     this.missing = missing;
+  }
+  /** True for any CudaUnavailableError, also one from another loaded copy of this package. */
+  static isInstance(value: unknown): value is CudaUnavailableError {
+    return typeof value === 'object' && value !== null && unavailableErrorBrand in value;
   }
 }
 

@@ -3,14 +3,20 @@
  * two tasks overlap. With `--trace` (or CUDA_TASKS_TRACE=1) it also records three concurrent
  * iterations and writes a Chrome/Perfetto trace and an SVG timeline.
  *
- * Usage: tsx --conditions=@cuda-tasks/source src/seed/demo.ts [--trace] [--out DIR] [--n N]
- *        [--warmups N]
+ * Usage: pnpm demo [--trace] [--out DIR] [--n N] [--warmups N] [--help]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CudaUnavailableError, currentDevice } from '@cuda-tasks/cudadrv';
 import { startTrace } from '@cuda-tasks/task-runtime';
+import {
+  CommandLineError,
+  isEntryPoint,
+  parseCommandLine,
+  parseCommandLineOrExit,
+  usage,
+} from '../cli.js';
 import { gpuOverlap } from '../trace/overlap.js';
 import { renderTimelineSvg } from '../trace/timeline.js';
 import { concurrentIteration, main, type SeedJob, type SeedSummary } from './seed.js';
@@ -20,44 +26,57 @@ const TRACED_ITERATIONS = 3;
 
 const defaultOut = fileURLToPath(new URL('../../out', import.meta.url));
 
-interface DemoArguments {
+/** What the demo was asked to do (see `parseDemoArguments`). */
+export interface DemoArguments {
+  /** Record three concurrent iterations and write a trace and a timeline. */
   trace: boolean;
+  /** Where the trace and the timeline go. */
   out: string;
+  /** Matrix size. */
   n: number;
+  /** Warm-up iterations before timing. */
   warmups: number;
 }
 
-const usage = 'usage: demo.ts [--trace] [--out DIR] [--n N] [--warmups N]';
+/** The demo's flags (`pnpm demo --help`). */
+export const demoCommandLine = {
+  command: 'pnpm demo',
+  options: {
+    trace: { type: 'boolean', description: 'also write a Perfetto trace and an SVG timeline' },
+    out: { type: 'string', placeholder: 'DIR', description: 'where --trace writes (out/)' },
+    n: { type: 'string', placeholder: 'N', description: 'matrix size (1024)' },
+    warmups: { type: 'string', placeholder: 'N', description: 'warm-up iterations (1000)' },
+  },
+} as const;
 
-function parseArguments(argv: readonly string[]): DemoArguments {
-  const parsed: DemoArguments = {
-    trace: process.env.CUDA_TASKS_TRACE === '1',
-    out: defaultOut,
-    n: 1024,
-    warmups: 1000,
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const argument = argv[i]!;
-    if (argument === '--') continue; // pnpm passes it through
-    if (argument === '--trace') parsed.trace = true;
-    else if (argument === '--out' && argv[i + 1] !== undefined) parsed.out = resolve(argv[++i]!);
-    else if (argument === '--n' && argv[i + 1] !== undefined) parsed.n = Number(argv[++i]);
-    else if (argument === '--warmups' && argv[i + 1] !== undefined) {
-      parsed.warmups = Number(argv[++i]);
-    } else {
-      console.error(`unknown argument ${argument}\n${usage}`);
-      process.exit(2);
+/**
+ * Parses the demo's command line (`CUDA_TASKS_TRACE=1` stands for `--trace`). Throws a
+ * `CommandLineError` for an unknown flag (listing the valid ones) or a bad number.
+ * @example parseDemoArguments(['--n', '64'], {}).n; // 64
+ */
+export function parseDemoArguments(
+  argv: readonly string[],
+  environment: NodeJS.ProcessEnv = process.env,
+): DemoArguments {
+  const { values } = parseCommandLine(argv, demoCommandLine);
+  const integer = (name: 'n' | 'warmups', fallback: number, minimum: number): number => {
+    const text = values[name];
+    if (text === undefined) return fallback;
+    const value = Number(text);
+    if (text === '' || !Number.isSafeInteger(value) || value < minimum) {
+      throw new CommandLineError(
+        `--${name} must be ${minimum === 1 ? 'a positive' : 'a non-negative'} integer, got ${text || 'nothing'}`,
+        usage(demoCommandLine),
+      );
     }
-  }
-  if (!Number.isSafeInteger(parsed.n) || parsed.n < 1) {
-    console.error(`--n must be a positive integer, got ${parsed.n}`);
-    process.exit(2);
-  }
-  if (!Number.isSafeInteger(parsed.warmups) || parsed.warmups < 0) {
-    console.error(`--warmups must be a non-negative integer, got ${parsed.warmups}`);
-    process.exit(2);
-  }
-  return parsed;
+    return value;
+  };
+  return {
+    trace: values.trace === true || environment.CUDA_TASKS_TRACE === '1',
+    out: values.out === undefined ? defaultOut : resolve(values.out),
+    n: integer('n', 1024, 1),
+    warmups: integer('warmups', 1000, 0),
+  };
 }
 
 function isUnavailable(error: unknown): error is Error {
@@ -74,7 +93,15 @@ const shown = (path: string) => {
 };
 
 async function demo(): Promise<number> {
-  const options = parseArguments(process.argv.slice(2));
+  parseCommandLineOrExit(process.argv.slice(2), demoCommandLine); // --help, unknown flags
+  let options: DemoArguments;
+  try {
+    options = parseDemoArguments(process.argv.slice(2));
+  } catch (error) {
+    if (!(error instanceof CommandLineError)) throw error;
+    console.error(`${error.message}\n\n${error.usage}`);
+    return 2;
+  }
   const tracePaths: string[] = [];
   let overlapLine: string | undefined;
 
@@ -147,4 +174,4 @@ async function demo(): Promise<number> {
 }
 
 // Exit explicitly: pooled streams and cached handles need no teardown at exit.
-process.exit(await demo());
+if (isEntryPoint(import.meta.url)) process.exit(await demo());

@@ -60,17 +60,23 @@ describe('parseLoadArguments', () => {
   });
 
   it('refuses unknown options and bad values', () => {
-    expect(() => parseLoadArguments(['--reqs', '1'])).toThrow('unknown option --reqs');
+    expect(() => parseLoadArguments(['--reqs', '1'])).toThrow(
+      /^unknown option --reqs \(did you mean --requests\?\); valid options: --requests N, --seconds S, /,
+    );
     expect(() => parseLoadArguments(['--n', '0'])).toThrow(
       '--n must be an integer in 1..2048, got 0',
     );
-    expect(() => parseLoadArguments(['--concurrency'])).toThrow(/got nothing/);
-    expect(() => parseLoadArguments(['--seconds', '-1'])).toThrow(/--seconds must be a number/);
+    expect(() => parseLoadArguments(['--concurrency'])).toThrow(
+      /^Option '--concurrency <value>' argument missing; valid options: /,
+    );
+    expect(() => parseLoadArguments(['--seconds=-1'])).toThrow(/--seconds must be a number/);
     expect(() => parseLoadArguments(['--mode', 'all'])).toThrow(/--mode must be/);
     expect(() => parseLoadArguments(['--route', 'matmul'])).toThrow(
       '--route must be solve or solve-random, got matmul',
     );
-    expect(() => parseLoadArguments(['fast'])).toThrow('unexpected argument fast');
+    expect(() => parseLoadArguments(['fast'])).toThrow(
+      "unexpected argument 'fast': load.ts takes only options: --requests N,",
+    );
   });
 });
 

@@ -17,12 +17,19 @@
  * where a stream per request pays off; the check is the residual the server reports and, per
  * seed, the same answer every time.
  *
- * Run: `node_modules/.bin/tsx --conditions=@cuda-tasks/source packages/examples/src/service/load.ts [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--url http://127.0.0.1:PORT]`
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--url http://127.0.0.1:PORT]`
  */
 import { Agent, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { createServer, isEntryPoint } from './server.js';
+import {
+  CommandLineError,
+  isEntryPoint,
+  parseCommandLine,
+  parseCommandLineOrExit,
+  usage,
+} from '../cli.js';
+import { createServer } from './server.js';
 import { formatNumber, formatTable, summarize, throughput } from './statistics.js';
 
 /** What the load script does (see `parseLoadArguments`). */
@@ -55,93 +62,87 @@ export interface LoadOptions {
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 
-function positiveInteger(name: string, text: string | undefined, maximum: number): number {
-  const value = Number(text);
-  if (text === undefined || !Number.isInteger(value) || value < 1 || value > maximum) {
-    throw new Error(`${name} must be an integer in 1..${maximum}, got ${text ?? 'nothing'}`);
-  }
-  return value;
-}
+/** The load script's flags (`pnpm --filter @cuda-tasks/examples load --help`). */
+export const loadCommandLine = {
+  command: 'load.ts',
+  options: {
+    requests: { type: 'string', placeholder: 'N', description: 'requests per mode at most (2000)' },
+    seconds: { type: 'string', placeholder: 'S', description: 'seconds per mode at most (20)' },
+    concurrency: { type: 'string', placeholder: 'N', description: 'requests in flight (32)' },
+    n: { type: 'string', placeholder: 'N', description: 'matrix size (128)' },
+    mode: {
+      type: 'string',
+      placeholder: 'both|task|shared',
+      description: 'in-process modes (both)',
+    },
+    url: { type: 'string', placeholder: 'URL', description: 'a running server (loopback only)' },
+    warmup: { type: 'string', placeholder: 'N', description: 'warm-up requests (the concurrency)' },
+    problems: { type: 'string', placeholder: 'N', description: 'distinct systems (16)' },
+    seed: { type: 'string', placeholder: 'N', description: 'seed of the problems (1)' },
+    route: { type: 'string', placeholder: 'solve|solve-random', description: 'route (solve)' },
+  },
+} as const;
 
 /**
- * Parses the command line (`--name value` or `--name=value`). Throws a message for unknown
- * flags, out-of-range values and a non-loopback `--url`.
+ * Parses the command line (`--name value` or `--name=value`). Throws a `CommandLineError` for
+ * unknown flags (listing the valid ones), out-of-range values and a non-loopback `--url`.
  * @example parseLoadArguments(['--requests', '100', '--mode', 'task']).requests; // 100
  */
 export function parseLoadArguments(argv: readonly string[]): LoadOptions {
+  const { values } = parseCommandLine(argv, loadCommandLine);
+  const fail = (message: string): never => {
+    throw new CommandLineError(message, usage(loadCommandLine));
+  };
+  const integer = (name: keyof typeof values, fallback: number, maximum: number): number => {
+    const text = values[name] as string | undefined;
+    if (text === undefined) return fallback;
+    const value = Number(text);
+    if (!Number.isInteger(value) || value < 1 || value > maximum) {
+      fail(`--${name} must be an integer in 1..${maximum}, got ${text || 'nothing'}`);
+    }
+    return value;
+  };
   const options: LoadOptions = {
-    requests: 2000,
+    requests: integer('requests', 2000, 10_000_000),
     seconds: 20,
-    concurrency: 32,
-    n: 128,
+    concurrency: integer('concurrency', 32, 4096),
+    n: integer('n', 128, 2048),
     modes: ['task', 'shared'],
     url: undefined,
-    warmup: -1,
-    problems: 16,
-    seed: 1,
+    warmup: values.warmup === '0' ? 0 : integer('warmup', -1, 1_000_000),
+    problems: integer('problems', 16, 1024),
+    seed: integer('seed', 1, 2 ** 31 - 1),
     route: 'solve',
   };
-  for (let i = 0; i < argv.length; i++) {
-    const argument = argv[i]!;
-    if (!argument.startsWith('--')) throw new Error(`unexpected argument ${argument}`);
-    const equals = argument.indexOf('=');
-    const name = equals >= 0 ? argument.slice(0, equals) : argument;
-    const value = equals >= 0 ? argument.slice(equals + 1) : argv[++i];
-    switch (name) {
-      case '--requests':
-        options.requests = positiveInteger(name, value, 10_000_000);
-        break;
-      case '--seconds': {
-        const seconds = Number(value);
-        if (value === undefined || !(seconds > 0 && seconds <= 3600)) {
-          throw new Error(`--seconds must be a number in (0, 3600], got ${value ?? 'nothing'}`);
-        }
-        options.seconds = seconds;
-        break;
-      }
-      case '--concurrency':
-        options.concurrency = positiveInteger(name, value, 4096);
-        break;
-      case '--n':
-        options.n = positiveInteger(name, value, 2048);
-        break;
-      case '--warmup':
-        options.warmup = value === '0' ? 0 : positiveInteger(name, value, 1_000_000);
-        break;
-      case '--problems':
-        options.problems = positiveInteger(name, value, 1024);
-        break;
-      case '--seed':
-        options.seed = positiveInteger(name, value, 2 ** 31 - 1);
-        break;
-      case '--route':
-        if (value === 'solve' || value === 'solve-random') options.route = value;
-        else throw new Error(`--route must be solve or solve-random, got ${value ?? 'nothing'}`);
-        break;
-      case '--mode':
-        if (value === 'both') options.modes = ['task', 'shared'];
-        else if (value === 'task' || value === 'shared') options.modes = [value];
-        else throw new Error(`--mode must be task, shared or both, got ${value ?? 'nothing'}`);
-        break;
-      case '--url': {
-        if (value === undefined) throw new Error('--url needs a value');
-        let url: URL;
-        try {
-          url = new URL(value);
-        } catch {
-          throw new Error(`--url is not a URL: ${value}`);
-        }
-        if (url.protocol !== 'http:' || !LOOPBACK_HOSTS.has(url.hostname)) {
-          throw new Error(
-            `--url must be an http:// loopback address (127.0.0.1, localhost, [::1]), got ${value}`,
-          );
-        }
-        options.url = url.origin;
-        break;
-      }
-      default:
-        throw new Error(`unknown option ${name}`);
+  if (values.seconds !== undefined) {
+    const seconds = Number(values.seconds);
+    if (!(seconds > 0 && seconds <= 3600)) {
+      fail(`--seconds must be a number in (0, 3600], got ${values.seconds || 'nothing'}`);
     }
+    options.seconds = seconds;
+  }
+  if (values.route !== undefined) {
+    if (values.route === 'solve' || values.route === 'solve-random') options.route = values.route;
+    else fail(`--route must be solve or solve-random, got ${values.route || 'nothing'}`);
+  }
+  if (values.mode !== undefined) {
+    if (values.mode === 'both') options.modes = ['task', 'shared'];
+    else if (values.mode === 'task' || values.mode === 'shared') options.modes = [values.mode];
+    else fail(`--mode must be task, shared or both, got ${values.mode || 'nothing'}`);
+  }
+  if (values.url !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(values.url);
+    } catch {
+      fail(`--url is not a URL: ${values.url}`);
+    }
+    if (url!.protocol !== 'http:' || !LOOPBACK_HOSTS.has(url!.hostname)) {
+      fail(
+        `--url must be an http:// loopback address (127.0.0.1, localhost, [::1]), got ${values.url}`,
+      );
+    }
+    options.url = url!.origin;
   }
   if (options.warmup < 0) options.warmup = options.concurrency;
   return options;
@@ -516,7 +517,15 @@ export function report(results: readonly ModeResult[]): string {
 
 /** Runs the load test; resolves with the results (printed along the way). */
 export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<ModeResult[]> {
-  const options = parseLoadArguments(argv);
+  parseCommandLineOrExit(argv, loadCommandLine); // --help, unknown flags: print, exit
+  let options: LoadOptions;
+  try {
+    options = parseLoadArguments(argv);
+  } catch (error) {
+    if (!(error instanceof CommandLineError)) throw error;
+    console.error(`${error.message}\n\n${error.usage}`);
+    process.exit(2);
+  }
   const random = randomSource(options.seed);
   const problems: Request[] =
     options.route === 'solve'

@@ -5,9 +5,8 @@
  * `POST /matmul` multiplies with cuBLAS (dgemm). With `sharedStream: true` every request is
  * forced onto one stream instead, for comparison (see `load.ts`).
  *
- * Run: `node_modules/.bin/tsx --conditions=@cuda-tasks/source packages/examples/src/service/server.ts [--port 8080] [--shared-stream]`
+ * Run: `pnpm --filter @cuda-tasks/examples serve [--port 8080] [--shared-stream]`
  */
-import { realpathSync } from 'node:fs';
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -15,8 +14,6 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { gemv, matmul, nrm2 } from '@cuda-tasks/cublas';
 import {
   CudaArgumentError,
@@ -30,6 +27,13 @@ import {
 import { defaultGenerator } from '@cuda-tasks/curand';
 import { SingularMatrixError, solve } from '@cuda-tasks/cusolver';
 import { task, withStream } from '@cuda-tasks/task-runtime';
+import {
+  CommandLineError,
+  isEntryPoint,
+  parseCommandLine,
+  parseCommandLineOrExit,
+  usage,
+} from '../cli.js';
 import {
   DEFAULT_LIMITS,
   type MatmulRequest,
@@ -359,11 +363,39 @@ export function createServer(options: ServerOptions = {}): Server {
   return server;
 }
 
-function argumentValue(argv: readonly string[], name: string): string | undefined {
-  const index = argv.indexOf(name);
-  if (index >= 0) return argv[index + 1];
-  const prefixed = argv.find((argument) => argument.startsWith(`${name}=`));
-  return prefixed?.slice(name.length + 1);
+/** The service's flags (`pnpm --filter @cuda-tasks/examples serve --help`). */
+export const serverCommandLine = {
+  command: 'server.ts',
+  options: {
+    port: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'port on 127.0.0.1 ($PORT, else random)',
+    },
+    'shared-stream': { type: 'boolean', description: 'run every request on one shared stream' },
+  },
+} as const;
+
+/**
+ * Parses the service's command line: the port (from `--port N`, then `$PORT`, then 0, a random
+ * free port) and `--shared-stream`. Throws a `CommandLineError` for an unknown flag (listing
+ * the valid ones) or a port outside 0..65535.
+ * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false }
+ */
+export function parseServerArguments(
+  argv: readonly string[],
+  environment: NodeJS.ProcessEnv = process.env,
+): { port: number; sharedStream: boolean } {
+  const { values } = parseCommandLine(argv, serverCommandLine);
+  const portText = values.port ?? environment.PORT ?? '0';
+  const port = Number(portText);
+  if (portText === '' || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new CommandLineError(
+      `--port must be an integer in 0..65535, got ${portText || 'nothing'}`,
+      usage(serverCommandLine),
+    );
+  }
+  return { port, sharedStream: values['shared-stream'] === true };
 }
 
 /**
@@ -372,12 +404,7 @@ function argumentValue(argv: readonly string[], name: string): string | undefine
  * Resolves with the listening server; SIGINT / SIGTERM close it.
  */
 export function main(argv: readonly string[] = process.argv.slice(2)): Promise<Server> {
-  const portText = argumentValue(argv, '--port') ?? process.env.PORT ?? '0';
-  const port = Number(portText);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`--port must be an integer in 0..65535, got ${portText}`);
-  }
-  const sharedStream = argv.includes('--shared-stream');
+  const { port, sharedStream } = parseServerArguments(argv);
   const server = createServer({ sharedStream });
   return new Promise((resolveServer, reject) => {
     server.once('error', reject);
@@ -400,20 +427,13 @@ export function main(argv: readonly string[] = process.argv.slice(2)): Promise<S
   });
 }
 
-/** True when `moduleUrl` is the script Node was started with (tsx keeps argv[1] as the script). */
-export function isEntryPoint(moduleUrl: string): boolean {
-  const script = process.argv[1];
-  if (script === undefined) return false;
-  try {
-    return realpathSync(fileURLToPath(moduleUrl)) === realpathSync(resolve(script));
-  } catch {
-    return false;
-  }
-}
-
 if (isEntryPoint(import.meta.url)) {
-  main().catch((error: unknown) => {
-    console.error(error instanceof Error ? error.message : error);
-    process.exitCode = 1;
-  });
+  parseCommandLineOrExit(process.argv.slice(2), serverCommandLine); // --help, unknown flags
+  Promise.resolve()
+    .then(() => main())
+    .catch((error: unknown) => {
+      const usageText = error instanceof CommandLineError ? `\n\n${error.usage}` : '';
+      console.error(`${error instanceof Error ? error.message : error}${usageText}`);
+      process.exitCode = error instanceof CommandLineError ? 2 : 1;
+    });
 }

@@ -1,13 +1,22 @@
 /**
  * Renders a Chrome / Perfetto trace written by `startTrace()` as an SVG timeline.
  *
- * Usage: tsx --conditions=@cuda-tasks/source src/trace/render.ts trace.json out.svg [--width PX]
+ * Usage: pnpm --filter @cuda-tasks/examples trace:render trace.json out.svg [--width PX] [--title TEXT]
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { TraceEvent } from '@cuda-tasks/task-runtime';
+import { CommandLineError, isEntryPoint, parseCommandLine, usage } from '../cli.js';
 import { renderTimelineSvg } from './timeline.js';
 
-const usage = 'usage: render.ts trace.json out.svg [--width PX] [--title TEXT]';
+/** The renderer's flags (`pnpm --filter @cuda-tasks/examples trace:render --help`). */
+export const renderCommandLine = {
+  command: 'render.ts',
+  options: {
+    width: { type: 'string', placeholder: 'PX', description: 'width of the SVG in pixels' },
+    title: { type: 'string', placeholder: 'TEXT', description: 'title above the timeline' },
+  },
+  positionals: 'trace.json out.svg',
+} as const;
 
 /** Reads a trace file: `{ traceEvents: [...] }` or a bare array of events (both are Chrome's format). */
 export function readTrace(path: string): { traceEvents: TraceEvent[] } {
@@ -23,21 +32,38 @@ export function readTrace(path: string): { traceEvents: TraceEvent[] } {
   throw new Error(`${path}: not a Chrome trace (expected { "traceEvents": [...] } or an array)`);
 }
 
-function cli(argv: readonly string[]): number {
-  const positional: string[] = [];
+/**
+ * Runs the renderer's command line; returns the exit status (0 written, 1 an unreadable
+ * trace, 2 a bad command line: an unknown flag is an error that lists the valid ones).
+ */
+export function cli(argv: readonly string[]): number {
+  let positional: string[];
   let width: number | undefined;
   let title: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const argument = argv[i]!;
-    if (argument === '--width') width = Number(argv[++i]);
-    else if (argument === '--title') title = argv[++i];
-    else if (argument === '--help' || argument === '-h') {
-      console.log(usage);
+  try {
+    const parsed = parseCommandLine(argv, renderCommandLine);
+    if (parsed.help) {
+      console.log(usage(renderCommandLine));
       return 0;
-    } else positional.push(argument);
-  }
-  if (positional.length !== 2 || (width !== undefined && !(width > 0))) {
-    console.error(usage);
+    }
+    positional = parsed.positionals;
+    title = parsed.values.title;
+    width = parsed.values.width === undefined ? undefined : Number(parsed.values.width);
+    if (positional.length !== 2) {
+      throw new CommandLineError(
+        `expected two arguments, trace.json and out.svg; got ${positional.length}`,
+        usage(renderCommandLine),
+      );
+    }
+    if (width !== undefined && !(width > 0)) {
+      throw new CommandLineError(
+        `--width must be a positive number, got ${parsed.values.width}`,
+        usage(renderCommandLine),
+      );
+    }
+  } catch (error) {
+    if (!(error instanceof CommandLineError)) throw error;
+    console.error(`${error.message}\n\n${error.usage}`);
     return 2;
   }
   const [input, output] = positional as [string, string];
@@ -53,6 +79,6 @@ function cli(argv: readonly string[]): number {
   return 0;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isEntryPoint(import.meta.url)) {
   process.exitCode = cli(process.argv.slice(2));
 }
