@@ -1,7 +1,5 @@
-import { CudaError } from '@cuda-tasks/cudadrv';
+import { CudaError, markErrorClass } from '@cuda-tasks/cudadrv';
 import { cublasIfLoaded, cublasStatus } from './ffi/cublas.js';
-
-const cublasErrorBrand = Symbol.for('@cuda-tasks/CublasError');
 
 /** cublasStatus_t names by value, from cublas_api.h (used when the library is not loaded). */
 const STATUS_NAMES: ReadonlyMap<number, string> = new Map(
@@ -54,16 +52,11 @@ export function statusMessage(status: number): string {
  * }
  */
 export class CublasError extends CudaError {
-  readonly [cublasErrorBrand] = true;
-
+  /** True for any CublasError, also one thrown by another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(CublasError, '@cuda-tasks/CublasError');
   constructor(code: number, status: string, call: string, message: string) {
     super(code, status, call, message);
     this.name = 'CublasError';
-  }
-
-  /** True for any CublasError, also one thrown by another loaded copy of this package. */
-  static override isInstance(value: unknown): value is CublasError {
-    return typeof value === 'object' && value !== null && cublasErrorBrand in value;
   }
 }
 

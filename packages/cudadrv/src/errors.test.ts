@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   CudaArgumentError,
   CudaError,
@@ -6,7 +6,9 @@ import {
   CudaUnavailableError,
   DisposedError,
   formatBytes,
+  markErrorClass,
 } from './errors.js';
+import { CompileError } from './kernel/module.js';
 
 describe('CudaError', () => {
   it('carries the code, status and call, and formats the message from them', () => {
@@ -149,5 +151,109 @@ describe('CudaUnavailableError.isInstance', () => {
     expect(CudaUnavailableError.isInstance(new CudaError(1, 'S', 'c', 'm'))).toBe(false);
     expect(CudaUnavailableError.isInstance(new Error('CudaUnavailableError'))).toBe(false);
     expect(CudaUnavailableError.isInstance(null)).toBe(false);
+  });
+});
+
+describe('markErrorClass', () => {
+  const pool = { reservedBytes: 0, usedBytes: 0, freeDeviceBytes: 0, totalDeviceBytes: 0 };
+
+  it('recognizes the errors of a second loaded copy of the package, and the copy ours', async () => {
+    vi.resetModules();
+    const second = await import('./errors.js');
+    expect(second.CudaError).not.toBe(CudaError);
+    const theirs = [
+      new second.CudaError(1, 'S', 'c', 'm'),
+      new second.CudaArgumentError('bad'),
+      new second.DisposedError('Stream'),
+      new second.CudaUnavailableError('install it', 'cuBLAS'),
+      new second.CudaOutOfMemoryError(2, 'CUDA_ERROR_OUT_OF_MEMORY', 1, pool),
+    ];
+    const ours = [
+      new CudaError(1, 'S', 'c', 'm'),
+      new CudaArgumentError('bad'),
+      new DisposedError('Stream'),
+      new CudaUnavailableError('install it', 'cuBLAS'),
+      new CudaOutOfMemoryError(2, 'CUDA_ERROR_OUT_OF_MEMORY', 1, pool),
+    ];
+    const classes = [
+      [CudaError, second.CudaError],
+      [CudaArgumentError, second.CudaArgumentError],
+      [DisposedError, second.DisposedError],
+      [CudaUnavailableError, second.CudaUnavailableError],
+      [CudaOutOfMemoryError, second.CudaOutOfMemoryError],
+    ] as const;
+    // Which class each error is an instance of, by the class hierarchy (row: error, column: class).
+    const expected = [
+      [true, false, false, false, false],
+      [false, true, false, false, false],
+      [false, true, true, false, false],
+      [false, false, false, true, false],
+      [true, false, false, false, true],
+    ];
+    for (let row = 0; row < theirs.length; row++) {
+      expect(theirs[row]).not.toBeInstanceOf(classes[row]![0]);
+      for (let column = 0; column < classes.length; column++) {
+        const [mine, copy] = classes[column]!;
+        const want = expected[row]![column];
+        expect(mine.isInstance(theirs[row]), `ours ${mine.name} <- theirs ${row}`).toBe(want);
+        expect(copy.isInstance(ours[row]), `theirs ${copy.name} <- ours ${row}`).toBe(want);
+        expect(mine.isInstance(ours[row]), `ours ${mine.name} <- ours ${row}`).toBe(want);
+      }
+    }
+  });
+
+  it('a marked subclass is an instance of its ancestors, not the other way round', () => {
+    class LibraryError extends CudaError {
+      static override readonly isInstance = markErrorClass(LibraryError, '@test/LibraryError');
+    }
+    class RoutineError extends LibraryError {
+      static override readonly isInstance = markErrorClass(RoutineError, '@test/RoutineError');
+    }
+    const routine = new RoutineError(7, 'LIB_ROUTINE', 'libRoutine', 'failed');
+    const library = new LibraryError(7, 'LIB_STATUS', 'libCall', 'failed');
+    expect([CudaError, LibraryError, RoutineError].map((c) => c.isInstance(routine))).toEqual([
+      true,
+      true,
+      true,
+    ]);
+    expect([CudaError, LibraryError, RoutineError].map((c) => c.isInstance(library))).toEqual([
+      true,
+      true,
+      false,
+    ]);
+    expect(LibraryError.isInstance(new CudaError(1, 'S', 'c', 'm'))).toBe(false);
+    expect(LibraryError.isInstance(new CudaArgumentError('bad'))).toBe(false);
+    // The marker adds no own property: what an error carries stays its name, message and fields.
+    expect(Object.getOwnPropertySymbols(routine)).toEqual([]);
+    expect(routine.message).toBe('libRoutine failed: LIB_ROUTINE (7): failed');
+  });
+
+  it('the same key marks the same kind of error in any class that uses it', () => {
+    // What another copy of a library does: its own class object, the same key.
+    class CopyOne extends Error {
+      static readonly isInstance = markErrorClass(CopyOne, '@test/SharedKeyError');
+    }
+    class CopyTwo extends Error {
+      static readonly isInstance = markErrorClass(CopyTwo, '@test/SharedKeyError');
+    }
+    expect(CopyOne.isInstance(new CopyTwo())).toBe(true);
+    expect(CopyTwo.isInstance(new CopyOne())).toBe(true);
+    expect(new CopyTwo()).not.toBeInstanceOf(CopyOne);
+    expect(CopyOne.isInstance(new Error('plain'))).toBe(false);
+    expect(CopyOne.isInstance(undefined)).toBe(false);
+    // isInstance needs no `this`: it can be passed around as a predicate.
+    const errors: unknown[] = [new CopyOne(), new Error('plain'), new CopyTwo(), 'CopyOne'];
+    expect(errors.filter(CopyOne.isInstance).length).toBe(2);
+  });
+
+  it('CompileError has its own marker below CudaError', () => {
+    const error = new CompileError(6, 'NVRTC_ERROR_COMPILATION', 'log text', 'kernel.cu');
+    expect(error.message).toBe(
+      'nvrtcCompileProgram failed: NVRTC_ERROR_COMPILATION (6): compiling kernel.cu failed:\nlog text',
+    );
+    expect(CompileError.isInstance(error)).toBe(true);
+    expect(CudaError.isInstance(error)).toBe(true);
+    expect(CompileError.isInstance(new CudaError(6, 'S', 'c', 'm'))).toBe(false);
+    expect(CompileError.isInstance({ [Symbol.for('@cuda-tasks/CompileError')]: true })).toBe(true);
   });
 });

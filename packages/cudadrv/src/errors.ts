@@ -1,18 +1,38 @@
 /**
- * The error hierarchy of cuda-tasks. Errors are branded with `Symbol.for` keys so that
- * `isCudaError` works across two loaded copies of the package, where `instanceof` would not.
+ * The error hierarchy of cuda-tasks. Each error class is marked with a `Symbol.for` key, so
+ * that its `isInstance` works across two loaded copies of a package, where `instanceof` would
+ * not.
  */
 
-const cudaErrorBrand = Symbol.for('@cuda-tasks/CudaError');
-const argumentErrorBrand = Symbol.for('@cuda-tasks/CudaArgumentError');
-const unavailableErrorBrand = Symbol.for('@cuda-tasks/CudaUnavailableError');
+/**
+ * Marks `errorClass` with `Symbol.for(key)` and returns its `isInstance`: true for an instance
+ * of the class or of a subclass, also one made by another loaded copy of the package (the key
+ * is global; the class object is not). The marker lives on the prototype, so subclasses carry
+ * their ancestors' markers. A subclass that wants its own `isInstance` marks itself with a key
+ * of its own.
+ * @example
+ * export class CufftError extends CudaError {
+ *   // True for any CufftError, also one from another loaded copy.
+ *   static override readonly isInstance = markErrorClass(CufftError, '@my-library/CufftError');
+ * }
+ */
+export function markErrorClass<T extends Error>(
+  errorClass: abstract new (...args: never[]) => T,
+  key: string,
+): (value: unknown) => value is T {
+  const marker = Symbol.for(key);
+  Object.defineProperty(errorClass.prototype, marker, { value: true });
+  return (value: unknown): value is T =>
+    typeof value === 'object' && value !== null && marker in value;
+}
 
 /**
  * A failed call into a CUDA library: the numeric status, its symbolic name, the library's
  * message and the call that failed. Library packages extend it (`CublasError`, ...).
  */
 export class CudaError extends Error {
-  readonly [cudaErrorBrand] = true;
+  /** True for any CudaError, also one thrown by another loaded copy of this package. */
+  static readonly isInstance = markErrorClass(CudaError, '@cuda-tasks/CudaError');
   /** The numeric status the call returned (a CUresult for the driver). */
   readonly code: number;
   /** The symbolic name, e.g. `CUDA_ERROR_OUT_OF_MEMORY`. */
@@ -27,26 +47,21 @@ export class CudaError extends Error {
     this.status = status;
     this.call = call;
   }
-
-  /** True for any CudaError, also one thrown by another loaded copy of this package. */
-  static isInstance(value: unknown): value is CudaError {
-    return typeof value === 'object' && value !== null && cudaErrorBrand in value;
-  }
 }
 
 /** The CUDA driver or a CUDA library (or a GPU) is missing: the message says what and how to fix it. */
 export class CudaUnavailableError extends Error {
-  readonly [unavailableErrorBrand] = true;
+  /** True for any CudaUnavailableError, also one thrown by another loaded copy of this package. */
+  static readonly isInstance = markErrorClass(
+    CudaUnavailableError,
+    '@cuda-tasks/CudaUnavailableError',
+  );
   /** What is missing, e.g. "libcuda.so.1", "cuBLAS". */
   readonly missing: string;
   constructor(message: string, missing: string) {
     super(message);
     this.name = 'CudaUnavailableError';
     this.missing = missing;
-  }
-  /** True for any CudaUnavailableError, also one from another loaded copy of this package. */
-  static isInstance(value: unknown): value is CudaUnavailableError {
-    return typeof value === 'object' && value !== null && unavailableErrorBrand in value;
   }
 }
 
@@ -55,19 +70,18 @@ export class CudaUnavailableError extends Error {
  * a wrong kernel argument list.
  */
 export class CudaArgumentError extends TypeError {
-  readonly [argumentErrorBrand] = true;
+  /** True for any CudaArgumentError, also one from another loaded copy of this package. */
+  static readonly isInstance = markErrorClass(CudaArgumentError, '@cuda-tasks/CudaArgumentError');
   constructor(message: string) {
     super(message);
     this.name = 'CudaArgumentError';
-  }
-  /** True for any CudaArgumentError, also one from another loaded copy of this package. */
-  static isInstance(value: unknown): value is CudaArgumentError {
-    return typeof value === 'object' && value !== null && argumentErrorBrand in value;
   }
 }
 
 /** A buffer, stream, event or module was used after `dispose()`. */
 export class DisposedError extends CudaArgumentError {
+  /** True for any DisposedError, also one from another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(DisposedError, '@cuda-tasks/DisposedError');
   constructor(what: string) {
     super(`${what} has been disposed and cannot be used`);
     this.name = 'DisposedError';
@@ -76,6 +90,11 @@ export class DisposedError extends CudaArgumentError {
 
 /** Allocation failed even after trimming the pool and waiting for pending frees. */
 export class CudaOutOfMemoryError extends CudaError {
+  /** True for any CudaOutOfMemoryError, also one thrown by another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(
+    CudaOutOfMemoryError,
+    '@cuda-tasks/CudaOutOfMemoryError',
+  );
   /** Bytes that were asked for. */
   readonly requestedBytes: number;
   /** The pool's state when the allocation failed. */

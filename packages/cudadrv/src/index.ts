@@ -35,6 +35,7 @@ export {
   CudaUnavailableError,
   DisposedError,
   formatBytes,
+  markErrorClass,
 } from './errors.js';
 export {
   type Dim3,

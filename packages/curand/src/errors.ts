@@ -1,7 +1,5 @@
-import { CudaError } from '@cuda-tasks/cudadrv';
+import { CudaError, markErrorClass } from '@cuda-tasks/cudadrv';
 import { curandStatus, curandStatusDescriptions } from './ffi/curand.js';
-
-const curandErrorBrand = Symbol.for('@cuda-tasks/CurandError');
 
 const statusNames: ReadonlyMap<number, string> = new Map(
   Object.entries(curandStatus).map(([name, code]) => [code, name]),
@@ -20,16 +18,11 @@ export function statusName(status: number): string {
  * `curandStatus_t`, `status` its name, `call` the function that failed.
  */
 export class CurandError extends CudaError {
-  readonly [curandErrorBrand] = true;
-
+  /** True for any CurandError, also one thrown by another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(CurandError, '@cuda-tasks/CurandError');
   constructor(code: number, status: string, call: string, message: string) {
     super(code, status, call, message);
     this.name = 'CurandError';
-  }
-
-  /** True for any CurandError, also one thrown by another loaded copy of this package. */
-  static override isInstance(value: unknown): value is CurandError {
-    return typeof value === 'object' && value !== null && curandErrorBrand in value;
   }
 }
 

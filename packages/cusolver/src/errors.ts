@@ -1,9 +1,5 @@
-import { CudaError } from '@cuda-tasks/cudadrv';
+import { CudaError, markErrorClass } from '@cuda-tasks/cudadrv';
 import { cusolverStatus } from './ffi/cusolver.js';
-
-const cusolverErrorBrand = Symbol.for('@cuda-tasks/CusolverError');
-const singularBrand = Symbol.for('@cuda-tasks/SingularMatrixError');
-const notPositiveDefiniteBrand = Symbol.for('@cuda-tasks/NotPositiveDefiniteError');
 
 /** What each cusolverStatus_t means, for error messages (from the cuSOLVER documentation). */
 const STATUS_MESSAGES: Readonly<Record<string, string>> = {
@@ -36,7 +32,8 @@ export function statusName(status: number): string {
  * `NO_CONVERGENCE` (info > 0).
  */
 export class CusolverError extends CudaError {
-  readonly [cusolverErrorBrand] = true;
+  /** True for any CusolverError (and subclasses), also one from another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(CusolverError, '@cuda-tasks/CusolverError');
   /** The devInfo value that reported the failure; undefined for a returned status. */
   readonly info: number | undefined;
 
@@ -45,11 +42,6 @@ export class CusolverError extends CudaError {
     this.name = 'CusolverError';
     this.info = info;
   }
-
-  /** True for any CusolverError (and subclasses), also one from another loaded copy of this package. */
-  static override isInstance(value: unknown): value is CusolverError {
-    return typeof value === 'object' && value !== null && cusolverErrorBrand in value;
-  }
 }
 
 /**
@@ -57,7 +49,11 @@ export class CusolverError extends CudaError {
  * matrix is singular and cannot be used to solve a system.
  */
 export class SingularMatrixError extends CusolverError {
-  readonly [singularBrand] = true;
+  /** True for any SingularMatrixError, also one from another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(
+    SingularMatrixError,
+    '@cuda-tasks/SingularMatrixError',
+  );
   declare readonly info: number;
 
   constructor(call: string, info: number) {
@@ -70,11 +66,6 @@ export class SingularMatrixError extends CusolverError {
     );
     this.name = 'SingularMatrixError';
   }
-
-  /** True for any SingularMatrixError, also one from another loaded copy of this package. */
-  static override isInstance(value: unknown): value is SingularMatrixError {
-    return typeof value === 'object' && value !== null && singularBrand in value;
-  }
 }
 
 /**
@@ -82,7 +73,11 @@ export class SingularMatrixError extends CusolverError {
  * so the matrix is not symmetric positive definite.
  */
 export class NotPositiveDefiniteError extends CusolverError {
-  readonly [notPositiveDefiniteBrand] = true;
+  /** True for any NotPositiveDefiniteError, also one from another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(
+    NotPositiveDefiniteError,
+    '@cuda-tasks/NotPositiveDefiniteError',
+  );
   declare readonly info: number;
 
   constructor(call: string, info: number) {
@@ -94,11 +89,6 @@ export class NotPositiveDefiniteError extends CusolverError {
       info,
     );
     this.name = 'NotPositiveDefiniteError';
-  }
-
-  /** True for any NotPositiveDefiniteError, also one from another loaded copy of this package. */
-  static override isInstance(value: unknown): value is NotPositiveDefiniteError {
-    return typeof value === 'object' && value !== null && notPositiveDefiniteBrand in value;
   }
 }
 

@@ -128,6 +128,12 @@ export function createFakeDriver() {
     },
     Event: FakeEvent,
     setOperationObserver: () => null,
+    // As the real one does it, so that library error classes can be defined over the double.
+    markErrorClass(errorClass: abstract new (...args: never[]) => Error, key: string) {
+      const marker = Symbol.for(key);
+      Object.defineProperty(errorClass.prototype, marker, { value: true });
+      return (value: unknown) => typeof value === 'object' && value !== null && marker in value;
+    },
   };
   return { module, state, devices, FakeStream, FakeEvent, CudaArgumentError, disposedListeners };
 }

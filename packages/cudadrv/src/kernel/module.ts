@@ -1,7 +1,7 @@
 import type { Context } from '../context/device.js';
 import { currentContext } from '../context/provider.js';
 import { check, cudaError, driver } from '../driver.js';
-import { CudaArgumentError, CudaError, DisposedError } from '../errors.js';
+import { CudaArgumentError, CudaError, DisposedError, markErrorClass } from '../errors.js';
 import { koffi } from '../ffi/library.js';
 import { NVRTC_SUCCESS, nvrtc } from '../ffi/nvrtc.js';
 import { Kernel, type KernelParameter } from './launch.js';
@@ -15,6 +15,8 @@ const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
  * to them).
  */
 export class CompileError extends CudaError {
+  /** True for any CompileError, also one thrown by another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(CompileError, '@cuda-tasks/CompileError');
   /** The compiler's log. */
   readonly log: string;
   /** The source that failed to compile ('' when not known). */

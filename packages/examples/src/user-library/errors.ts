@@ -1,7 +1,5 @@
-import { CudaError } from '@cuda-tasks/cudadrv';
+import { CudaError, markErrorClass } from '@cuda-tasks/cudadrv';
 import { cufftResult, cufftResultDescriptions } from './ffi.js';
-
-const cufftErrorBrand = Symbol.for('@cuda-tasks/examples/CufftError');
 
 /** The symbolic name of a `cufftResult`, e.g. `CUFFT_INVALID_SIZE` for 8. */
 export function statusName(status: number): string {
@@ -14,16 +12,14 @@ export function statusName(status: number): string {
  * this repository, so one `CudaError.isInstance` check catches them all.
  */
 export class CufftError extends CudaError {
-  readonly [cufftErrorBrand] = true;
-
+  /** True for any CufftError, also one from another loaded copy of this module. */
+  static override readonly isInstance = markErrorClass(
+    CufftError,
+    '@cuda-tasks/examples/CufftError',
+  );
   constructor(code: number, status: string, call: string, message: string) {
     super(code, status, call, message);
     this.name = 'CufftError';
-  }
-
-  /** True for any CufftError, also one from another loaded copy of this module. */
-  static override isInstance(value: unknown): value is CufftError {
-    return typeof value === 'object' && value !== null && cufftErrorBrand in value;
   }
 }
 
