@@ -88,6 +88,37 @@ export class DisposedError extends CudaArgumentError {
   }
 }
 
+const captureErrorBrand = Symbol.for('@cuda-tasks/CaptureError');
+
+/**
+ * An operation that cannot happen while its stream captures a graph: waiting for the stream
+ * (`synchronize()`, `toHost()`), a copy from pageable host memory, a library routine that reads
+ * its status back to the host, or a capture the driver invalidated. The message says why. An
+ * operation refused here made no native call, so the capture goes on unharmed (and ends
+ * cleanly when the captured function settles); `code` is then
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900) and `call` names the refused operation.
+ * @example
+ * try { await capture(async () => { launch(k, config, x); await synchronize(); }); }
+ * catch (error) { if (CaptureError.isInstance(error)) console.log(error.call); // 'synchronize()' }
+ */
+export class CaptureError extends CudaError {
+  readonly [captureErrorBrand] = true;
+  constructor(
+    call: string,
+    reason: string,
+    code = 900,
+    status = 'CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED',
+  ) {
+    super(code, status, call, reason);
+    this.name = 'CaptureError';
+  }
+
+  /** True for any CaptureError, also one thrown by another loaded copy of this package. */
+  static override isInstance(value: unknown): value is CaptureError {
+    return typeof value === 'object' && value !== null && captureErrorBrand in value;
+  }
+}
+
 /** Allocation failed even after trimming the pool and waiting for pending frees. */
 export class CudaOutOfMemoryError extends CudaError {
   /** True for any CudaOutOfMemoryError, also one thrown by another loaded copy of this package. */

@@ -1,7 +1,7 @@
 /**
  * @cuda-tasks/cudadrv: the CUDA driver API for Node.js. Devices and primary contexts,
  * streams, events, stream-ordered memory, DeviceBuffer / DeviceArray, modules (PTX, cubin,
- * NVRTC) and kernel launch. Every operation takes `{ stream }` and defaults to
+ * NVRTC), kernel launch and graphs (stream capture and replay). Every operation takes `{ stream }` and defaults to
  * `currentStream()`, which `@cuda-tasks/task-runtime` makes task-local.
  *
  * This entry is the public API. What the sibling packages of cuda-tasks share beyond it lives
@@ -29,6 +29,7 @@ export {
   type HostArrayOf,
 } from './dtype.js';
 export {
+  CaptureError,
   CudaArgumentError,
   CudaError,
   CudaOutOfMemoryError,
@@ -37,6 +38,8 @@ export {
   formatBytes,
   markErrorClass,
 } from './errors.js';
+export { type BufferAccess, StreamCapture } from './graph/capture.js';
+export { Graph } from './graph/graph.js';
 export {
   type Dim3,
   Kernel,

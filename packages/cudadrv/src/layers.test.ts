@@ -5,14 +5,14 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * The package reads bottom-up: the files at the root of src/ (errors, the driver loader, dtypes,
- * the use clock) and ffi/, then context/, stream/, memory/, kernel/, then the entries. A file
+ * the use clock) and ffi/, then context/, stream/, memory/, kernel/, graph/, then the entries. A file
  * imports values only from its own layer or below, and the value imports form no circle.
  * Type-only imports are erased at compile time and order nothing when the modules load, so
  * they may point anywhere (a Context names its default Stream, a Stream its Context).
  */
 const source = dirname(fileURLToPath(import.meta.url));
 
-const LAYERS = ['', 'ffi', 'context', 'stream', 'memory', 'kernel'];
+const LAYERS = ['', 'ffi', 'context', 'stream', 'memory', 'kernel', 'graph'];
 const ENTRIES = new Set(['index.ts', 'internal.ts']);
 
 function layerOf(file: string): number {

@@ -8,6 +8,13 @@ export {
   type CleanupTaskInfo,
   onCleanupError,
 } from './cleanup.js';
+export {
+  type CaptureOptions,
+  capture,
+  capturedGraphs,
+  capturedOnce,
+  GraphCache,
+} from './graphs.js';
 export { HandleCache, type HandleCacheOptions } from './handle-cache.js';
 export { nvtxAvailable, range } from './nvtx.js';
 export {

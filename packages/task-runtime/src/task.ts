@@ -1,4 +1,4 @@
-import { Device, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
+import { CaptureError, Device, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
 import {
   currentFrame,
   device,
@@ -96,11 +96,21 @@ export function currentTask(): { id: number; name: string | undefined; isRoot: b
 /**
  * Waits for the current stream only (not other tasks' work). The promise never blocks the
  * event loop: a short spin on cuStreamQuery, then a wait off the main thread. A device error
- * found while waiting (an illegal address, ...) rejects it with a CudaError.
+ * found while waiting (an illegal address, ...) rejects it with a CudaError; inside `capture()`
+ * it rejects with a CaptureError (the captured work has not run).
  * @example launch(kernel, config, x); await synchronize();
  */
 export function synchronize(): Promise<void> {
-  return waitForStream(stream());
+  const current = stream();
+  if (current.capturing) {
+    return Promise.reject(
+      new CaptureError(
+        'synchronize()',
+        `${current} is capturing a graph: its work runs only when the graph is launched, so inside capture() there is nothing to wait for (and waiting would invalidate the capture). Await synchronize() after capture() returns, or after graph.launch()`,
+      ),
+    );
+  }
+  return waitForStream(current);
 }
 
 /** Blocks until the current stream's work is done. For scripts: it blocks the event loop. */

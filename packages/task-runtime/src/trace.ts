@@ -26,6 +26,8 @@ interface Operation {
   taskName: string;
   start: Event;
   end: Event;
+  /** Details the operation came with (a graph replay's node count). */
+  args: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** One entry of a Chrome / Perfetto trace (the JSON "trace event" format). */
@@ -61,8 +63,10 @@ export interface Trace {
 /**
  * Records, per task and stream, when each GPU operation ran (timed with CUDA events) and
  * when each task was alive (host clock), and writes a Chrome/Perfetto trace: open it at
- * ui.perfetto.dev or chrome://tracing to see tasks overlap, without Nsight. Opt-in; while no
- * recorder runs, the hooks cost one comparison per operation.
+ * ui.perfetto.dev or chrome://tracing to see tasks overlap, without Nsight. A graph replay is
+ * one bar, `graph (N nodes)`, with `nodes` in its args; work issued while a stream captures is
+ * not recorded (it does not run then). Opt-in; while no recorder runs, the hooks cost one
+ * comparison per operation.
  * @example
  * const recorder = startTrace();
  * await Promise.all([task(work, { name: 'a' }), task(work, { name: 'b' })]);
@@ -78,7 +82,7 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
   #stopped = false;
 
   /** @internal */
-  begin(name: string, stream: Stream): number {
+  begin(name: string, stream: Stream, args?: Readonly<Record<string, unknown>>): number {
     if (this.#stopped) return -1;
     const context = stream.context;
     if (!this.#references.has(context)) {
@@ -97,6 +101,7 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       taskName: task.name ?? (task.isRoot ? 'root' : `task #${task.id}`),
       start,
       end,
+      args,
     });
     return this.#operations.length - 1;
   }
@@ -154,7 +159,14 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       setOperationObserver(null);
     }
     const streams = new Set(this.#operations.map((operation) => operation.stream));
-    for (const stream of streams) await waitForStream(stream);
+    for (const stream of streams) {
+      // A stream capturing a graph now cannot be waited for; its traced work came before the
+      // capture, and its events can be.
+      if (stream.capturing) {
+        for (const operation of this.#operations)
+          if (operation.stream === stream) operation.end.synchronize();
+      } else await waitForStream(stream);
+    }
     for (const reference of this.#references.values()) reference.event.synchronize();
 
     const events: TraceEvent[] = [];
@@ -184,7 +196,7 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
         dur: Math.max(0, endMs - startMs) * 1000,
         pid: devicePid(operation.stream.context),
         tid,
-        args: { task: operation.taskName, taskId: operation.taskId },
+        args: { task: operation.taskName, taskId: operation.taskId, ...operation.args },
       });
       operation.start.dispose();
       operation.end.dispose();

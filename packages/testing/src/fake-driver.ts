@@ -1,14 +1,28 @@
 /**
  * A test double of `@cuda-tasks/cudadrv` for the runtime's unit tests: two fake devices with
- * one primary context each, a fake Stream.create that counts creations, and a provider slot
- * like the real one. Used through `vi.mock('@cuda-tasks/cudadrv', () => fake.module)` and the
- * same for `'@cuda-tasks/cudadrv/internal'` (it holds the names of both entries).
+ * one primary context each, a fake Stream.create that counts creations, a provider slot like
+ * the real one, and a scripted stream capture (StreamCapture.begin / end / abort, Graph) that
+ * logs each step in `state.captureLog` and can be told to fail (`state.captureFailures`).
+ * Used through `vi.mock('@cuda-tasks/cudadrv', () => fake.module)` and the same for
+ * `'@cuda-tasks/cudadrv/internal'` (it holds the names of both entries).
  */
 export function createFakeDriver() {
   class CudaArgumentError extends TypeError {
     constructor(message: string) {
       super(message);
       this.name = 'CudaArgumentError';
+    }
+  }
+  class CaptureError extends Error {
+    constructor(
+      readonly call: string,
+      reason: string,
+    ) {
+      super(`${call} failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900): ${reason}`);
+      this.name = 'CaptureError';
+    }
+    static isInstance(value: unknown): value is CaptureError {
+      return value instanceof CaptureError;
     }
   }
   class FakeStream {
@@ -28,6 +42,11 @@ export function createFakeDriver() {
       for (const listener of disposedListeners) listener(this);
       this.disposed = true;
       state.disposed.push(this);
+    }
+    /** The capture in progress on this stream, or null. */
+    capture: FakeCapture | null = null;
+    get capturing(): boolean {
+      return this.capture !== null;
     }
     toString(): string {
       return `FakeStream(${this.name})`;
@@ -77,6 +96,62 @@ export function createFakeDriver() {
       this.disposed = true;
     }
   }
+  let nextGraph = 1;
+  /** A captured graph: a number, the stream it was captured on, what happened to it. */
+  class FakeGraph {
+    readonly id = nextGraph++;
+    instantiated = false;
+    disposed = false;
+    /** The graphs whose parameters were taken in by update(). */
+    readonly updatedFrom: number[] = [];
+    constructor(
+      readonly context: FakeContext,
+      readonly capturedOn: FakeStream,
+    ) {}
+    static isInstance(value: unknown): value is FakeGraph {
+      return value instanceof FakeGraph;
+    }
+    instantiate(): this {
+      if (state.captureFailures.instantiate) throw new Error('cuGraphInstantiateWithFlags failed');
+      this.instantiated = true;
+      state.captureLog.push(`instantiate graph ${this.id}`);
+      return this;
+    }
+    update(source: FakeGraph): void {
+      if (state.captureFailures.update) {
+        throw new Error('cuGraphExecUpdate_v2 failed: CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED');
+      }
+      this.updatedFrom.push(source.id);
+      state.captureLog.push(`update graph ${this.id} from ${source.id}`);
+      source.dispose();
+    }
+    dispose(): void {
+      if (this.disposed) return;
+      this.disposed = true;
+      state.captureLog.push(`dispose graph ${this.id}`);
+    }
+  }
+  /** A capture in progress: ends in a FakeGraph, or is aborted. */
+  class FakeCapture {
+    ended = false;
+    constructor(readonly stream: FakeStream) {}
+    end(): FakeGraph {
+      this.ended = true;
+      this.stream.capture = null;
+      if (state.captureFailures.end) {
+        state.captureLog.push(`end ${this.stream.name} (invalidated)`);
+        throw new CaptureError('cuStreamEndCapture', 'the capture was invalidated');
+      }
+      state.captureLog.push(`end ${this.stream.name}`);
+      return new FakeGraph(this.stream.context, this.stream);
+    }
+    abort(): void {
+      if (this.ended) return;
+      this.ended = true;
+      this.stream.capture = null;
+      state.captureLog.push(`abort ${this.stream.name}`);
+    }
+  }
   const devices = [new FakeDevice(0), new FakeDevice(1)];
   const state = {
     streamProvider: undefined as (() => unknown) | undefined,
@@ -85,10 +160,26 @@ export function createFakeDriver() {
     disposed: [] as FakeStream[],
     waited: [] as unknown[],
     outOfMemoryHooks: new Set<(context: unknown) => void>(),
+    /** Each capture step: `begin <stream>`, `end <stream>`, `abort <stream>`, `instantiate graph N`, ... */
+    captureLog: [] as string[],
+    /** Steps told to fail: begin and end throw, instantiate and update throw. */
+    captureFailures: { begin: false, end: false, instantiate: false, update: false },
   };
   const disposedListeners = new Set<(stream: unknown) => void>();
   const module = {
     CudaArgumentError,
+    CaptureError,
+    Graph: FakeGraph,
+    StreamCapture: {
+      begin(stream: FakeStream): FakeCapture {
+        if (state.captureFailures.begin) throw new Error('cuStreamBeginCapture_v2 failed');
+        if (stream.capture !== null) throw new CaptureError('StreamCapture.begin', 'capturing');
+        const session = new FakeCapture(stream);
+        stream.capture = session;
+        state.captureLog.push(`begin ${stream.name}`);
+        return session;
+      },
+    },
     Device: {
       get(ordinal = 0): FakeDevice {
         const device = Number.isInteger(ordinal) ? devices[ordinal] : undefined;
@@ -135,5 +226,15 @@ export function createFakeDriver() {
       return (value: unknown) => typeof value === 'object' && value !== null && marker in value;
     },
   };
-  return { module, state, devices, FakeStream, FakeEvent, CudaArgumentError, disposedListeners };
+  return {
+    module,
+    state,
+    devices,
+    FakeStream,
+    FakeEvent,
+    FakeGraph,
+    CaptureError,
+    CudaArgumentError,
+    disposedListeners,
+  };
 }

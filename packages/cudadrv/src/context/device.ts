@@ -1,5 +1,5 @@
 import { check, driver } from '../driver.js';
-import { CudaArgumentError } from '../errors.js';
+import { CaptureError, CudaArgumentError } from '../errors.js';
 import {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
@@ -190,6 +190,11 @@ export class Context {
    * (a context synchronize; see progress.ts).
    */
   completedThrough = 0;
+  /**
+   * @internal Streams of this context capturing a graph now (see `StreamCapture`): while any
+   * does, nothing may wait for the whole context.
+   */
+  capturingStreams = 0;
   #defaultStream: Stream | undefined;
   #memoryPool: MemoryPool | undefined;
   #priorityRange: { least: number; greatest: number } | undefined;
@@ -230,8 +235,18 @@ export class Context {
     return this.#priorityRange;
   }
 
-  /** Blocks the calling thread until all work in this context is done (cuCtxSynchronize). */
+  /**
+   * Blocks the calling thread until all work in this context is done (cuCtxSynchronize). While
+   * a stream of the context captures a graph, gives a CaptureError instead (the driver would
+   * invalidate that capture).
+   */
   synchronize(): void {
+    if (this.capturingStreams > 0) {
+      throw new CaptureError(
+        'cuCtxSynchronize',
+        `${this.capturingStreams} stream${this.capturingStreams === 1 ? '' : 's'} of ${this} ${this.capturingStreams === 1 ? 'is' : 'are'} capturing a graph, and a context synchronize would invalidate the capture: wait for your own stream instead (synchronize()), or after the capture has ended`,
+      );
+    }
     this.makeCurrent();
     const stamp = useClock.value;
     check(driver().cuCtxSynchronize(), 'cuCtxSynchronize');

@@ -396,6 +396,8 @@ export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgu
     );
   }
   kernel.marshal(args, stream);
+  // A captured kernel needs its module loaded for as long as the graph lives.
+  stream.capture?.retainModule(kernel.module);
   const grid = config.grid;
   const block = config.block;
   const gx = typeof grid === 'number' ? grid : (grid[0] ?? 1);

@@ -13,7 +13,7 @@ import {
   type HostArray,
   type HostArrayOf,
 } from '../dtype.js';
-import { CudaArgumentError, DisposedError } from '../errors.js';
+import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
@@ -517,12 +517,19 @@ export class DeviceArray<D extends DType = DType> {
   /**
    * Copies the array to the host. The promise resolves when the data has arrived; the copy
    * goes through pinned memory so it is truly asynchronous, and the event loop is never
-   * blocked while waiting. Half-precision arrays come back as Float32Array.
+   * blocked while waiting. Half-precision arrays come back as Float32Array. On a stream that
+   * captures a graph it rejects with a CaptureError (before any copy is issued).
    * @example const values = await a.toHost();
    */
   async toHost(options: StreamOption = {}): Promise<HostArrayOf[D]> {
     this.assertUsable();
     const stream = options.stream ?? currentStream();
+    if (stream.capture !== null) {
+      throw new CaptureError(
+        'DeviceArray.toHost',
+        `${stream} is capturing a graph: toHost() waits for the copy, and captured work runs only when the graph is launched. Read the array after the capture has ended (or after launching the graph)`,
+      );
+    }
     const source = this.contiguous ? this : this.copy({ stream });
     const byteLength = this.length * this.elementBytes;
     const staging = stagingPool.acquire(byteLength);

@@ -86,9 +86,12 @@ function release(stream: Stream, blocks: StreamBlocks): void {
   }
 }
 
-/** Frees every cached block of `context` (every context when none is given). */
+/** Frees every cached block of `context` (every context when none is given), but those of capturing streams. */
 export function releaseCached(context?: Context): void {
   for (const [stream, blocks] of [...cached]) {
+    // A free on a capturing stream would be captured (and invalidate the capture): those
+    // blocks stay until the next release.
+    if (stream.capture !== null) continue;
     if (context === undefined || stream.context === context) release(stream, blocks);
   }
 }

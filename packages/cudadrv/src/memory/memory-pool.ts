@@ -121,7 +121,8 @@ export class MemoryPool {
    * Allocates `bytes` ordered on `stream`; returns the device pointer (as `ffiValue` gives
    * it: a Number below 2^53, else a BigInt). On out-of-memory:
    * runs the out-of-memory hooks, trims the pool, waits for pending frees, retries once, then
-   * throws CudaOutOfMemoryError with the pool's usage.
+   * throws CudaOutOfMemoryError with the pool's usage (while a stream of the context captures a
+   * graph, it only trims and retries). Inside a capture the allocation is a node of the graph.
    */
   allocate(bytes: number, stream: Stream): number | bigint {
     this.context.makeCurrent();
@@ -131,9 +132,13 @@ export class MemoryPool {
     if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
     releaseCached(this.context);
-    for (const hook of outOfMemoryHooks) hook(this.context);
-    // Pending frees complete at the next synchronization; then the pool can give memory back.
-    check(api.cuCtxSynchronize(), 'cuCtxSynchronize');
+    // While a stream of the context captures, neither the hooks (destroying library handles
+    // synchronizes) nor a context synchronize may run: either would invalidate the capture.
+    if (this.context.capturingStreams === 0) {
+      for (const hook of outOfMemoryHooks) hook(this.context);
+      // Pending frees complete at the next synchronization; then the pool can give memory back.
+      check(api.cuCtxSynchronize(), 'cuCtxSynchronize');
+    }
     this.trim(0);
     result = api.cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);

@@ -1,9 +1,10 @@
 import type { Context } from '../context/device.js';
 import { currentStream } from '../context/provider.js';
 import { check, driver } from '../driver.js';
-import { CudaArgumentError, DisposedError } from '../errors.js';
+import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_MEMHOSTALLOC_PORTABLE } from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
+import type { StreamCapture } from '../graph/capture.js';
 import { useClock } from '../progress.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
@@ -42,6 +43,29 @@ interface Allocation {
   registered: boolean;
   /** The block's size class when it may go to the per-stream cache (block-cache.ts), else 0. */
   cacheSize: number;
+  /** The capture in progress that allocated this (graph memory not yet in a graph), else null. */
+  capture: StreamCapture | null;
+  /** For memory allocated inside a capture that outlived it: the graph's side, else null. */
+  graph: GraphMemory | null;
+}
+
+/**
+ * @internal Memory allocated inside a capture and alive when it ended: an output of the graph.
+ * The graph allocates it at each launch (the same address each time; the previous launch's
+ * is freed first), so it exists once the graph has been launched. While the graph lives it
+ * owns the memory (disposing the buffer only gives it up); after, a live buffer owns it.
+ */
+export interface GraphMemory {
+  /** The graph allocation's fixed address. */
+  readonly address: number | bigint;
+  /**
+   * 'pending': the graph has not been launched, the buffer is not usable yet; 'live': the
+   * buffer is usable; 'released': the buffer was disposed; 'abandoned': the capture failed or
+   * the graph went before its first launch, and the memory never came to be.
+   */
+  state: 'pending' | 'live' | 'released' | 'abandoned';
+  /** Whether the graph still exists (it frees the memory at each relaunch and at its end). */
+  graphAlive: boolean;
 }
 
 /**
@@ -49,16 +73,38 @@ interface Allocation {
  * small block goes to that stream's cache instead (see block-cache.ts).
  */
 function freeAllocation(allocation: Allocation, reuse: boolean): void {
-  if (allocation.address === 0) return;
+  const memory = allocation.graph;
+  if (allocation.address === 0) {
+    if (memory !== null && memory.state === 'pending') memory.state = 'released';
+    return;
+  }
+  if (memory?.graphAlive) {
+    // The graph's memory: the graph frees it (at its next launch, or when it goes).
+    memory.state = 'released';
+    allocation.address = 0;
+    allocation.pointer = undefined;
+    return;
+  }
   const context = allocation.context;
   // A disposed stream was drained when it was disposed, so its work is done.
   const stream = allocation.stream.disposed ? context.defaultStream : allocation.stream;
+  const capture = stream.capture;
+  if (capture !== null && allocation.capture !== capture) {
+    // A free captured into the graph would free memory the graph did not allocate (the driver
+    // invalidates the capture): free it, in the stream's order, once the capture has ended.
+    const later: Allocation = { ...allocation };
+    capture.afterEnd(() => freeAllocation(later, false));
+    allocation.address = 0;
+    allocation.pointer = undefined;
+    return;
+  }
   // The free (or the reuse) must come after every read too.
   const readers = allocation.readers;
   if (readers !== null) waitForReaders(stream, readers, allocation.readerStamps!);
   if (
     reuse &&
     allocation.cacheSize > 0 &&
+    capture === null &&
     putCached(stream, allocation.cacheSize, allocation.address)
   ) {
     allocation.address = 0;
@@ -124,6 +170,9 @@ function flushYoung(): void {
   young.length = 0;
 }
 
+/** Reads a buffer's allocation record (set by DeviceBuffer's static block). */
+let allocationOf: (buffer: DeviceBuffer) => Allocation;
+
 /**
  * Device memory from the stream-ordered pool. Remembers the stream that last used it: use
  * on another stream is ordered on the GPU (an event recorded on the old stream, waited for
@@ -169,12 +218,20 @@ export class DeviceBuffer {
     stream.assertUsable();
     const context = stream.context;
     const stamp = ++useClock.value;
+    const capture = stream.capture;
     let address: number | bigint = 0;
-    // Small blocks come from the stream's cache of freed ones when it has one of the size.
-    const size = cacheSize(byteLength);
-    if (size > 0) address = takeCached(stream, size) ?? context.memoryPool.allocate(size, stream);
-    else if (byteLength > 0) address = context.memoryPool.allocate(byteLength, stream);
-    return new DeviceBuffer(
+    let size = 0;
+    if (capture !== null) {
+      // Inside a capture: an allocation node of the graph, never a cached block (one freed
+      // outside the capture would tie the graph to memory it does not own, and the reverse).
+      if (byteLength > 0) address = context.memoryPool.allocate(byteLength, stream);
+    } else {
+      // Small blocks come from the stream's cache of freed ones when it has one of the size.
+      size = cacheSize(byteLength);
+      if (size > 0) address = takeCached(stream, size) ?? context.memoryPool.allocate(size, stream);
+      else if (byteLength > 0) address = context.memoryPool.allocate(byteLength, stream);
+    }
+    const buffer = new DeviceBuffer(
       {
         address,
         pointer: undefined,
@@ -186,9 +243,13 @@ export class DeviceBuffer {
         context,
         registered: false,
         cacheSize: size,
+        capture: address === 0 ? null : capture,
+        graph: null,
       },
       byteLength,
     );
+    if (capture !== null && address !== 0) capture.allocations.push(buffer);
+    return buffer;
   }
 
   /** True for a DeviceBuffer of any loaded copy of this package. */
@@ -200,7 +261,7 @@ export class DeviceBuffer {
   get pointer(): bigint {
     const allocation = this.#allocation;
     if (allocation.address === 0) {
-      if (this.byteLength > 0) throw new DisposedError('DeviceBuffer');
+      if (this.byteLength > 0) throw unusable(allocation);
       return 0n;
     }
     return (allocation.pointer ??= BigInt(allocation.address));
@@ -209,13 +270,17 @@ export class DeviceBuffer {
   /** The device address as koffi converts it fastest (see `ffiValue`; throws after dispose). */
   get address(): number | bigint {
     const allocation = this.#allocation;
-    if (allocation.address === 0 && this.byteLength > 0) throw new DisposedError('DeviceBuffer');
+    if (allocation.address === 0 && this.byteLength > 0) throw unusable(allocation);
     return allocation.address;
   }
 
-  /** Whether `dispose()` has been called. */
+  /**
+   * Whether `dispose()` has been called (or the buffer's memory will never exist: allocated
+   * inside a capture that failed). An output of a graph not launched yet is not disposed.
+   */
   get disposed(): boolean {
-    return this.#allocation.address === 0 && this.byteLength > 0;
+    const allocation = this.#allocation;
+    return allocation.address === 0 && this.byteLength > 0 && allocation.graph?.state !== 'pending';
   }
 
   /** The stream that last wrote this buffer (or allocated it). */
@@ -249,7 +314,11 @@ export class DeviceBuffer {
    */
   ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
     const allocation = this.#allocation;
-    if (allocation.address === 0 && this.byteLength > 0) throw new DisposedError('DeviceBuffer');
+    if (allocation.address === 0 && this.byteLength > 0) throw unusable(allocation);
+    const capture = stream.capture;
+    if (capture !== null || allocation.capture !== null) {
+      return this.#useInCapture(allocation, stream, capture, access);
+    }
     const stamp = ++useClock.value;
     const writer = allocation.stream;
     if (writer === stream) {
@@ -299,20 +368,129 @@ export class DeviceBuffer {
   }
 
   /**
+   * A use while a capture is involved: the stream captures, or the memory belongs to a capture
+   * in progress. A captured use changes nothing now (the work runs at each launch, and the
+   * graph re-declares the use on the launching stream then); it is recorded for that.
+   */
+  #useInCapture(
+    allocation: Allocation,
+    stream: Stream,
+    capture: StreamCapture | null,
+    access: 'read' | 'write',
+  ): number | bigint {
+    const owner = allocation.capture;
+    if (owner === capture) return allocation.address;
+    if (owner !== null) {
+      throw new CaptureError(
+        'DeviceBuffer',
+        `this buffer was allocated inside the capture of ${owner.stream}, which is in progress: it is memory of the graph being captured and exists only when that graph runs, so ${stream} cannot use it${capture === null ? '' : ' (nor another capture)'}`,
+      );
+    }
+    capture!.recordUse(this, access);
+    return allocation.address;
+  }
+
+  /**
    * Frees the memory, ordered on the last stream that used it (a block of up to 64 KiB is kept
    * for the next allocation of its size on that stream; see `MemoryPool.releaseCached`). Safe
-   * to call twice.
+   * to call twice. Inside a capture, memory allocated inside it is freed by the graph; other
+   * memory is freed once the capture has ended. An output of a graph goes to the graph.
    */
   dispose(): void {
     const allocation = this.#allocation;
-    if (allocation.address === 0) return;
+    if (allocation.address === 0) {
+      if (allocation.graph !== null) freeAllocation(allocation, false);
+      return;
+    }
     if (allocation.registered) finalizer.unregister(this);
     else forgetYoung(this);
     freeAllocation(allocation, true);
   }
 
+  static {
+    allocationOf = (buffer) => buffer.#allocation;
+  }
+
   [Symbol.dispose](): void {
     this.dispose();
+  }
+}
+
+/** The error for a use of a buffer without memory: disposed, or graph memory not there yet. */
+function unusable(allocation: Allocation): Error {
+  const state = allocation.graph?.state;
+  if (state === 'pending') {
+    return new CaptureError(
+      'DeviceBuffer',
+      'this buffer was allocated inside a capture and is an output of its graph: its memory exists once the graph has been launched; launch the graph first',
+    );
+  }
+  if (state === 'abandoned') {
+    return new DisposedError(
+      'DeviceBuffer (allocated inside a capture that failed, or whose graph was disposed before its first launch)',
+    );
+  }
+  return new DisposedError('DeviceBuffer');
+}
+
+/**
+ * @internal At the end of a capture: a buffer allocated inside it and still alive becomes an
+ * output of the graph (unusable until the graph's first launch). False for one disposed inside.
+ */
+export function holdAsGraphOutput(buffer: DeviceBuffer): boolean {
+  const allocation = allocationOf(buffer);
+  allocation.capture = null;
+  if (allocation.address === 0) return false;
+  allocation.graph = { address: allocation.address, state: 'pending', graphAlive: true };
+  allocation.address = 0;
+  allocation.pointer = undefined;
+  return true;
+}
+
+/** @internal A capture failed: memory allocated inside it never comes to be. */
+export function abandonCapturedAllocation(buffer: DeviceBuffer): void {
+  const allocation = allocationOf(buffer);
+  allocation.capture = null;
+  if (allocation.address === 0) return;
+  allocation.graph = { address: allocation.address, state: 'abandoned', graphAlive: false };
+  allocation.address = 0;
+  allocation.pointer = undefined;
+}
+
+/** @internal The graph side of an output buffer (see `holdAsGraphOutput`). */
+export function graphMemoryOf(buffer: DeviceBuffer): GraphMemory {
+  return allocationOf(buffer).graph!;
+}
+
+/**
+ * @internal A launch of the graph on `stream` (re)writes the output: the first makes the
+ * buffer usable, each declares it written by `stream` (a buffer its user disposed is skipped).
+ */
+export function launchGraphOutput(buffer: DeviceBuffer, stream: Stream): void {
+  const allocation = allocationOf(buffer);
+  const memory = allocation.graph!;
+  if (memory.state === 'live') {
+    buffer.ffiAddressOn(stream, 'write');
+  } else if (memory.state === 'pending') {
+    memory.state = 'live';
+    allocation.address = memory.address;
+    allocation.pointer = undefined;
+    allocation.stream = stream;
+    allocation.stamp = allocation.writeStamp = ++useClock.value;
+    buffer.registerFinalizer();
+  }
+}
+
+/**
+ * @internal The graph is gone: a live output buffer owns its memory from now on; memory whose
+ * buffer was disposed is freed (ordered on `stream`, the last launch's) if a launch made it.
+ */
+export function releaseGraphMemory(memory: GraphMemory, launched: boolean, stream: Stream): void {
+  memory.graphAlive = false;
+  if (memory.state === 'pending') memory.state = 'abandoned';
+  else if (memory.state === 'released' && launched) {
+    stream.context.makeCurrent();
+    check(driver().cuMemFreeAsync(memory.address, stream.ffiHandle), 'cuMemFreeAsync');
   }
 }
 
@@ -433,6 +611,16 @@ export function copyHostToDevice(
   const offset = checkRange('copyHostToDevice', destination, byteLength);
   if (byteLength === 0) return;
   const stream = options.stream ?? currentStream();
+  const capture = stream.capture;
+  if (capture !== null) {
+    if (!(source instanceof PinnedHostBuffer)) {
+      throw new CaptureError(
+        'copyHostToDevice',
+        `${stream} is capturing a graph: a copy from pageable host memory (a typed array) cannot be captured (the driver stages it synchronously, and a replay would read memory the garbage collector may have moved). Copy into device memory before the capture, or from a PinnedHostBuffer, which the graph then reads at each launch`,
+      );
+    }
+    capture.retainHost(source);
+  }
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   const host = source instanceof PinnedHostBuffer ? source.pointer : asBytes(source);
   stream.context.makeCurrent();
@@ -461,6 +649,7 @@ export function copyDeviceToPinned(
   const offset = checkRange('copyDeviceToPinned', source, byteLength);
   if (byteLength === 0) return;
   const stream = options.stream ?? currentStream();
+  stream.capture?.retainHost(destination);
   const pointer = source.buffer.useOn(stream, 'read') + BigInt(offset);
   stream.context.makeCurrent();
   const token = beginOperation('memcpyDtoH', stream);

@@ -4,12 +4,17 @@ import type { Stream } from './stream.js';
  * An observer of GPU operations (the task runtime's trace recorder installs one). Called
  * around each kernel launch (named after the kernel), each copy and memset of this package
  * (`memcpyHtoD`, `memcpyDtoH` (also the staged copy of `toHost()`), `memcpyDtoD`,
- * `memcpyPeer`, `memcpy2D`, `memset`) and each library call of the library packages; absent
- * by default, when the hooks cost one comparison and allocate nothing.
+ * `memcpyPeer`, `memcpy2D`, `memset`), each graph replay (`graph (N nodes)`, with `{ nodes }`
+ * as `args`) and each library call of the library packages; absent by default, when the hooks
+ * cost one comparison and allocate nothing. Work issued to a capturing stream is not observed
+ * (it does not run then; its graph's replays are).
  */
 export interface OperationObserver {
-  /** An operation named `name` is about to be issued on `stream`; returns a token for `end`. */
-  begin(name: string, stream: Stream): number;
+  /**
+   * An operation named `name` is about to be issued on `stream`; returns a token for `end`.
+   * `args` (when given) are details to show with it, e.g. a replay's node count.
+   */
+  begin(name: string, stream: Stream, args?: Readonly<Record<string, unknown>>): number;
   /** The operation with this token has been issued. */
   end(token: number): void;
 }
@@ -28,11 +33,16 @@ export function setOperationObserver(observer: OperationObserver | null): Operat
 
 /**
  * Marks the start of an operation for the observer; returns -1 (and does nothing) when none
- * is installed. Library packages call it around each native call they issue.
+ * is installed, or when `stream` is capturing a graph. Library packages call it around each
+ * native call they issue.
  */
-export function beginOperation(name: string, stream: Stream): number {
+export function beginOperation(
+  name: string,
+  stream: Stream,
+  args?: Readonly<Record<string, unknown>>,
+): number {
   const observer = slot.observer;
-  return observer === null ? -1 : observer.begin(name, stream);
+  return observer === null || stream.capture !== null ? -1 : observer.begin(name, stream, args);
 }
 
 /** Marks the end of the operation that `beginOperation` returned `token` for. */

@@ -1,8 +1,10 @@
 import { type Context, contextParts } from '../context/device.js';
 import { currentContext } from '../context/provider.js';
 import { check, cudaError, driver, ffiValue } from '../driver.js';
-import { DisposedError } from '../errors.js';
+import { CaptureError, DisposedError } from '../errors.js';
 import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from '../ffi/cuda.js';
+import { CU_EVENT_WAIT_EXTERNAL } from '../ffi/graph.js';
+import type { StreamCapture } from '../graph/capture.js';
 import { useClock } from '../progress.js';
 
 const streamBrand = Symbol.for('@cuda-tasks/Stream');
@@ -68,9 +70,16 @@ export class Stream {
    * (see progress.ts): set by a query or synchronize that found the stream idle.
    */
   completedThrough = 0;
+  /**
+   * @internal The capture in progress on this stream (see `StreamCapture`), else null: work
+   * issued to the stream is recorded into a graph, not run.
+   */
+  capture: StreamCapture | null = null;
   #disposed = false;
   #handoffEvent: bigint = 0n;
   #handoffEventValue: number | bigint = 0;
+  #captureEvent: bigint = 0n;
+  #captureEventValue: number | bigint = 0;
 
   private constructor(handle: bigint, context: Context, owned: boolean, name?: string) {
     this.handle = handle;
@@ -119,6 +128,22 @@ export class Stream {
   }
 
   /**
+   * Whether the stream is capturing a graph: its work is recorded, not run, until the capture
+   * ends, so nothing can wait for it (`query`, `synchronize` give a CaptureError).
+   */
+  get capturing(): boolean {
+    return this.capture !== null;
+  }
+
+  /** @internal A CaptureError for `operation`, which cannot happen while the stream captures. */
+  capturingError(operation: string): CaptureError {
+    return new CaptureError(
+      operation,
+      `${this} is capturing a graph: its work runs only when the graph is launched, and waiting for or querying the stream would invalidate the capture. Wait after the capture has ended (or after launching the graph)`,
+    );
+  }
+
+  /**
    * @internal Whether the work of a buffer use stamped `stamp` is known complete: no hand-off
    * from this stream needs to be ordered on the GPU for it.
    */
@@ -134,6 +159,7 @@ export class Stream {
   /** True when all work submitted to the stream has completed. */
   query(): boolean {
     this.assertUsable();
+    if (this.capture !== null) throw this.capturingError('Stream.query');
     const stamp = useClock.value;
     const result = driver().cuStreamQuery(this.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) {
@@ -147,27 +173,52 @@ export class Stream {
   /** Blocks the calling thread until the stream's work is done. Scripts only: it blocks the event loop. */
   synchronize(): void {
     this.assertUsable();
+    if (this.capture !== null) throw this.capturingError('Stream.synchronize');
     const stamp = useClock.value;
     check(driver().cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
     this.markCompleted(stamp);
   }
 
-  /** Makes later work on this stream wait for `event` (on the GPU; the host does not wait). */
+  /**
+   * Makes later work on this stream wait for `event` (on the GPU; the host does not wait).
+   * While the stream captures, the wait is captured as an external event wait: each replay
+   * waits for the event's latest record at that time.
+   */
   waitEvent(event: { handle: bigint; ffiHandle?: number | bigint }): void {
     this.assertUsable();
     check(
-      driver().cuStreamWaitEvent(this.ffiHandle, event.ffiHandle ?? event.handle, 0),
+      driver().cuStreamWaitEvent(
+        this.ffiHandle,
+        event.ffiHandle ?? event.handle,
+        this.capture === null ? 0 : CU_EVENT_WAIT_EXTERNAL,
+      ),
       'cuStreamWaitEvent',
     );
   }
 
   /**
    * Orders this stream after all work submitted so far to `other`, on the GPU: records an
-   * event on `other` and makes this stream wait for it. The host never blocks.
+   * event on `other` and makes this stream wait for it. The host never blocks. While this
+   * stream captures, the graph's launches wait for `other` instead (its work at launch time);
+   * while `other` captures, this stream waits for what `other` had before its capture began
+   * (its captured work has not run).
    */
   waitFor(other: Stream): void {
     if (other === this) return;
+    const capture = this.capture;
+    if (capture !== null) {
+      capture.dependOn(other);
+      return;
+    }
     const api = driver();
+    const otherCapture = other.capture;
+    if (otherCapture !== null) {
+      check(
+        api.cuStreamWaitEvent(this.ffiHandle, otherCapture.precaptureEvent, 0),
+        'cuStreamWaitEvent',
+      );
+      return;
+    }
     const event = other.handoffEvent();
     check(api.cuEventRecord(event, other.ffiHandle), 'cuEventRecord');
     check(api.cuStreamWaitEvent(this.ffiHandle, event, 0), 'cuStreamWaitEvent');
@@ -192,6 +243,21 @@ export class Stream {
     return this.#handoffEventValue;
   }
 
+  /**
+   * @internal The event a capture records on this stream just before it begins (reused, like
+   * the hand-off event): what other streams wait for while the stream captures.
+   */
+  captureEvent(): number | bigint {
+    if (this.#captureEvent === 0n) {
+      this.context.makeCurrent();
+      const handle: (bigint | null)[] = [null];
+      check(driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING), 'cuEventCreate');
+      this.#captureEvent = handle[0] as bigint;
+      this.#captureEventValue = ffiValue(this.#captureEvent);
+    }
+    return this.#captureEventValue;
+  }
+
   /** @internal Throws DisposedError after dispose(). */
   assertUsable(): void {
     if (this.#disposed) throw new DisposedError(`Stream${this.name ? ` "${this.name}"` : ''}`);
@@ -200,10 +266,12 @@ export class Stream {
   /**
    * Destroys an owned stream after its pending work completes (the host waits for it, so that
    * buffers last used on it are safe to free elsewhere); a wrapped stream is only forgotten.
-   * Safe to call twice.
+   * Safe to call twice. A stream that is capturing cannot be disposed (a CaptureError): end
+   * the capture first.
    */
   dispose(): void {
     if (this.#disposed) return;
+    if (this.capture !== null) throw this.capturingError('Stream.dispose');
     for (const listener of disposedListeners) listener(this);
     this.#disposed = true;
     const api = driver();
@@ -214,6 +282,7 @@ export class Stream {
       check(api.cuStreamDestroy_v2(this.handle), 'cuStreamDestroy_v2');
     }
     if (this.#handoffEvent !== 0n) api.cuEventDestroy_v2(this.#handoffEvent);
+    if (this.#captureEvent !== 0n) api.cuEventDestroy_v2(this.#captureEvent);
   }
 
   [Symbol.dispose](): void {

@@ -77,7 +77,14 @@ const context = { makeCurrent() {} };
 let nextStream = 1n;
 function stream(): Stream {
   const handle = nextStream++;
-  const fakeStream = { handle, ffiHandle: handle, context, completedThrough: 0, markCompleted };
+  const fakeStream = {
+    handle,
+    ffiHandle: handle,
+    context,
+    completedThrough: 0,
+    capture: null,
+    markCompleted,
+  };
   function markCompleted(stamp: number): void {
     fakeStream.completedThrough = Math.max(fakeStream.completedThrough, stamp);
   }

@@ -33,6 +33,8 @@ const POLL_FAST_MS = 2;
 interface PendingWait {
   /** The event handle as `ffiValue` gives it. */
   event: number | bigint;
+  /** Whether the event is the waiter's own, back to the idle events when done (else a capture's). */
+  pooled: boolean;
   context: Context;
   stream: Stream;
   /** The use clock when the event was recorded: the stream is complete through it once the event is. */
@@ -75,10 +77,11 @@ function releaseEvent(context: Context, event: number | bigint): void {
 
 /**
  * Resolves when all work submitted to `stream` so far has completed; rejects with a
- * CudaError on a device error (an illegal address, ...). Never blocks the event loop for
- * longer than a short, capped spin.
+ * CudaError on a device error (an illegal address, ...), and with a CaptureError while the
+ * stream captures a graph. Never blocks the event loop for longer than a short, capped spin.
  */
 export function waitForStream(stream: Stream): Promise<void> {
+  if (stream.capture !== null) return Promise.reject(stream.capturingError('waitForStream'));
   // No query here: right after a launch the stream is busy, and the other tasks should issue
   // their work before anyone spins.
   return new Promise<void>((resolve, reject) => {
@@ -97,6 +100,24 @@ interface Waiter {
 
 function spinThenWait(waiter: Waiter): void {
   const { stream, resolve, reject } = waiter;
+  const capture = stream.capture;
+  if (capture !== null) {
+    // The stream began capturing after this wait was asked for: what the wait is for is the
+    // work from before the capture, which its pre-capture event marks (querying the stream
+    // would invalidate the capture).
+    polled.push({
+      event: capture.precaptureEvent,
+      pooled: false,
+      context: stream.context,
+      stream,
+      stamp: 0,
+      since: performance.now(),
+      resolve,
+      reject,
+    });
+    schedulePoll();
+    return;
+  }
   const api = driver();
   const handle = stream.ffiHandle;
   if (!budgetResetScheduled) {
@@ -139,7 +160,16 @@ function spinThenWait(waiter: Waiter): void {
     reject(cudaError(recorded, 'cuEventRecord'));
     return;
   }
-  polled.push({ event, context, stream, stamp, since: performance.now(), resolve, reject });
+  polled.push({
+    event,
+    pooled: true,
+    context,
+    stream,
+    stamp,
+    since: performance.now(),
+    resolve,
+    reject,
+  });
   schedulePoll();
 }
 
@@ -148,7 +178,7 @@ function waitBlocking(wait: PendingWait): void {
   blockingInFlight++;
   driver().cuEventSynchronize.async(wait.event, (error: unknown, result: number) => {
     blockingInFlight--;
-    releaseEvent(wait.context, wait.event);
+    if (wait.pooled) releaseEvent(wait.context, wait.event);
     if (error) wait.reject(error);
     else if (result !== 0) wait.reject(cudaError(result, 'cuEventSynchronize'));
     else {
@@ -184,7 +214,7 @@ function poll(): void {
       continue;
     }
     polled.splice(i, 1);
-    releaseEvent(wait.context, wait.event);
+    if (wait.pooled) releaseEvent(wait.context, wait.event);
     if (result === CUresult.CUDA_SUCCESS) {
       wait.stream.markCompleted(wait.stamp);
       wait.resolve();
