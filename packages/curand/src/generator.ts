@@ -16,12 +16,12 @@ import { GeneratorCore } from './core.js';
 import { check } from './errors.js';
 import { curand } from './ffi/curand.js';
 import { defaultCore } from './handle.js';
+import { BITS, type Generation, LOG_NORMAL, NORMAL, POISSON, UNIFORM } from './routines.js';
 import { nextSeed } from './seeds.js';
 import {
   checkLambda,
   checkNormalParameters,
   checkTarget,
-  FLOATING_DTYPES,
   type GenerationPlan,
   type GeneratorKind,
   type GeneratorOrdering,
@@ -31,7 +31,6 @@ import {
   rngTypeOf,
   type TargetLayout,
   toUint64,
-  UINT32_DTYPES,
 } from './validation.js';
 
 /** The floating-point dtypes that uniform, normal and log-normal generation fill. */
@@ -73,22 +72,6 @@ const finalizer = new FinalizationRegistry<GeneratorCore>((core) => {
     // Process teardown or a sticky error: the context's memory goes with it.
   }
 });
-
-// What each generation does; numbers, so that a call builds no closure.
-const UNIFORM = 0;
-const NORMAL = 1;
-const LOG_NORMAL = 2;
-const POISSON = 3;
-const BITS = 4;
-type Operation = 0 | 1 | 2 | 3 | 4;
-
-const OPERATION_NAMES = [
-  'curand.uniform',
-  'curand.normal',
-  'curand.logNormal',
-  'curand.poisson',
-  'curand.generate',
-] as const;
 
 const ALIGNMENT_MASK = BigInt(OUTPUT_ALIGNMENT - 1);
 // Reused by every generation (the event loop's thread runs one at a time).
@@ -188,7 +171,7 @@ export class Generator {
    * @example generator.uniform(DeviceArray.empty('float64', [100, 100]));
    */
   uniform<D extends FloatDType>(array: DeviceArray<D>, options: StreamOption = {}): DeviceArray<D> {
-    const layout = this.#check('Generator.uniform', array, FLOATING_DTYPES);
+    const layout = this.#check('Generator.uniform', array, UNIFORM.dtypes);
     return this.#generate(UNIFORM, array, layout, options.stream, 0, 0);
   }
 
@@ -202,7 +185,7 @@ export class Generator {
     const mean = options.mean ?? 0;
     const stddev = options.stddev ?? 1;
     checkNormalParameters('Generator.normal', mean, stddev);
-    const layout = this.#check('Generator.normal', array, FLOATING_DTYPES);
+    const layout = this.#check('Generator.normal', array, NORMAL.dtypes);
     return this.#generate(NORMAL, array, layout, options.stream, mean, stddev);
   }
 
@@ -218,7 +201,7 @@ export class Generator {
     const mean = options.mean ?? 0;
     const stddev = options.stddev ?? 1;
     checkNormalParameters('Generator.logNormal', mean, stddev);
-    const layout = this.#check('Generator.logNormal', array, FLOATING_DTYPES);
+    const layout = this.#check('Generator.logNormal', array, LOG_NORMAL.dtypes);
     return this.#generate(LOG_NORMAL, array, layout, options.stream, mean, stddev);
   }
 
@@ -232,7 +215,7 @@ export class Generator {
     options: StreamOption = {},
   ): DeviceArray<'uint32'> {
     checkLambda('Generator.poisson', lambda);
-    const layout = this.#check('Generator.poisson', array, UINT32_DTYPES);
+    const layout = this.#check('Generator.poisson', array, POISSON.dtypes);
     return this.#generate(POISSON, array, layout, options.stream, lambda, 0);
   }
 
@@ -241,7 +224,7 @@ export class Generator {
    * output, `curandGenerate`).
    */
   bits(array: DeviceArray<'uint32'>, options: StreamOption = {}): DeviceArray<'uint32'> {
-    const layout = this.#check('Generator.bits', array, UINT32_DTYPES);
+    const layout = this.#check('Generator.bits', array, BITS.dtypes);
     return this.#generate(BITS, array, layout, options.stream, 0, 0);
   }
 
@@ -313,7 +296,7 @@ export class Generator {
   }
 
   #generate<A extends DeviceArray>(
-    operation: Operation,
+    generation: Generation,
     array: A,
     layout: TargetLayout,
     requestedStream: Stream | undefined,
@@ -323,19 +306,19 @@ export class Generator {
     const stream = requestedStream ?? currentStream();
     if (array.buffer.context !== stream.context) {
       throw new CudaArgumentError(
-        `${OPERATION_NAMES[operation]}: the array lives on device ${array.buffer.context.device.ordinal}, the stream on device ${stream.context.device.ordinal}`,
+        `${generation.operation}: the array lives on device ${array.buffer.context.device.ordinal}, the stream on device ${stream.context.device.ordinal}`,
       );
     }
     const core = this.#resolve(stream);
     if (array.length === 0) return array;
     if (layout === 'contiguous') {
-      fillContiguous(core, operation, array, stream, first, second);
+      fillContiguous(core, generation, array, stream, first, second);
       return array;
     }
     // A 2-D block of a larger matrix: generate densely, then one 2-D copy into place.
     const temporary = DeviceArray.empty(array.dtype, array.shape, { stream });
     try {
-      fillContiguous(core, operation, temporary, stream, first, second);
+      fillContiguous(core, generation, temporary, stream, first, second);
       array.copyFrom(temporary, { stream });
     } finally {
       temporary.dispose();
@@ -350,7 +333,7 @@ export class Generator {
  */
 function fillContiguous(
   core: GeneratorCore,
-  operation: Operation,
+  generation: Generation,
   array: DeviceArray,
   stream: Stream,
   first: number,
@@ -359,11 +342,10 @@ function fillContiguous(
   const elementBytes = array.elementBytes;
   const pointer = array.useOn(stream);
   const aligned = (pointer & ALIGNMENT_MASK) === 0n;
-  const pairs = operation === NORMAL || operation === LOG_NORMAL;
-  planGeneration(array.length, elementBytes, aligned, pairs, plan);
+  planGeneration(array.length, elementBytes, aligned, generation.pairs, plan);
   stream.context.makeCurrent();
   if (plan.scratchBytes === 0) {
-    issue(core, operation, array.dtype, pointer, plan.body, stream, first, second);
+    issue(core, generation, array.dtype, pointer, plan.body, stream, first, second);
     return;
   }
   const { body, tail, direct, tailByteOffset } = plan;
@@ -373,9 +355,9 @@ function fillContiguous(
     const byteOffset = array.offset * elementBytes;
     if (body > 0) {
       if (direct) {
-        issue(core, operation, array.dtype, pointer, body, stream, first, second);
+        issue(core, generation, array.dtype, pointer, body, stream, first, second);
       } else {
-        issue(core, operation, array.dtype, scratchPointer, body, stream, first, second);
+        issue(core, generation, array.dtype, scratchPointer, body, stream, first, second);
         copyDeviceToDevice(
           { buffer: array.buffer, byteOffset },
           { buffer: scratch, byteOffset: 0 },
@@ -386,7 +368,7 @@ function fillContiguous(
     }
     if (tail === 1) {
       const tailPointer = scratchPointer + BigInt(tailByteOffset);
-      issue(core, operation, array.dtype, tailPointer, 2, stream, first, second);
+      issue(core, generation, array.dtype, tailPointer, 2, stream, first, second);
       copyDeviceToDevice(
         { buffer: array.buffer, byteOffset: byteOffset + body * elementBytes },
         { buffer: scratch, byteOffset: tailByteOffset },
@@ -403,7 +385,7 @@ function fillContiguous(
 /** One cuRAND generation call, wrapped for the operation observer. */
 function issue(
   core: GeneratorCore,
-  operation: Operation,
+  generation: Generation,
   dtype: DType,
   pointer: bigint,
   count: number,
@@ -413,46 +395,14 @@ function issue(
 ): void {
   const api = curand();
   const handle = core.handle;
-  const single = dtype === 'float32';
-  const token = beginOperation(OPERATION_NAMES[operation], stream);
-  let status: number;
-  let call: string;
-  switch (operation) {
-    case UNIFORM:
-      if (single) {
-        status = api.curandGenerateUniform(handle, pointer, count);
-        call = 'curandGenerateUniform';
-      } else {
-        status = api.curandGenerateUniformDouble(handle, pointer, count);
-        call = 'curandGenerateUniformDouble';
-      }
-      break;
-    case NORMAL:
-      if (single) {
-        status = api.curandGenerateNormal(handle, pointer, count, first, second);
-        call = 'curandGenerateNormal';
-      } else {
-        status = api.curandGenerateNormalDouble(handle, pointer, count, first, second);
-        call = 'curandGenerateNormalDouble';
-      }
-      break;
-    case LOG_NORMAL:
-      if (single) {
-        status = api.curandGenerateLogNormal(handle, pointer, count, first, second);
-        call = 'curandGenerateLogNormal';
-      } else {
-        status = api.curandGenerateLogNormalDouble(handle, pointer, count, first, second);
-        call = 'curandGenerateLogNormalDouble';
-      }
-      break;
-    case POISSON:
-      status = api.curandGeneratePoisson(handle, pointer, count, first);
-      call = 'curandGeneratePoisson';
-      break;
-    default:
-      status = api.curandGenerate(handle, pointer, count);
-      call = 'curandGenerate';
-  }
+  const routine = generation.routines[dtype]!;
+  const token = beginOperation(generation.operation, stream);
+  const status =
+    generation.parameters === 0
+      ? api[routine](handle, pointer, count)
+      : generation.parameters === 1
+        ? api[routine](handle, pointer, count, first)
+        : api[routine](handle, pointer, count, first, second);
   endOperation(token);
-  check(status, call);
+  check(status, routine);
 }

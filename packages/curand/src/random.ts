@@ -4,10 +4,11 @@ import {
   DeviceArray,
   DisposedError,
   type Shape,
+  type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { type FloatDType, Generator } from './generator.js';
-import { checkNormalParameters, checkShape } from './validation.js';
+import { checkNormalParameters, checkShape, FLOATING_DTYPES } from './validation.js';
 
 const DEFAULT_KEY = Symbol.for('@cuda-tasks/curand/default-generator');
 
@@ -42,9 +43,9 @@ export interface RandnOptions extends RandOptions {
 }
 
 function checkFloatDType(operation: string, dtype: unknown): asserts dtype is FloatDType {
-  if (dtype !== 'float32' && dtype !== 'float64') {
+  if (!FLOATING_DTYPES.includes(dtype as FloatDType)) {
     throw new CudaArgumentError(
-      `${operation}: dtype must be float32 or float64, got ${String(dtype)}`,
+      `${operation}: dtype must be ${FLOATING_DTYPES.join(' or ')}, got ${String(dtype)}`,
     );
   }
 }
@@ -56,6 +57,23 @@ function checkGenerator(operation: string, generator: unknown): Generator {
   }
   if (generator.disposed) throw new DisposedError(`${operation}: options.generator`);
   return generator;
+}
+
+/** A new array allocated on `stream` and filled by `fill` (freed again if that throws). */
+function filled<D extends FloatDType>(
+  dtype: D,
+  shape: Shape | number,
+  stream: Stream,
+  fill: (array: DeviceArray<D>) => void,
+): DeviceArray<D> {
+  const array = DeviceArray.empty(dtype, shape, { stream });
+  try {
+    fill(array);
+  } catch (error) {
+    array.dispose();
+    throw error;
+  }
+  return array;
 }
 
 /**
@@ -72,14 +90,7 @@ export function rand<D extends FloatDType>(
   checkShape('rand', shape);
   const generator = checkGenerator('rand', options.generator);
   const stream = options.stream ?? currentStream();
-  const array = DeviceArray.empty(dtype, shape, { stream });
-  try {
-    generator.uniform(array, { stream });
-  } catch (error) {
-    array.dispose();
-    throw error;
-  }
-  return array;
+  return filled(dtype, shape, stream, (array) => generator.uniform(array, { stream }));
 }
 
 /**
@@ -100,12 +111,5 @@ export function randn<D extends FloatDType>(
   checkNormalParameters('randn', mean, stddev);
   const generator = checkGenerator('randn', options.generator);
   const stream = options.stream ?? currentStream();
-  const array = DeviceArray.empty(dtype, shape, { stream });
-  try {
-    generator.normal(array, { mean, stddev, stream });
-  } catch (error) {
-    array.dispose();
-    throw error;
-  }
-  return array;
+  return filled(dtype, shape, stream, (array) => generator.normal(array, { mean, stddev, stream }));
 }

@@ -37,14 +37,20 @@ const RNG_TYPES: Readonly<Record<GeneratorKind, number>> = {
   mrg32k3a: curandRngType.CURAND_RNG_PSEUDO_MRG32K3A,
 };
 
+/**
+ * The enum value `table` gives the name `value`; a CudaArgumentError naming `what` and the
+ * valid names for anything else (inherited properties included).
+ */
+function lookUp(table: Readonly<Record<string, number>>, what: string, value: unknown): number {
+  if (typeof value === 'string' && Object.hasOwn(table, value)) return table[value]!;
+  throw new CudaArgumentError(
+    `${what} must be one of ${Object.keys(table).join(', ')}, got ${String(value)}`,
+  );
+}
+
 /** The `curandRngType_t` for a generator kind (CudaArgumentError for an unknown kind). */
 export function rngTypeOf(kind: unknown): number {
-  if (typeof kind === 'string' && Object.hasOwn(RNG_TYPES, kind)) {
-    return RNG_TYPES[kind as GeneratorKind];
-  }
-  throw new CudaArgumentError(
-    `generator kind must be one of ${Object.keys(RNG_TYPES).join(', ')}, got ${String(kind)}`,
-  );
+  return lookUp(RNG_TYPES, 'generator kind', kind);
 }
 
 /**
@@ -65,12 +71,7 @@ const ORDERINGS: Readonly<Record<GeneratorOrdering, number>> = {
 
 /** The `curandOrdering_t` for an ordering name (CudaArgumentError for an unknown one). */
 export function orderingOf(ordering: unknown): number {
-  if (typeof ordering === 'string' && Object.hasOwn(ORDERINGS, ordering)) {
-    return ORDERINGS[ordering as GeneratorOrdering];
-  }
-  throw new CudaArgumentError(
-    `ordering must be one of ${Object.keys(ORDERINGS).join(', ')}, got ${String(ordering)}`,
-  );
+  return lookUp(ORDERINGS, 'ordering', ordering);
 }
 
 /** The parts of a DeviceArray that validation looks at. */
