@@ -3,6 +3,8 @@ import { hostOnlyArray, thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import { elementwise } from './elementwise.js';
 import { add, arange, axpby, div, fill, map, maximum } from './ops.js';
+import { reduction } from './reduction.js';
+import { argmax, max, mean, sum } from './reductions.js';
 import { topk } from './topk.js';
 
 // No GPU or driver here: any native call (the current-stream lookup, a compile, an
@@ -138,5 +140,59 @@ describe('topk', () => {
       () => topk(f32([10]), 2, { largest: 'yes' as never }),
       /largest must be a boolean/,
     );
+  });
+});
+
+describe('reductions', () => {
+  it('ready-made: dtypes, axes, outputs, empty inputs without an identity', () => {
+    argumentError(
+      () => sum(hostOnlyArray('float16', [4])),
+      /sum: x is float16; supported: float32, float64, int32/,
+    );
+    argumentError(() => sum(f32([4, 4]), { axis: 2 }), /axis must be 0, 1 or -1/);
+    argumentError(() => sum(f32([2, 2, 2]), { axis: 0 }), /needs a vector or a matrix/);
+    argumentError(() => sum(f32([4, 3]), { axis: 0, out: f32([4]) }), /must hold 3 elements/);
+    argumentError(
+      () => sum(f32([4, 3]), { out: hostOnlyArray('float64', [1]) }),
+      /output y must be float32, got float64/,
+    );
+    argumentError(
+      () => mean(hostOnlyArray('int32', [4]), { out: hostOnlyArray('int32', [1]) }),
+      /must be float64, got int32/,
+    );
+    argumentError(() => argmax(f32([4]), { out: f32([1]) as never }), /must be int32/);
+    argumentError(() => max(f32([0])), /reducing zero elements has no result/);
+    argumentError(() => argmax(f32([0, 5]), { axis: 0 }), /reducing zero elements/);
+    argumentError(() => sum(3 as never), /x must be a DeviceArray, got 3/);
+  });
+
+  it('user reductions: definitions and calls', () => {
+    const parts = { map: 'x', reduce: 'a + b', identity: '0' };
+    argumentError(
+      () => reduction('x: float32 -> y: float32, z: float32', parts),
+      /at most 1 output/,
+    );
+    argumentError(() => reduction('a: float32 -> y: float32', parts), /"a" is reserved/);
+    argumentError(
+      () => reduction('x: float32 -> y: float32', { ...parts, map: '' }),
+      /map must be a non-empty string/,
+    );
+    argumentError(
+      () => reduction('x: float32 -> y: float32', { ...parts, post: 'a + 1' }),
+      /post never assigns the output y/,
+    );
+    argumentError(
+      () => reduction('x: float32 -> y: float32', { ...parts, accumulate: 'float128' as never }),
+      /unknown accumulate dtype/,
+    );
+    const dot = reduction('x: T, w: T -> y: T', { map: 'x * w', reduce: 'a + b', identity: '0' });
+    argumentError(() => dot(f32([4]), f32([5])), /input w has shape \[5\], x has \[4\]/);
+    argumentError(
+      () => dot(f32([4]), hostOnlyArray('float64', [4])),
+      /input w is float64 but T is already float32/,
+    );
+    argumentError(() => dot(2, 3), /at least one input must be a DeviceArray/);
+    argumentError(() => dot(f32([4])), /takes 2 inputs/);
+    expect(dot.source(f32([4]), 2)).toContain('ct_reduce_blocks');
   });
 });

@@ -38,4 +38,21 @@ export {
   sub,
   type UnaryFunction,
 } from './ops.js';
+export {
+  type ReductionCallOptions,
+  type ReductionDefinition,
+  type ReductionKernel,
+  reduction,
+} from './reduction.js';
+export {
+  argmax,
+  argmin,
+  max,
+  mean,
+  min,
+  REDUCTION_DTYPES,
+  type ReduceOptions,
+  type ReductionOperation,
+  sum,
+} from './reductions.js';
 export { MAX_TOPK, type TopkOptions, type TopkResult, topk, topkSource } from './topk.js';

@@ -124,22 +124,24 @@ export function map<D extends DType>(
   const dtype = array.dtype;
   checkDType(dtype, expressions.int === undefined ? FLOAT_DTYPES : ELEMENTWISE_DTYPES, what, 'x');
   const stream = trailing(out, options);
-  const table = (unaryPrograms[fn] ??= {});
+  one[0] = array;
+  return run(unaryProgram(fn, dtype), one, stream) as DeviceArray<D>;
+}
+
+/** @internal The program of `map(x, fn)` for `dtype` (made on first use). */
+export function unaryProgram(fn: UnaryFunction, dtype: DType): ElementwiseProgram {
+  const expressions = UNARY[fn];
   const body = isInteger(dtype)
     ? expressions.int!
     : dtype === 'float64'
       ? expressions.double
       : expressions.float;
-  one[0] = array;
-  return run(
-    program(
-      table,
-      dtype,
-      () => new ElementwiseProgram(`x: ${dtype} -> y: ${dtype}`, `y = ${body}`, { name: what }),
-    ),
-    one,
-    stream,
-  ) as DeviceArray<D>;
+  return program(
+    (unaryPrograms[fn] ??= {}),
+    dtype,
+    () =>
+      new ElementwiseProgram(`x: ${dtype} -> y: ${dtype}`, `y = ${body}`, { name: `map ${fn}` }),
+  );
 }
 
 function binary(
@@ -159,21 +161,21 @@ function binary(
   }
   checkDType(dtype, ELEMENTWISE_DTYPES, operation, arrayOperand === x ? 'x' : 'y');
   const stream = trailing(outOrOptions, options);
-  const table = (binaryPrograms[operation] ??= {});
-  const body = BINARY[operation][isInteger(dtype) ? 'int' : 'float'];
   two[0] = x;
   two[1] = y;
-  return run(
-    program(
-      table,
-      dtype,
-      () =>
-        new ElementwiseProgram(`x: ${dtype}, y: ${dtype} -> z: ${dtype}`, `z = ${body}`, {
-          name: operation,
-        }),
-    ),
-    two,
-    stream,
+  return run(binaryProgram(operation, dtype), two, stream);
+}
+
+/** @internal The program of a binary operation for `dtype` (made on first use). */
+export function binaryProgram(operation: BinaryOperation, dtype: DType): ElementwiseProgram {
+  const body = BINARY[operation][isInteger(dtype) ? 'int' : 'float'];
+  return program(
+    (binaryPrograms[operation] ??= {}),
+    dtype,
+    () =>
+      new ElementwiseProgram(`x: ${dtype}, y: ${dtype} -> z: ${dtype}`, `z = ${body}`, {
+        name: operation,
+      }),
   );
 }
 
@@ -268,25 +270,26 @@ export function axpby<D extends DType>(
       throw new CudaArgumentError(`axpby: ${label} must be a number, got ${describe(value)}`);
   }
   const stream = trailing(out, options);
-  const coefficient = dtype === 'float64' ? 'float64' : 'float32';
   four[0] = a;
   four[1] = x;
   four[2] = b;
   four[3] = y;
-  return run(
-    program(
-      axpbyPrograms,
-      dtype,
-      () =>
-        new ElementwiseProgram(
-          `a: ${coefficient}, x: ${dtype}, b: ${coefficient}, y: ${dtype} -> z: ${dtype}`,
-          'z = a * x + b * y',
-          { name: 'axpby' },
-        ),
-    ),
-    four,
-    stream,
-  ) as DeviceArray<D>;
+  return run(axpbyProgram(dtype), four, stream) as DeviceArray<D>;
+}
+
+/** @internal The program of `axpby` for `dtype` (made on first use). */
+export function axpbyProgram(dtype: DType): ElementwiseProgram {
+  const coefficient = dtype === 'float64' ? 'float64' : 'float32';
+  return program(
+    axpbyPrograms,
+    dtype,
+    () =>
+      new ElementwiseProgram(
+        `a: ${coefficient}, x: ${dtype}, b: ${coefficient}, y: ${dtype} -> z: ${dtype}`,
+        'z = a * x + b * y',
+        { name: 'axpby' },
+      ),
+  );
 }
 
 /**
@@ -304,15 +307,16 @@ export function fill<D extends DType>(
   checkDType(dtype, ELEMENTWISE_DTYPES, 'fill', 'out');
   trailing(array, undefined);
   one[0] = value;
-  return run(
-    program(
-      fillPrograms,
-      dtype,
-      () => new ElementwiseProgram(`v: ${dtype} -> y: ${dtype}`, 'y = v', { name: 'fill' }),
-    ),
-    one,
-    options,
-  ) as DeviceArray<D>;
+  return run(fillProgram(dtype), one, options) as DeviceArray<D>;
+}
+
+/** @internal The program of `fill` for `dtype` (made on first use). */
+export function fillProgram(dtype: DType): ElementwiseProgram {
+  return program(
+    fillPrograms,
+    dtype,
+    () => new ElementwiseProgram(`v: ${dtype} -> y: ${dtype}`, 'y = v', { name: 'fill' }),
+  );
 }
 
 /** Options of `arange`. */
@@ -379,18 +383,7 @@ export function arange(
   two[1] = increment;
   out[0] = result;
   try {
-    return program(
-      arangePrograms,
-      dtype,
-      () =>
-        new ElementwiseProgram(
-          `start: float64, step: float64 -> y: ${dtype}`,
-          // Not contracted into an FMA: the values are exactly start + i * step as float64
-          // computes it (what NumPy gives), then converted.
-          'y = __dadd_rn(start, __dmul_rn((double)i, step))',
-          { name: 'arange' },
-        ),
-    ).run(two, out, settings?.stream) as DeviceArray;
+    return arangeProgram(dtype).run(two, out, settings?.stream) as DeviceArray;
   } catch (error) {
     result.dispose();
     throw error;
@@ -398,4 +391,20 @@ export function arange(
     two.fill(undefined);
     out[0] = undefined;
   }
+}
+
+/** @internal The program of `arange` for `dtype` (made on first use). */
+export function arangeProgram(dtype: DType): ElementwiseProgram {
+  return program(
+    arangePrograms,
+    dtype,
+    () =>
+      new ElementwiseProgram(
+        `start: float64, step: float64 -> y: ${dtype}`,
+        // Not contracted into an FMA: the values are exactly start + i * step as float64
+        // computes it (what NumPy gives), then converted.
+        'y = __dadd_rn(start, __dmul_rn((double)i, step))',
+        { name: 'arange' },
+      ),
+  );
 }

@@ -1,0 +1,97 @@
+// @cuda-tasks/kernels reduction: x: float32 -> y: float32
+typedef double ct_acc;
+__device__ __forceinline__ ct_acc ct_identity() { return (0); }
+__device__ __forceinline__ ct_acc ct_map(const float x, const unsigned long long i) { return ((double)x); }
+__device__ __forceinline__ ct_acc ct_reduce(const ct_acc a, const ct_acc b) { return (a + b); }
+__device__ __forceinline__ void ct_post(const ct_acc a, float &y, const unsigned long long n) {
+y = (float)a;
+}
+
+// The result of (segment s, part p): the output when the segment is one part, else a partial.
+__device__ __forceinline__ void ct_finish(const ct_acc a, float *ct_y, ct_acc *ct_partials,
+    const unsigned long long s, const unsigned long long p, const unsigned long long parts,
+    const unsigned long long count) {
+  if (parts == 1) {
+    ct_post(a, ct_y[s], count);
+  } else {
+    ct_partials[s * parts + p] = a;
+  }
+}
+
+// Combines the block's values in a fixed tree (blockDim.x a power of two).
+__device__ ct_acc ct_block_reduce(const ct_acc a) {
+  __shared__ ct_acc ct_shared[1024];
+  const unsigned int t = threadIdx.x;
+  ct_shared[t] = a;
+  __syncthreads();
+  for (unsigned int half = blockDim.x >> 1; half > 0; half >>= 1) {
+    if (t < half) ct_shared[t] = ct_reduce(ct_shared[t], ct_shared[t + half]);
+    __syncthreads();
+  }
+  const ct_acc result = ct_shared[0];
+  __syncthreads();
+  return result;
+}
+
+extern "C" __global__ void ct_reduce_blocks(const float *ct_x, float *ct_y, ct_acc *ct_partials,
+    const unsigned long long length, const unsigned long long segments,
+    const unsigned long long parts, const unsigned long long chunk) {
+  const unsigned long long items = segments * parts;
+  for (unsigned long long w = blockIdx.x; w < items; w += gridDim.x) {
+    const unsigned long long s = w / parts, p = w - s * parts;
+    const unsigned long long begin = p * chunk;
+    const unsigned long long end = begin + chunk < length ? begin + chunk : length;
+    const unsigned long long base = s * length;
+    ct_acc a = ct_identity();
+    unsigned long long k = begin + threadIdx.x;
+    for (; k + 3 * blockDim.x < end; k += 4 * blockDim.x) {
+      const float ct_x_0 = ct_x[base + k], ct_x_1 = ct_x[base + (k + blockDim.x)], ct_x_2 = ct_x[base + (k + 2 * blockDim.x)], ct_x_3 = ct_x[base + (k + 3 * blockDim.x)];
+      a = ct_reduce(a, ct_map(ct_x_0, k));
+      a = ct_reduce(a, ct_map(ct_x_1, k + blockDim.x));
+      a = ct_reduce(a, ct_map(ct_x_2, k + 2 * blockDim.x));
+      a = ct_reduce(a, ct_map(ct_x_3, k + 3 * blockDim.x));
+    }
+    for (; k < end; k += blockDim.x) a = ct_reduce(a, ct_map(ct_x[base + k], k));
+    a = ct_block_reduce(a);
+    if (threadIdx.x == 0) ct_finish(a, ct_y, ct_partials, s, p, parts, length);
+  }
+}
+
+extern "C" __global__ void ct_reduce_threads(const float *ct_x, float *ct_y, ct_acc *ct_partials,
+    const unsigned long long length, const unsigned long long segments,
+    const unsigned long long parts, const unsigned long long chunk,
+    const unsigned long long segment_stride, const unsigned long long element_stride) {
+  const unsigned long long items = segments * parts;
+  const unsigned long long step = (unsigned long long)blockDim.x * gridDim.x;
+  for (unsigned long long w = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; w < items; w += step) {
+    // Segments fastest: neighbouring threads take neighbouring segments.
+    const unsigned long long p = w / segments, s = w - p * segments;
+    const unsigned long long begin = p * chunk;
+    const unsigned long long end = begin + chunk < length ? begin + chunk : length;
+    const unsigned long long base = s * segment_stride;
+    ct_acc a = ct_identity();
+    unsigned long long k = begin;
+    for (; k + 3 * 1 < end; k += 4 * 1) {
+      const float ct_x_0 = ct_x[base + (k) * element_stride], ct_x_1 = ct_x[base + (k + 1) * element_stride], ct_x_2 = ct_x[base + (k + 2 * 1) * element_stride], ct_x_3 = ct_x[base + (k + 3 * 1) * element_stride];
+      a = ct_reduce(a, ct_map(ct_x_0, k));
+      a = ct_reduce(a, ct_map(ct_x_1, k + 1));
+      a = ct_reduce(a, ct_map(ct_x_2, k + 2 * 1));
+      a = ct_reduce(a, ct_map(ct_x_3, k + 3 * 1));
+    }
+    for (; k < end; k += 1) a = ct_reduce(a, ct_map(ct_x[base + (k) * element_stride], k));
+    ct_finish(a, ct_y, ct_partials, s, p, parts, length);
+  }
+}
+
+extern "C" __global__ void ct_reduce_partials(const ct_acc *ct_partials, float *ct_y,
+    const unsigned long long length, const unsigned long long segments,
+    const unsigned long long parts) {
+  for (unsigned long long s = blockIdx.x; s < segments; s += gridDim.x) {
+    ct_acc a = ct_identity();
+    for (unsigned long long q = threadIdx.x; q < parts; q += blockDim.x) {
+      a = ct_reduce(a, ct_partials[s * parts + q]);
+    }
+    a = ct_block_reduce(a);
+    if (threadIdx.x == 0) ct_finish(a, ct_y, (ct_acc *)0, s, 0, 1, length);
+  }
+}

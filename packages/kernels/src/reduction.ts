@@ -1,0 +1,496 @@
+/**
+ * `reduction(signature, { map, reduce, identity, post })`, in the spirit of CuPy's
+ * ReductionKernel: full reductions and reductions along one axis of a column-major matrix,
+ * deterministic for a given shape (see codegen-reduction.ts).
+ */
+import {
+  CudaArgumentError,
+  currentStream,
+  DeviceArray,
+  DeviceBuffer,
+  type DType,
+  type KernelArgument,
+  launch,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
+import {
+  type CallOptions,
+  checkArray,
+  checkSameShape,
+  describe,
+  isOptions,
+  scalarValue,
+} from './arguments.js';
+import type { ResolvedParameter } from './codegen-elementwise.js';
+import {
+  accumulatorBytes,
+  generateReduction,
+  MAX_REDUCTION_BLOCK,
+  REDUCTION_ENTRIES,
+  type ReductionSource,
+  reductionParameters,
+} from './codegen-reduction.js';
+import { CompiledSource, type LoadedKernel } from './compiled.js';
+import { CTYPES, DTYPE_BY_CODE } from './ctypes.js';
+import { assigns, checkCode, type Parameter, parseSignature, type Signature } from './signature.js';
+
+/** Names the reduction's code can use besides the parameters. */
+export const REDUCTION_RESERVED = ['i', 'n', 'a', 'b'] as const;
+
+/** Options of a reduction call. */
+export interface ReductionCallOptions extends CallOptions {
+  /**
+   * Reduce along this axis of a matrix (0: down each column, giving one value per column; 1:
+   * along each row, one value per row), or, when absent, over all elements (result shape [1]).
+   * A vector's only axis is 0, the same as all elements.
+   */
+  axis?: number;
+}
+
+/** The parts of a reduction a variant's source is made from (the inputs and output bound). */
+export type ReductionParts = Pick<
+  ReductionSource,
+  'accumulator' | 'identity' | 'map' | 'reduce' | 'post' | 'prelude'
+>;
+
+/** How a program makes its parts for the bound dtypes. */
+export type ReductionPartsFor = (
+  inputs: readonly ResolvedParameter[],
+  output: ResolvedParameter,
+) => ReductionParts;
+
+/** Blocks a launch asks for at most (each block loops over its share). */
+const MAX_GRID = 1 << 20;
+/** Elements a block of the blocks kernel handles at least, per thread (amortizes its tree). */
+const ELEMENTS_PER_THREAD = 8;
+/** Elements a thread of the threads kernel handles at least. */
+const ELEMENTS_PER_ITEM = 16;
+/** Columns shorter than this are reduced a thread each rather than a block each. */
+const SHORT_SEGMENT = 32;
+
+function largestPowerOfTwoAtMost(value: number): number {
+  return 2 ** Math.floor(Math.log2(Math.max(1, value)));
+}
+
+class Variant {
+  readonly compiled: CompiledSource;
+  readonly accumulatorBytes: number;
+  readonly blocksArgs: KernelArgument[];
+  readonly threadsArgs: KernelArgument[];
+  readonly partialsArgs: KernelArgument[] = [0, 0, 0, 0, 0];
+  readonly outputDType: DType;
+
+  constructor(
+    name: string,
+    signature: string,
+    inputs: ResolvedParameter[],
+    output: ResolvedParameter,
+    parts: ReductionParts,
+  ) {
+    const source: ReductionSource = { signature, inputs, output, ...parts };
+    const parameters = reductionParameters(source);
+    this.compiled = new CompiledSource(name, generateReduction(source), [
+      { name: REDUCTION_ENTRIES.blocks, parameters: parameters.blocks, powerOfTwo: true },
+      { name: REDUCTION_ENTRIES.threads, parameters: parameters.threads },
+      { name: REDUCTION_ENTRIES.partials, parameters: parameters.partials, powerOfTwo: true },
+    ]);
+    this.accumulatorBytes = accumulatorBytes(parts.accumulator);
+    this.blocksArgs = new Array(parameters.blocks.length).fill(0);
+    this.threadsArgs = new Array(parameters.threads.length).fill(0);
+    this.outputDType = output.dtype;
+  }
+}
+
+/** Options of a reduction program. */
+export interface ReductionProgramOptions {
+  /** A name for messages and NVRTC's file name. */
+  name?: string;
+  /** Refuse an empty reduction (max, min, argmax, argmin have no identity to give). */
+  nonEmpty?: boolean;
+}
+
+/** The program behind a reduction kernel; also used directly by the ready-made reductions. */
+export class ReductionProgram {
+  readonly signature: Signature;
+  readonly what: string;
+  readonly #name: string;
+  readonly #partsFor: ReductionPartsFor;
+  readonly #nonEmpty: boolean;
+  readonly #variants = new Map<number, Variant>();
+  readonly #bound: (DType | undefined)[];
+  readonly #codes: number[];
+
+  constructor(
+    signature: string,
+    partsFor: ReductionPartsFor,
+    options: ReductionProgramOptions = {},
+  ) {
+    const provisional = options.name ?? 'reduction';
+    this.signature = parseSignature(signature, provisional, REDUCTION_RESERVED, { maxOutputs: 1 });
+    this.what = options.name ?? `reduction '${this.signature.text}'`;
+    this.#name = `${(options.name ?? 'reduction').replace(/[^A-Za-z0-9_-]+/g, '_')}.cu`;
+    this.#partsFor = partsFor;
+    this.#nonEmpty = options.nonEmpty ?? false;
+    this.#bound = new Array(this.signature.variables.length).fill(undefined);
+    this.#codes = new Array(this.signature.inputs.length + 1).fill(0);
+  }
+
+  /** Checks and binds; returns the variant key and the shape reference. */
+  private resolve(
+    inputs: ArrayLike<unknown>,
+    out: unknown,
+  ): { key: number; reference: DeviceArray; given: DeviceArray | undefined } {
+    const { signature, what } = this;
+    const bound = this.#bound;
+    bound.fill(undefined);
+    const bind = (parameter: Parameter, dtype: DType, label: string) => {
+      const type = parameter.type;
+      if ('dtype' in type) {
+        if (type.dtype !== dtype)
+          throw new CudaArgumentError(`${what}: ${label} must be ${type.dtype}, got ${dtype}`);
+        return;
+      }
+      const previous = bound[type.variable];
+      if (previous === undefined) bound[type.variable] = dtype;
+      else if (previous !== dtype) {
+        throw new CudaArgumentError(
+          `${what}: ${label} is ${dtype} but ${signature.variables[type.variable]} is already ${previous} (no type promotion: convert first)`,
+        );
+      }
+    };
+    let reference: DeviceArray | undefined;
+    let referenceName = '';
+    for (let j = 0; j < signature.inputs.length; j++) {
+      const parameter = signature.inputs[j]!;
+      const value = inputs[j];
+      if (typeof value === 'number') continue;
+      if (!DeviceArray.isInstance(value)) {
+        throw new CudaArgumentError(
+          `${what}: input ${parameter.name} must be a DeviceArray or a number, got ${describe(value)}`,
+        );
+      }
+      const array = checkArray(value, what, `input ${parameter.name}`);
+      bind(parameter, array.dtype, `input ${parameter.name}`);
+      if (reference === undefined) {
+        reference = array;
+        referenceName = parameter.name;
+      } else checkSameShape(array, reference, what, `input ${parameter.name}`, referenceName);
+    }
+    if (reference === undefined)
+      throw new CudaArgumentError(`${what}: at least one input must be a DeviceArray`);
+    const output = signature.outputs[0]!;
+    let given: DeviceArray | undefined;
+    if (out !== undefined) {
+      given = checkArray(out, what, `output ${output.name}`);
+      bind(output, given.dtype, `output ${output.name}`);
+    }
+    const dtypeOf = (parameter: Parameter, label: string): DType => {
+      const type = parameter.type;
+      if ('dtype' in type) return type.dtype;
+      const dtype = bound[type.variable];
+      if (dtype === undefined) {
+        throw new CudaArgumentError(
+          `${what}: cannot tell ${signature.variables[type.variable]} (the dtype of ${label}) from the arguments; pass ${label} as an array`,
+        );
+      }
+      return dtype;
+    };
+    const codes = this.#codes;
+    let key = 0;
+    let factor = 1;
+    for (let j = 0; j < signature.inputs.length; j++) {
+      const parameter = signature.inputs[j]!;
+      const dtype = dtypeOf(parameter, parameter.name);
+      const value = inputs[j];
+      const scalar = typeof value === 'number';
+      if (scalar) scalarValue(value, dtype, what, `input ${parameter.name}`);
+      codes[j] = CTYPES[dtype].code + (scalar ? 8 : 0);
+      key += codes[j]! * factor;
+      factor *= 16;
+    }
+    codes[signature.inputs.length] = CTYPES[dtypeOf(output, `output ${output.name}`)].code;
+    key += codes[signature.inputs.length]! * factor;
+    return { key, reference, given };
+  }
+
+  private variant(key: number): Variant {
+    let variant = this.#variants.get(key);
+    if (variant === undefined) {
+      const codes = this.#codes;
+      const resolved = (parameter: Parameter, j: number): ResolvedParameter => ({
+        name: parameter.name,
+        dtype: DTYPE_BY_CODE[codes[j]! & 7]!,
+        scalar: codes[j]! >= 8,
+      });
+      const inputs = this.signature.inputs.map(resolved);
+      const output = resolved(this.signature.outputs[0]!, inputs.length);
+      variant = new Variant(
+        this.#name,
+        this.signature.text,
+        inputs,
+        output,
+        this.#partsFor(inputs, output),
+      );
+      this.#variants.set(key, variant);
+    }
+    return variant;
+  }
+
+  /** The layout of one call: segments, their length and strides, and the output's shape. */
+  private layout(
+    reference: DeviceArray,
+    axis: number | undefined,
+  ): { segments: number; length: number; axis: 0 | 1 | undefined; shape: number[] } {
+    const shape = reference.shape;
+    if (axis === undefined || (shape.length === 1 && (axis === 0 || axis === -1))) {
+      return { segments: 1, length: reference.length, axis: undefined, shape: [1] };
+    }
+    if (shape.length !== 2) {
+      throw new CudaArgumentError(
+        `${this.what}: axis ${describe(axis)} needs a vector or a matrix, got shape [${shape.join(', ')}] (leave axis out to reduce all elements)`,
+      );
+    }
+    const normalized = axis === -1 ? 1 : axis;
+    if (normalized !== 0 && normalized !== 1) {
+      throw new CudaArgumentError(`${this.what}: axis must be 0, 1 or -1, got ${describe(axis)}`);
+    }
+    const [rows, columns] = shape as [number, number];
+    return normalized === 0
+      ? { segments: columns, length: rows, axis: 0, shape: [columns] }
+      : { segments: rows, length: columns, axis: 1, shape: [rows] };
+  }
+
+  /** The source a call with these arguments compiles (checked as a call would be). */
+  sourceFor(inputs: ArrayLike<unknown>, out?: unknown): string {
+    return this.variant(this.resolve(inputs, out).key).compiled.source;
+  }
+
+  /** Runs the reduction; returns the output (allocated when `out` is undefined). */
+  run(
+    inputs: ArrayLike<unknown>,
+    out: unknown,
+    options: ReductionCallOptions | undefined,
+  ): DeviceArray {
+    const { key, reference, given } = this.resolve(inputs, out);
+    const layout = this.layout(reference, options?.axis);
+    if (given !== undefined && given.length !== layout.shape.reduce((x, y) => x * y, 1)) {
+      throw new CudaArgumentError(
+        `${this.what}: the output must hold ${layout.shape[0]} element${layout.shape[0] === 1 ? '' : 's'} (shape [${layout.shape.join(', ')}]), got ${given}`,
+      );
+    }
+    if (this.#nonEmpty && layout.length === 0 && layout.segments > 0) {
+      throw new CudaArgumentError(
+        `${this.what}: reducing zero elements has no result (no identity); the input has shape [${reference.shape.join(', ')}]`,
+      );
+    }
+    const variant = this.variant(key);
+    const stream: Stream = options?.stream ?? currentStream();
+    const kernels = layout.segments > 0 ? variant.compiled.kernels(stream.context) : undefined;
+    const output = given ?? DeviceArray.empty(variant.outputDType, layout.shape, { stream });
+    if (kernels === undefined) return output;
+    const inputCount = this.signature.inputs.length;
+    const [blocks, threads, partials] = kernels as [LoadedKernel, LoadedKernel, LoadedKernel];
+    const { segments, length } = layout;
+    const useBlocks = layout.axis === undefined || (layout.axis === 0 && length >= SHORT_SEGMENT);
+    let parts: number;
+    let chunk: number;
+    let scratch: DeviceBuffer | undefined;
+    try {
+      if (useBlocks) {
+        const block = Math.min(blocks.blockSize, Math.max(32, largestPowerOfTwoAtMost(length)));
+        const fullGrid = Math.max(1, Math.floor((blocks.fullGrid * blocks.blockSize) / block));
+        parts =
+          segments >= fullGrid || length === 0
+            ? 1
+            : Math.max(
+                1,
+                Math.min(
+                  Math.ceil(fullGrid / segments),
+                  Math.ceil(length / (block * ELEMENTS_PER_THREAD)),
+                ),
+              );
+        chunk = Math.ceil(length / parts);
+        if (chunk > 0) parts = Math.ceil(length / chunk);
+        if (parts > 1)
+          scratch = DeviceBuffer.allocate(segments * parts * variant.accumulatorBytes, { stream });
+        const args = variant.blocksArgs;
+        this.fillInputs(args, inputs, inputCount);
+        args[inputCount] = output;
+        args[inputCount + 1] = scratch ?? 0n;
+        args[inputCount + 2] = length;
+        args[inputCount + 3] = segments;
+        args[inputCount + 4] = parts;
+        args[inputCount + 5] = chunk;
+        try {
+          launch(
+            blocks.kernel,
+            { grid: Math.min(segments * parts, MAX_GRID), block, stream },
+            ...args,
+          );
+        } finally {
+          args.fill(0);
+        }
+      } else {
+        const block = threads.blockSize;
+        const resident = threads.fullGrid * block;
+        parts =
+          segments >= resident || length === 0
+            ? 1
+            : Math.max(
+                1,
+                Math.min(Math.ceil(resident / segments), Math.ceil(length / ELEMENTS_PER_ITEM)),
+              );
+        chunk = Math.ceil(length / parts);
+        if (chunk > 0) parts = Math.ceil(length / chunk);
+        if (parts > 1)
+          scratch = DeviceBuffer.allocate(segments * parts * variant.accumulatorBytes, { stream });
+        const rows = reference.shape[0]!;
+        const args = variant.threadsArgs;
+        this.fillInputs(args, inputs, inputCount);
+        args[inputCount] = output;
+        args[inputCount + 1] = scratch ?? 0n;
+        args[inputCount + 2] = length;
+        args[inputCount + 3] = segments;
+        args[inputCount + 4] = parts;
+        args[inputCount + 5] = chunk;
+        // Column-major: along axis 0 (short columns) segment s starts at s * rows; along axis
+        // 1 row s starts at s and its elements are `rows` apart.
+        args[inputCount + 6] = layout.axis === 0 ? rows : 1;
+        args[inputCount + 7] = layout.axis === 0 ? 1 : rows;
+        try {
+          const grid = Math.min(Math.ceil((segments * parts) / block), MAX_GRID);
+          launch(threads.kernel, { grid, block, stream }, ...args);
+        } finally {
+          args.fill(0);
+        }
+      }
+      if (parts > 1) {
+        const args = variant.partialsArgs;
+        args[0] = scratch!;
+        args[1] = output;
+        args[2] = length;
+        args[3] = segments;
+        args[4] = parts;
+        try {
+          const block = Math.min(partials.blockSize, MAX_REDUCTION_BLOCK);
+          launch(partials.kernel, { grid: Math.min(segments, MAX_GRID), block, stream }, ...args);
+        } finally {
+          args.fill(0);
+        }
+      }
+    } catch (error) {
+      if (given === undefined) output.dispose();
+      throw error;
+    } finally {
+      scratch?.dispose();
+    }
+    return output;
+  }
+
+  private fillInputs(args: KernelArgument[], inputs: ArrayLike<unknown>, count: number): void {
+    for (let j = 0; j < count; j++) {
+      const value = inputs[j];
+      args[j] = (
+        typeof value === 'number'
+          ? scalarValue(value, DTYPE_BY_CODE[this.#codes[j]! & 7]!, this.what, 'input')
+          : value
+      ) as KernelArgument;
+    }
+  }
+}
+
+/** What a reduction is made of (CUDA C expressions and statements). */
+export interface ReductionDefinition {
+  /** Each element's contribution, from the inputs' names and `i` (its index along the axis). */
+  map: string;
+  /** Combines two contributions `a` and `b` (must be associative and commutative). */
+  reduce: string;
+  /** The contribution of no element, e.g. `0` for a sum. */
+  identity: string;
+  /** Assigns the output from the result `a` and the count `n` (default: `y = a`). */
+  post?: string;
+  /** The accumulator's dtype (default: the output's; the half types accumulate in float). */
+  accumulate?: DType;
+}
+
+/** A reduction kernel: call it with its inputs, optionally the output, optionally options. */
+export interface ReductionKernel {
+  /** Runs it: inputs, then optionally the output, then optionally `{ axis, stream }`. */
+  (...args: (DeviceArray | number | ReductionCallOptions | undefined)[]): DeviceArray;
+  /** The signature, whitespace folded. */
+  readonly signature: string;
+  /** The CUDA C source a call with these arguments compiles (no native call). */
+  source(...args: (DeviceArray | number | ReductionCallOptions | undefined)[]): string;
+}
+
+/**
+ * A reduction from a signature (inputs, one output) and its parts: `map` (each element's
+ * contribution), `reduce` (combines `a` and `b`), `identity` and `post` (assigns the output
+ * from `a` and the count `n`). Reduces all elements, or along `axis` 0 or 1 of a matrix;
+ * deterministic for a given shape (a fixed order, no atomics). Compiled and cached like
+ * `elementwise`.
+ * @example
+ * const l2norm = reduction('x: T -> y: T', { map: 'x * x', reduce: 'a + b', identity: '0', post: 'y = sqrt(a)' });
+ * const norm = l2norm(v); // shape [1]
+ * const columnNorms = l2norm(m, { axis: 0 });
+ */
+export function reduction(
+  signature: string,
+  definition: ReductionDefinition,
+  options: { name?: string } = {},
+): ReductionKernel {
+  const what = options.name ?? 'reduction';
+  if (typeof definition !== 'object' || definition === null)
+    throw new CudaArgumentError(`${what}: expected { map, reduce, identity, post? }`);
+  const map = checkCode(definition.map, what, 'map');
+  const reduce = checkCode(definition.reduce, what, 'reduce');
+  const identity = checkCode(definition.identity, what, 'identity');
+  const accumulate = definition.accumulate;
+  if (accumulate !== undefined && !Object.hasOwn(CTYPES, accumulate)) {
+    throw new CudaArgumentError(`${what}: unknown accumulate dtype ${describe(accumulate)}`);
+  }
+  const program = new ReductionProgram(
+    signature,
+    (_inputs, output) => ({
+      accumulator: CTYPES[accumulate ?? output.dtype].value,
+      identity,
+      map,
+      reduce,
+      post: definition.post ?? `${output.name} = a`,
+    }),
+    options,
+  );
+  const outputName = program.signature.outputs[0]!.name;
+  if (definition.post !== undefined) {
+    checkCode(definition.post, what, 'post');
+    if (!assigns(definition.post, outputName)) {
+      throw new CudaArgumentError(
+        `${program.what}: post never assigns the output ${outputName} (e.g. "${outputName} = a")`,
+      );
+    }
+  }
+  const inputCount = program.signature.inputs.length;
+  const split = (args: readonly unknown[]) => {
+    let count = args.length;
+    let options: ReductionCallOptions | undefined;
+    if (count > inputCount && isOptions(args[count - 1])) {
+      options = args[count - 1] as ReductionCallOptions;
+      count--;
+    }
+    if (count < inputCount || count > inputCount + 1) {
+      throw new CudaArgumentError(
+        `${program.what}: takes ${inputCount} input${inputCount === 1 ? '' : 's'}, then optionally the output and { axis, stream }; got ${args.length} arguments`,
+      );
+    }
+    return { out: count > inputCount ? args[inputCount] : undefined, options };
+  };
+  const kernel = ((...args: unknown[]) => {
+    const { out, options } = split(args);
+    return program.run(args, out, options);
+  }) as unknown as ReductionKernel;
+  Object.defineProperties(kernel, {
+    signature: { value: program.signature.text, enumerable: true },
+    source: { value: (...args: unknown[]) => program.sourceFor(args, split(args).out) },
+  });
+  return kernel;
+}
