@@ -27,9 +27,11 @@ export interface ElementwiseSource {
   readonly outputs: readonly ResolvedParameter[];
   /** C statements assigning the outputs. */
   readonly body: string;
+  /** The kernel's name (default `ct_elementwise`; traces and profilers show it). */
+  readonly entry?: string;
 }
 
-/** The kernel's entry point. */
+/** The kernel's entry point unless the source names another. */
 export const ELEMENTWISE_ENTRY = 'ct_elementwise';
 
 /** Indices handled per loop iteration (loads first, then the bodies). */
@@ -113,7 +115,9 @@ export function generateElementwise(source: ElementwiseSource): string {
   const arrays = inputs.filter((input) => !input.scalar);
   const indices = Array.from({ length: UNROLL }, (_, u) => (u === 0 ? 'ct_i' : `ct_i${u}`));
 
-  lines.push(`extern "C" __global__ void ${ELEMENTWISE_ENTRY}(${kernelParameters.join(', ')}) {`);
+  lines.push(
+    `extern "C" __global__ void ${source.entry ?? ELEMENTWISE_ENTRY}(${kernelParameters.join(', ')}) {`,
+  );
   lines.push('  const unsigned long long ct_stride = (unsigned long long)blockDim.x * gridDim.x;');
   lines.push(
     '  unsigned long long ct_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;',

@@ -78,14 +78,15 @@ class Variant {
 
   constructor(
     name: string,
+    entry: string,
     signature: string,
     body: string,
     inputs: ResolvedParameter[],
     outputs: ResolvedParameter[],
   ) {
-    const source = { signature, inputs, outputs, body };
+    const source = { signature, inputs, outputs, body, entry };
     this.compiled = new CompiledSource(name, generateElementwise(source), [
-      { name: ELEMENTWISE_ENTRY, parameters: elementwiseParameters(source) },
+      { name: entry, parameters: elementwiseParameters(source) },
     ]);
     this.parameters = [...inputs, ...outputs];
     this.config = { grid: 1, block: 1, stream: undefined };
@@ -101,6 +102,7 @@ export class ElementwiseProgram {
   readonly body: string;
   readonly what: string;
   readonly #name: string;
+  readonly #entry: string;
   readonly #variants = new Map<number, Variant>();
   readonly #bound: (DType | undefined)[];
   readonly #codes: number[];
@@ -111,7 +113,10 @@ export class ElementwiseProgram {
     this.signature = parseSignature(signature, provisional, ELEMENTWISE_RESERVED);
     this.body = checkCode(body, provisional, 'the body');
     this.what = options.name ?? `elementwise '${this.signature.text}'`;
-    this.#name = `${(options.name ?? 'elementwise').replace(/[^A-Za-z0-9_-]+/g, '_')}.cu`;
+    const stem = (options.name ?? 'elementwise').replace(/[^A-Za-z0-9_]+/g, '_');
+    this.#name = `${stem}.cu`;
+    // The kernel's name as traces and profilers show it, e.g. ct_map_sin.
+    this.#entry = stem === 'elementwise' ? ELEMENTWISE_ENTRY : `ct_${stem}`;
     for (const output of this.signature.outputs) {
       if (!assigns(body, output.name)) {
         throw new CudaArgumentError(
@@ -232,7 +237,14 @@ export class ElementwiseProgram {
       const inputs = this.signature.inputs.map(resolved);
       const offset = inputs.length;
       const outputs = this.signature.outputs.map((parameter, j) => resolved(parameter, offset + j));
-      variant = new Variant(this.#name, this.signature.text, this.body, inputs, outputs);
+      variant = new Variant(
+        this.#name,
+        this.#entry,
+        this.signature.text,
+        this.body,
+        inputs,
+        outputs,
+      );
       this.#variants.set(key, variant);
     }
     return variant;

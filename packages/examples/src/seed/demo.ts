@@ -140,7 +140,9 @@ async function demo(): Promise<number> {
   const yesNo = (equal: boolean) => (equal ? 'yes' : 'NO');
   const n = summary.n;
   console.log(`cuda-tasks seed example on ${currentDevice().name()}`);
-  console.log(`c = sin(a * b), a and b ${n} x ${n} float32 from cuRAND, cuBLAS SGEMM + our kernel`);
+  console.log(
+    `c = sin(a * b), a and b ${n} x ${n} float32 from cuRAND, cuBLAS SGEMM + map(c, 'sin', c)`,
+  );
   console.log('');
   console.log('results (compared bit for bit with the root task):');
   console.log(`  inside withStream(new stream): ${yesNo(summary.withStream.equal)}`);

@@ -1,46 +1,20 @@
 /**
- * The seed example: `c = sin(a * b)` with a cuBLAS SGEMM and our own kernel, run on the
+ * The seed example: `c = sin(a * b)` with a cuBLAS SGEMM and `map(c, 'sin', c)`, run on the
  * current task's stream. Two independent jobs in two tasks overlap on the GPU without passing
  * a stream or a handle around; this module checks that the results are the same whichever way
  * the work is issued, and times one stream against two tasks.
  */
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { gemm } from '@cuda-tasks/cublas';
 import {
-  type Context,
   CudaArgumentError,
   currentStream,
   DeviceArray,
-  type Kernel,
-  launch,
-  Module,
   Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { rand } from '@cuda-tasks/curand';
+import { map } from '@cuda-tasks/kernels';
 import { synchronize, task, withStream } from '@cuda-tasks/task-runtime';
-
-const ptxPath = fileURLToPath(new URL('../kernels/kernels.ptx', import.meta.url));
-
-/** Threads per block of `sin_inplace` (the C baseline uses the same shape). */
-const BLOCK = 256;
-/** The kernel has a grid-stride loop, so the grid can be capped. */
-const MAX_GRID = 65_535;
-
-let ptxText: string | undefined;
-const sinKernels = new WeakMap<Context, Kernel>();
-
-/** `sin_inplace(float *x, unsigned long long n)` from kernels.ptx, loaded once per context. */
-function sinKernel(context: Context): Kernel {
-  let kernel = sinKernels.get(context);
-  if (kernel === undefined) {
-    ptxText ??= readFileSync(ptxPath, 'utf8');
-    kernel = Module.fromPtx(ptxText, { context }).kernel('sin_inplace', ['float32*', 'uint64']);
-    sinKernels.set(context, kernel);
-  }
-  return kernel;
-}
 
 /** What `checkRunOperands` looks at: a DeviceArray or anything shaped like one. */
 export interface OperandLike {
@@ -53,8 +27,8 @@ export interface OperandLike {
 }
 
 /**
- * Checks the operands of `run` before anything reaches the GPU: float32 everywhere (the sin
- * kernel is float32), 2-D, and a contiguous `c` (the kernel walks it as one flat vector).
+ * Checks the operands of `run` before anything reaches the GPU: float32 everywhere, 2-D, and a
+ * contiguous `c` (`map` walks it as one flat vector).
  * The shapes are checked by `gemm` itself, also before any native call.
  */
 export function checkRunOperands(a: OperandLike, b: OperandLike, c: OperandLike): void {
@@ -73,13 +47,14 @@ export function checkRunOperands(a: OperandLike, b: OperandLike, c: OperandLike)
     }
   }
   if (!c.contiguous) {
-    throw new CudaArgumentError('seed run: c must be contiguous (sin_inplace walks it flat)');
+    throw new CudaArgumentError('seed run: c must be contiguous (map walks it flat)');
   }
 }
 
 /**
- * `c = sin(a * b)`: a cuBLAS SGEMM into `c`, then our `sin_inplace` kernel over `c`, both
- * queued on the stream (default: the current task's stream). Returns `c` without waiting.
+ * `c = sin(a * b)`: a cuBLAS SGEMM into `c`, then `map(c, 'sin', c)` (an element-wise kernel
+ * compiled once from its expression) in place, both queued on the stream (default: the current
+ * task's stream). Returns `c` without waiting.
  * @example
  * run(a, b, c);
  * await synchronize();
@@ -93,11 +68,7 @@ export function run(
   checkRunOperands(a, b, c);
   const stream = options.stream ?? currentStream();
   gemm(a, b, c, { stream });
-  const n = c.length;
-  if (n > 0) {
-    const grid = Math.min(Math.ceil(n / BLOCK), MAX_GRID);
-    launch(sinKernel(stream.context), { grid, block: BLOCK, stream }, c, n);
-  }
+  map(c, 'sin', c, { stream });
   return c;
 }
 
