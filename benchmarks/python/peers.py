@@ -27,11 +27,16 @@ LAUNCHES = 10_000  # per batch, issue-rate benchmarks
 ROUND_TRIPS = 2_000  # per batch, launch + synchronize
 SGEMM_1024_CALLS = 20  # per batch, device-timed
 N = 1024  # seed workload: N x N matrices
+SIN_SIZES = (("1m", 1 << 20, 200), ("64m", 64 << 20, 10))  # id suffix, floats, calls per batch
+SUM_N = 64 << 20  # sum_64m: floats
+SUM_CALLS = 20  # per batch, device-timed
 BLOCK = 256  # sin_inplace block size (same as the C baseline)
 
 
-def emit(peer, name, median_us, note):
+def emit(peer, name, median_us, note, extra=None):
     line = {"name": name, "median_us": round(median_us, 4), "unit": "us/op", "note": note}
+    if extra:
+        line["extra"] = extra
     line["peer"] = peer
     print(json.dumps(line), flush=True)
 
@@ -52,10 +57,15 @@ def repeat_median(run):
 
 
 def run_all(peer, benches):
-    """benches: list of (id, run, note). A failing benchmark becomes a _skip line."""
-    for bench_id, run, note in benches:
+    """benches: list of (id, run, note[, {"bytes": n}]). A failing benchmark becomes a _skip
+    line. With bytes, the line carries the bandwidth reached (extra.bandwidth_gbs)."""
+    for bench_id, run, note, *options in benches:
         try:
-            emit(peer, bench_id, repeat_median(run), note)
+            median_us = repeat_median(run)
+            extra = None
+            if options and "bytes" in options[0]:
+                extra = {"bandwidth_gbs": round(options[0]["bytes"] / (median_us * 1e3), 1)}
+            emit(peer, bench_id, median_us, note, extra)
         except Exception as e:  # noqa: BLE001 - report and go on with the next one
             skip(peer, f"{type(e).__name__}: {e}", bench_id)
 
@@ -178,6 +188,35 @@ def cupy_benches(kernels_cu):
         s2.synchronize()
         return (time.perf_counter() - t0) * 1e6
 
+    def device_timed(body, calls):
+        """Device microseconds per call of body() on stream s, from events around calls calls."""
+        def run():
+            with s:
+                start.record(s)
+                for _ in range(calls):
+                    body()
+                stop.record(s)
+            stop.synchronize()
+            return cp.cuda.get_elapsed_time(start, stop) * 1e3 / calls
+        return run
+
+    sin_benches = []
+    for label, n, calls in SIN_SIZES:
+        with s:
+            x = cp.sin(cp.arange(n, dtype=cp.float32) * 0.001)  # in [-1, 1], as ours
+        s.synchronize()
+        sin_benches.append((f"sin_{label}", device_timed(lambda x=x: cp.sin(x, out=x), calls),
+                            f"cupy.sin(x, out=x), {n} float32, device time per call from events, "
+                            f"{calls} per batch"))
+    with s:
+        xs = (cp.arange(SUM_N, dtype=cp.float32) % 1000) / 1000 - 0.5
+    s.synchronize()
+    try:
+        from cupy._core import _accelerator
+        accelerators = ",".join(str(a) for a in _accelerator.get_routine_accelerators()) or "none"
+    except Exception:  # noqa: BLE001 - only for the note
+        accelerators = "unknown"
+
     pool = type(cp.get_default_memory_pool()).__name__
     pool_kind = "cudaMallocAsync" if "Async" in pool else "caching, not cudaMallocAsync"
     tf32 = "CUPY_TF32 unset, FP32 math"
@@ -205,6 +244,10 @@ def cupy_benches(kernels_cu):
          "2 jobs on 2 streams (CuPy keeps one cuBLAS handle per device and sets its stream per "
          "call), "
          "host wall time per iteration"),
+        *sin_benches,
+        ("sum_64m", device_timed(lambda: cp.sum(xs), SUM_CALLS),
+         f"cupy.sum of {SUM_N} float32, device time per call from events, {SUM_CALLS} per "
+         f"batch; routine accelerators: {accelerators}", {"bytes": SUM_N * 4}),
     ]
 
 
@@ -345,6 +388,18 @@ def torch_benches():
         s2.synchronize()
         return (time.perf_counter() - t0) * 1e6
 
+    xs = (torch.arange(SUM_N, device=dev, dtype=torch.float32) % 1000) / 1000 - 0.5
+    torch.cuda.synchronize()
+
+    def sum_64m():
+        with torch.cuda.stream(s):
+            start.record(s)
+            for _ in range(SUM_CALLS):
+                torch.sum(xs)
+            stop.record(s)
+        stop.synchronize()
+        return start.elapsed_time(stop) * 1e3 / SUM_CALLS
+
     benches = []
     if sleep is not None:
         benches += [
@@ -373,6 +428,9 @@ def torch_benches():
          "2 jobs (torch.mm 1024^3 + c.sin_()) on one stream, host wall time per iteration"),
         ("seed_concurrent", seed_concurrent,
          "2 jobs on 2 torch.cuda.Stream()s, host wall time per iteration"),
+        ("sum_64m", sum_64m,
+         f"torch.sum of {SUM_N} float32, device time per call from events, {SUM_CALLS} per "
+         "batch", {"bytes": SUM_N * 4}),
     ]
     return torch, benches, sleep is None
 

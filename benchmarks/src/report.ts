@@ -168,9 +168,14 @@ export interface RowSpec {
   peer?: string | null;
   /** Further C ids to compare against, shown as notes. */
   alsoC?: readonly string[];
+  /** Further ids of ours to compare against (same process), shown as notes. */
+  alsoOurs?: readonly { id: string; label: string }[];
   /** A fixed note. */
   note?: string;
 }
+
+/** The H200's peak memory bandwidth, GB/s: what the reached bandwidth is compared with. */
+export const PEAK_BANDWIDTH_GBS = 4800;
 
 /** The table's rows, in order. Ids that differ between ours and C are mapped here. */
 export const ROWS: readonly RowSpec[] = [
@@ -194,6 +199,26 @@ export const ROWS: readonly RowSpec[] = [
   { ours: 'sgemm_1024', note: 'device time' },
   { ours: 'seed_serial' },
   { ours: 'seed_concurrent' },
+  {
+    ours: 'sin_1m',
+    alsoOurs: [{ id: 'sin_1m_handwritten', label: 'hand-written' }],
+    note: "map(x, 'sin', x), 1 M float32, device time",
+  },
+  { ours: 'sin_1m_handwritten', peer: null, note: 'sin_inplace (kernels.ptx), device time' },
+  {
+    ours: 'sin_64m',
+    alsoOurs: [{ id: 'sin_64m_handwritten', label: 'hand-written' }],
+    note: "map(x, 'sin', x), 64 M float32, device time",
+  },
+  { ours: 'sin_64m_handwritten', peer: null, note: 'sin_inplace (kernels.ptx), device time' },
+  {
+    ours: 'sin_1m_issue',
+    peer: null,
+    alsoOurs: [{ id: 'sin_1m_issue_handwritten', label: 'hand-written launch' }],
+    note: 'host issue cost, cached kernel',
+  },
+  { ours: 'sin_1m_issue_handwritten', peer: null, note: 'launch(sin_inplace), host issue cost' },
+  { ours: 'sum_64m', note: 'sum of 64 M float32, device time' },
   { ours: 'tasks100', peer: null, note: 'whole batch' },
 ];
 
@@ -288,6 +313,10 @@ export function buildTable(collected: Collected): TableRow[] {
       const ratio = pairedRatio(ours.get(spec.ours), lineOf(c, other));
       if (ratio !== undefined) row.notes.push(`vs C ${other} ${formatRatio(ratio)}`);
     }
+    for (const other of spec.alsoOurs ?? []) {
+      const ratio = pairedRatio(ours.get(spec.ours), ours.get(other.id));
+      if (ratio !== undefined) row.notes.push(`vs ${other.label} ${formatRatio(ratio)}`);
+    }
     const peers = (['cupy', 'torch'] as const).filter((peer) => row[peer] !== undefined);
     if (peers.length > 0) {
       const best = peers.reduce((x, y) => (row[y]! < row[x]! ? y : x));
@@ -297,6 +326,28 @@ export function buildTable(collected: Collected): TableRow[] {
     const extra = ours.get(spec.ours)?.extra;
     if (extra?.max_event_loop_delay_us !== undefined) {
       row.notes.push(`max event-loop delay ${formatUs(extra.max_event_loop_delay_us)} us`);
+    }
+    const bandwidths = (
+      [
+        ['ours', ours],
+        ['cupy', cupy],
+        ['torch', torch],
+      ] as const
+    )
+      .map(
+        ([label, map]) =>
+          [
+            label,
+            map.get(label === 'ours' ? spec.ours : (peerId ?? ''))?.extra?.bandwidth_gbs,
+          ] as const,
+      )
+      .filter(([, gbs]) => gbs !== undefined)
+      .map(
+        ([label, gbs]) =>
+          `${label} ${gbs!.toFixed(0)} (${((100 * gbs!) / PEAK_BANDWIDTH_GBS).toFixed(0)}%)`,
+      );
+    if (bandwidths.length > 0) {
+      row.notes.push(`GB/s of ${PEAK_BANDWIDTH_GBS}: ${bandwidths.join(', ')}`);
     }
     rows.push(row);
   }
@@ -323,7 +374,43 @@ export function buildTargets(collected: Collected): Target[] {
       limit: 1.05,
       met: versusC === undefined ? undefined : versusC <= 1.05,
     },
+    ...kernelTargets(collected),
   ];
+}
+
+/**
+ * The expression kernels' targets, where ours ran them: `map(x, 'sin', x)`'s issue cost within
+ * 1.05x the hand-written kernel's launch (1 M floats, cached), and `sum` over 64 M floats
+ * within 1.1x the device time of the faster of cupy.sum and torch.sum.
+ */
+export function kernelTargets(collected: Collected): Target[] {
+  const { ours, cupy, torch } = collected.results;
+  const targets: Target[] = [];
+  const issue = pairedRatio(ours.get('sin_1m_issue'), ours.get('sin_1m_issue_handwritten'));
+  if (issue !== undefined) {
+    targets.push({
+      name: 'kernels_sin_issue',
+      description: "map(x, 'sin', x) issue cost / hand-written launch (1 M floats, cached)",
+      value: issue,
+      limit: 1.05,
+      met: issue <= 1.05,
+    });
+  }
+  const sumUs = medianOf(ours, 'sum_64m');
+  const peers = [medianOf(cupy, 'sum_64m'), medianOf(torch, 'sum_64m')].filter(
+    (value): value is number => value !== undefined,
+  );
+  if (sumUs !== undefined && peers.length > 0) {
+    const value = sumUs / Math.min(...peers);
+    targets.push({
+      name: 'kernels_sum_vs_peers',
+      description: 'sum over 64 M floats / the faster of cupy.sum and torch.sum (device time)',
+      value,
+      limit: 1.1,
+      met: value <= 1.1,
+    });
+  }
+  return targets;
 }
 
 /** Microseconds with 3 significant-ish digits. */
@@ -409,6 +496,11 @@ export function formatTable(
   out.push(
     `seed vs C:    ours seed_concurrent / C seed_concurrent = ${formatRatio(versusC?.value)} (target <= ${versusC?.limit}x) ${versusC ? verdict(versusC) : ''}${medianOf(ours, 'seed_concurrent') !== undefined && medianOf(c, 'seed_concurrent') !== undefined ? `   [${formatUs(medianOf(ours, 'seed_concurrent'))} us vs ${formatUs(medianOf(c, 'seed_concurrent'))} us]` : ''}`,
   );
+  for (const target of targets.slice(2)) {
+    out.push(
+      `${target.description}: ${formatRatio(target.value)} (target <= ${target.limit}x) ${verdict(target)}`,
+    );
+  }
   return out.join('\n');
 }
 

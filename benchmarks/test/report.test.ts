@@ -207,3 +207,53 @@ function binomial(n: number, k: number): number {
   for (let i = 1; i <= k; i++) value = (value * (n - k + i)) / i;
   return value;
 }
+
+describe('the expression-kernel rows and targets', () => {
+  const kernelsCollected = () => {
+    const collected = emptyCollected();
+    addLines(collected, 'ours', [
+      line('sin_1m', 4.4),
+      line('sin_1m_handwritten', 4.0),
+      line('sin_1m_issue', 3.15),
+      line('sin_1m_issue_handwritten', 3.0),
+      line('sum_64m', 72, { bandwidth_gbs: 3728, bandwidth_fraction: 3728 / 4800 }),
+    ]);
+    addLines(collected, 'cupy', [
+      { name: 'sin_1m', peer: 'cupy', median_us: 5 },
+      { name: 'sum_64m', peer: 'cupy', median_us: 70, extra: { bandwidth_gbs: 3835 } },
+    ]);
+    addLines(collected, 'cupy', [{ name: 'sum_64m', peer: 'torch', median_us: 64 }]);
+    return collected;
+  };
+
+  it('compares ours with the hand-written kernel in the notes, and shows the bandwidths', () => {
+    const rows = buildTable(kernelsCollected());
+    const sin = rows.find((row) => row.operation === 'sin_1m')!;
+    expect(sin.notes).toContain('vs hand-written 1.10x');
+    expect(sin.cupy).toBe(5);
+    expect(sin.oursOverBestPeer).toBeCloseTo(0.88, 12);
+    expect(rows.find((row) => row.operation === 'sin_1m_issue')!.notes).toContain(
+      'vs hand-written launch 1.05x',
+    );
+    const total = rows.find((row) => row.operation === 'sum_64m')!;
+    expect(total.bestPeer).toBe('torch');
+    expect(total.notes).toContain('GB/s of 4800: ours 3728 (78%), cupy 3835 (80%)');
+  });
+
+  it('targets: issue cost <= 1.05x the hand-written launch; sum <= 1.1x the faster peer', () => {
+    const targets = buildTargets(kernelsCollected());
+    const issue = targets.find((target) => target.name === 'kernels_sin_issue')!;
+    expect(issue.value).toBeCloseTo(1.05, 12);
+    expect(issue.met).toBe(true);
+    const sum = targets.find((target) => target.name === 'kernels_sum_vs_peers')!;
+    expect(sum.value).toBeCloseTo(72 / 64, 12);
+    expect(sum.met).toBe(false);
+    const text = formatTable(buildTable(kernelsCollected()), targets, kernelsCollected());
+    expect(text).toContain('(target <= 1.1x) FAIL');
+    // Without those lines there are no such targets.
+    expect(buildTargets(emptyCollected()).map((target) => target.name)).toEqual([
+      'seed_overlap',
+      'seed_vs_c',
+    ]);
+  });
+});

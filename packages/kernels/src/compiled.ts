@@ -14,6 +14,8 @@ export interface EntryPoint {
   readonly parameters: readonly KernelParameter[];
   /** Round the block size down to a power of two (tree reductions need one). */
   readonly powerOfTwo?: boolean;
+  /** The block size it is always launched with (its full grid is computed for that size). */
+  readonly blockSize?: number;
 }
 
 /** A loaded entry point with the launch shape the occupancy calculator chose for it. */
@@ -32,6 +34,10 @@ function largestPowerOfTwoAtMost(value: number): number {
 
 function loadEntry(module: ReturnType<typeof loadModule>, entry: EntryPoint): LoadedKernel {
   const kernel = module.kernel(entry.name, entry.parameters);
+  if (entry.blockSize !== undefined) {
+    const { minGridSize } = kernel.suggestBlockSize(0, entry.blockSize);
+    return { kernel, blockSize: entry.blockSize, fullGrid: Math.max(1, minGridSize) };
+  }
   let { blockSize, minGridSize } = kernel.suggestBlockSize();
   if (entry.powerOfTwo && largestPowerOfTwoAtMost(blockSize) !== blockSize) {
     // Ask again within the power of two below: its own full grid comes with it.

@@ -61,7 +61,7 @@ function compiledFor(dtype: DType, slots: number, largest: boolean): CompiledSou
     compiled = new CompiledSource(
       `topk_${dtype}_${slots}_${largest ? 'largest' : 'smallest'}.cu`,
       generateTopk({ dtype, slots, largest }),
-      [{ name: TOPK_ENTRY, parameters: topkParameters() }],
+      [{ name: TOPK_ENTRY, parameters: topkParameters(), blockSize: slots }],
     );
     sources.set(key, compiled);
   }
