@@ -107,6 +107,12 @@ export class ElementwiseProgram {
   readonly #bound: (DType | undefined)[];
   readonly #codes: number[];
   readonly #shapeOf: (DeviceArray | undefined)[];
+  /** Per parameter (inputs, then outputs): its name, its label in messages, its declared
+   * dtype (undefined for a type variable) and its type variable (-1 for a dtype). */
+  readonly #names: string[];
+  readonly #labels: string[];
+  readonly #declared: (DType | undefined)[];
+  readonly #variableOf: number[];
 
   constructor(signature: string, body: string, options: ElementwiseOptions = {}) {
     const provisional = options.name ?? 'elementwise';
@@ -128,11 +134,75 @@ export class ElementwiseProgram {
     this.#bound = new Array(this.signature.variables.length).fill(undefined);
     this.#codes = new Array(count).fill(0);
     this.#shapeOf = new Array(1).fill(undefined);
+    const parameters = [...this.signature.inputs, ...this.signature.outputs];
+    const inputCount = this.signature.inputs.length;
+    this.#names = parameters.map((parameter) => parameter.name);
+    this.#labels = parameters.map(
+      (parameter, j) => `${j < inputCount ? 'input' : 'output'} ${parameter.name}`,
+    );
+    this.#declared = parameters.map((parameter) =>
+      'dtype' in parameter.type ? parameter.type.dtype : undefined,
+    );
+    this.#variableOf = parameters.map((parameter) =>
+      'variable' in parameter.type ? parameter.type.variable : -1,
+    );
+  }
+
+  /** Binds parameter `j` (inputs, then outputs) to `dtype`; throws on a mismatch. */
+  private bind(j: number, dtype: DType): void {
+    const declared = this.#declared[j];
+    if (declared !== undefined) {
+      if (declared !== dtype) {
+        throw new CudaArgumentError(
+          `${this.what}: ${this.#labels[j]} must be ${declared}, got ${dtype}`,
+        );
+      }
+      return;
+    }
+    const variable = this.#variableOf[j]!;
+    const previous = this.#bound[variable];
+    if (previous === undefined) this.#bound[variable] = dtype;
+    else if (previous !== dtype) {
+      throw new CudaArgumentError(
+        `${this.what}: ${this.#labels[j]} is ${dtype} but ${this.signature.variables[variable]} is already ${previous} (no type promotion: convert first)`,
+      );
+    }
+  }
+
+  /** The dtype of parameter `j` once bound; throws when nothing told it. */
+  private dtypeOf(j: number): DType {
+    const declared = this.#declared[j];
+    if (declared !== undefined) return declared;
+    const variable = this.#variableOf[j]!;
+    const dtype = this.#bound[variable];
+    if (dtype === undefined) {
+      const label = this.#labels[j]!;
+      throw new CudaArgumentError(
+        `${this.what}: cannot tell ${this.signature.variables[variable]} (the dtype of ${label}) from the arguments; pass ${label} as an array`,
+      );
+    }
+    return dtype;
+  }
+
+  /** Checks array argument `j` and binds its dtype; returns the shape reference so far. */
+  private checkArrayArgument(
+    j: number,
+    value: unknown,
+    reference: DeviceArray | undefined,
+    referenceIndex: number,
+  ): DeviceArray {
+    const array = checkArray(value, this.what, this.#labels[j]!);
+    this.bind(j, array.dtype);
+    if (reference !== undefined) {
+      checkSameShape(array, reference, this.what, this.#labels[j]!, this.#names[referenceIndex]!);
+      return reference;
+    }
+    return array;
   }
 
   /**
    * Checks the arguments and binds the dtypes; returns the variant key, and leaves the shape
-   * reference in `#shapeOf[0]`. Throws before any native call on bad input.
+   * reference in `#shapeOf[0]`. Throws before any native call on bad input. Allocates nothing.
    */
   private resolve(
     inputs: ArrayLike<unknown>,
@@ -140,85 +210,45 @@ export class ElementwiseProgram {
     outputStart: number,
     outputEnd: number,
   ): number {
-    const { signature, what } = this;
-    const bound = this.#bound;
-    bound.fill(undefined);
+    const inputCount = this.signature.inputs.length;
+    const outputCount = this.signature.outputs.length;
+    this.#bound.fill(undefined);
     let reference: DeviceArray | undefined;
-    let referenceName = '';
-    const bind = (parameter: Parameter, dtype: DType, label: string) => {
-      const type = parameter.type;
-      if ('dtype' in type) {
-        if (type.dtype !== dtype)
-          throw new CudaArgumentError(`${what}: ${label} must be ${type.dtype}, got ${dtype}`);
-      } else {
-        const previous = bound[type.variable];
-        if (previous === undefined) bound[type.variable] = dtype;
-        else if (previous !== dtype) {
-          throw new CudaArgumentError(
-            `${what}: ${label} is ${dtype} but ${signature.variables[type.variable]} is already ${previous} (no type promotion: convert first)`,
-          );
-        }
-      }
-    };
-    const check = (parameter: Parameter, value: unknown, label: string) => {
-      const array = checkArray(value, what, label);
-      bind(parameter, array.dtype, label);
-      if (reference === undefined) {
-        reference = array;
-        referenceName = parameter.name;
-      } else checkSameShape(array, reference, what, label, referenceName);
-    };
-    for (let j = 0; j < signature.inputs.length; j++) {
-      const parameter = signature.inputs[j]!;
+    let referenceIndex = -1;
+    for (let j = 0; j < inputCount; j++) {
       const value = inputs[j];
       if (typeof value === 'number') continue;
       if (!DeviceArray.isInstance(value)) {
         throw new CudaArgumentError(
-          `${what}: input ${parameter.name} must be a DeviceArray or a number, got ${describe(value)}`,
+          `${this.what}: ${this.#labels[j]} must be a DeviceArray or a number, got ${describe(value)}`,
         );
       }
-      check(parameter, value, `input ${parameter.name}`);
+      const next = this.checkArrayArgument(j, value, reference, referenceIndex);
+      if (reference === undefined) referenceIndex = j;
+      reference = next;
     }
-    for (let j = 0; j < signature.outputs.length; j++) {
+    for (let j = 0; j < outputCount; j++) {
       const value = outputStart + j < outputEnd ? outputs[outputStart + j] : undefined;
-      if (value !== undefined) {
-        check(signature.outputs[j]!, value, `output ${signature.outputs[j]!.name}`);
-      }
+      if (value === undefined) continue;
+      const next = this.checkArrayArgument(inputCount + j, value, reference, referenceIndex);
+      if (reference === undefined) referenceIndex = inputCount + j;
+      reference = next;
     }
     if (reference === undefined) {
       throw new CudaArgumentError(
-        `${what}: no array argument to take the shape from; pass the output${signature.outputs.length > 1 ? 's' : ''}`,
+        `${this.what}: no array argument to take the shape from; pass the output${outputCount > 1 ? 's' : ''}`,
       );
     }
-    const dtypeOf = (parameter: Parameter, label: string): DType => {
-      const type = parameter.type;
-      if ('dtype' in type) return type.dtype;
-      const dtype = bound[type.variable];
-      if (dtype === undefined) {
-        throw new CudaArgumentError(
-          `${what}: cannot tell ${signature.variables[type.variable]} (the dtype of ${label}) from the arguments; pass ${label} as an array`,
-        );
-      }
-      return dtype;
-    };
     const codes = this.#codes;
     let key = 0;
     let factor = 1;
-    for (let j = 0; j < signature.inputs.length; j++) {
-      const parameter = signature.inputs[j]!;
-      const dtype = dtypeOf(parameter, parameter.name);
-      const value = inputs[j];
+    for (let j = 0; j < inputCount + outputCount; j++) {
+      const dtype = this.dtypeOf(j);
+      const value = j < inputCount ? inputs[j] : undefined;
       const scalar = typeof value === 'number';
-      if (scalar) scalarValue(value, dtype, what, `input ${parameter.name}`);
+      if (scalar) scalarValue(value, dtype, this.what, this.#labels[j]!);
       codes[j] = CTYPES[dtype].code + (scalar ? 8 : 0);
       key += codes[j]! * factor;
-      factor *= 16;
-    }
-    const offset = signature.inputs.length;
-    for (let j = 0; j < signature.outputs.length; j++) {
-      const parameter = signature.outputs[j]!;
-      codes[offset + j] = CTYPES[dtypeOf(parameter, `output ${parameter.name}`)].code;
-      key += codes[offset + j]! * factor;
       factor *= 16;
     }
     this.#shapeOf[0] = reference;

@@ -113,16 +113,17 @@ export function map<D extends DType>(
   out?: DeviceArray<D> | CallOptions,
   options?: CallOptions,
 ): DeviceArray<D> {
-  const what = `map ${typeof fn === 'string' ? fn : ''}`.trim();
-  const array = checkArray(x, what, 'x');
-  const expressions = Object.hasOwn(UNARY, fn) ? UNARY[fn] : undefined;
+  const expressions = typeof fn === 'string' && Object.hasOwn(UNARY, fn) ? UNARY[fn] : undefined;
   if (expressions === undefined) {
     throw new CudaArgumentError(
       `map: unknown function ${describe(fn)}; expected one of ${Object.keys(UNARY).join(', ')}`,
     );
   }
+  // Messages name the function, built only when one is thrown (a call allocates nothing).
+  const array = DeviceArray.isInstance(x) ? x : checkArray(x, `map ${fn}`, 'x');
   const dtype = array.dtype;
-  checkDType(dtype, expressions.int === undefined ? FLOAT_DTYPES : ELEMENTWISE_DTYPES, what, 'x');
+  const allowed = expressions.int === undefined ? FLOAT_DTYPES : ELEMENTWISE_DTYPES;
+  if (!allowed.includes(dtype)) checkDType(dtype, allowed, `map ${fn}`, 'x');
   const stream = trailing(out, options);
   one[0] = array;
   return run(unaryProgram(fn, dtype), one, stream) as DeviceArray<D>;
