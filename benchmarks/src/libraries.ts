@@ -102,19 +102,19 @@ export async function runLibraries(): Promise<Result[]> {
     { name: 'bench libraries' },
   );
 
-  // The seed workload: 2 jobs of (gemm 1024^3 + sin_inplace), as in C. Each batch is one
+  // The seed workload: 2 jobs of (gemm 1024^3 + map(c, 'sin', c)); C runs sin_inplace. Each batch is one
   // iteration, after seedWorkload's JIT warm-up.
   {
     const seed = await seedWorkload();
     out(
       'seed_serial',
       await repeatMedian(timedOnce(() => serialIteration(seed.jobs))),
-      '2 jobs (gemm 1024^3 + sin_inplace) one after the other in one task, host wall time from issue to await synchronize(), per iteration',
+      "2 jobs (gemm 1024^3 + map(c, 'sin', c)) one after the other in one task, host wall time from issue to await synchronize(), per iteration",
     );
     out(
       'seed_concurrent',
       await repeatMedian(timedOnce(() => concurrentIteration(seed.jobs))),
-      '2 jobs (gemm 1024^3 + sin_inplace), one task each (own stream and cuBLAS handle), host wall time until both awaited, per iteration',
+      "2 jobs (gemm 1024^3 + map(c, 'sin', c)), one task each (own stream and cuBLAS handle), host wall time until both awaited, per iteration",
     );
     seed.dispose();
   }
