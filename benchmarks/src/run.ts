@@ -5,7 +5,8 @@
  * into the output folder.
  *
  * Usage: pnpm bench [--out DIR] [--from DIR] [--rounds N] [--skip-c] [--skip-python]
- *        [--skip-ours] [--skip-paired] [--peers cupy,torch] [--help]
+ *        [--skip-ours] [--skip-paired] [--skip-scaling] [--only scaling] [--peers cupy,torch]
+ *        [--help]
  *
  * --rounds N  runs the C baseline and ours N times each, alternating (default 3), and reports
  *             per benchmark the median of the rounds: the host drifts over a run, and this
@@ -17,6 +18,10 @@
  *
  * --from DIR  runs nothing: rebuilds the report from DIR/raw/{c,python,ours}.jsonl (what an
  *             earlier run saved), e.g. on a machine without a GPU.
+ *
+ * The concurrency scaling benchmark (src/scaling*.ts, c/scaling.cu, python/scaling.py) runs
+ * last and writes scaling.json and scaling.svg beside bench.json; `--only scaling` runs it
+ * alone (with --from: rebuilds it from DIR/raw/scaling.jsonl), `--skip-scaling` leaves it out.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -48,6 +53,8 @@ import {
   renderBenchSvg,
   splitRounds,
 } from './report.js';
+import { SCALING_DEFAULTS, type ScalingConfig } from './scaling-config.js';
+import { runScalingPrograms, writeScalingReport } from './scaling-run.js';
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
 const ptxPath = kernelsPtxPath;
@@ -62,6 +69,9 @@ interface RunArguments {
   peers: string[];
   rounds: number;
   skipPaired: boolean;
+  skipScaling: boolean;
+  /** `scaling`: run only the concurrency scaling benchmark. */
+  only?: 'scaling';
 }
 
 /** The suite's flags (`pnpm bench --help`). */
@@ -79,6 +89,8 @@ export const benchCommandLine = {
     'skip-python': { type: 'boolean', description: 'leave out CuPy and PyTorch' },
     'skip-ours': { type: 'boolean', description: 'leave out ours' },
     'skip-paired': { type: 'boolean', description: 'leave out the same-process comparison' },
+    'skip-scaling': { type: 'boolean', description: 'leave out the concurrency scaling part' },
+    only: { type: 'string', placeholder: 'scaling', description: 'run only that part' },
     peers: { type: 'string', placeholder: 'cupy,torch', description: 'which Python peers' },
   },
 } as const;
@@ -97,6 +109,9 @@ export function parseBenchArguments(argv: readonly string[]): RunArguments {
       usage(benchCommandLine),
     );
   }
+  if (values.only !== undefined && values.only !== 'scaling') {
+    throw new CommandLineError(`--only takes scaling, got ${values.only}`, usage(benchCommandLine));
+  }
   return {
     out: values.out === undefined ? join(packageRoot, 'out') : resolve(values.out),
     ...(values.from === undefined ? {} : { from: resolve(values.from) }),
@@ -104,6 +119,8 @@ export function parseBenchArguments(argv: readonly string[]): RunArguments {
     skipPython: values['skip-python'] === true,
     skipOurs: values['skip-ours'] === true,
     skipPaired: values['skip-paired'] === true,
+    skipScaling: values['skip-scaling'] === true,
+    ...(values.only === 'scaling' ? { only: 'scaling' as const } : {}),
     peers: (values.peers ?? '').split(',').filter(Boolean),
     rounds,
   };
@@ -146,10 +163,11 @@ async function runProgram(
 const lastLines = (text: string, count = 3) => text.trim().split('\n').slice(-count).join(' | ');
 
 /** Builds the C baseline; returns the binary, or undefined (and records why) when it fails. */
+const buildDir = join(tmpdir(), 'cuda-tasks-bench');
+
 function buildC(collected: Collected): string | undefined {
-  const buildDir = join(tmpdir(), 'cuda-tasks-bench');
   console.log(`[c] building c/bench.cu into ${buildDir}`);
-  const build = spawnSync('bash', [join(packageRoot, 'c/build.sh'), buildDir], {
+  const build = spawnSync('bash', [join(packageRoot, 'c/build.sh'), buildDir, 'all'], {
     encoding: 'utf8',
     timeout: 180_000,
   });
@@ -344,6 +362,74 @@ function gpuUnavailable(): string | undefined {
   }
 }
 
+/** The concurrency scaling part: runs it (or with --from reloads its lines) and reports it. */
+async function scaling(
+  options: RunArguments,
+  machine: Record<string, unknown>,
+  built: boolean,
+): Promise<{ json: Record<string, unknown>; table: string; paths: string[] } | undefined> {
+  const config = scalingConfig();
+  let text: string;
+  if (options.from !== undefined) {
+    const rawDir = existsSync(join(options.from, 'raw')) ? join(options.from, 'raw') : options.from;
+    const path = join(rawDir, 'scaling.jsonl');
+    if (!existsSync(path)) return undefined;
+    text = readFileSync(path, 'utf8');
+  } else {
+    console.log('[scaling] K jobs started together: C, ours, then CuPy and PyTorch');
+    text = await runScalingPrograms({
+      buildDir,
+      built,
+      skipC: options.skipC,
+      skipOurs: options.skipOurs,
+      skipPython: options.skipPython,
+      peers: options.peers,
+      config,
+      run: runProgram,
+    });
+  }
+  const gpus = machine.gpus;
+  const gpu = Array.isArray(gpus) ? String((gpus[0] as Record<string, unknown>).name) : 'GPU';
+  const subtitle = `${gpu}; Node ${process.version}; median batch of each (system, shape, K); ${new Date().toISOString().slice(0, 10)}`;
+  return writeScalingReport(text, config, options.out, subtitle);
+}
+
+/** The scaling benchmark's settings: the defaults (scaling-config.ts). */
+function scalingConfig(): ScalingConfig {
+  return {
+    ...SCALING_DEFAULTS,
+    ks: [...SCALING_DEFAULTS.ks],
+    shapes: [...SCALING_DEFAULTS.shapes],
+  };
+}
+
+/** The machine saved in DIR/bench.json by an earlier run, or this one's. */
+function savedMachine(from: string): Record<string, unknown> {
+  const path = join(from, 'bench.json');
+  return existsSync(path)
+    ? ((JSON.parse(readFileSync(path, 'utf8')) as { machine?: Record<string, unknown> }).machine ??
+        machineInfo())
+    : machineInfo();
+}
+
+/** `--only scaling`: the scaling benchmark alone. */
+async function mainScaling(options: RunArguments): Promise<number> {
+  const started = performance.now();
+  const machine = options.from !== undefined ? savedMachine(options.from) : machineInfo();
+  const report = await scaling(options, machine, false);
+  if (report === undefined) {
+    console.error(`no raw/scaling.jsonl in ${options.from}`);
+    return 1;
+  }
+  console.log('');
+  console.log(
+    `wrote ${report.paths.map(shown).join(', ')} (${Math.round((performance.now() - started) / 100) / 10} s)`,
+  );
+  console.log('');
+  console.log(report.table);
+  return 0;
+}
+
 async function main(): Promise<number> {
   parseCommandLineOrExit(process.argv.slice(2), benchCommandLine); // --help, unknown flags
   let options: RunArguments;
@@ -362,6 +448,7 @@ async function main(): Promise<number> {
     );
     return 1;
   }
+  if (options.only === 'scaling') return mainScaling(options);
   const collected = emptyCollected();
   const raw: Record<string, string> = {};
   const started = performance.now();
@@ -385,11 +472,7 @@ async function main(): Promise<number> {
     }
     const pairedPath = join(rawDir, 'paired.jsonl');
     if (existsSync(pairedPath)) paired = parseLines(readFileSync(pairedPath, 'utf8'));
-    const savedMachine = join(options.from, 'bench.json');
-    machine = existsSync(savedMachine)
-      ? ((JSON.parse(readFileSync(savedMachine, 'utf8')) as { machine?: Record<string, unknown> })
-          .machine ?? machineInfo())
-      : machineInfo();
+    machine = savedMachine(options.from);
   } else {
     machine = machineInfo();
     // Every program is a child process; this one never creates a CUDA context.
@@ -417,6 +500,9 @@ async function main(): Promise<number> {
       paired = await runPairedProgram(binary, collected, raw);
     }
   }
+  const scalingReport = options.skipScaling
+    ? undefined
+    : await scaling(options, machine, options.from === undefined && !options.skipC);
 
   const rows = buildTable(collected);
   const targets = buildTargets(collected);
@@ -428,6 +514,7 @@ async function main(): Promise<number> {
   const svgPath = join(options.out, 'bench.svg');
   const document = buildJson(collected, rows, targets, machine, roundsRun);
   if (paired.length > 0) document.paired = paired.filter((line) => line.paired === true);
+  if (scalingReport !== undefined) document.scaling = scalingReport.json;
   document.elapsed_s = Math.round((performance.now() - started) / 100) / 10;
   writeFileSync(jsonPath, `${JSON.stringify(document, null, 2)}\n`);
   writeFileSync(svgPath, renderBenchSvg(rows, targets, subtitleOf(machine, collected, roundsRun)));
@@ -444,6 +531,10 @@ async function main(): Promise<number> {
   if (roundsRun > 1) console.log(`\n${formatRounds(collected)}`);
   const pairedTable = formatPaired(paired);
   if (pairedTable) console.log(`\n${pairedTable}`);
+  if (scalingReport !== undefined) {
+    console.log(`\n(also wrote ${scalingReport.paths.map(shown).join(', ')})\n`);
+    console.log(scalingReport.table);
+  }
   return collected.results.ours.size > 0 || options.skipOurs || options.from ? 0 : 1;
 }
 

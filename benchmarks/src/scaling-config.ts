@@ -1,0 +1,167 @@
+/**
+ * The concurrency scaling benchmark's settings: which K, which job shapes and how large, how
+ * many batches. One definition, passed to every program as `key=value` arguments (C's
+ * c/scaling.cu, the Python peers' python/scaling.py and ours, src/scaling.ts), so that all of
+ * them run the same jobs.
+ */
+
+/** The job shapes (see `SHAPES`). */
+export type ShapeName = 'latency' | 'mixed' | 'control';
+
+/** Every shape, in report order. */
+export const SHAPE_NAMES: readonly ShapeName[] = ['latency', 'mixed', 'control'];
+
+/** The benchmark's settings. */
+export interface ScalingConfig {
+  /** Numbers of jobs started together. */
+  ks: number[];
+  /** Job shapes to run. */
+  shapes: ShapeName[];
+  /** Untimed batches per (shape, K) before the timed ones. */
+  warmups: number;
+  /** Timed batches per (shape, K), at least ... */
+  minSamples: number;
+  /** ... and at least `sampleJobs / K` of them (so small K get more batches). */
+  sampleJobs: number;
+  /** Jobs one after another in a serial batch. */
+  serialJobs: number;
+  /** Latency-bound: elementwise steps per job. */
+  latencySteps: number;
+  /** Latency-bound: a synchronize after every this many steps. */
+  latencySyncEvery: number;
+  /** Latency-bound: floats per elementwise step. */
+  latencyN: number;
+  /** Mixed: (uniform fill, SGEMM, elementwise) steps per job. */
+  mixedSteps: number;
+  /** Mixed: matrix size. */
+  mixedN: number;
+  /** GPU-filling control: SGEMM steps per job. */
+  controlSteps: number;
+  /** GPU-filling control: matrix size. */
+  controlN: number;
+  /** Job slot i's cuRAND generator (Philox) has seed `seed + i`. */
+  seed: number;
+}
+
+/** The defaults: about a minute of GPU time for all five systems on an H200. */
+export const SCALING_DEFAULTS: Readonly<ScalingConfig> = Object.freeze({
+  ks: [1, 2, 4, 8, 16, 32, 64],
+  shapes: [...SHAPE_NAMES],
+  warmups: 2,
+  minSamples: 5,
+  sampleJobs: 64,
+  serialJobs: 8,
+  latencySteps: 20,
+  latencySyncEvery: 5,
+  latencyN: 65_536,
+  mixedSteps: 10,
+  mixedN: 256,
+  controlSteps: 4,
+  controlN: 2048,
+  seed: 1000,
+});
+
+/** The `key=value` names of the numeric settings, as the C and Python programs spell them. */
+const NUMERIC_KEYS: readonly (readonly [keyof ScalingConfig, string])[] = [
+  ['warmups', 'warmups'],
+  ['minSamples', 'min_samples'],
+  ['sampleJobs', 'sample_jobs'],
+  ['serialJobs', 'serial_jobs'],
+  ['latencySteps', 'latency_steps'],
+  ['latencySyncEvery', 'latency_sync_every'],
+  ['latencyN', 'latency_n'],
+  ['mixedSteps', 'mixed_steps'],
+  ['mixedN', 'mixed_n'],
+  ['controlSteps', 'control_steps'],
+  ['controlN', 'control_n'],
+  ['seed', 'seed'],
+];
+
+/**
+ * The settings as `key=value` arguments (`ks=1,2,4`, `shapes=latency,mixed`, `mixed_n=256`...).
+ * @example scalingArguments(SCALING_DEFAULTS); // ['ks=1,2,4,8,16,32,64', 'shapes=...', ...]
+ */
+export function scalingArguments(config: ScalingConfig): string[] {
+  return [
+    `ks=${config.ks.join(',')}`,
+    `shapes=${config.shapes.join(',')}`,
+    ...NUMERIC_KEYS.map(([field, key]) => `${key}=${config[field]}`),
+  ];
+}
+
+/**
+ * Parses `key=value` arguments over the defaults; throws a message naming a bad one. Other
+ * arguments (not `key=value`) are an error too.
+ * @example parseScalingArguments(['ks=1,4', 'shapes=latency']).ks; // [1, 4]
+ */
+export function parseScalingArguments(argv: readonly string[]): ScalingConfig {
+  const config: ScalingConfig = {
+    ...SCALING_DEFAULTS,
+    ks: [...SCALING_DEFAULTS.ks],
+    shapes: [...SCALING_DEFAULTS.shapes],
+  };
+  const integer = (key: string, text: string, minimum: number) => {
+    const value = Number(text);
+    if (text === '' || !Number.isSafeInteger(value) || value < minimum) {
+      throw new Error(`scaling: ${key} must be an integer >= ${minimum}, got '${text}'`);
+    }
+    return value;
+  };
+  for (const argument of argv) {
+    const equals = argument.indexOf('=');
+    if (equals < 0) throw new Error(`scaling: expected key=value, got '${argument}'`);
+    const key = argument.slice(0, equals);
+    const value = argument.slice(equals + 1);
+    if (key === 'ks') {
+      config.ks = value.split(',').map((k) => integer('ks', k, 1));
+      if (config.ks.length === 0) throw new Error('scaling: ks must not be empty');
+    } else if (key === 'shapes') {
+      const shapes = value.split(',');
+      for (const shape of shapes) {
+        if (!SHAPE_NAMES.includes(shape as ShapeName)) {
+          throw new Error(`scaling: unknown shape '${shape}' (${SHAPE_NAMES.join(', ')})`);
+        }
+      }
+      config.shapes = shapes as ShapeName[];
+    } else {
+      const entry = NUMERIC_KEYS.find(([, name]) => name === key);
+      if (entry === undefined) throw new Error(`scaling: unknown setting '${key}'`);
+      const minimum = entry[0] === 'warmups' || entry[0] === 'seed' ? 0 : 1;
+      (config as unknown as Record<string, number>)[entry[0]] = integer(key, value, minimum);
+    }
+  }
+  return config;
+}
+
+/** Timed batches at K: `minSamples`, or more so that they hold `sampleJobs` jobs in all. */
+export function samplesFor(config: Pick<ScalingConfig, 'minSamples' | 'sampleJobs'>, k: number) {
+  return Math.max(config.minSamples, Math.ceil(config.sampleJobs / k));
+}
+
+/** A shape's title and what one job does, in words. */
+export interface ShapeInfo {
+  /** Short title, e.g. "latency-bound". */
+  title: string;
+  /** What one job does at these settings. */
+  describe(config: ScalingConfig): string;
+}
+
+const count = (n: number) => n.toLocaleString('en-US');
+
+/** The job shapes. */
+export const SHAPES: Readonly<Record<ShapeName, ShapeInfo>> = {
+  latency: {
+    title: 'latency-bound',
+    describe: (c) =>
+      `${c.latencySteps} x elementwise axpb over ${count(c.latencyN)} floats, synchronize after every ${c.latencySyncEvery}`,
+  },
+  mixed: {
+    title: 'mixed',
+    describe: (c) =>
+      `${c.mixedSteps} x (cuRAND uniform fill, SGEMM ${c.mixedN}, axpb over ${count(c.mixedN * c.mixedN)} floats), synchronize at the end`,
+  },
+  control: {
+    title: 'GPU-filling control',
+    describe: (c) => `${c.controlSteps} x SGEMM ${c.controlN}, synchronize at the end`,
+  },
+};

@@ -1,0 +1,411 @@
+/**
+ * The concurrency scaling report: turns the JSON lines of ours (src/scaling.ts), C
+ * (c/scaling.cu) and the Python peers (python/scaling.py) into jobs/s and speedup over K = 1
+ * per system, shape and K; checks the issue's targets; formats the table and the JSON. Pure
+ * functions (the chart is in scaling-chart.ts): the report can be rebuilt from saved lines
+ * anywhere.
+ */
+import { median } from './harness.js';
+import { formatRatio } from './report.js';
+import {
+  type ScalingConfig,
+  SHAPE_NAMES,
+  SHAPES,
+  type ShapeName,
+  samplesFor,
+} from './scaling-config.js';
+
+/** Who ran the jobs. */
+export type ScalingSystem = 'ours' | 'c_threads' | 'c_polling' | 'cupy' | 'torch';
+
+/** Every system in report order, with its label and chart color. */
+export const SCALING_SYSTEMS: readonly {
+  key: ScalingSystem;
+  label: string;
+  color: string;
+}[] = [
+  { key: 'ours', label: 'ours (K tasks)', color: '#4e79a7' },
+  { key: 'c_threads', label: 'C, K threads', color: '#555555' },
+  { key: 'c_polling', label: 'C, one thread polling', color: '#a0a0a0' },
+  { key: 'cupy', label: 'CuPy, K threads', color: '#f28e2b' },
+  { key: 'torch', label: 'PyTorch, K threads', color: '#e15759' },
+];
+
+const SYSTEM_KEYS = new Set<string>(SCALING_SYSTEMS.map((system) => system.key));
+
+/** One result line: the wall seconds of every timed batch of (system, shape, K, mode). */
+export interface ScalingLine {
+  /** Always `scaling`. */
+  name: 'scaling';
+  /** Who ran it. */
+  system: ScalingSystem;
+  /** The job shape. */
+  shape: ShapeName;
+  /** Jobs started together (1 for a serial batch). */
+  k: number;
+  /** `concurrent`: K jobs together; `serial`: `jobs` jobs one after another. */
+  mode: 'concurrent' | 'serial';
+  /** Jobs per batch. */
+  jobs: number;
+  /** Wall seconds of each timed batch. */
+  seconds: number[];
+  /** Ours: the event loop's largest delay over the batches (warm-ups included), ms. */
+  loop_delay_max_ms?: number;
+}
+
+/** The lines of one or more programs, sorted out. */
+export interface ScalingCollected {
+  /** The result lines (a later line for the same system, shape, K and mode replaces one). */
+  lines: ScalingLine[];
+  /** Systems (or programs) that did not run, and why. */
+  skipped: { system: string; reason: string }[];
+  /** `_meta` lines by system. */
+  meta: Record<string, Record<string, unknown>>;
+}
+
+const isPositiveNumber = (value: unknown): value is number =>
+  typeof value === 'number' && Number.isFinite(value) && value > 0;
+
+/**
+ * Parses JSON lines: `scaling` result lines (validated: a known system and shape, a positive
+ * K and job count, positive seconds), `_skip` and `_meta` lines with a `system`. Everything
+ * else (other benchmarks' lines, text) is ignored.
+ */
+export function parseScalingLines(text: string): ScalingCollected {
+  const collected: ScalingCollected = { lines: [], skipped: [], meta: {} };
+  const index = new Map<string, number>();
+  for (const raw of text.split('\n')) {
+    const trimmed = raw.trim();
+    if (!trimmed.startsWith('{')) continue;
+    let line: Record<string, unknown>;
+    try {
+      line = JSON.parse(trimmed) as Record<string, unknown>;
+    } catch {
+      continue;
+    }
+    if (typeof line !== 'object' || line === null) continue;
+    if (line.name === '_skip' && typeof line.system === 'string') {
+      collected.skipped.push({ system: line.system, reason: String(line.reason ?? 'skipped') });
+      continue;
+    }
+    if (line.name === '_meta' && typeof line.system === 'string') {
+      const { name: _name, system, ...rest } = line;
+      collected.meta[system as string] = rest;
+      continue;
+    }
+    if (line.name !== 'scaling') continue;
+    const { system, shape, k, mode, jobs, seconds } = line;
+    if (
+      typeof system !== 'string' ||
+      !SYSTEM_KEYS.has(system) ||
+      !SHAPE_NAMES.includes(shape as ShapeName) ||
+      !(mode === 'concurrent' || mode === 'serial') ||
+      !Number.isSafeInteger(k) ||
+      (k as number) < 1 ||
+      !Number.isSafeInteger(jobs) ||
+      (jobs as number) < 1 ||
+      !Array.isArray(seconds) ||
+      seconds.length === 0 ||
+      !seconds.every(isPositiveNumber)
+    ) {
+      continue;
+    }
+    const key = `${system}\u0000${shape}\u0000${k}\u0000${mode}`;
+    const parsed = line as unknown as ScalingLine;
+    const at = index.get(key);
+    if (at === undefined) {
+      index.set(key, collected.lines.length);
+      collected.lines.push(parsed);
+    } else {
+      collected.lines[at] = parsed;
+    }
+  }
+  return collected;
+}
+
+/** One measured cell: a system at a shape and K (or its serial batch). */
+export interface ScalingCell {
+  /** Jobs per second: jobs per batch / the median batch time. */
+  jobsPerSecond: number;
+  /** The median batch time, s. */
+  medianSeconds: number;
+  /** Timed batches. */
+  samples: number;
+  /** jobs/s over the same system's jobs/s at K = 1 (concurrent cells only, when K = 1 ran). */
+  speedup?: number;
+  /** Ours: the event loop's largest delay over the batches, ms. */
+  loopDelayMaxMs?: number;
+}
+
+/** One K of one shape. */
+export interface ScalingRow {
+  /** Jobs started together. */
+  k: number;
+  /** By system (absent where it did not run). */
+  cells: Partial<Record<ScalingSystem, ScalingCell>>;
+}
+
+/** One shape's results. */
+export interface ScalingShapeResult {
+  /** The shape. */
+  shape: ShapeName;
+  /** One row per K, ascending. */
+  rows: ScalingRow[];
+  /** The serial batch by system. */
+  serial: Partial<Record<ScalingSystem, ScalingCell>>;
+}
+
+function cellOf(line: ScalingLine): ScalingCell {
+  const medianSeconds = median(line.seconds);
+  return {
+    jobsPerSecond: line.jobs / medianSeconds,
+    medianSeconds,
+    samples: line.seconds.length,
+    ...(typeof line.loop_delay_max_ms === 'number'
+      ? { loopDelayMaxMs: line.loop_delay_max_ms }
+      : {}),
+  };
+}
+
+/**
+ * Per shape (in report order, only those with results): per K the median batch time of each
+ * system as jobs/s, and the speedup over that system's K = 1; the serial batches apart.
+ */
+export function buildScaling(lines: readonly ScalingLine[]): ScalingShapeResult[] {
+  const results: ScalingShapeResult[] = [];
+  for (const shape of SHAPE_NAMES) {
+    const ofShape = lines.filter((line) => line.shape === shape);
+    if (ofShape.length === 0) continue;
+    const serial: Partial<Record<ScalingSystem, ScalingCell>> = {};
+    const byK = new Map<number, ScalingRow>();
+    for (const line of ofShape) {
+      if (line.mode === 'serial') {
+        serial[line.system] = cellOf(line);
+        continue;
+      }
+      let row = byK.get(line.k);
+      if (row === undefined) byK.set(line.k, (row = { k: line.k, cells: {} }));
+      row.cells[line.system] = cellOf(line);
+    }
+    const rows = [...byK.values()].sort((x, y) => x.k - y.k);
+    const base = byK.get(1);
+    for (const row of rows) {
+      for (const [system, cell] of Object.entries(row.cells) as [ScalingSystem, ScalingCell][]) {
+        const one = base?.cells[system];
+        if (one !== undefined) cell.speedup = cell.jobsPerSecond / one.jobsPerSecond;
+      }
+    }
+    results.push({ shape, rows, serial });
+  }
+  return results;
+}
+
+/** One of the issue's targets, checked on one shape. */
+export interface ScalingTarget {
+  /** The shape it is checked on. */
+  shape: ShapeName;
+  /** `vs_c` (ours >= 0.9x the better C at every K) or `vs_peers` (ours ahead of CuPy and PyTorch at every K >= 4). */
+  name: 'vs_c' | 'vs_peers';
+  /** What is checked, in words. */
+  description: string;
+  /** Whether it is met at every K checked (absent when nothing could be compared). */
+  met?: boolean;
+  /** The K with the smallest ratio, and that ratio (ours over the better other side). */
+  worst?: { k: number; ratio: number };
+  /** K values checked. */
+  checked: number[];
+}
+
+/** ours >= this fraction of the better C variant's jobs/s, at every K. */
+export const VERSUS_C_TARGET = 0.9;
+/** ours ahead of both Python peers from this K on. */
+export const VERSUS_PEERS_FROM_K = 4;
+/** The shapes the targets apply to (the control fills the GPU: no target). */
+export const TARGET_SHAPES: readonly ShapeName[] = ['latency', 'mixed'];
+
+/**
+ * The issue's targets on the latency-bound and mixed shapes: ours >= 0.9x the better C
+ * variant's throughput at every K, and ahead of CuPy and of PyTorch at every K >= 4. A K where
+ * ours or every compared system is missing is not checked; a peer that did not run is left out.
+ */
+export function scalingTargets(results: readonly ScalingShapeResult[]): ScalingTarget[] {
+  const targets: ScalingTarget[] = [];
+  for (const result of results) {
+    if (!TARGET_SHAPES.includes(result.shape)) continue;
+    const check = (
+      name: ScalingTarget['name'],
+      description: string,
+      others: readonly ScalingSystem[],
+      fromK: number,
+      limit: number,
+      strict: boolean,
+    ): ScalingTarget => {
+      const target: ScalingTarget = { shape: result.shape, name, description, checked: [] };
+      for (const row of result.rows) {
+        const ours = row.cells.ours;
+        if (row.k < fromK || ours === undefined) continue;
+        const rates = others
+          .map((system) => row.cells[system]?.jobsPerSecond)
+          .filter((rate): rate is number => rate !== undefined);
+        if (rates.length === 0) continue;
+        // Against the better of the others: ahead of both is ahead of the better one.
+        const ratio = ours.jobsPerSecond / Math.max(...rates);
+        target.checked.push(row.k);
+        if (target.worst === undefined || ratio < target.worst.ratio) {
+          target.worst = { k: row.k, ratio };
+        }
+      }
+      if (target.worst !== undefined) {
+        target.met = strict ? target.worst.ratio > limit : target.worst.ratio >= limit;
+      }
+      return target;
+    };
+    targets.push(
+      check(
+        'vs_c',
+        `ours >= ${VERSUS_C_TARGET}x the better C variant at every K`,
+        ['c_threads', 'c_polling'],
+        1,
+        VERSUS_C_TARGET,
+        false,
+      ),
+      check(
+        'vs_peers',
+        `ours ahead of CuPy and PyTorch at every K >= ${VERSUS_PEERS_FROM_K}`,
+        ['cupy', 'torch'],
+        VERSUS_PEERS_FROM_K,
+        1,
+        true,
+      ),
+    );
+  }
+  return targets;
+}
+
+/** Jobs per second: thousands separated, 3 significant digits below 100. */
+export function formatRate(value: number | undefined): string {
+  if (value === undefined || !Number.isFinite(value)) return '-';
+  if (value >= 100) return Math.round(value).toLocaleString('en-US');
+  return value.toPrecision(3);
+}
+
+const verdict = (target: ScalingTarget) =>
+  target.met === undefined ? 'not measured' : target.met ? 'PASS' : 'FAIL';
+
+/**
+ * The scaling tables as aligned text: per shape a row per K with each system's jobs/s and its
+ * speedup over K = 1, ours over the better C and over the better Python peer; the serial
+ * batches; then the targets with their verdicts.
+ */
+export function formatScaling(
+  results: readonly ScalingShapeResult[],
+  targets: readonly ScalingTarget[],
+  config?: ScalingConfig,
+): string {
+  const systems = SCALING_SYSTEMS.filter((system) =>
+    results.some(
+      (result) =>
+        result.rows.some((row) => row.cells[system.key] !== undefined) ||
+        result.serial[system.key] !== undefined,
+    ),
+  );
+  const out: string[] = [
+    'concurrency scaling: K jobs started together; jobs/s (speedup over the same system at K = 1)',
+  ];
+  for (const result of results) {
+    const info = SHAPES[result.shape];
+    out.push('');
+    out.push(`${info.title}${config ? `: ${info.describe(config)}` : ''}`);
+    const header = ['K', ...systems.map((system) => system.label), 'ours/C', 'ours/py'];
+    const ratio = (row: ScalingRow, others: readonly ScalingSystem[]) => {
+      const ours = row.cells.ours?.jobsPerSecond;
+      const rates = others
+        .map((system) => row.cells[system]?.jobsPerSecond)
+        .filter((rate): rate is number => rate !== undefined);
+      return ours === undefined || rates.length === 0 ? undefined : ours / Math.max(...rates);
+    };
+    const body = result.rows.map((row) => [
+      String(row.k),
+      ...systems.map((system) => {
+        const cell = row.cells[system.key];
+        if (cell === undefined) return '-';
+        return `${formatRate(cell.jobsPerSecond)} (${formatRatio(cell.speedup)})`;
+      }),
+      formatRatio(ratio(row, ['c_threads', 'c_polling'])),
+      formatRatio(ratio(row, ['cupy', 'torch'])),
+    ]);
+    body.push([
+      'serial',
+      ...systems.map((system) => formatRate(result.serial[system.key]?.jobsPerSecond)),
+      '',
+      '',
+    ]);
+    const widths = header.map((title, column) =>
+      Math.max(title.length, ...body.map((cells) => cells[column]!.length)),
+    );
+    const line = (cells: readonly string[]) =>
+      cells
+        .map((cell, column) =>
+          column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!),
+        )
+        .join('  ')
+        .trimEnd();
+    out.push(line(header));
+    out.push(widths.map((width) => '-'.repeat(width)).join('  '));
+    for (const cells of body) out.push(line(cells));
+  }
+  out.push('');
+  out.push(
+    'ours/C: ours over the better C variant; ours/py: over the better of CuPy and PyTorch; serial: jobs one after another on one stream',
+  );
+  for (const target of targets) {
+    const worst =
+      target.worst === undefined
+        ? ''
+        : ` (lowest ${formatRatio(target.worst.ratio)} at K = ${target.worst.k})`;
+    out.push(`${SHAPES[target.shape].title}: ${target.description}: ${verdict(target)}${worst}`);
+  }
+  return out.join('\n');
+}
+
+/** The scaling results as one JSON document (scaling.json, and `scaling` in bench.json). */
+export function scalingJson(
+  results: readonly ScalingShapeResult[],
+  targets: readonly ScalingTarget[],
+  collected: Pick<ScalingCollected, 'skipped' | 'meta'>,
+  config: ScalingConfig,
+): Record<string, unknown> {
+  const cell = (value: ScalingCell | undefined) =>
+    value === undefined
+      ? null
+      : {
+          jobs_per_s: value.jobsPerSecond,
+          speedup: value.speedup ?? null,
+          median_s: value.medianSeconds,
+          samples: value.samples,
+          ...(value.loopDelayMaxMs !== undefined
+            ? { loop_delay_max_ms: value.loopDelayMaxMs }
+            : {}),
+        };
+  const bySystem = (cells: Partial<Record<ScalingSystem, ScalingCell>>) =>
+    Object.fromEntries(SCALING_SYSTEMS.map((system) => [system.key, cell(cells[system.key])]));
+  return {
+    method: `K jobs started together, wall time from the start to the last job's end; per (system, shape, K) ${config.warmups} untimed batches, then max(${config.minSamples}, ${config.sampleJobs}/K) timed ones; jobs/s = K / the median batch time; speedup = jobs/s over the same system's at K = 1; serial: ${config.serialJobs} jobs one after another on one stream`,
+    config,
+    systems: SCALING_SYSTEMS.map(({ key, label }) => ({ key, label })),
+    shapes: results.map((result) => ({
+      shape: result.shape,
+      title: SHAPES[result.shape].title,
+      job: SHAPES[result.shape].describe(config),
+      rows: result.rows.map((row) => ({
+        k: row.k,
+        samples: samplesFor(config, row.k),
+        systems: bySystem(row.cells),
+      })),
+      serial: bySystem(result.serial),
+    })),
+    targets,
+    meta: collected.meta,
+    skipped: collected.skipped,
+  };
+}
