@@ -8,6 +8,7 @@ import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
 import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 import { kernelsPtxPath } from '../kernels/paths.js';
+import { manyTasks } from './scene.js';
 import {
   compare,
   concurrentIteration,
@@ -138,6 +139,26 @@ describeGpu('seed example', () => {
   });
 });
 
+describeGpu('the demo scene: many tasks where the GPU has room', () => {
+  it('16 tasks reproduce the serial result, each on its own stream, and their GPU work overlaps', async () => {
+    const scene = await manyTasks({ iterations: 3, warmups: 2 });
+    expect(scene.resultsMatch).toBe(true);
+    expect(scene.tasks).toBe(16);
+    expect(scene.ratio).toBeCloseTo(scene.concurrentUs / scene.serialUs, 12);
+    // The traced iteration: 16 task spans on the host, GPU work on 16 streams, 16 x 4 GEMMs.
+    const taskSpans = scene.trace.traceEvents.filter((e) => e.ph === 'X' && e.cat === 'task');
+    expect(taskSpans).toHaveLength(16);
+    expect(scene.overlap.streams).toBe(16);
+    const gemms = scene.trace.traceEvents.filter(
+      (e) => e.ph === 'X' && e.cat === 'gpu' && /gemm/i.test(e.name),
+    );
+    expect(gemms).toHaveLength(16 * 4);
+    // What the scene is for: the streams' GPU work runs at the same time.
+    expect(scene.overlap.overlapUs).toBeGreaterThan(0);
+    expect(scene.overlapFraction).toBeCloseTo(scene.overlap.overlapUs / scene.overlap.busyUs, 12);
+  });
+});
+
 describeGpu('the demo (pnpm demo) in a child process', () => {
   it('exits with 0, prints "OK: all results match" and writes the trace with --trace', () => {
     const packageRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -167,6 +188,11 @@ describeGpu('the demo (pnpm demo) in a child process', () => {
       expect(result.stdout.match(/task \d of 2, concurrent: +yes/g)).toHaveLength(2);
       expect(result.stdout).toMatch(/concurrent \/ serial: +\d+\.\d{3}/);
       expect(result.stdout).toContain('trace of 3 concurrent iterations');
+      expect(result.stdout).toContain("every task's output equals the serial run's: yes");
+      expect(result.stdout).toMatch(
+        /GPU work on 16 streams overlapped for [\d.]+ us of [\d.]+ us busy/,
+      );
+      expect(readFileSync(join(out, 'many-tasks-timeline.svg'), 'utf8')).toContain('<svg');
       // The trace files it names: a Perfetto JSON with events, and an SVG.
       const trace = JSON.parse(readFileSync(join(out, 'seed-trace.json'), 'utf8')) as {
         traceEvents: unknown[];

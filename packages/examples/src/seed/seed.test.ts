@@ -1,5 +1,6 @@
 import { CudaArgumentError } from '@cuda-tasks/cudadrv';
 import { describe, expect, it } from 'vitest';
+import { manyTasks } from './scene.js';
 import { checkRunOperands, compare, type OperandLike } from './seed.js';
 
 const matrix = (overrides: Partial<OperandLike> = {}): OperandLike => ({
@@ -40,5 +41,14 @@ describe('compare', () => {
     const y = new Float32Array([1, 2.5, Number.NaN]);
     expect(compare(x, y)).toEqual({ equal: false, mismatches: 1, maxAbsDifference: 0.5 });
     expect(compare(x, new Float32Array(2)).equal).toBe(false);
+  });
+});
+
+describe('manyTasks (the demo scene)', () => {
+  it('rejects bad options before any native call', async () => {
+    await expect(manyTasks({ tasks: 0 })).rejects.toThrow(/tasks must be an integer >= 1, got 0/);
+    await expect(manyTasks({ rounds: 1.5 })).rejects.toThrow(CudaArgumentError);
+    await expect(manyTasks({ n: -4 })).rejects.toThrow(/n must be an integer >= 1/);
+    await expect(manyTasks({ warmups: -1 })).rejects.toThrow(/warmups must be an integer >= 0/);
   });
 });
