@@ -46,7 +46,11 @@ export const demoCommandLine = {
   command: 'pnpm demo',
   options: {
     trace: { type: 'boolean', description: 'also write a Perfetto trace and an SVG timeline' },
-    out: { type: 'string', placeholder: 'DIR', description: 'where --trace writes (out/)' },
+    out: {
+      type: 'string',
+      placeholder: 'DIR',
+      description: 'where the timelines and the trace go (out/)',
+    },
     n: { type: 'string', placeholder: 'N', description: 'matrix size (1024)' },
     warmups: { type: 'string', placeholder: 'N', description: 'warm-up iterations (1000)' },
   },
