@@ -91,12 +91,14 @@ function run(program: ElementwiseProgram, inputs: unknown[], options: CallOption
   }
 }
 
-function program(
+/** Keeps `program` in `table` under `dtype`; returns it. */
+function remember(
   table: Partial<Record<DType, ElementwiseProgram>>,
   dtype: DType,
-  make: () => ElementwiseProgram,
+  program: ElementwiseProgram,
 ): ElementwiseProgram {
-  return (table[dtype] ??= make());
+  table[dtype] = program;
+  return program;
 }
 
 /**
@@ -131,17 +133,21 @@ export function map<D extends DType>(
 
 /** @internal The program of `map(x, fn)` for `dtype` (made on first use). */
 export function unaryProgram(fn: UnaryFunction, dtype: DType): ElementwiseProgram {
+  // Looked up first: making the program (and a closure) only the first time.
+  return unaryPrograms[fn]?.[dtype] ?? makeUnaryProgram(fn, dtype);
+}
+
+function makeUnaryProgram(fn: UnaryFunction, dtype: DType): ElementwiseProgram {
   const expressions = UNARY[fn];
   const body = isInteger(dtype)
     ? expressions.int!
     : dtype === 'float64'
       ? expressions.double
       : expressions.float;
-  return program(
+  return remember(
     (unaryPrograms[fn] ??= {}),
     dtype,
-    () =>
-      new ElementwiseProgram(`x: ${dtype} -> y: ${dtype}`, `y = ${body}`, { name: `map ${fn}` }),
+    new ElementwiseProgram(`x: ${dtype} -> y: ${dtype}`, `y = ${body}`, { name: `map ${fn}` }),
   );
 }
 
@@ -169,14 +175,17 @@ function binary(
 
 /** @internal The program of a binary operation for `dtype` (made on first use). */
 export function binaryProgram(operation: BinaryOperation, dtype: DType): ElementwiseProgram {
+  return binaryPrograms[operation]?.[dtype] ?? makeBinaryProgram(operation, dtype);
+}
+
+function makeBinaryProgram(operation: BinaryOperation, dtype: DType): ElementwiseProgram {
   const body = BINARY[operation][isInteger(dtype) ? 'int' : 'float'];
-  return program(
+  return remember(
     (binaryPrograms[operation] ??= {}),
     dtype,
-    () =>
-      new ElementwiseProgram(`x: ${dtype}, y: ${dtype} -> z: ${dtype}`, `z = ${body}`, {
-        name: operation,
-      }),
+    new ElementwiseProgram(`x: ${dtype}, y: ${dtype} -> z: ${dtype}`, `z = ${body}`, {
+      name: operation,
+    }),
   );
 }
 
@@ -280,16 +289,17 @@ export function axpby<D extends DType>(
 
 /** @internal The program of `axpby` for `dtype` (made on first use). */
 export function axpbyProgram(dtype: DType): ElementwiseProgram {
+  const found = axpbyPrograms[dtype];
+  if (found !== undefined) return found;
   const coefficient = dtype === 'float64' ? 'float64' : 'float32';
-  return program(
+  return remember(
     axpbyPrograms,
     dtype,
-    () =>
-      new ElementwiseProgram(
-        `a: ${coefficient}, x: ${dtype}, b: ${coefficient}, y: ${dtype} -> z: ${dtype}`,
-        'z = a * x + b * y',
-        { name: 'axpby' },
-      ),
+    new ElementwiseProgram(
+      `a: ${coefficient}, x: ${dtype}, b: ${coefficient}, y: ${dtype} -> z: ${dtype}`,
+      'z = a * x + b * y',
+      { name: 'axpby' },
+    ),
   );
 }
 
@@ -313,10 +323,13 @@ export function fill<D extends DType>(
 
 /** @internal The program of `fill` for `dtype` (made on first use). */
 export function fillProgram(dtype: DType): ElementwiseProgram {
-  return program(
-    fillPrograms,
-    dtype,
-    () => new ElementwiseProgram(`v: ${dtype} -> y: ${dtype}`, 'y = v', { name: 'fill' }),
+  return (
+    fillPrograms[dtype] ??
+    remember(
+      fillPrograms,
+      dtype,
+      new ElementwiseProgram(`v: ${dtype} -> y: ${dtype}`, 'y = v', { name: 'fill' }),
+    )
   );
 }
 
@@ -396,10 +409,11 @@ export function arange(
 
 /** @internal The program of `arange` for `dtype` (made on first use). */
 export function arangeProgram(dtype: DType): ElementwiseProgram {
-  return program(
-    arangePrograms,
-    dtype,
-    () =>
+  return (
+    arangePrograms[dtype] ??
+    remember(
+      arangePrograms,
+      dtype,
       new ElementwiseProgram(
         `start: float64, step: float64 -> y: ${dtype}`,
         // Not contracted into an FMA: the values are exactly start + i * step as float64
@@ -407,5 +421,6 @@ export function arangeProgram(dtype: DType): ElementwiseProgram {
         'y = __dadd_rn(start, __dmul_rn((double)i, step))',
         { name: 'arange' },
       ),
+    )
   );
 }

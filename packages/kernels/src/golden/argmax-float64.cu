@@ -63,12 +63,16 @@ extern "C" __global__ void ct_reduce_blocks(const double *ct_x, int *ct_y, ct_ac
     const unsigned long long base = s * length;
     ct_acc a = ct_identity();
     unsigned long long k = begin + threadIdx.x;
-    for (; k + 3 * blockDim.x < end; k += 4 * blockDim.x) {
-      const double ct_x_0 = ct_x[base + k], ct_x_1 = ct_x[base + (k + blockDim.x)], ct_x_2 = ct_x[base + (k + 2 * blockDim.x)], ct_x_3 = ct_x[base + (k + 3 * blockDim.x)];
+    for (; k + 7 * blockDim.x < end; k += 8 * blockDim.x) {
+      const double ct_x_0 = ct_x[base + k], ct_x_1 = ct_x[base + (k + blockDim.x)], ct_x_2 = ct_x[base + (k + 2 * blockDim.x)], ct_x_3 = ct_x[base + (k + 3 * blockDim.x)], ct_x_4 = ct_x[base + (k + 4 * blockDim.x)], ct_x_5 = ct_x[base + (k + 5 * blockDim.x)], ct_x_6 = ct_x[base + (k + 6 * blockDim.x)], ct_x_7 = ct_x[base + (k + 7 * blockDim.x)];
       a = ct_reduce(a, ct_map(ct_x_0, k));
       a = ct_reduce(a, ct_map(ct_x_1, k + blockDim.x));
       a = ct_reduce(a, ct_map(ct_x_2, k + 2 * blockDim.x));
       a = ct_reduce(a, ct_map(ct_x_3, k + 3 * blockDim.x));
+      a = ct_reduce(a, ct_map(ct_x_4, k + 4 * blockDim.x));
+      a = ct_reduce(a, ct_map(ct_x_5, k + 5 * blockDim.x));
+      a = ct_reduce(a, ct_map(ct_x_6, k + 6 * blockDim.x));
+      a = ct_reduce(a, ct_map(ct_x_7, k + 7 * blockDim.x));
     }
     for (; k < end; k += blockDim.x) a = ct_reduce(a, ct_map(ct_x[base + k], k));
     a = ct_block_reduce(a);
@@ -90,12 +94,16 @@ extern "C" __global__ void ct_reduce_threads(const double *ct_x, int *ct_y, ct_a
     const unsigned long long base = s * segment_stride;
     ct_acc a = ct_identity();
     unsigned long long k = begin;
-    for (; k + 3 * 1 < end; k += 4 * 1) {
-      const double ct_x_0 = ct_x[base + (k) * element_stride], ct_x_1 = ct_x[base + (k + 1) * element_stride], ct_x_2 = ct_x[base + (k + 2 * 1) * element_stride], ct_x_3 = ct_x[base + (k + 3 * 1) * element_stride];
+    for (; k + 7 * 1 < end; k += 8 * 1) {
+      const double ct_x_0 = ct_x[base + (k) * element_stride], ct_x_1 = ct_x[base + (k + 1) * element_stride], ct_x_2 = ct_x[base + (k + 2 * 1) * element_stride], ct_x_3 = ct_x[base + (k + 3 * 1) * element_stride], ct_x_4 = ct_x[base + (k + 4 * 1) * element_stride], ct_x_5 = ct_x[base + (k + 5 * 1) * element_stride], ct_x_6 = ct_x[base + (k + 6 * 1) * element_stride], ct_x_7 = ct_x[base + (k + 7 * 1) * element_stride];
       a = ct_reduce(a, ct_map(ct_x_0, k));
       a = ct_reduce(a, ct_map(ct_x_1, k + 1));
       a = ct_reduce(a, ct_map(ct_x_2, k + 2 * 1));
       a = ct_reduce(a, ct_map(ct_x_3, k + 3 * 1));
+      a = ct_reduce(a, ct_map(ct_x_4, k + 4 * 1));
+      a = ct_reduce(a, ct_map(ct_x_5, k + 5 * 1));
+      a = ct_reduce(a, ct_map(ct_x_6, k + 6 * 1));
+      a = ct_reduce(a, ct_map(ct_x_7, k + 7 * 1));
     }
     for (; k < end; k += 1) a = ct_reduce(a, ct_map(ct_x[base + (k) * element_stride], k));
     ct_finish(a, ct_y, ct_partials, s, p, parts, length);
