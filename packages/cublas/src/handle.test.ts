@@ -63,7 +63,7 @@ vi.mock('./ffi/cublas.js', async (importOriginal) => ({
   cublas: () => fake.api,
 }));
 
-import { stream, task, withStream } from '@cuda-tasks/task-runtime';
+import { capture, stream, task, withStream } from '@cuda-tasks/task-runtime';
 import { handle, setWorkspaceSize, workspaceFor } from './handle.js';
 
 const MiB32 = 32 * 1024 * 1024;
@@ -138,6 +138,43 @@ describe('cuBLAS handle rebinding', () => {
       setWorkspaceSize(MiB32);
       handle();
       expect(calls()).toEqual([expect.stringMatching(/^setWorkspace .* 33554432$/)]);
+    });
+  });
+
+  it('inside a capture: a workspace the graph owns, allocated outside; the stream’s own after', async () => {
+    await task(async () => {
+      handle(); // bound to the task's stream, with its workspace
+      calls();
+      type Buffer = InstanceType<typeof fake.DeviceBuffer>;
+      let inside: { stream: Stream; workspace: Buffer; owned: unknown[] } | undefined;
+      await capture(() => {
+        const captureStream = stream();
+        const h = handle();
+        handle(); // a second call in the same capture sets nothing again
+        const session = (captureStream as unknown as { capture: { owned: unknown[] } }).capture;
+        inside = {
+          stream: captureStream,
+          workspace: workspaceFor(h, captureStream) as unknown as Buffer,
+          owned: [...session.owned],
+        };
+      });
+      const { stream: captureStream, workspace, owned } = inside!;
+      // Allocated on the default stream (outside the capture), owned by the graph.
+      expect(workspace.stream).toBe(context.defaultStream);
+      expect(workspace.byteLength).toBe(MiB32);
+      expect(owned).toEqual([workspace]);
+      const made = calls();
+      expect(made.slice(0, 2)).toEqual([
+        `setStream ${nameOf(captureStream)}`,
+        `setWorkspace 0x${workspace.address.toString(16)} ${MiB32}`,
+      ]);
+      // After the capture: the handle has a workspace of its own again, never the graph's.
+      expect(made.slice(2)).toEqual([expect.stringMatching(/^setWorkspace /)]);
+      expect(made[2]).not.toBe(made[1]);
+      expect(workspace.disposed).toBe(false);
+      const h = handle();
+      expect(workspaceFor(h, stream())).not.toBe(workspace);
+      expect(calls()[1]).not.toBe(made[1]);
     });
   });
 });

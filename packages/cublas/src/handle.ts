@@ -2,7 +2,8 @@
  * cuBLAS handles that follow the current task's stream. One HandleCache (process-wide) leases
  * each task one handle per context; binding to a stream is lazy. Each (handle, stream) pair
  * gets its own workspace from the stream-ordered pool, because cublasSetStream resets the
- * handle's workspace and cuBLAS kernels on two streams must never share one.
+ * handle's workspace and cuBLAS kernels on two streams must never share one. Inside a graph
+ * capture a handle works in a workspace the graph owns (see `useCaptureWorkspace`).
  */
 import {
   type Context,
@@ -10,6 +11,7 @@ import {
   currentStream,
   DeviceBuffer,
   type Stream,
+  type StreamCapture,
 } from '@cuda-tasks/cudadrv';
 import { ffiValue } from '@cuda-tasks/cudadrv/internal';
 import { HandleCache, onStreamReleased } from '@cuda-tasks/task-runtime';
@@ -43,6 +45,8 @@ interface HandleRecord {
   nativeWorkspace: number | bigint;
   /** The workspace size cuBLAS has. */
   nativeWorkspaceBytes: number;
+  /** The graph-owned workspace of each capture the handle is used in now. */
+  captures: Map<StreamCapture, DeviceBuffer> | undefined;
 }
 
 interface CublasState {
@@ -120,6 +124,7 @@ function createHandle(_context: Context): bigint {
     nativeStream: undefined,
     nativeWorkspace: 0,
     nativeWorkspaceBytes: 0,
+    captures: undefined,
   });
   return handle;
 }
@@ -162,6 +167,9 @@ function bindHandle(handle: bigint, stream: Stream): void {
     record.nativeWorkspace = 0;
     record.nativeWorkspaceBytes = 0;
   }
+  // Inside a capture the workspace is the graph's (acquireRecord sets it), never one allocated
+  // on the capturing stream (that would be graph memory).
+  if (stream.capture !== null) return;
   // Workspaces of streams disposed since (user streams) are no use any more.
   for (const [other, workspace] of record.workspaces) {
     if (other.disposed) {
@@ -255,7 +263,55 @@ function acquireRecord(stream: Stream): HandleRecord {
   const record = recordOf(handle);
   if (record.generation !== state.generation) applySettings(handle, record, stream);
   stream.context.makeCurrent();
+  const capture = stream.capture;
+  if (capture !== null) useCaptureWorkspace(handle, record, stream, capture);
   return record;
+}
+
+/**
+ * While `stream` captures a graph, the handle works in a workspace the graph owns (cuBLAS
+ * needs one set explicitly for capture): the (handle, stream) workspace goes back to the pool
+ * with the stream, while the graph's kernels use theirs at every replay. The graph frees it;
+ * each replay declares it written. When the capture ends, the stream's own workspace comes
+ * back (for cuBLASLt calls too, which read `workspaces`).
+ */
+function useCaptureWorkspace(
+  handle: bigint,
+  record: HandleRecord,
+  stream: Stream,
+  capture: StreamCapture,
+): void {
+  const captures = (record.captures ??= new Map());
+  let workspace = captures.get(capture);
+  if (workspace === undefined) {
+    workspace = capture.allocateOwned(
+      state.workspaceBytes > 0 ? state.workspaceBytes : DEFAULT_WORKSPACE_BYTES,
+    );
+    captures.set(capture, workspace);
+    const previous = record.workspaces.get(stream);
+    record.workspaces.set(stream, workspace);
+    const graphs = workspace;
+    capture.afterEnd(() => {
+      captures.delete(capture);
+      if (record.workspaces.get(stream) === graphs) {
+        if (previous !== undefined) record.workspaces.set(stream, previous);
+        else record.workspaces.delete(stream);
+      }
+      // cuBLAS still works in the graph's workspace on this stream: give it its own back.
+      if (state.handles.get(handle) === record && record.nativeStream === stream) {
+        if (!stream.disposed) bindHandle(handle, stream);
+      }
+    });
+  }
+  const address = workspace.address;
+  if (address !== record.nativeWorkspace || workspace.byteLength !== record.nativeWorkspaceBytes) {
+    check(
+      cublas().cublasSetWorkspace_v2(record.ffiHandle, address, workspace.byteLength),
+      'cublasSetWorkspace_v2',
+    );
+    record.nativeWorkspace = address;
+    record.nativeWorkspaceBytes = workspace.byteLength;
+  }
 }
 
 /**

@@ -88,8 +88,6 @@ export class DisposedError extends CudaArgumentError {
   }
 }
 
-const captureErrorBrand = Symbol.for('@cuda-tasks/CaptureError');
-
 /**
  * An operation that cannot happen while its stream captures a graph: waiting for the stream
  * (`synchronize()`, `toHost()`), a copy from pageable host memory, a library routine that reads
@@ -102,7 +100,8 @@ const captureErrorBrand = Symbol.for('@cuda-tasks/CaptureError');
  * catch (error) { if (CaptureError.isInstance(error)) console.log(error.call); // 'synchronize()' }
  */
 export class CaptureError extends CudaError {
-  readonly [captureErrorBrand] = true;
+  /** True for any CaptureError, also one thrown by another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(CaptureError, '@cuda-tasks/CaptureError');
   constructor(
     call: string,
     reason: string,
@@ -111,11 +110,6 @@ export class CaptureError extends CudaError {
   ) {
     super(code, status, call, reason);
     this.name = 'CaptureError';
-  }
-
-  /** True for any CaptureError, also one thrown by another loaded copy of this package. */
-  static override isInstance(value: unknown): value is CaptureError {
-    return typeof value === 'object' && value !== null && captureErrorBrand in value;
   }
 }
 

@@ -1,4 +1,5 @@
 import {
+  CaptureError,
   type Context,
   CudaArgumentError,
   copyDeviceToDevice,
@@ -206,7 +207,9 @@ export class Generator {
   }
 
   /**
-   * Fills a uint32 array with Poisson counts of rate `lambda` > 0.
+   * Fills a uint32 array with Poisson counts of rate `lambda` > 0. Not inside a graph capture
+   * (a CaptureError, before any native call): cuRAND may prepare a distribution table for the
+   * call in device memory of its own, outside the stream, which a replay cannot rely on.
    * @example generator.poisson(DeviceArray.empty('uint32', 1000), 4);
    */
   poisson(
@@ -216,7 +219,14 @@ export class Generator {
   ): DeviceArray<'uint32'> {
     checkLambda('Generator.poisson', lambda);
     const layout = this.#check('Generator.poisson', array, POISSON.dtypes);
-    return this.#generate(POISSON, array, layout, options.stream, lambda, 0);
+    const stream = options.stream ?? currentStream();
+    if (stream.capturing) {
+      throw new CaptureError(
+        'curandGeneratePoisson',
+        `Generator.poisson cannot be captured (${stream} is capturing a graph): cuRAND may prepare a distribution table for the call in device memory of its own, allocated and filled outside the stream, which a replay cannot rely on. Generate Poisson counts outside the capture; uniform, normal, log-normal and raw bits can be captured`,
+      );
+    }
+    return this.#generate(POISSON, array, layout, stream, lambda, 0);
   }
 
   /**

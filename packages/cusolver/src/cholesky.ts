@@ -1,5 +1,5 @@
 import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
-import { checkInfo, disposeAll, solveIntoCopy } from './info.js';
+import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { POTRF, potrf, potrs } from './routines.js';
 import {
@@ -31,14 +31,15 @@ const factorTriangles = new WeakMap<object, boolean>();
  * with `upper: true`) is read. Resolves to the triangular factor as a new n x n array whose
  * other triangle is zero: L with A = L L^T (or U with A = U^T U). Rejects with
  * `NotPositiveDefiniteError` (`info` = the order of the first leading minor that is not
- * positive definite) when A is not positive definite.
+ * positive definite) when A is not positive definite. With `{ info }` the status goes to that
+ * int32 array instead and nothing waits: the form for a graph capture (else a CaptureError).
  * @example
  * const factor = await cholesky(a);
  * const x = choleskySolve(factor, b);
  */
 export async function cholesky<D extends SolverDType>(
   a: DeviceArray<D>,
-  options: CholeskyOptions = {},
+  options: CholeskyOptions & StatusOption = {},
 ): Promise<DeviceArray<D>> {
   const layout = matrixLayout(a, 'a', 'cholesky');
   assertSquare(layout, 'a', 'cholesky');
@@ -47,21 +48,24 @@ export async function cholesky<D extends SolverDType>(
   const n = layout.rows;
   const stream = options.stream ?? currentStream();
   const dtype = a.dtype;
+  const status = statusTarget(options, stream, 'cholesky', POTRF[dtype]);
   let factor: DeviceArray<D> | undefined;
   let info: DeviceArray<'int32'> | undefined;
   try {
     factor = a.copy({ stream });
-    info = DeviceArray.empty('int32', 1, { stream });
+    info = status ?? DeviceArray.empty('int32', 1, { stream });
     potrf(stream, dtype, upper, n, factor.useOn(stream), n, info.useOn(stream));
     // potrf leaves the other triangle as it was (A's values): clear it so the factor is exact.
     zeroTriangle(factor, upper ? 'lower' : 'upper', stream);
     const pending = info;
     info = undefined;
-    await checkInfo(pending, stream, 'notPositiveDefinite', POTRF[dtype]);
+    if (status === undefined) {
+      await checkInfo(pending, stream, 'notPositiveDefinite', POTRF[dtype]);
+    }
     factorTriangles.set(factor, upper);
     return factor;
   } catch (error) {
-    disposeAll(factor, info);
+    disposeAll(factor, info === status ? undefined : info);
     throw error;
   }
 }

@@ -1,5 +1,5 @@
 import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
-import { checkInfo, disposeAll } from './info.js';
+import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { SYEVD, syevd } from './routines.js';
 import {
   assertOptions,
@@ -28,6 +28,7 @@ export interface EighResult<D extends SolverDType = SolverDType> {
  * conquer (cusolverDn syevd, jobz = CUSOLVER_EIG_MODE_VECTOR), on a copy: `a` is not
  * modified, and only its lower triangle (or upper, with `upper: true`) is read. Rejects with
  * a `CusolverError` (status NO_CONVERGENCE, `info` > 0) if the algorithm fails to converge.
+ * Not inside a graph capture: it reads its status back (a CaptureError before any work).
  * @example
  * const { values, vectors } = await eigh(a);
  */
@@ -42,6 +43,9 @@ export async function eigh<D extends SolverDType>(
   const n = layout.rows;
   const stream = options.stream ?? currentStream();
   const dtype = a.dtype;
+  if (stream.capturing) {
+    throw statusInCapture('eigh', stream, [SYEVD[dtype]], 'use it outside the capture');
+  }
   let vectors: DeviceArray<D> | undefined;
   let values: DeviceArray<D> | undefined;
   let info: DeviceArray<'int32'> | undefined;

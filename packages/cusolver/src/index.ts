@@ -20,7 +20,15 @@ export {
   statusName,
 } from './errors.js';
 export { handle, handles, version } from './handle.js';
-export { type LuFactorization, type LuSolveOptions, lu, luSolve, solve } from './lu.js';
+export type { StatusOption } from './info.js';
+export {
+  type LuFactorization,
+  type LuOptions,
+  type LuSolveOptions,
+  lu,
+  luSolve,
+  solve,
+} from './lu.js';
 export { type QrFactorization, qr } from './qr.js';
 export { type SvdOptions, type SvdResult, svd } from './svd.js';
 export type { SolverDType } from './validate.js';

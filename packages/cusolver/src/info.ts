@@ -1,5 +1,12 @@
 /** devInfo handling shared by the solvers (internal). */
-import { type DeviceArray, DeviceBuffer, type DType, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  CaptureError,
+  CudaArgumentError,
+  DeviceArray,
+  DeviceBuffer,
+  type DType,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
 import { type InfoCondition, infoError } from './errors.js';
 import type { SolverRoutine } from './routines.js';
 
@@ -29,6 +36,61 @@ export async function checkInfo(
   routines.forEach((routine, i) => {
     if (words[i] !== 0) throw infoError(routine.symbol, words[i]!, condition);
   });
+}
+
+/** The `info` option of the solvers that report a status (LAPACK's info) on the device. */
+export interface StatusOption {
+  /**
+   * An int32 array that receives the status words (LAPACK's info: 0 for success) on the
+   * device, instead of the host reading them: the promise then resolves at once, without
+   * waiting for the GPU, and checking the status is the caller's. Needed inside a graph
+   * capture, where nothing can be read back (each replay rewrites the words).
+   */
+  info?: DeviceArray<'int32'>;
+}
+
+/**
+ * Where `routines` write their status words: the caller's `options.info` (checked: a
+ * contiguous int32 array of at least one word per routine), or undefined when the host reads
+ * them (`checkInfo`). On a capturing stream without `info`, a CaptureError naming `call` and
+ * the routines, before anything is issued.
+ */
+export function statusTarget(
+  options: StatusOption,
+  stream: Stream,
+  call: string,
+  ...routines: SolverRoutine[]
+): DeviceArray<'int32'> | undefined {
+  const info = options.info;
+  if (info !== undefined) {
+    if (
+      !DeviceArray.isInstance(info) ||
+      info.dtype !== 'int32' ||
+      !info.contiguous ||
+      info.length < routines.length
+    ) {
+      throw new CudaArgumentError(
+        `${call}: options.info must be a contiguous int32 DeviceArray of at least ${routines.length} element${routines.length === 1 ? '' : 's'}`,
+      );
+    }
+    return info as DeviceArray<'int32'>;
+  }
+  if (stream.capturing) throw statusInCapture(call, stream, routines);
+  return undefined;
+}
+
+/** The CaptureError of a routine whose status would have to be read back inside a capture. */
+export function statusInCapture(
+  call: string,
+  stream: Stream,
+  routines: readonly SolverRoutine[],
+  alternative = 'pass { info } (an int32 DeviceArray) to keep the status on the device',
+): CaptureError {
+  const symbols = routines.map((routine) => routine.symbol).join(' and ');
+  return new CaptureError(
+    symbols,
+    `${call} (${symbols}) reads its status (devInfo) back to the host, which cannot happen while ${stream} captures a graph (the work runs only at each launch): ${alternative}`,
+  );
 }
 
 /**

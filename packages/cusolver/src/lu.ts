@@ -4,7 +4,7 @@ import {
   DeviceArray,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { checkInfo, disposeAll, solveIntoCopy } from './info.js';
+import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { GETRF, GETRS, getrf, getrs } from './routines.js';
 import {
   assertOptions,
@@ -33,6 +33,9 @@ export interface LuFactorization<D extends SolverDType = SolverDType> {
   pivots: DeviceArray<'int32'>;
 }
 
+/** Options for `lu` and `solve`: the stream, and where the status goes (see `StatusOption`). */
+export interface LuOptions extends StreamOption, StatusOption {}
+
 /** Options for `luSolve`. */
 export interface LuSolveOptions extends StreamOption {
   /** Solve A^T X = B instead of A X = B (default false). */
@@ -43,33 +46,36 @@ export interface LuSolveOptions extends StreamOption {
  * LU factorization with partial pivoting of an m x n float32/float64 matrix (cusolverDn
  * getrf) on a copy: `a` is not modified. The promise resolves once the factorization is done
  * (its status is read back without blocking the event loop); an exactly singular matrix
- * rejects with `SingularMatrixError` (`info` = the 1-based index of the zero pivot).
+ * rejects with `SingularMatrixError` (`info` = the 1-based index of the zero pivot). With
+ * `{ info }` the status goes to that int32 array instead and nothing waits: the form for a
+ * graph capture, where anything else gives a CaptureError before any work is issued.
  * @example
  * const { lu: factors, pivots } = await lu(a);
  * const x = luSolve({ lu: factors, pivots }, b);
  */
 export async function lu<D extends SolverDType>(
   a: DeviceArray<D>,
-  options: StreamOption = {},
+  options: LuOptions = {},
 ): Promise<LuFactorization<D>> {
   const { rows: m, columns: n } = matrixLayout(a, 'a', 'lu');
   assertOptions(options, 'lu');
   const stream = options.stream ?? currentStream();
   const dtype = a.dtype;
+  const status = statusTarget(options, stream, 'lu', GETRF[dtype]);
   let factors: DeviceArray<D> | undefined;
   let pivots: DeviceArray<'int32'> | undefined;
   let info: DeviceArray<'int32'> | undefined;
   try {
     factors = a.copy({ stream });
     pivots = DeviceArray.empty('int32', Math.min(m, n), { stream });
-    info = DeviceArray.empty('int32', 1, { stream });
+    info = status ?? DeviceArray.empty('int32', 1, { stream });
     getrf(stream, dtype, m, n, factors.useOn(stream), m, pivots.useOn(stream), info.useOn(stream));
     const pending = info;
     info = undefined;
-    await checkInfo(pending, stream, 'singular', GETRF[dtype]);
+    if (status === undefined) await checkInfo(pending, stream, 'singular', GETRF[dtype]);
     return { lu: factors, pivots };
   } catch (error) {
-    disposeAll(factors, pivots, info);
+    disposeAll(factors, pivots, info === status ? undefined : info);
     throw error;
   }
 }
@@ -122,6 +128,8 @@ export function luSolve<D extends SolverDType>(
  * Solves the square system A X = B by LU factorization (getrf, then getrs), without
  * modifying `a` or `b`: both are copied. `b` is an n x k matrix or a length-n vector; the
  * solution has b's shape. Rejects with `SingularMatrixError` when A is exactly singular.
+ * With `{ info }` (two int32 words: getrf's, then getrs's) the status stays on the device and
+ * nothing waits; inside a graph capture that is the only form (else a CaptureError).
  * @example
  * const a = DeviceArray.fromHost(new Float64Array([4, 1, 2, 3]), [2, 2]);
  * const b = DeviceArray.fromHost(new Float64Array([1, 2]));
@@ -131,7 +139,7 @@ export function luSolve<D extends SolverDType>(
 export async function solve<D extends SolverDType>(
   a: DeviceArray<D>,
   b: DeviceArray<D>,
-  options: StreamOption = {},
+  options: LuOptions = {},
 ): Promise<DeviceArray<D>> {
   const layout = matrixLayout(a, 'a', 'solve');
   assertSquare(layout, 'a', 'solve');
@@ -140,6 +148,7 @@ export async function solve<D extends SolverDType>(
   assertOptions(options, 'solve');
   const stream = options.stream ?? currentStream();
   const dtype = a.dtype;
+  const status = statusTarget(options, stream, 'solve', GETRF[dtype], GETRS[dtype]);
   let factors: DeviceArray<D> | undefined;
   let pivots: DeviceArray<'int32'> | undefined;
   let info: DeviceArray<'int32'> | undefined;
@@ -149,7 +158,7 @@ export async function solve<D extends SolverDType>(
     x = b.copy({ stream });
     pivots = DeviceArray.empty('int32', n, { stream });
     // Two devInfo words: getrs resets its devInfo, so it must not overwrite getrf's.
-    info = DeviceArray.empty('int32', 2, { stream });
+    info = status ?? DeviceArray.empty('int32', 2, { stream });
     const infoPointer = info.useOn(stream);
     const factorsPointer = factors.useOn(stream);
     const pivotsPointer = pivots.useOn(stream);
@@ -171,10 +180,12 @@ export async function solve<D extends SolverDType>(
     factors = pivots = undefined;
     const pending = info;
     info = undefined;
-    await checkInfo(pending, stream, 'singular', GETRF[dtype], GETRS[dtype]);
+    if (status === undefined) {
+      await checkInfo(pending, stream, 'singular', GETRF[dtype], GETRS[dtype]);
+    }
     return x;
   } catch (error) {
-    disposeAll(factors, pivots, info, x);
+    disposeAll(factors, pivots, info === status ? undefined : info, x);
     throw error;
   }
 }

@@ -1,5 +1,5 @@
 import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
-import { checkInfo, disposeAll } from './info.js';
+import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { transpose } from './kernels.js';
 import { GESVD, gesvd } from './routines.js';
 import { assertOptions, booleanOption, matrixLayout, type SolverDType } from './validate.js';
@@ -29,6 +29,7 @@ export interface SvdResult<D extends SolverDType = SolverDType> {
  * (m < n) is decomposed through its transpose (A^T = U' S V'^T gives U = V', V^T = U'^T),
  * transposed on the device. Rejects with a `CusolverError` (status NO_CONVERGENCE, `info` > 0)
  * if the bidiagonal QR iteration fails to converge.
+ * Not inside a graph capture: it reads its status back (a CaptureError before any work).
  * @example
  * const { u, s, vt } = await svd(a);           // reduced
  * const full = await svd(a, { full: true });   // U m x m, V^T n x n
@@ -42,6 +43,9 @@ export async function svd<D extends SolverDType>(
   const full = booleanOption(options, 'full', 'svd');
   const stream = options.stream ?? currentStream();
   const dtype = a.dtype;
+  if (stream.capturing) {
+    throw statusInCapture('svd', stream, [GESVD[dtype]], 'use it outside the capture');
+  }
   const tall = m >= n;
   // gesvd's problem: rows x columns with rows >= columns (A itself, or A^T when A is wide).
   const rows = tall ? m : n;

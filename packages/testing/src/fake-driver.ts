@@ -131,13 +131,41 @@ export function createFakeDriver() {
       state.captureLog.push(`dispose graph ${this.id}`);
     }
   }
-  /** A capture in progress: ends in a FakeGraph, or is aborted. */
+  /**
+   * A capture in progress: ends in a FakeGraph, or is aborted. Buffers it owns are allocated
+   * with the module's `DeviceBuffer` double (a test that needs them assigns one) on the
+   * context's default stream; `afterEnd` callbacks run once the stream has left capture mode.
+   */
   class FakeCapture {
     ended = false;
+    readonly owned: unknown[] = [];
+    readonly #afterEnd: (() => void)[] = [];
     constructor(readonly stream: FakeStream) {}
-    end(): FakeGraph {
+    allocateOwned(byteLength: number): unknown {
+      const allocator = (
+        module as {
+          DeviceBuffer?: { allocate(bytes: number, options: { stream: unknown }): unknown };
+        }
+      ).DeviceBuffer;
+      const buffer = allocator!.allocate(byteLength, {
+        stream: this.stream.context.defaultStream,
+      });
+      this.owned.push(buffer);
+      return buffer;
+    }
+    adopt(buffer: unknown): void {
+      this.owned.push(buffer);
+    }
+    afterEnd(callback: () => void): void {
+      this.#afterEnd.push(callback);
+    }
+    #finish(): void {
       this.ended = true;
       this.stream.capture = null;
+      for (const callback of this.#afterEnd.splice(0)) callback();
+    }
+    end(): FakeGraph {
+      this.#finish();
       if (state.captureFailures.end) {
         state.captureLog.push(`end ${this.stream.name} (invalidated)`);
         throw new CaptureError('cuStreamEndCapture', 'the capture was invalidated');
@@ -147,8 +175,7 @@ export function createFakeDriver() {
     }
     abort(): void {
       if (this.ended) return;
-      this.ended = true;
-      this.stream.capture = null;
+      this.#finish();
       state.captureLog.push(`abort ${this.stream.name}`);
     }
   }

@@ -9,7 +9,7 @@ import {
 import type { Module } from '../kernel/module.js';
 import {
   abandonCapturedAllocation,
-  type DeviceBuffer,
+  DeviceBuffer,
   holdAsGraphOutput,
   type PinnedHostBuffer,
 } from '../memory/memory.js';
@@ -124,6 +124,24 @@ export class StreamCapture {
    */
   adopt(buffer: DeviceBuffer): void {
     this.owned.push(buffer);
+  }
+
+  /**
+   * A buffer of `byteLength` bytes for the captured work that the graph owns (see `adopt`),
+   * allocated outside the capture, on the context's default stream: memory that must exist at
+   * every replay and that nothing else may use meanwhile, such as a library's workspace.
+   */
+  allocateOwned(byteLength: number): DeviceBuffer {
+    const stream = this.context.defaultStream;
+    if (stream.capture !== null) {
+      throw new CaptureError(
+        'StreamCapture.allocateOwned',
+        `the default stream of ${this.context} is capturing too: memory for the graph is allocated there, outside the capture`,
+      );
+    }
+    const buffer = DeviceBuffer.allocate(byteLength, { stream });
+    this.adopt(buffer);
+    return buffer;
   }
 
   /** @internal Replays must come after the work `stream` has when they are launched. */
