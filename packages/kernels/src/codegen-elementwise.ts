@@ -29,6 +29,11 @@ export interface ElementwiseSource {
   readonly body: string;
   /** The kernel's name (default `ct_elementwise`; traces and profilers show it). */
   readonly entry?: string;
+  /**
+   * An output that is the same array as an input (in place): one pointer, passed once and
+   * declared written, serves both.
+   */
+  readonly alias?: { readonly output: number; readonly input: number };
 }
 
 /** The kernel's entry point unless the source names another. */
@@ -42,13 +47,21 @@ export function needsHalf(parameters: readonly ResolvedParameter[]): boolean {
   return parameters.some((parameter) => isHalf(parameter.dtype));
 }
 
-/** The kernel parameters `launch` checks, in order: inputs, outputs, then the element count. */
+/**
+ * The kernel parameters `launch` checks, in order: inputs, outputs (less one that aliases an
+ * input), then the element count.
+ */
 export function elementwiseParameters(source: ElementwiseSource): KernelParameter[] {
+  const alias = source.alias;
   return [
-    ...source.inputs.map((input) =>
-      input.scalar ? CTYPES[input.dtype].scalar : (`const ${input.dtype}*` as KernelParameter),
+    ...source.inputs.map((input, k) =>
+      input.scalar
+        ? CTYPES[input.dtype].scalar
+        : ((alias?.input === k ? `${input.dtype}*` : `const ${input.dtype}*`) as KernelParameter),
     ),
-    ...source.outputs.map((output) => `${output.dtype}*` as KernelParameter),
+    ...source.outputs
+      .filter((_, j) => alias?.output !== j)
+      .map((output) => `${output.dtype}*` as KernelParameter),
     'uint64',
   ];
 }
@@ -76,13 +89,16 @@ export function generateElementwise(source: ElementwiseSource): string {
   lines.push('}');
   lines.push('');
 
+  const alias = source.alias;
   const kernelParameters = [
-    ...inputs.map((input) =>
+    ...inputs.map((input, k) =>
       input.scalar
         ? `const ${value(input)} ct_${input.name}`
-        : `const ${storage(input)} *ct_${input.name}`,
+        : `${alias?.input === k ? '' : 'const '}${storage(input)} *ct_${input.name}`,
     ),
-    ...outputs.map((output) => `${storage(output)} *ct_${output.name}`),
+    ...outputs
+      .filter((_, j) => alias?.output !== j)
+      .map((output) => `${storage(output)} *ct_${output.name}`),
     'const unsigned long long ct_n',
   ];
   // One call of the body for index `index`, with the inputs' values in `loaded(input)`.
@@ -118,6 +134,12 @@ export function generateElementwise(source: ElementwiseSource): string {
   lines.push(
     `extern "C" __global__ void ${source.entry ?? ELEMENTWISE_ENTRY}(${kernelParameters.join(', ')}) {`,
   );
+  if (alias !== undefined) {
+    const output = outputs[alias.output]!;
+    lines.push(
+      `  ${storage(output)} *const ct_${output.name} = ct_${inputs[alias.input]!.name}; // in place`,
+    );
+  }
   lines.push('  const unsigned long long ct_stride = (unsigned long long)blockDim.x * gridDim.x;');
   lines.push(
     '  unsigned long long ct_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;',

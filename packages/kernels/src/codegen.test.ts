@@ -44,6 +44,13 @@ const goldens: [string, () => string][] = [
         0.5,
       ),
   ],
+  [
+    'map-sin-in-place.cu',
+    () => {
+      const c = f32();
+      return unaryProgram('sin', 'float32').sourceFor([c], [c]);
+    },
+  ],
   ['sum-float32.cu', () => reductionProgram('sum', 'float32').sourceFor([f32()])],
   [
     'argmax-float64.cu',

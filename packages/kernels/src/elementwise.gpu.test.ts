@@ -123,6 +123,40 @@ describeGpu('elementwise kernels', () => {
     for (const array of [x.array, y!, w.array]) array.dispose();
   });
 
+  it('in place: an output that is one of the inputs shares its pointer (any input, any output)', async () => {
+    const difference = elementwise('x: T, y: T -> z: T', 'z = x - y');
+    const a = randomArray('float64', [100_001], 8);
+    const b = randomArray('float64', [100_001], 9);
+    expect(difference(a.array, b.array, b.array)).toBe(b.array); // z is y
+    const got = await host(b.array);
+    const expected = a.values.map((v, i) => v - b.values[i]!);
+    expect(mismatchReport(firstMismatch(got, expected, 'float64', 0), got, expected)).toBe('ok');
+    const sinCos = elementwise('x: float32 -> s: float32, c: float32', 's = sinf(x); c = cosf(x)');
+    const x = randomArray('float32', [70_001], 10);
+    const [s, c] = sinCos(x.array, undefined, x.array) as DeviceArray[]; // c is x
+    expect(c).toBe(x.array);
+    const sines = await host(s!);
+    const cosines = await host(c!);
+    const expectedSines = x.values.map((v) => Math.sin(v));
+    const expectedCosines = x.values.map((v) => Math.cos(v));
+    expect(
+      mismatchReport(
+        firstMismatch(sines, expectedSines, 'float32', 4, 1e-30),
+        sines,
+        expectedSines,
+      ),
+    ).toBe('ok');
+    expect(
+      mismatchReport(
+        firstMismatch(cosines, expectedCosines, 'float32', 4, 1e-30),
+        cosines,
+        expectedCosines,
+      ),
+    ).toBe('ok');
+    for (const array of [a.array, b.array, s!]) array.dispose();
+    x.array.dispose();
+  });
+
   it('empty arrays give empty outputs without a launch', async () => {
     const kernel = elementwise('x: float32 -> y: float32', 'y = x + 1');
     const x = DeviceArray.empty('float32', [0, 3]);

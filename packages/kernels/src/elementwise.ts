@@ -75,6 +75,8 @@ class Variant {
   /** Reused launch configuration and argument list (a launch allocates nothing of ours). */
   readonly config: LaunchConfig & { grid: number; block: number };
   readonly args: KernelArgument[];
+  /** The output that is passed as its input (in place), or -1. */
+  readonly aliasOutput: number;
 
   constructor(
     name: string,
@@ -83,16 +85,21 @@ class Variant {
     body: string,
     inputs: ResolvedParameter[],
     outputs: ResolvedParameter[],
+    alias: { output: number; input: number } | undefined,
   ) {
-    const source = { signature, inputs, outputs, body, entry };
+    const source = { signature, inputs, outputs, body, entry, ...(alias ? { alias } : {}) };
     this.compiled = new CompiledSource(name, generateElementwise(source), [
       { name: entry, parameters: elementwiseParameters(source) },
     ]);
     this.parameters = [...inputs, ...outputs];
     this.config = { grid: 1, block: 1, stream: undefined };
-    this.args = new Array(inputs.length + outputs.length + 1).fill(0);
+    this.aliasOutput = alias?.output ?? -1;
+    this.args = new Array(inputs.length + outputs.length + (alias ? 0 : 1)).fill(0);
   }
 }
+
+/** Parameters at most for an in-place variant (its key needs 8 more bits). */
+const MAX_ALIASED_PARAMETERS = 11;
 
 const NO_VALUE: unknown[] = [];
 
@@ -107,6 +114,8 @@ export class ElementwiseProgram {
   readonly #bound: (DType | undefined)[];
   readonly #codes: number[];
   readonly #shapeOf: (DeviceArray | undefined)[];
+  /** The last resolved call's in-place pair: 0, or 1 + output * inputs + input. */
+  #aliasCode = 0;
   /** Per parameter (inputs, then outputs): its name, its label in messages, its declared
    * dtype (undefined for a type variable) and its type variable (-1 for a dtype). */
   readonly #names: string[];
@@ -251,6 +260,22 @@ export class ElementwiseProgram {
       key += codes[j]! * factor;
       factor *= 16;
     }
+    // In place: the first output that is the same array as an input shares its pointer.
+    let aliasCode = 0;
+    if (inputCount + outputCount <= MAX_ALIASED_PARAMETERS) {
+      for (let j = 0; j < outputCount && aliasCode === 0; j++) {
+        const value = outputStart + j < outputEnd ? outputs[outputStart + j] : undefined;
+        if (value === undefined) continue;
+        for (let k = 0; k < inputCount; k++) {
+          if (inputs[k] === value) {
+            aliasCode = 1 + j * inputCount + k;
+            break;
+          }
+        }
+      }
+    }
+    this.#aliasCode = aliasCode;
+    key += aliasCode * factor;
     this.#shapeOf[0] = reference;
     return key;
   }
@@ -267,6 +292,13 @@ export class ElementwiseProgram {
       const inputs = this.signature.inputs.map(resolved);
       const offset = inputs.length;
       const outputs = this.signature.outputs.map((parameter, j) => resolved(parameter, offset + j));
+      const alias =
+        this.#aliasCode === 0
+          ? undefined
+          : {
+              output: Math.floor((this.#aliasCode - 1) / offset),
+              input: (this.#aliasCode - 1) % offset,
+            };
       variant = new Variant(
         this.#name,
         this.#entry,
@@ -274,6 +306,7 @@ export class ElementwiseProgram {
         this.body,
         inputs,
         outputs,
+        alias,
       );
       this.#variants.set(key, variant);
     }
@@ -328,7 +361,9 @@ export class ElementwiseProgram {
           stream: target,
         });
       }
-      args[inputCount + j] = output;
+      // Outputs after the inputs, less the one passed as its input (in place).
+      const alias = variant.aliasOutput;
+      if (j !== alias) args[alias >= 0 && j > alias ? inputCount + j - 1 : inputCount + j] = output;
       if (several === undefined) single = output;
       else several[j] = output;
     }
@@ -341,7 +376,7 @@ export class ElementwiseProgram {
             : value
         ) as KernelArgument;
       }
-      args[inputCount + outputCount] = n;
+      args[args.length - 1] = n;
       const config = variant.config;
       const blocks = Math.ceil(n / loaded.blockSize);
       config.grid = Math.min(blocks, loaded.fullGrid);
