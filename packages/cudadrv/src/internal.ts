@@ -13,6 +13,7 @@ export {
   setCurrentStreamProvider,
 } from './context/provider.js';
 export { ffiValue, Scratch, scratch, stickyError } from './driver.js';
+export { releaseStreamCache } from './memory/block-cache.js';
 export {
   beginOperation,
   endOperation,

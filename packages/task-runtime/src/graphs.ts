@@ -1,5 +1,5 @@
 import { type Context, CudaArgumentError, Graph, StreamCapture } from '@cuda-tasks/cudadrv';
-import { acquireStream, releaseStream } from './pool.js';
+import { acquireExclusiveStream, releaseStream } from './pool.js';
 import { currentFrame, device, storage, streamFrame } from './state.js';
 
 /** Options for `capture`. */
@@ -52,7 +52,8 @@ export async function capture(fn: () => unknown, options: CaptureOptions = {}): 
       `capture: options.update belongs to ${update.context}, the capture runs on ${context}`,
     );
   }
-  const pooled = acquireStream(context);
+  // A stream of its own: a stream shared with other tasks would capture their work too.
+  const pooled = acquireExclusiveStream(context);
   const captureStream = pooled.stream;
   let session: StreamCapture;
   try {

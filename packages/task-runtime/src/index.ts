@@ -21,12 +21,14 @@ export {
   configureStreams,
   onStreamReleased,
   type StreamPoolOptions,
+  type StreamPoolStatistics,
   streamPoolStatistics,
 } from './pool.js';
 export { device, setDefaultDevice, stream } from './state.js';
 export {
   currentTask,
   deviceSynchronize,
+  prewarmStreams,
   synchronize,
   synchronizeSync,
   type TaskOptions,

@@ -1,76 +1,247 @@
+/**
+ * The task streams: one pool per (context, priority), created ahead of the work that needs
+ * them. Creating a stream while a kernel runs can block until the kernel finishes (50
+ * cuStreamCreate calls in a row took 203 ms on an H200 while a kernel ran: see
+ * docs/decisions/0020-stream-pool-ahead-of-bursts.md), so a burst of tasks must find its
+ * streams made: the pool creates `prewarm` streams at its first use (or at `prewarmStreams()`),
+ * grows ahead of need one stream per event-loop turn, and past `maxStreams` gives tasks
+ * streams that other tasks hold, round-robin. A task never creates a stream inline, except
+ * the very first of a pool configured with `prewarm: 0`.
+ */
 import { type Context, Device, Stream } from '@cuda-tasks/cudadrv';
+import { releaseStreamCache } from '@cuda-tasks/cudadrv/internal';
 import { processWide } from './process-wide.js';
 
 /** A stream of the pool and who holds it now. */
 export interface PooledStream {
   readonly stream: Stream;
   readonly pool: ContextStreamPool;
-  /** Tasks holding the stream now (0: idle in the pool). */
+  /** Tasks holding the stream now (0: idle in the pool; more than 1: shared). */
   holders: number;
+  /** Held by one user that must not share it (a graph capture): never handed out shared. */
+  exclusive: boolean;
   /**
    * Bumped each time the stream goes back to idle: a `withStream` frame opened on the stream
    * remembers the epoch, and stops using the stream once it changes.
    */
   epoch: number;
+  /** When the stream last went idle (performance.now()), for the idle trim. */
+  idleSince: number;
+  /** Whether its cached memory blocks were given back since it went idle. */
+  trimmed: boolean;
 }
 
-/** The streams of one context. */
+/** The streams of one (context, priority). */
 export interface ContextStreamPool {
   readonly context: Context;
+  readonly priority: number;
   /** Idle streams, most recently released last (handed out last-in first-out). */
   readonly idle: PooledStream[];
   /** Every stream of the pool, idle or held. */
   readonly streams: PooledStream[];
+  /** Where the next shared hand-out starts (round-robin over `streams`). */
+  cursor: number;
+  /** Whether the prewarm streams were created. */
+  prewarmed: boolean;
+  /** Whether a growth step is scheduled. */
+  growing: boolean;
+}
+
+/** The pool's settings (see `configureStreams`). */
+export interface Settings {
+  prewarm: number;
+  maxStreams: number;
+  maxIdle: number;
+  spare: number;
+  trimIdleAfterMs: number;
 }
 
 interface PoolState {
-  readonly pools: Map<Context, ContextStreamPool>;
+  /** Pools by context, then by priority. */
+  readonly pools: Map<Context, Map<number, ContextStreamPool>>;
   readonly byStream: Map<Stream, PooledStream>;
+  readonly settings: Settings;
   created: number;
   destroyed: number;
-  maxIdle: number;
+  shared: number;
   readonly releasedListeners: Set<(stream: Stream) => void>;
   /** Streams being destroyed, polled until their work is done. */
   readonly retiring: Set<PooledStream>;
   retireTimer: ReturnType<typeof setTimeout> | undefined;
-}
-
-/** Idle streams kept per context by default (more are destroyed once their work is done). */
-export const DEFAULT_MAX_IDLE_STREAMS = 32;
-
-// Process-wide, shared by every loaded copy of this package.
-const state = processWide<PoolState>('stream-pool', 2, () => ({
-  pools: new Map(),
-  byStream: new Map(),
-  created: 0,
-  destroyed: 0,
-  maxIdle: DEFAULT_MAX_IDLE_STREAMS,
-  releasedListeners: new Set(),
-  retiring: new Set(),
-  retireTimer: undefined,
-}));
-
-function poolOf(context: Context): ContextStreamPool {
-  let pool = state.pools.get(context);
-  if (pool === undefined) state.pools.set(context, (pool = { context, idle: [], streams: [] }));
-  return pool;
+  trimTimer: ReturnType<typeof setTimeout> | undefined;
 }
 
 /**
- * Takes a non-blocking stream of `context` from the pool, creating one only when none is
- * idle. In steady state a task's stream costs no cuStreamCreate.
+ * Streams per (context, priority) by default: the most hardware queues a GPU has
+ * (CUDA_DEVICE_MAX_CONNECTIONS is at most 32); past it, more streams buy no more concurrency.
  */
-export function acquireStream(context: Context): PooledStream {
-  const pool = poolOf(context);
-  let entry = pool.idle.pop();
-  if (entry === undefined) {
-    const stream = Stream.create({ context, name: `task-stream-${state.created + 1}` });
-    state.created++;
-    entry = { stream, pool, holders: 0, epoch: 0 };
-    pool.streams.push(entry);
-    state.byStream.set(stream, entry);
+export const DEFAULT_MAX_STREAMS = 32;
+
+/** Reads a non-negative integer setting from the environment; warns and ignores a bad one. */
+function fromEnvironment(environment: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const text = environment[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (Number.isSafeInteger(value) && value >= 0) return value;
+  process.emitWarning(`${name}=${JSON.stringify(text)} is not a non-negative integer; ignored`, {
+    type: 'CudaTasksConfigurationWarning',
+  });
+  return fallback;
+}
+
+/**
+ * @internal The pool's settings at start: the defaults, with `CUDA_TASKS_MAX_STREAMS` and
+ * `CUDA_TASKS_PREWARM_STREAMS` from `environment` applied (a bad value is ignored with a
+ * warning).
+ */
+export function settingsFrom(environment: NodeJS.ProcessEnv): Readonly<Settings> {
+  const maxStreams = Math.max(
+    1,
+    fromEnvironment(environment, 'CUDA_TASKS_MAX_STREAMS', DEFAULT_MAX_STREAMS),
+  );
+  const prewarm = Math.min(
+    maxStreams,
+    fromEnvironment(environment, 'CUDA_TASKS_PREWARM_STREAMS', maxStreams),
+  );
+  return { prewarm, maxStreams, maxIdle: maxStreams, spare: 2, trimIdleAfterMs: 1000 };
+}
+
+// Process-wide, shared by every loaded copy of this package.
+const state = processWide<PoolState>('stream-pool', 3, () => ({
+  pools: new Map(),
+  byStream: new Map(),
+  settings: { ...settingsFrom(process.env) },
+  created: 0,
+  destroyed: 0,
+  shared: 0,
+  releasedListeners: new Set(),
+  retiring: new Set(),
+  retireTimer: undefined,
+  trimTimer: undefined,
+}));
+
+/** The pool of (context, priority), created empty on first use. */
+function poolOf(context: Context, priority: number): ContextStreamPool {
+  let byPriority = state.pools.get(context);
+  if (byPriority === undefined) state.pools.set(context, (byPriority = new Map()));
+  let pool = byPriority.get(priority);
+  if (pool === undefined) {
+    pool = {
+      context,
+      priority,
+      idle: [],
+      streams: [],
+      cursor: 0,
+      prewarmed: false,
+      growing: false,
+    };
+    byPriority.set(priority, pool);
   }
+  return pool;
+}
+
+/** Creates one stream in `pool` and puts it in the idle list (at the bottom: used last). */
+function createStream(pool: ContextStreamPool): PooledStream {
+  const stream = Stream.create({
+    context: pool.context,
+    priority: pool.priority,
+    name: `task-stream-${state.created + 1}`,
+  });
+  state.created++;
+  const entry: PooledStream = {
+    stream,
+    pool,
+    holders: 0,
+    exclusive: false,
+    epoch: 0,
+    idleSince: performance.now(),
+    trimmed: true,
+  };
+  pool.streams.push(entry);
+  state.byStream.set(stream, entry);
+  pool.idle.unshift(entry);
+  return entry;
+}
+
+/** Creates the pool's prewarm streams (those it lacks), once. */
+function prewarmPool(pool: ContextStreamPool): void {
+  pool.prewarmed = true;
+  const settings = state.settings;
+  const target = Math.min(settings.prewarm, settings.maxStreams, settings.maxIdle);
+  while (pool.streams.length < target) createStream(pool);
+}
+
+/**
+ * Schedules growth ahead of need: while the pool has fewer than `spare` idle streams and is
+ * below `maxStreams`, one stream per event-loop turn (creations in a row are what blocks
+ * behind a running kernel; one alone costs about a quarter of a millisecond).
+ */
+function growAhead(pool: ContextStreamPool): void {
+  if (pool.growing) return;
+  const settings = state.settings;
+  if (pool.idle.length >= settings.spare || pool.streams.length >= settings.maxStreams) return;
+  pool.growing = true;
+  setImmediate(() => {
+    pool.growing = false;
+    const current = state.settings;
+    if (pool.idle.length >= current.spare || pool.streams.length >= current.maxStreams) return;
+    try {
+      createStream(pool);
+    } catch {
+      return; // Out of resources or a broken context: tasks share what exists.
+    }
+    growAhead(pool);
+  });
+}
+
+/**
+ * Gives a task a stream of `context` at `priority` (default 0): an idle one (last-in
+ * first-out); else, past `maxStreams` or while the pool grows, one that other tasks hold,
+ * round-robin; a stream is created inline only when the pool has none to share. Release it
+ * with `releaseStream`.
+ */
+export function acquireStream(context: Context, priority = 0): PooledStream {
+  const pool = poolOf(context, priority);
+  if (!pool.prewarmed) prewarmPool(pool);
+  let entry = pool.idle.pop();
+  if (entry === undefined) entry = shareable(pool) ?? takeCreated(pool);
   entry.holders++;
+  growAhead(pool);
+  return entry;
+}
+
+/**
+ * A stream of `context` that nobody else gets until it is released (a graph capture records
+ * everything issued to its stream): an idle one, else a new one, beyond `maxStreams` if need
+ * be (it is destroyed on release while the pool is over its bound).
+ */
+export function acquireExclusiveStream(context: Context, priority = 0): PooledStream {
+  const pool = poolOf(context, priority);
+  if (!pool.prewarmed) prewarmPool(pool);
+  const entry = pool.idle.pop() ?? takeCreated(pool);
+  entry.holders = 1;
+  entry.exclusive = true;
+  growAhead(pool);
+  return entry;
+}
+
+/** The next stream other tasks hold that may be shared (round-robin), or undefined. */
+function shareable(pool: ContextStreamPool): PooledStream | undefined {
+  const streams = pool.streams;
+  for (let tries = 0; tries < streams.length; tries++) {
+    const candidate = streams[pool.cursor++ % streams.length]!;
+    if (!candidate.exclusive) {
+      state.shared++;
+      return candidate;
+    }
+  }
+  return undefined;
+}
+
+/** Creates a stream and takes it out of the idle list at once. */
+function takeCreated(pool: ContextStreamPool): PooledStream {
+  const entry = createStream(pool);
+  pool.idle.splice(pool.idle.indexOf(entry), 1);
   return entry;
 }
 
@@ -83,6 +254,7 @@ export function acquireStream(context: Context): PooledStream {
  */
 export function releaseStream(entry: PooledStream): void {
   if (--entry.holders > 0) return;
+  entry.exclusive = false;
   entry.epoch++;
   const errors: unknown[] = [];
   for (const listener of state.releasedListeners) {
@@ -93,8 +265,15 @@ export function releaseStream(entry: PooledStream): void {
     }
   }
   const pool = entry.pool;
-  if (pool.idle.length < state.maxIdle) pool.idle.push(entry);
-  else retire(entry);
+  const settings = state.settings;
+  if (pool.idle.length < settings.maxIdle && pool.streams.length <= settings.maxStreams) {
+    entry.idleSince = performance.now();
+    entry.trimmed = false;
+    pool.idle.push(entry);
+    scheduleTrim();
+  } else {
+    retire(entry);
+  }
   if (errors.length === 1) throw errors[0];
   if (errors.length > 1) {
     throw new AggregateError(errors, `${errors.length} stream-released listeners failed`);
@@ -111,6 +290,8 @@ function retire(entry: PooledStream): void {
   const pool = entry.pool;
   const index = pool.streams.indexOf(entry);
   if (index >= 0) pool.streams.splice(index, 1);
+  const idleIndex = pool.idle.indexOf(entry);
+  if (idleIndex >= 0) pool.idle.splice(idleIndex, 1);
   state.byStream.delete(entry.stream);
   state.retiring.add(entry);
   destroyRetired();
@@ -144,37 +325,143 @@ function destroyRetired(): void {
   }
 }
 
+/** Arms the idle trim (an unreferenced timer) unless it is armed or disabled. */
+function scheduleTrim(): void {
+  const after = state.settings.trimIdleAfterMs;
+  if (state.trimTimer !== undefined || !Number.isFinite(after)) return;
+  state.trimTimer = setTimeout(trimIdle, after);
+  state.trimTimer.unref?.();
+}
+
+/**
+ * Gives back the cached memory blocks of pool streams idle for `trimIdleAfterMs` (each free
+ * ordered on its stream; nothing waits), and re-arms for the streams idle for less.
+ */
+function trimIdle(): void {
+  state.trimTimer = undefined;
+  const now = performance.now();
+  const after = state.settings.trimIdleAfterMs;
+  let pending = false;
+  for (const byPriority of state.pools.values()) {
+    for (const pool of byPriority.values()) {
+      for (const entry of pool.idle) {
+        if (entry.trimmed) continue;
+        if (now - entry.idleSince < after) {
+          pending = true;
+          continue;
+        }
+        entry.trimmed = true;
+        try {
+          releaseStreamCache(entry.stream);
+        } catch {
+          // A broken context: its memory is gone with it.
+        }
+      }
+    }
+  }
+  if (pending) scheduleTrim();
+}
+
 /** @internal The pool's record of `stream`, or undefined for a stream that is not the pool's. */
 export function pooledStream(stream: Stream): PooledStream | undefined {
   return state.byStream.get(stream);
 }
 
-/** Options of `configureStreams`. */
+/** Options of `configureStreams`; each is per (context, priority). */
 export interface StreamPoolOptions {
   /**
-   * Idle streams kept per context (default 32). A stream released beyond it is destroyed once
+   * Streams created when the pool is first used, or by `prewarmStreams()` (default:
+   * `maxStreams`; environment `CUDA_TASKS_PREWARM_STREAMS`). Creating 32 streams on an idle
+   * GPU takes about a millisecond; creating them during a burst can stall the event loop for
+   * as long as a kernel runs.
+   */
+  prewarm?: number;
+  /**
+   * The most streams the pool creates (default 32, the most hardware queues a GPU has;
+   * environment `CUDA_TASKS_MAX_STREAMS`). Tasks beyond it share streams, round-robin: their
+   * work is ordered on the shared stream, and each one's `synchronize()` also waits for the
+   * other's work issued before it.
+   */
+  maxStreams?: number;
+  /**
+   * Idle streams kept (default: `maxStreams`). A stream released beyond it is destroyed once
    * its work is done, which also gives its cached memory blocks back.
    */
   maxIdle?: number;
+  /**
+   * Idle streams the pool keeps ahead of need while below `maxStreams` (default 2): when
+   * fewer are idle, it creates one more per event-loop turn, outside any task's call.
+   */
+  spare?: number;
+  /**
+   * Milliseconds after which an idle stream's cached memory blocks go back to the memory pool
+   * (default 1000; `Infinity`: never).
+   */
+  trimIdleAfterMs?: number;
+}
+
+function checkCount(name: string, value: number | undefined, minimum: number): void {
+  if (value !== undefined && (!Number.isSafeInteger(value) || value < minimum)) {
+    throw new RangeError(
+      `configureStreams: ${name} must be an integer >= ${minimum}, got ${String(value)}`,
+    );
+  }
 }
 
 /**
- * Configures the task streams' pool. Applies from the next release; a lower `maxIdle`
- * destroys the idle streams beyond it at once (each after its work is done).
- * @example configureStreams({ maxIdle: 8 });
+ * Configures the task streams' pools (every context and priority). Checks every option before
+ * changing anything. A lower `maxIdle` or `maxStreams` destroys idle streams beyond it at once
+ * (each after its work is done); a higher `prewarm` takes effect at the next
+ * `prewarmStreams()` or for pools not used yet.
+ * @example configureStreams({ prewarm: 16, maxStreams: 16 });
  */
 export function configureStreams(options: StreamPoolOptions): void {
-  if (options.maxIdle !== undefined) {
-    if (!Number.isSafeInteger(options.maxIdle) || options.maxIdle < 0) {
-      throw new RangeError(
-        `configureStreams: maxIdle must be a non-negative integer, got ${options.maxIdle}`,
-      );
-    }
-    state.maxIdle = options.maxIdle;
-    for (const pool of state.pools.values()) {
-      while (pool.idle.length > state.maxIdle) retire(pool.idle.shift()!);
+  checkCount('prewarm', options.prewarm, 0);
+  checkCount('maxStreams', options.maxStreams, 1);
+  checkCount('maxIdle', options.maxIdle, 0);
+  checkCount('spare', options.spare, 0);
+  const trim = options.trimIdleAfterMs;
+  if (trim !== undefined && !(trim >= 0)) {
+    throw new RangeError(
+      `configureStreams: trimIdleAfterMs must be >= 0 (or Infinity), got ${String(trim)}`,
+    );
+  }
+  const settings = state.settings;
+  const maxIdleFollows = settings.maxIdle === settings.maxStreams;
+  if (options.maxStreams !== undefined) {
+    settings.maxStreams = options.maxStreams;
+    if (options.maxIdle === undefined && maxIdleFollows) settings.maxIdle = options.maxStreams;
+  }
+  if (options.maxIdle !== undefined) settings.maxIdle = options.maxIdle;
+  if (options.prewarm !== undefined) settings.prewarm = options.prewarm;
+  settings.prewarm = Math.min(settings.prewarm, settings.maxStreams);
+  if (options.spare !== undefined) settings.spare = options.spare;
+  if (trim !== undefined) {
+    settings.trimIdleAfterMs = trim;
+    if (state.trimTimer !== undefined) clearTimeout(state.trimTimer);
+    state.trimTimer = undefined;
+    scheduleTrim();
+  }
+  for (const byPriority of state.pools.values()) {
+    for (const pool of byPriority.values()) {
+      const bound = Math.min(settings.maxIdle, settings.maxStreams);
+      // The oldest idle streams go first; then idle ones while the pool is over maxStreams.
+      while (pool.idle.length > bound) retire(pool.idle[0]!);
+      while (pool.streams.length > settings.maxStreams && pool.idle.length > 0) {
+        retire(pool.idle[0]!);
+      }
     }
   }
+}
+
+/**
+ * @internal Creates the pool of (context, priority) up to its `prewarm` streams now; returns
+ * how many streams it has.
+ */
+export function prewarmPoolOf(context: Context, priority = 0): number {
+  const pool = poolOf(context, priority);
+  prewarmPool(pool);
+  return pool.streams.length;
 }
 
 /**
@@ -186,21 +473,43 @@ export function onStreamReleased(listener: (stream: Stream) => void): () => void
   return () => state.releasedListeners.delete(listener);
 }
 
-/**
- * Streams the pool has created and destroyed (process-wide), and how many are idle now: in
- * every context, or in `device`'s (an ordinal or a Device) only.
- */
-export function streamPoolStatistics(device?: Device | number): {
+/** What `streamPoolStatistics` reports. */
+export interface StreamPoolStatistics {
+  /** Streams the pools have created (process-wide, since start). */
   created: number;
+  /** Streams destroyed beyond the idle bound (process-wide, since start). */
   destroyed: number;
+  /** Times a task was given a stream that another task held (past `maxStreams`, or while the pool grew). */
+  shared: number;
+  /** Streams the pools hold now, idle or in use. */
+  streams: number;
+  /** Idle streams now. */
   idle: number;
-} {
+}
+
+/**
+ * Statistics of the stream pools: counters since start, and the streams now, in every
+ * context or in `device`'s (an ordinal or a Device) only.
+ */
+export function streamPoolStatistics(device?: Device | number): StreamPoolStatistics {
   let idle = 0;
-  if (device === undefined) {
-    for (const pool of state.pools.values()) idle += pool.idle.length;
-  } else {
-    const context = (typeof device === 'number' ? Device.get(device) : device).primaryContext();
-    idle = state.pools.get(context)?.idle.length ?? 0;
+  let streams = 0;
+  const context =
+    device === undefined
+      ? undefined
+      : (typeof device === 'number' ? Device.get(device) : device).primaryContext();
+  for (const [owner, byPriority] of state.pools) {
+    if (context !== undefined && owner !== context) continue;
+    for (const pool of byPriority.values()) {
+      idle += pool.idle.length;
+      streams += pool.streams.length;
+    }
   }
-  return { created: state.created, destroyed: state.destroyed, idle };
+  return {
+    created: state.created,
+    destroyed: state.destroyed,
+    shared: state.shared,
+    streams,
+    idle,
+  };
 }

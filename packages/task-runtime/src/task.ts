@@ -1,4 +1,5 @@
 import { CaptureError, Device, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
+import { prewarmPoolOf } from './pool.js';
 import {
   currentFrame,
   device,
@@ -121,4 +122,16 @@ export function synchronizeSync(): void {
 /** Blocks until all work on the current device is done (cuCtxSynchronize). For scripts. */
 export function deviceSynchronize(): void {
   device().synchronize();
+}
+
+/**
+ * Creates the task stream pool of `d` (an ordinal or a Device; default: the current device)
+ * now, up to its `prewarm` size (see `configureStreams`): call it at startup, while the GPU is
+ * idle, so that the first burst of tasks finds its streams made (creating streams while
+ * kernels run can stall the event loop). Returns how many streams the pool has.
+ * @example prewarmStreams(); // before the server starts accepting requests
+ */
+export function prewarmStreams(d?: Device | number): number {
+  const target = d === undefined ? device() : typeof d === 'number' ? Device.get(d) : d;
+  return prewarmPoolOf(target.primaryContext());
 }

@@ -31,6 +31,8 @@ export function createFakeDriver() {
       readonly name: string | undefined,
     ) {}
     disposed = false;
+    /** The priority it was created with. */
+    priority = 0;
     /** What `query()` answers: whether the stream's (imaginary) work is done. */
     idle = true;
     query(): boolean {
@@ -185,6 +187,7 @@ export function createFakeDriver() {
     deviceProvider: undefined as (() => unknown) | undefined,
     created: [] as FakeStream[],
     disposed: [] as FakeStream[],
+    trimmed: [] as FakeStream[],
     waited: [] as unknown[],
     outOfMemoryHooks: new Set<(context: unknown) => void>(),
     /** Each capture step: `begin <stream>`, `end <stream>`, `abort <stream>`, `instantiate graph N`, ... */
@@ -219,8 +222,9 @@ export function createFakeDriver() {
       },
     },
     Stream: {
-      create(options: { context: FakeContext; name?: string }): FakeStream {
+      create(options: { context: FakeContext; name?: string; priority?: number }): FakeStream {
         const stream = new FakeStream(options.context, options.name);
+        stream.priority = options.priority ?? 0;
         state.created.push(stream);
         return stream;
       },
@@ -239,6 +243,11 @@ export function createFakeDriver() {
     onStreamDisposed(listener: (stream: unknown) => void) {
       disposedListeners.add(listener);
       return () => disposedListeners.delete(listener);
+    },
+    /** Records which streams' cached blocks were given back. */
+    releaseStreamCache(stream: unknown): number {
+      state.trimmed.push(stream as FakeStream);
+      return 0;
     },
     waitForStream(stream: unknown): Promise<void> {
       state.waited.push(stream);

@@ -72,7 +72,12 @@ vi.mock('../driver.js', async (importOriginal) => {
 
 import { Context, type Device } from '../context/device.js';
 import { onStreamDisposed, Stream } from '../stream/stream.js';
-import { CACHE_BYTES_PER_STREAM, CACHE_MAX_BLOCK, cachedBytes } from './block-cache.js';
+import {
+  CACHE_BYTES_PER_STREAM,
+  CACHE_MAX_BLOCK,
+  cachedBytes,
+  releaseStreamCache,
+} from './block-cache.js';
 import { DeviceBuffer } from './memory.js';
 import { MemoryPool } from './memory-pool.js';
 
@@ -104,6 +109,20 @@ describe('the per-stream cache of small freed blocks', () => {
     expect(cachedBytes(context)).toBe(0);
     expect(first.disposed).toBe(true);
     second.dispose();
+  });
+
+  it('releaseStreamCache frees one stream’s blocks, ordered on it, and leaves the others', () => {
+    const onA = DeviceBuffer.allocate(256, { stream: a });
+    const onB = DeviceBuffer.allocate(2048, { stream: b });
+    const addressA = Number(onA.address);
+    onA.dispose();
+    onB.dispose();
+    calls();
+    expect(releaseStreamCache(a)).toBe(512);
+    expect(calls()).toEqual([`free 0x${addressA.toString(16)} on ${sa}`]);
+    expect(cachedBytes(context)).toBe(2048);
+    expect(releaseStreamCache(a)).toBe(0);
+    expect(calls()).toEqual([]);
   });
 
   it('never hands a block to another stream', () => {

@@ -15,7 +15,8 @@ import { onStreamDisposed, type Stream } from '../stream/stream.js';
  * Bounds: blocks up to `CACHE_MAX_BLOCK` bytes, at most `CACHE_BYTES_PER_STREAM` bytes per
  * stream; only streams this process owns (a wrapped stream may be destroyed behind our back).
  * The blocks go back to the pool (cuMemFreeAsync on their stream) when the stream is disposed,
- * on out-of-memory, and on `MemoryPool.releaseCached()`.
+ * on out-of-memory, on `MemoryPool.releaseCached()`, and on `releaseStreamCache(stream)` (the
+ * task runtime's trim of idle pool streams).
  */
 
 /** Blocks up to this many bytes are cached. */
@@ -94,6 +95,19 @@ export function releaseCached(context?: Context): void {
     if (stream.capture !== null) continue;
     if (context === undefined || stream.context === context) release(stream, blocks);
   }
+}
+
+/**
+ * Frees `stream`'s cached blocks (ordered on it; nothing waits). The task runtime calls it for
+ * pool streams that have been idle a while, so an idle stream holds no memory. Returns the
+ * bytes given back.
+ */
+export function releaseStreamCache(stream: Stream): number {
+  const blocks = cached.get(stream);
+  if (blocks === undefined) return 0;
+  const bytes = blocks.bytes;
+  release(stream, blocks);
+  return bytes;
 }
 
 /** Bytes of blocks cached for `context`'s streams. */
