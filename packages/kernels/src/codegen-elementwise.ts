@@ -40,7 +40,8 @@ export interface ElementwiseSource {
 export const ELEMENTWISE_ENTRY = 'ct_elementwise';
 
 /** Indices handled per loop iteration (loads first, then the bodies). */
-const UNROLL = 4;
+export const ELEMENTWISE_UNROLL = 4;
+const UNROLL = ELEMENTWISE_UNROLL;
 
 /** Whether any parameter has a half type (the source then needs the conversion helpers). */
 export function needsHalf(parameters: readonly ResolvedParameter[]): boolean {

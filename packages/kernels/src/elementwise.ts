@@ -24,6 +24,7 @@ import {
 } from './arguments.js';
 import {
   ELEMENTWISE_ENTRY,
+  ELEMENTWISE_UNROLL,
   elementwiseParameters,
   generateElementwise,
   type ResolvedParameter,
@@ -378,7 +379,9 @@ export class ElementwiseProgram {
       }
       args[args.length - 1] = n;
       const config = variant.config;
-      const blocks = Math.ceil(n / loaded.blockSize);
+      // Enough blocks for ELEMENTWISE_UNROLL elements a thread (all loaded at once), at most
+      // one full wave: past that each thread loops.
+      const blocks = Math.ceil(n / (loaded.blockSize * ELEMENTWISE_UNROLL));
       config.grid = Math.min(blocks, loaded.fullGrid);
       config.block = loaded.blockSize;
       config.stream = target;
