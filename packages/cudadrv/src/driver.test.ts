@@ -52,10 +52,12 @@ vi.mock('./ffi/cuda.js', async (importOriginal) => {
 const { check, cudaError, driver, driverVersion, stickyError } = await import('./driver.js');
 const { CudaError, CudaUnavailableError } = await import('./errors.js');
 
-const driverState = (globalThis as any)[Symbol.for('@cuda-tasks/cudadrv/driver')] as {
-  initialized: boolean;
-  stickyError: string | undefined;
-};
+const { cudadrvState } = await import('./process-state.js');
+
+// The driver's process-wide state (the same object driver.ts holds).
+const driverState = cudadrvState('driver', () => {
+  throw new Error('driver.ts should have created its state');
+}) as { initialized: boolean; stickyError: string | undefined };
 
 function thrown(fn: () => void): unknown {
   try {

@@ -1,8 +1,7 @@
 import { CudaError, CudaUnavailableError } from './errors.js';
 import { CUresult, type CudaBindings, cuda, STICKY_ERRORS } from './ffi/cuda.js';
 import { koffi } from './ffi/library.js';
-
-const STATE_KEY = Symbol.for('@cuda-tasks/cudadrv/driver');
+import { cudadrvState } from './process-state.js';
 
 interface DriverState {
   initialized: boolean;
@@ -11,10 +10,10 @@ interface DriverState {
 }
 
 // Process-wide: a second loaded copy of this package shares the same state.
-const state: DriverState = ((globalThis as any)[STATE_KEY] ??= {
+const state: DriverState = cudadrvState('driver', () => ({
   initialized: false,
   stickyError: undefined,
-});
+}));
 
 let bindings: CudaBindings | undefined;
 

@@ -15,6 +15,14 @@ export {
 export { ffiValue, Scratch, scratch, stickyError } from './driver.js';
 export { releaseStreamCache } from './memory/block-cache.js';
 export {
+  compatibleVersion,
+  cudadrvCopy,
+  type PackageCopy,
+  packageOf,
+  processState,
+  registerCopy,
+} from './process-state.js';
+export {
   beginOperation,
   endOperation,
   type OperationObserver,

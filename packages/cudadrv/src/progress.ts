@@ -12,13 +12,14 @@
  * The contract this relies on is the one `useOn` already states: declare a use right before
  * issuing the work, in the same synchronous step.
  */
+import { cudadrvState } from './process-state.js';
+
 interface UseClock {
   value: number;
 }
 
-const CLOCK_KEY = Symbol.for('@cuda-tasks/cudadrv/use-clock');
 /**
  * @internal The clock (shared by every loaded copy of this package, so that stamps of
  * buffers and streams from two copies stay comparable).
  */
-export const useClock: UseClock = ((globalThis as any)[CLOCK_KEY] ??= { value: 0 });
+export const useClock: UseClock = cudadrvState('use-clock', () => ({ value: 0 }));

@@ -19,6 +19,7 @@ export const libcublasSpec = {
   candidates: cudaLibraryCandidates('libcublas.so', ['13', '12']),
   installHint:
     'Install the CUDA toolkit (12 or 13) or the nvidia-cublas package (pip install nvidia-cublas-cu12 or nvidia-cublas) and make libcublas.so.13 or libcublas.so.12 findable (LD_LIBRARY_PATH).',
+  minimumVersion: 'cuBLAS from CUDA 12.0 or newer',
 } as const;
 
 /** cublasStatus_t (cublas_api.h). */

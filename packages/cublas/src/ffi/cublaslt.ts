@@ -14,6 +14,7 @@ export const libcublasLtSpec = {
   candidates: cudaLibraryCandidates('libcublasLt.so', ['13', '12']),
   installHint:
     'Install the CUDA toolkit (12 or 13) or the nvidia-cublas package, which ship libcublasLt beside libcublas, and make libcublasLt.so.13 or libcublasLt.so.12 findable (LD_LIBRARY_PATH).',
+  minimumVersion: 'cuBLASLt from CUDA 12.0 or newer',
 } as const;
 
 // cublasLtMatmulDescAttributes_t (the ones `gemm` sets).

@@ -6,19 +6,19 @@ import {
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
 } from '../ffi/cuda.js';
 import type { MemoryPool } from '../memory/memory-pool.js';
+import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
 import type { Stream } from '../stream/stream.js';
 
-const REGISTRY_KEY = Symbol.for('@cuda-tasks/cudadrv/contexts');
 interface Registry {
   devices: Map<number, Device>;
   /** The context handle that is current on the event loop's thread, as far as we set it. */
   current: bigint;
 }
-const registry: Registry = ((globalThis as any)[REGISTRY_KEY] ??= {
+const registry: Registry = cudadrvState('contexts', () => ({
   devices: new Map(),
   current: -1n,
-});
+}));
 
 /**
  * @internal How a context makes its default stream and its memory pool. Stream and MemoryPool

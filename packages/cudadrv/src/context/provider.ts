@@ -1,3 +1,4 @@
+import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
 import { type Context, Device } from './device.js';
 
@@ -5,8 +6,6 @@ import { type Context, Device } from './device.js';
 export type CurrentStreamProvider = () => Stream;
 /** Answers "which device, when none is given" (the task runtime tracks it per task). */
 export type CurrentDeviceProvider = () => Device;
-
-const PROVIDER_KEY = Symbol.for('@cuda-tasks/cudadrv/provider');
 
 interface ProviderState {
   stream: CurrentStreamProvider;
@@ -25,11 +24,11 @@ function defaultDeviceProvider(): Device {
 }
 
 // Process-wide, shared by every loaded copy of this package.
-const state: ProviderState = ((globalThis as any)[PROVIDER_KEY] ??= {
+const state: ProviderState = cudadrvState('provider', () => ({
   stream: defaultStreamProvider,
   device: defaultDeviceProvider,
   defaultDevice: 0,
-});
+}));
 
 /**
  * The stream that operations use when none is given: the installed provider's answer (by

@@ -82,6 +82,7 @@ export const libcudaSpec = {
   candidates: ['libcuda.so.1', 'libcuda.so'],
   installHint:
     'Install the NVIDIA GPU driver (version 525 or newer for CUDA 12, 580 or newer for CUDA 13) on a machine with an NVIDIA GPU.',
+  minimumVersion: 'the driver of CUDA 12.0 or newer (version 525 or newer)',
 } as const;
 
 /** CUmemorytype: host memory. */

@@ -34,6 +34,11 @@ export interface LibrarySpec {
   candidates: readonly string[];
   /** One sentence: what to install. */
   installHint: string;
+  /**
+   * The oldest release that has every function we bind, named in the error for a missing
+   * one, e.g. "cuBLAS from CUDA 12.0 or newer".
+   */
+  minimumVersion?: string;
 }
 
 /**
@@ -46,11 +51,14 @@ export function loadLibrary(spec: LibrarySpec): NativeLibrary {
   const names = override ? [override] : spec.candidates;
   const failures: string[] = [];
   for (const name of names) {
+    let lib: NativeLibrary;
     try {
-      return k.load(name);
+      lib = k.load(name);
     } catch (error) {
       failures.push(`${name}: ${(error as Error).message.split('\n')[0]}`);
+      continue;
     }
+    return withMissingSymbolErrors(lib, spec, name);
   }
   throw new CudaUnavailableError(
     `${spec.displayName} is not available: could not load ${names.join(' or ')}` +
@@ -58,6 +66,56 @@ export function loadLibrary(spec: LibrarySpec): NativeLibrary {
       ` Set ${spec.environmentVariable} to the library's full path if it is installed elsewhere.` +
       `\n  ${failures.join('\n  ')}`,
     spec.displayName,
+  );
+}
+
+/** The function a koffi prototype declares: `int cuInit(unsigned int flags)` gives `cuInit`. */
+function functionName(prototype: unknown): string {
+  if (typeof prototype !== 'string') return String(prototype);
+  return /([A-Za-z_]\w*)\s*\(/.exec(prototype)?.[1] ?? prototype;
+}
+
+/**
+ * The library with `func` turning koffi's "Cannot find function" (an old or partial driver or
+ * toolkit) into a CudaUnavailableError naming the function, the library file and the oldest
+ * release that has it.
+ */
+export function withMissingSymbolErrors(
+  lib: NativeLibrary,
+  spec: LibrarySpec,
+  file: string,
+): NativeLibrary {
+  const func = (...args: unknown[]) => {
+    try {
+      return (lib.func as (...a: unknown[]) => unknown)(...args);
+    } catch (error) {
+      const message = (error as Error).message ?? '';
+      if (!message.startsWith('Cannot find function')) throw error;
+      const symbol = /'([^']+)'/.exec(message)?.[1] ?? functionName(args[0]);
+      throw missingSymbolError(spec, file, [symbol]);
+    }
+  };
+  return new Proxy(lib, {
+    get(target, property) {
+      if (property === 'func') return func;
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+/** The CudaUnavailableError for functions that `file` lacks (any one of `symbols` would do). */
+function missingSymbolError(
+  spec: LibrarySpec,
+  file: string,
+  symbols: readonly string[],
+): CudaUnavailableError {
+  const wanted = symbols.length === 1 ? symbols[0] : `any of ${symbols.join(', ')}`;
+  return new CudaUnavailableError(
+    `${spec.displayName} at ${file} is too old or incomplete: it has no ${wanted}. ` +
+      `cuda-tasks needs ${spec.minimumVersion ?? `a newer ${spec.displayName}`}. ${spec.installHint}` +
+      ` Set ${spec.environmentVariable} to the library's full path to use another copy.`,
+    symbols[0]!,
   );
 }
 
@@ -79,12 +137,21 @@ export function lazyBindings<T>(build: () => T): () => T {
  */
 export function funcFirst(lib: NativeLibrary, prototypes: readonly string[]): any {
   let lastError: unknown;
+  const missing: string[] = [];
   for (const prototype of prototypes) {
     try {
       return lib.func(prototype);
     } catch (error) {
       lastError = error;
+      if (CudaUnavailableError.isInstance(error)) missing.push(error.missing);
     }
+  }
+  if (missing.length === prototypes.length && CudaUnavailableError.isInstance(lastError)) {
+    // Name every alternative, not only the last one tried.
+    throw new CudaUnavailableError(
+      lastError.message.replace(`has no ${missing.at(-1)}.`, `has none of ${missing.join(', ')}.`),
+      missing[0]!,
+    );
   }
   throw lastError;
 }

@@ -9,6 +9,7 @@ export const libnvrtcSpec = {
   environmentVariable: 'CUDA_TASKS_LIBNVRTC',
   candidates: cudaLibraryCandidates('libnvrtc.so', ['13', '12']),
   installHint: 'Install the CUDA toolkit (12 or 13) or the nvidia-cuda-nvrtc package.',
+  minimumVersion: 'NVRTC from CUDA 12.0 or newer',
 } as const;
 
 /** nvrtcResult: success. */

@@ -1,5 +1,6 @@
 import type { Context } from '../context/device.js';
 import { check, driver } from '../driver.js';
+import { cudadrvState } from '../process-state.js';
 import { onStreamDisposed, type Stream } from '../stream/stream.js';
 
 /**
@@ -32,11 +33,14 @@ interface StreamBlocks {
   readonly bySize: Map<number, (number | bigint)[]>;
 }
 
-// Strong references: an entry lives while it holds blocks, and goes when it is emptied.
-const cached = new Map<Stream, StreamBlocks>();
-// Streams whose dispose() has begun: the disposed listeners run before the stream is marked
-// disposed, and a block one of them frees must not be cached on a stream about to go.
-const closing = new WeakSet<Stream>();
+// Process-wide (one per compatible loaded copy): `cached` holds strong references, an entry
+// lives while it holds blocks and goes when it is emptied; `closing` holds the streams whose
+// dispose() has begun: the disposed listeners run before the stream is marked disposed, and a
+// block one of them frees must not be cached on a stream about to go.
+const { cached, closing } = cudadrvState('block-cache', () => ({
+  cached: new Map<Stream, StreamBlocks>(),
+  closing: new WeakSet<Stream>(),
+}));
 
 /** The size class of a cacheable allocation of `byteLength` bytes; 0 when it is not cacheable. */
 export function cacheSize(byteLength: number): number {

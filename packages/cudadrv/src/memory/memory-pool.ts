@@ -9,6 +9,7 @@ import {
   CU_MEMPOOL_ATTR_USED_MEM_HIGH,
   CUresult,
 } from '../ffi/cuda.js';
+import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
 import { cachedBytes, releaseCached } from './block-cache.js';
 
@@ -29,9 +30,7 @@ export interface PoolStatistics {
   cachedBytes: number;
 }
 
-const HOOKS_KEY = Symbol.for('@cuda-tasks/cudadrv/oom-hooks');
-const outOfMemoryHooks: Set<(context: Context) => void> = ((globalThis as any)[HOOKS_KEY] ??=
-  new Set());
+const outOfMemoryHooks = cudadrvState('oom-hooks', () => new Set<(context: Context) => void>());
 
 /**
  * Registers a callback that runs when an allocation fails for lack of memory, before the

@@ -5,6 +5,7 @@ import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_MEMHOSTALLOC_PORTABLE } from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
 import type { StreamCapture } from '../graph/capture.js';
+import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
@@ -570,9 +571,8 @@ class StagingPool {
   }
 }
 
-const STAGING_KEY = Symbol.for('@cuda-tasks/cudadrv/staging');
 /** @internal The process's pinned staging pool. */
-export const stagingPool: StagingPool = ((globalThis as any)[STAGING_KEY] ??= new StagingPool());
+export const stagingPool: StagingPool = cudadrvState('staging', () => new StagingPool());
 
 /** Anything that names device memory: a DeviceBuffer (with an optional byte offset). */
 export interface DeviceRegion {

@@ -1,3 +1,4 @@
+import { cudadrvState } from '../process-state.js';
 import type { Stream } from './stream.js';
 
 /**
@@ -19,10 +20,7 @@ export interface OperationObserver {
   end(token: number): void;
 }
 
-const OBSERVER_KEY = Symbol.for('@cuda-tasks/cudadrv/observer');
-const slot: { observer: OperationObserver | null } = ((globalThis as any)[OBSERVER_KEY] ??= {
-  observer: null,
-});
+const slot = cudadrvState('observer', () => ({ observer: null as OperationObserver | null }));
 
 /** Installs (or with null removes) the operation observer; returns the previous one. */
 export function setOperationObserver(observer: OperationObserver | null): OperationObserver | null {

@@ -5,6 +5,7 @@ import { CaptureError, DisposedError } from '../errors.js';
 import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from '../ffi/cuda.js';
 import { CU_EVENT_WAIT_EXTERNAL } from '../ffi/graph.js';
 import type { StreamCapture } from '../graph/capture.js';
+import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
 
 const streamBrand = Symbol.for('@cuda-tasks/Stream');
@@ -21,9 +22,10 @@ export interface StreamOptions {
   name?: string;
 }
 
-const DISPOSED_KEY = Symbol.for('@cuda-tasks/cudadrv/stream-disposed');
-const disposedListeners: Set<(stream: Stream) => void> = ((globalThis as any)[DISPOSED_KEY] ??=
-  new Set());
+const disposedListeners = cudadrvState(
+  'stream-disposed',
+  () => new Set<(stream: Stream) => void>(),
+);
 
 /**
  * Registers a callback that runs when a stream is disposed, before it is destroyed (library

@@ -1,6 +1,7 @@
 import type { Context } from '../context/device.js';
 import { check, cudaError, driver, ffiValue } from '../driver.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ffi/cuda.js';
+import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
 import type { Stream } from './stream.js';
 
@@ -44,20 +45,24 @@ interface PendingWait {
   reject: (error: unknown) => void;
 }
 
-const idleEvents = new Map<Context, (number | bigint)[]>();
-let blockingInFlight = 0;
-const polled: PendingWait[] = [];
-let pollScheduled = false;
-let spinBudget = SPIN_BUDGET_PER_TURN;
-let budgetResetScheduled = false;
+// The waiter's state is process-wide, so every loaded copy of this package shares one bound on
+// blocking waits, one spin budget per turn and one list of polled waits.
+const waitState = cudadrvState('waiter', () => ({
+  idleEvents: new Map<Context, (number | bigint)[]>(),
+  blockingInFlight: 0,
+  polled: [] as PendingWait[],
+  pollScheduled: false,
+  spinBudget: SPIN_BUDGET_PER_TURN,
+  budgetResetScheduled: false,
+}));
 
 function resetSpinBudget(): void {
-  spinBudget = SPIN_BUDGET_PER_TURN;
-  budgetResetScheduled = false;
+  waitState.spinBudget = SPIN_BUDGET_PER_TURN;
+  waitState.budgetResetScheduled = false;
 }
 
 function acquireEvent(context: Context): number | bigint {
-  const idle = idleEvents.get(context);
+  const idle = waitState.idleEvents.get(context);
   const reused = idle?.pop();
   if (reused !== undefined) return reused;
   context.makeCurrent();
@@ -70,8 +75,8 @@ function acquireEvent(context: Context): number | bigint {
 }
 
 function releaseEvent(context: Context, event: number | bigint): void {
-  let idle = idleEvents.get(context);
-  if (idle === undefined) idleEvents.set(context, (idle = []));
+  let idle = waitState.idleEvents.get(context);
+  if (idle === undefined) waitState.idleEvents.set(context, (idle = []));
   idle.push(event);
 }
 
@@ -105,7 +110,7 @@ function spinThenWait(waiter: Waiter): void {
     // The stream began capturing after this wait was asked for: what the wait is for is the
     // work from before the capture, which its pre-capture event marks (querying the stream
     // would invalidate the capture).
-    polled.push({
+    waitState.polled.push({
       event: capture.precaptureEvent,
       pooled: false,
       context: stream.context,
@@ -120,13 +125,13 @@ function spinThenWait(waiter: Waiter): void {
   }
   const api = driver();
   const handle = stream.ffiHandle;
-  if (!budgetResetScheduled) {
-    budgetResetScheduled = true;
+  if (!waitState.budgetResetScheduled) {
+    waitState.budgetResetScheduled = true;
     setImmediate(resetSpinBudget);
   }
-  while (waiter.spun < SPIN_QUERIES && spinBudget > 0) {
+  while (waiter.spun < SPIN_QUERIES && waitState.spinBudget > 0) {
     waiter.spun++;
-    spinBudget--;
+    waitState.spinBudget--;
     const stamp = useClock.value;
     const result = api.cuStreamQuery(handle);
     if (result === CUresult.CUDA_SUCCESS) {
@@ -160,7 +165,7 @@ function spinThenWait(waiter: Waiter): void {
     reject(cudaError(recorded, 'cuEventRecord'));
     return;
   }
-  polled.push({
+  waitState.polled.push({
     event,
     pooled: true,
     context,
@@ -175,9 +180,9 @@ function spinThenWait(waiter: Waiter): void {
 
 /** Waits for a recorded event on libuv's pool (the event uses blocking sync: the worker sleeps). */
 function waitBlocking(wait: PendingWait): void {
-  blockingInFlight++;
+  waitState.blockingInFlight++;
   driver().cuEventSynchronize.async(wait.event, (error: unknown, result: number) => {
-    blockingInFlight--;
+    waitState.blockingInFlight--;
     if (wait.pooled) releaseEvent(wait.context, wait.event);
     if (error) wait.reject(error);
     else if (result !== 0) wait.reject(cudaError(result, 'cuEventSynchronize'));
@@ -189,31 +194,31 @@ function waitBlocking(wait: PendingWait): void {
 }
 
 function schedulePoll(): void {
-  if (pollScheduled || polled.length === 0) return;
-  pollScheduled = true;
+  if (waitState.pollScheduled || waitState.polled.length === 0) return;
+  waitState.pollScheduled = true;
   const now = performance.now();
   let youngest = 0;
-  for (const wait of polled) youngest = Math.max(youngest, wait.since);
+  for (const wait of waitState.polled) youngest = Math.max(youngest, wait.since);
   if (now - youngest < POLL_FAST_MS) setImmediate(poll);
   else setTimeout(poll, 1);
 }
 
 function poll(): void {
-  pollScheduled = false;
+  waitState.pollScheduled = false;
   const api = driver();
   const now = performance.now();
-  for (let i = polled.length - 1; i >= 0; i--) {
-    const wait = polled[i]!;
+  for (let i = waitState.polled.length - 1; i >= 0; i--) {
+    const wait = waitState.polled[i]!;
     const result = api.cuEventQuery(wait.event);
     if (result === CUresult.CUDA_ERROR_NOT_READY) {
       // Long waits move off the main thread while a blocking slot is free.
-      if (now - wait.since >= POLL_FAST_MS && blockingInFlight < MAX_BLOCKING_WAITS) {
-        polled.splice(i, 1);
+      if (now - wait.since >= POLL_FAST_MS && waitState.blockingInFlight < MAX_BLOCKING_WAITS) {
+        waitState.polled.splice(i, 1);
         waitBlocking(wait);
       }
       continue;
     }
-    polled.splice(i, 1);
+    waitState.polled.splice(i, 1);
     if (wait.pooled) releaseEvent(wait.context, wait.event);
     if (result === CUresult.CUDA_SUCCESS) {
       wait.stream.markCompleted(wait.stamp);
@@ -225,5 +230,5 @@ function poll(): void {
 
 /** Waiters currently parked (for tests and diagnostics). */
 export function pendingWaits(): { blocking: number; polled: number } {
-  return { blocking: blockingInFlight, polled: polled.length };
+  return { blocking: waitState.blockingInFlight, polled: waitState.polled.length };
 }

@@ -86,6 +86,7 @@ export const libcurandSpec: LibrarySpec = {
   candidates: cudaLibraryCandidates('libcurand.so', ['10']),
   installHint:
     'Install the CUDA toolkit (or the libcurand package, e.g. `apt install libcurand-12-x` or `pip install nvidia-curand-cu12`) and make sure libcurand.so.10 is on the loader path.',
+  minimumVersion: 'cuRAND from CUDA 12.0 or newer',
 };
 
 /** The libcurand bindings, loaded on first call. */

@@ -79,6 +79,7 @@ export const libcusolverSpec: LibrarySpec = {
   candidates: cudaLibraryCandidates('libcusolver.so', ['12', '11']),
   installHint:
     'Install the CUDA Toolkit (12 or 13) or the nvidia-cusolver wheel, and make libcusolver.so.12 (CUDA 13) or libcusolver.so.11 (CUDA 12) findable by the loader (LD_LIBRARY_PATH).',
+  minimumVersion: 'cuSOLVER from CUDA 12.0 or newer',
 };
 
 /** The libcusolver bindings, loaded on first call. */
