@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DeviceArray } from '@cuda-tasks/cudadrv';
+import { DeviceArray, deviceCount } from '@cuda-tasks/cudadrv';
 import { Generator } from '@cuda-tasks/curand';
 import { describeGpu, rng } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -134,6 +134,19 @@ describeGpu('the GPU HTTP service', () => {
   afterAll(async () => {
     await stop(server);
     await stop(sharedServer);
+  });
+
+  it('GET /health reports a usable GPU and the device count', async () => {
+    const response = await fetch(`${base}/health`);
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as {
+      status: string;
+      gpu: { usable: boolean; devices: number };
+    };
+    expect(body.status).toBe('ok');
+    expect(body.gpu.usable).toBe(true);
+    expect(body.gpu.devices).toBe(deviceCount());
+    expect(body.gpu.devices).toBeGreaterThanOrEqual(1);
   });
 
   it('POST /solve matches a float64 CPU solve (several right-hand sides)', async () => {

@@ -4,7 +4,15 @@ import { CudaArgumentError, CudaError, CudaUnavailableError } from '@cuda-tasks/
 import { SingularMatrixError } from '@cuda-tasks/cusolver';
 import { probeGpu } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, errorResponse, STREAM_HEADER, streamLabel } from './server.js';
+import {
+  createServer,
+  errorResponse,
+  type GpuHealth,
+  gpuHealth,
+  STREAM_HEADER,
+  streamLabel,
+  withoutDirectories,
+} from './server.js';
 import {
   DEFAULT_LIMITS,
   parseJson,
@@ -210,22 +218,55 @@ describe('errorResponse', () => {
     expect(errorResponse(new CudaArgumentError('solve: bad')).status).toBe(400);
   });
 
-  it('answers a missing GPU with 503', () => {
+  it('answers a missing GPU with 503, its first line, without the folders of file paths', () => {
     const error = new CudaUnavailableError(
-      'The NVIDIA CUDA driver (libcuda) is missing',
-      'libcuda',
+      'cuBLAS is not available: could not load /opt/vendor/cuda-12.4/lib64/libcublas.so.12 (from CUDA_TASKS_LIBCUBLAS). Install it.\n  /opt/vendor/cuda-12.4/lib64/libcublas.so.12: cannot open shared object file',
+      'cuBLAS',
     );
     expect(errorResponse(error)).toEqual({
       status: 503,
-      message: 'The NVIDIA CUDA driver (libcuda) is missing',
+      message:
+        'cuBLAS is not available: could not load libcublas.so.12 (from CUDA_TASKS_LIBCUBLAS). Install it.',
     });
   });
 
-  it('answers other GPU errors and anything else with 500', () => {
-    const gpu = new CudaError(700, 'CUDA_ERROR_ILLEGAL_ADDRESS', 'cuStreamSynchronize', 'bad');
-    expect(errorResponse(gpu)).toEqual({ status: 500, message: gpu.message });
-    expect(errorResponse(new Error('boom'))).toEqual({ status: 500, message: 'boom' });
-    expect(errorResponse('thrown string')).toEqual({ status: 500, message: 'thrown string' });
+  it('answers other GPU errors and anything else with 500 and no details of the server', () => {
+    const gpu = new CudaError(
+      700,
+      'CUDA_ERROR_ILLEGAL_ADDRESS',
+      'cuStreamSynchronize',
+      'an illegal memory access in /srv/app/kernels.ptx',
+    );
+    expect(errorResponse(gpu)).toEqual({
+      status: 500,
+      message:
+        'the GPU work failed: CUDA_ERROR_ILLEGAL_ADDRESS in cuStreamSynchronize (details in the server log)',
+    });
+    const internal = new Error("ENOENT: no such file or directory, open '/home/svc/secret.json'");
+    expect(errorResponse(internal)).toEqual({
+      status: 500,
+      message: 'internal server error (details in the server log)',
+    });
+    expect(errorResponse('thrown string').message).toBe(
+      'internal server error (details in the server log)',
+    );
+  });
+
+  it('no 5xx body holds a path with its folders', () => {
+    const errors: unknown[] = [
+      new CudaUnavailableError('could not load /usr/lib/x86_64-linux-gnu/libcuda.so.1', 'libcuda'),
+      new CudaError(2, 'CUDA_ERROR_OUT_OF_MEMORY', 'cuMemAllocAsync', 'at /a/b/c.ts:1'),
+      new Error('at file:///srv/app/dist/index.js:10:3'),
+      new Error('C:\\Users\\svc\\app\\index.js'),
+    ];
+    for (const error of errors) {
+      const { status, message } = errorResponse(error);
+      expect(status).toBeGreaterThanOrEqual(500);
+      expect(message).not.toMatch(/[\\/][^\s\\/]+[\\/]/);
+    }
+    expect(withoutDirectories('could not load /usr/lib/libcuda.so.1 or libcuda.so')).toBe(
+      'could not load libcuda.so.1 or libcuda.so',
+    );
   });
 });
 
@@ -262,8 +303,38 @@ describe('the server without touching the GPU for bad requests', () => {
   const post = (path: string, body: string) =>
     call(path, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
 
-  it('answers GET /health', async () => {
-    expect(await call('/health')).toMatchObject({ status: 200, body: { status: 'ok' } });
+  it('answers GET /health with whether the GPU is usable', async () => {
+    const health = await call('/health');
+    expect(health.status).toBe(200);
+    const expected = gpuHealth();
+    expect(health.body).toEqual({ status: expected.usable ? 'ok' : 'degraded', gpu: expected });
+    if (!probeGpu().available) {
+      expect(health.body.gpu.usable).toBe(false);
+      expect(health.body.gpu.reason).toMatch(/libcuda|CUDA driver|CUDA-capable GPU|CUDA_TASKS_GPU/);
+    }
+  });
+
+  it('reports the GPU on /health as the check finds it, without file paths', async () => {
+    const healthOf = async (checkGpu: () => GpuHealth) => {
+      const other = createServer({ checkGpu });
+      await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+      try {
+        const port = (other.address() as AddressInfo).port;
+        const response = await fetch(`http://127.0.0.1:${port}/health`);
+        return { status: response.status, body: await response.json() };
+      } finally {
+        await new Promise<void>((resolve) => other.close(() => resolve()));
+      }
+    };
+    const reason = withoutDirectories('could not load /opt/nvidia/lib/libcuda.so.1');
+    expect(await healthOf(() => ({ usable: false, reason }))).toEqual({
+      status: 200,
+      body: { status: 'degraded', gpu: { usable: false, reason: 'could not load libcuda.so.1' } },
+    });
+    expect(await healthOf(() => ({ usable: true, devices: 2 }))).toEqual({
+      status: 200,
+      body: { status: 'ok', gpu: { usable: true, devices: 2 } },
+    });
   });
 
   it('answers invalid JSON with 400 and a clear message, then keeps serving', async () => {

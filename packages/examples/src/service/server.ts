@@ -22,8 +22,10 @@ import {
   CudaUnavailableError,
   currentStream,
   DeviceArray,
+  deviceCount,
   Stream,
 } from '@cuda-tasks/cudadrv';
+import { stickyError } from '@cuda-tasks/cudadrv/internal';
 import { defaultGenerator } from '@cuda-tasks/curand';
 import { SingularMatrixError, solve } from '@cuda-tasks/cusolver';
 import { task, withStream } from '@cuda-tasks/task-runtime';
@@ -60,6 +62,8 @@ export interface ServerOptions {
   maxBodyBytes?: number;
   /** Called with errors answered with a 5xx status (default: `console.error`). */
   onServerError?: (error: unknown) => void;
+  /** What `GET /health` reports about the GPU (default: `gpuHealth`). */
+  checkGpu?: () => GpuHealth;
 }
 
 /** An HTTP answer for an error: the status and the message of the `{ "error" }` body. */
@@ -71,9 +75,25 @@ export interface ErrorResponse {
 }
 
 /**
- * Maps anything a request can throw to an HTTP status: RequestError keeps its own (400, 404,
- * 405, 413, 422); an exactly singular matrix is 422; bad input caught by the libraries is 400;
- * no GPU / driver / library, or device memory exhausted, is 503; any other error is 500.
+ * A message fit for a client: its first line, with every file path cut to its last part
+ * (`/opt/cuda/lib64/libcublas.so.12` becomes `libcublas.so.12`), so that an answer never shows
+ * where things are installed on the server.
+ * @example withoutDirectories('could not load /opt/x/libcuda.so.1'); // 'could not load libcuda.so.1'
+ */
+export function withoutDirectories(message: string): string {
+  return (message.split('\n')[0] ?? '').replace(
+    /(?:[A-Za-z]:)?(?:[\\/][^\s\\/'"`(),;]+)+[\\/]([^\s\\/'"`(),;]+)/g,
+    '$1',
+  );
+}
+
+/**
+ * Maps anything a request can throw to an HTTP status and the message of its body:
+ * RequestError keeps its own (400, 404, 405, 413, 422); an exactly singular matrix is 422; bad
+ * input caught by the libraries is 400 (these messages are about the request). No GPU /
+ * driver / library, or device memory exhausted, is 503 with the error's first line, file paths
+ * cut to their last part; any other error is 500 with no more than a CUDA status and call (the
+ * full error goes to the server's log).
  * @example errorResponse(new SingularMatrixError('cusolverDnDgetrf', 3)).status; // 422
  */
 export function errorResponse(error: unknown): ErrorResponse {
@@ -81,19 +101,53 @@ export function errorResponse(error: unknown): ErrorResponse {
   if (error instanceof RequestError) return { status: error.status, message };
   if (SingularMatrixError.isInstance(error)) return { status: 422, message };
   if (CudaArgumentError.isInstance(error)) return { status: 400, message };
-  if (
-    error instanceof CudaUnavailableError ||
-    (error instanceof Error && error.name === 'CudaUnavailableError')
-  ) {
-    return { status: 503, message };
+  if (CudaUnavailableError.isInstance(error)) {
+    return { status: 503, message: withoutDirectories(message) };
   }
   if (
     error instanceof CudaOutOfMemoryError ||
     (CudaError.isInstance(error) && error.name === 'CudaOutOfMemoryError')
   ) {
-    return { status: 503, message };
+    return { status: 503, message: withoutDirectories(message) };
   }
-  return { status: 500, message };
+  if (CudaError.isInstance(error)) {
+    return {
+      status: 500,
+      message: `the GPU work failed: ${error.status} in ${error.call} (details in the server log)`,
+    };
+  }
+  return { status: 500, message: 'internal server error (details in the server log)' };
+}
+
+/** What `GET /health` says about the GPU. */
+export interface GpuHealth {
+  /** Whether GPU requests can run: a driver, a device, and no sticky error in the context. */
+  usable: boolean;
+  /** CUDA devices found (when usable). */
+  devices?: number;
+  /** Why not (when not usable), without file paths. */
+  reason?: string;
+}
+
+/**
+ * Whether the GPU is usable: the driver loads and reports a device (without creating a
+ * context), and no sticky error (an illegal address, a failed launch) has made the context
+ * unusable.
+ */
+export function gpuHealth(): GpuHealth {
+  const sticky = stickyError();
+  if (sticky !== undefined) {
+    return {
+      usable: false,
+      reason: `the CUDA context is unusable since ${sticky}; the service must restart`,
+    };
+  }
+  try {
+    return { usable: true, devices: deviceCount() };
+  } catch (error) {
+    if (!CudaUnavailableError.isInstance(error)) throw error;
+    return { usable: false, reason: withoutDirectories(error.message) };
+  }
 }
 
 /**
@@ -287,8 +341,8 @@ function pathOf(url: string | undefined): string {
  * (no GPU call for a bad one), then runs in its own `task()`. Answers are JSON: `{ x }` for
  * `/solve`, `{ c }` for `/matmul`, `{ error }` with status 400 (bad body), 404 (unknown
  * route), 405 (wrong method), 413 (body too large), 422 (singular matrix), 503 (no GPU, or
- * out of device memory) or 500 (any other GPU error). `GET /health` answers `{ status: 'ok' }`
- * without touching the GPU. A failing request never takes the server down. Every answer of a
+ * out of device memory) or 500 (any other GPU error). `GET /health` answers 200 with
+ * `{ status: 'ok' | 'degraded', gpu: { usable, devices?, reason? } }` (see `gpuHealth`). A failing request never takes the server down. Every answer of a
  * request that ran on the GPU carries an `x-cuda-stream` header naming the stream it ran on
  * (`STREAM_HEADER`, `streamLabel`).
  * @example
@@ -308,7 +362,10 @@ export function createServer(options: ServerOptions = {}): Server {
     const path = pathOf(request.url);
     try {
       if (path === '/health' && (request.method === 'GET' || request.method === 'HEAD')) {
-        send(response, 200, { status: 'ok' });
+        // 200 while the process answers (a liveness probe); the body says whether GPU
+        // requests can run.
+        const gpu = (options.checkGpu ?? gpuHealth)();
+        send(response, 200, { status: gpu.usable ? 'ok' : 'degraded', gpu });
         return;
       }
       const route = ROUTES[path];
@@ -352,7 +409,7 @@ export function createServer(options: ServerOptions = {}): Server {
     // onRequest catches everything it can; this is the last guard so that nothing escapes.
     onRequest(request, response).catch((error: unknown) => {
       onServerError(error);
-      if (!response.headersSent) send(response, 500, { error: String(error) });
+      if (!response.headersSent) send(response, 500, { error: errorResponse(error).message });
       else response.destroy();
     });
   });
