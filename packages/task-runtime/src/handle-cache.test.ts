@@ -321,6 +321,29 @@ describe('HandleCache and disposed streams', () => {
   });
 });
 
+describe('HandleCache.get on a disposed stream (issue 14, bug 5)', () => {
+  it('refuses with a DisposedError before leasing or binding a handle', async () => {
+    const { cache, options } = makeCache();
+    const gone = userStream(context0, 'gone');
+    gone.dispose();
+    await task(() => {
+      let error: unknown;
+      try {
+        cache.get(gone);
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toBeInstanceOf(fake.DisposedError);
+      expect((error as Error).message).toBe(
+        'FakeStream(gone) has been disposed and cannot be used',
+      );
+    });
+    expect(options.create).not.toHaveBeenCalled();
+    expect(options.bindStream).not.toHaveBeenCalled();
+    expect(cache.statistics().leased).toBe(0);
+  });
+});
+
 describe('HandleCache idle pool', () => {
   it('keeps at most maxIdlePerContext idle handles, unbinding before destroying the rest', async () => {
     const { cache, options, log } = makeCache(2);

@@ -79,9 +79,11 @@ export class HandleCache<H> implements TaskResourceOwner {
 
   /**
    * The running task's handle for the stream's context, bound to `stream` (default: the
-   * current stream). Allocates nothing once the task holds its lease.
+   * current stream). Allocates nothing once the task holds its lease. A disposed stream gives
+   * a DisposedError naming it, before any lease or bind.
    */
   get(stream: Stream = currentStream()): H {
+    stream.assertUsable();
     const task = currentTaskState();
     const context = stream.context;
     let record = task.leases.get(this) as HandleRecord<H> | undefined;

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { CudaArgumentError, Device, type Stream } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, Device, DisposedError, type Stream } from '@cuda-tasks/cudadrv';
 import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
 import { acquireStream, type PooledStream, pooledStream, releaseStream } from './pool.js';
@@ -122,11 +122,13 @@ const runtime = processWide<RuntimeState>('runtime', 2, () => ({
 }));
 
 /**
- * @internal A frame that makes `stream` current for `task` on the stream's device. A pool
- * stream is usable only while some task holds it: one that no task holds (its task settled;
- * the pool may give it to another task at any time) is refused with a CudaArgumentError.
+ * @internal A frame that makes `stream` current for `task` on the stream's device. A disposed
+ * stream is refused with a DisposedError naming it. A pool stream is usable only while some
+ * task holds it: one that no task holds (its task settled; the pool may give it to another
+ * task at any time) is refused with a CudaArgumentError.
  */
 export function streamFrame(task: TaskState, stream: Stream): Frame {
+  if (stream.disposed) throw new DisposedError(`withStream: ${stream}`);
   const pooled = pooledStream(stream);
   if (pooled !== undefined && pooled.holders === 0) {
     throw new CudaArgumentError(

@@ -285,6 +285,25 @@ describe('withStream', () => {
     expect(late).toBe(s);
   });
 
+  it('refuses a disposed stream with a DisposedError naming it, before running fn (issue 14, bug 5)', () => {
+    const s = userStream(context0, 'gone');
+    s.dispose();
+    let ran = false;
+    let error: unknown;
+    try {
+      withStream(s, () => {
+        ran = true;
+      });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(ran).toBe(false);
+    expect(error).toBeInstanceOf(fake.DisposedError);
+    expect((error as Error).message).toBe(
+      'withStream: FakeStream(gone) has been disposed and cannot be used',
+    );
+  });
+
   it('a task started inside withStream gets its own stream, on that device', async () => {
     const s = userStream(context1, 'on device 1');
     const inner = (await withStream(s, () => task(() => stream()))) as unknown as InstanceType<

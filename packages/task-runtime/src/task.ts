@@ -64,7 +64,8 @@ export function task<T>(fn: () => T | Promise<T>, options: TaskOptions = {}): Pr
  * without the override (the default stream, its task being settled), as code that outlives
  * its task always does. A pool stream that no task holds any more is refused with a
  * CudaArgumentError. Streams of your own (`Stream.create()`) stay current as long as the
- * frame runs.
+ * frame runs. A disposed stream is refused with a DisposedError naming it; one disposed while
+ * the frame runs makes each later operation in it throw that error, before any native call.
  * @example withStream(myStream, () => launch(kernel, { grid: 1, block: 1 }));
  */
 export function withStream<T>(s: Stream, fn: () => T): T {

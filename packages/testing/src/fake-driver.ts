@@ -13,6 +13,12 @@ export function createFakeDriver() {
       this.name = 'CudaArgumentError';
     }
   }
+  class DisposedError extends CudaArgumentError {
+    constructor(what: string) {
+      super(`${what} has been disposed and cannot be used`);
+      this.name = 'DisposedError';
+    }
+  }
   class CaptureError extends Error {
     constructor(
       readonly call: string,
@@ -37,6 +43,10 @@ export function createFakeDriver() {
     idle = true;
     query(): boolean {
       return this.idle;
+    }
+    /** Throws DisposedError naming the stream after dispose(), as the real Stream does. */
+    assertUsable(): void {
+      if (this.disposed) throw new DisposedError(String(this));
     }
     /** Runs the disposed listeners, as the real Stream does before destroying. */
     dispose(): void {
@@ -210,6 +220,7 @@ export function createFakeDriver() {
         return session;
       },
     },
+    DisposedError,
     Device: {
       get(ordinal = 0): FakeDevice {
         const device = Number.isInteger(ordinal) ? devices[ordinal] : undefined;
@@ -271,6 +282,7 @@ export function createFakeDriver() {
     FakeGraph,
     CaptureError,
     CudaArgumentError,
+    DisposedError,
     disposedListeners,
   };
 }

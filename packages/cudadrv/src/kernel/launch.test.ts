@@ -12,7 +12,7 @@ import type { Module } from './module.js';
 // made-up CUfunction handle are enough to exercise marshalling.
 const context = { name: 'fake context' };
 const fakeModule = { context, disposed: false } as unknown as Module;
-const fakeStream = { context, name: 'fake stream' } as unknown as Stream;
+const fakeStream = { context, name: 'fake stream', assertUsable() {} } as unknown as Stream;
 
 function makeKernel(name: string, parameters: KernelParameter[]): Kernel {
   return new Kernel(fakeModule, name, 1n, parameters);
@@ -377,7 +377,7 @@ describe('launch: checks before any native call', () => {
   });
 
   it('rejects a stream of another context', () => {
-    const otherStream = { context: { name: 'other' } } as unknown as Stream;
+    const otherStream = { context: { name: 'other' }, assertUsable() {} } as unknown as Stream;
     expect(() => launch(kernel, { grid: 1, block: 32, stream: otherStream }, ...args())).toThrow(
       CudaArgumentError,
     );

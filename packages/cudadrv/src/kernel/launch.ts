@@ -389,6 +389,7 @@ function checkDim3(what: string, value: Dim3): void {
  */
 export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgument[]): void {
   const stream = config.stream ?? currentStream();
+  stream.assertUsable();
   if (kernel.module.disposed) throw new DisposedError(`kernel ${kernel.name}'s module`);
   if (stream.context !== kernel.module.context) {
     throw new CudaArgumentError(

@@ -382,6 +382,7 @@ export class DeviceArray<D extends DType = DType> {
       );
     }
     const stream = options.stream ?? currentStream();
+    stream.assertUsable();
     if (this.length === 0) return this;
     const to = this.useOn(stream);
     const from = source.useOn(stream, 'read');
@@ -481,6 +482,7 @@ export class DeviceArray<D extends DType = DType> {
   fill(value: number, options: StreamOption = {}): this {
     this.assertUsable();
     const stream = options.stream ?? currentStream();
+    stream.assertUsable();
     if (this.length === 0) return this;
     if (!this.contiguous) {
       const filled = DeviceArray.full(this.dtype, this.shape, value, { stream });
@@ -524,6 +526,7 @@ export class DeviceArray<D extends DType = DType> {
   async toHost(options: StreamOption = {}): Promise<HostArrayOf[D]> {
     this.assertUsable();
     const stream = options.stream ?? currentStream();
+    stream.assertUsable();
     if (stream.capture !== null) {
       throw new CaptureError(
         'DeviceArray.toHost',

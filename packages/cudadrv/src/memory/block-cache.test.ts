@@ -86,12 +86,18 @@ const pool = Object.create(MemoryPool.prototype) as MemoryPool;
 Object.assign(pool, { context, handle: 5n });
 Object.defineProperty(context, 'memoryPool', { value: pool });
 const calls = () => fake.state.calls.splice(0);
+// A second device's context, with a pool of its own.
+const context1 = new Context({ ordinal: 1 } as unknown as Device, 78n);
+const pool1 = Object.create(MemoryPool.prototype) as MemoryPool;
+Object.assign(pool1, { context: context1, handle: 6n });
+Object.defineProperty(context1, 'memoryPool', { value: pool1 });
 const a = Stream.create({ context, name: 'a' });
 const b = Stream.create({ context, name: 'b' });
 const [sa, sb] = [a, b].map((s) => `s${Number(s.handle)}`) as [string, string];
 
 beforeEach(() => {
   pool.releaseCached();
+  pool1.releaseCached();
   calls();
 });
 
@@ -216,5 +222,54 @@ describe('the per-stream cache of small freed blocks', () => {
     ]);
     expect(cachedBytes(context)).toBe(0);
     buffer.dispose();
+  });
+});
+
+describe('a block last used on a stream of another context (issue 14, bug 1)', () => {
+  const onDevice1 = Stream.create({ context: context1, name: 'device 1' });
+  const s1 = `s${Number(onDevice1.handle)}`;
+  const own = `s${Number(context.defaultStream.handle)}`;
+
+  it('is freed on a stream of its own context, after the foreign stream, and never cached there', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    const address = Number(buffer.address);
+    buffer.ffiAddressOn(onDevice1); // e.g. copyFrom inside withDevice(1): a device-1 stream writes it
+    calls();
+    buffer.dispose();
+    expect(calls()).toEqual([
+      `record ${s1}`,
+      `wait ${own}`,
+      `free 0x${address.toString(16)} on ${own}`,
+    ]);
+    expect(cachedBytes(context1)).toBe(0);
+    expect(cachedBytes(context)).toBe(0);
+    // The device-1 stream's next small allocation is device-1 memory, not that block.
+    const next = DeviceBuffer.allocate(256, { stream: onDevice1 });
+    expect(calls()).toEqual([`alloc 512 on ${s1}`]);
+    expect(Number(next.address)).not.toBe(address);
+    next.dispose();
+  });
+
+  it('a large block too: the free goes to its own context', () => {
+    const buffer = DeviceBuffer.allocate(CACHE_MAX_BLOCK + 1, { stream: a });
+    const address = Number(buffer.address);
+    buffer.ffiAddressOn(onDevice1);
+    calls();
+    buffer.dispose();
+    expect(calls()).toEqual([
+      `record ${s1}`,
+      `wait ${own}`,
+      `free 0x${address.toString(16)} on ${own}`,
+    ]);
+  });
+
+  it('a block read on another context but last written on its own is cached on its writer', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    buffer.ffiAddressOn(onDevice1, 'read');
+    calls();
+    buffer.dispose();
+    expect(calls()).toEqual([`record ${s1}`, `wait ${sa}`]);
+    expect(cachedBytes(context)).toBe(512);
+    expect(cachedBytes(context1)).toBe(0);
   });
 });

@@ -7,6 +7,9 @@ const fake = vi.hoisted(() => {
     calls: [] as string[],
     busy: new Set<number>(),
     nextEvent: 5000,
+    nextStream: 100,
+    /** The event of each `record` and `wait` call, in order. */
+    events: [] as number[],
   };
   const name = (handle: unknown) => `s${Number(handle)}`;
   const api = {
@@ -14,14 +17,22 @@ const fake = vi.hoisted(() => {
       out[0] = BigInt(state.nextEvent++);
       return 0;
     },
-    cuEventRecord(_event: unknown, stream: unknown) {
+    cuEventRecord(event: unknown, stream: unknown) {
       state.calls.push(`record ${name(stream)}`);
+      state.events.push(Number(event));
       return 0;
     },
-    cuStreamWaitEvent(stream: unknown) {
+    cuStreamWaitEvent(stream: unknown, event: unknown) {
       state.calls.push(`wait ${name(stream)}`);
+      state.events.push(Number(event));
       return 0;
     },
+    cuEventDestroy_v2: () => 0,
+    cuStreamCreateWithPriority(out: (bigint | null)[]) {
+      out[0] = BigInt(state.nextStream++);
+      return 0;
+    },
+    cuStreamDestroy_v2: () => 0,
     cuStreamQuery(stream: unknown) {
       return state.busy.has(Number(stream)) ? 600 : 0;
     },
@@ -60,11 +71,14 @@ Object.defineProperty(context, 'memoryPool', {
 });
 const streams = [1n, 2n, 3n, 4n].map((handle) => Stream.wrap(handle, context, `s${handle}`));
 const [a, b, c, d] = streams as [Stream, Stream, Stream, Stream];
+const defaultStream = Stream.wrap(8n, context, 's8');
+Object.defineProperty(context, 'defaultStream', { value: defaultStream });
 
 /** Marks every stream busy (work issued, not done) and forgets the calls so far. */
 function busyAll(): void {
-  for (const s of streams) fake.state.busy.add(Number(s.handle));
+  for (const s of [...streams, defaultStream]) fake.state.busy.add(Number(s.handle));
   fake.state.calls.length = 0;
+  fake.state.events.length = 0;
 }
 const calls = () => fake.state.calls.splice(0);
 
@@ -168,6 +182,74 @@ describe('buffer hand-off between streams', () => {
     buffer.dispose();
     expect(calls()).toEqual(['record s2', 'wait s1', 'free on s1']);
     buffer.dispose(); // twice: nothing
+    expect(calls()).toEqual([]);
+  });
+});
+
+describe('a disposed stream in later hand-offs (issue 14, bug 2)', () => {
+  /** A wrapped stream (another library's) with work still queued, as a buffer's writer. */
+  function foreignWriter(handle: bigint) {
+    const foreign = Stream.wrap(handle, context, `s${handle}`);
+    fake.state.busy.add(Number(handle));
+    const buffer = DeviceBuffer.allocate(256, { stream: foreign });
+    return { foreign, buffer };
+  }
+
+  it('disposing a wrapped stream records its tail; a later use elsewhere waits for it', () => {
+    const { foreign, buffer } = foreignWriter(9n);
+    calls();
+    foreign.dispose();
+    // The wrapper does not own the stream: no synchronize, but an event marks its last work.
+    expect(calls()).toEqual(['record s9']);
+    const tail = fake.state.events.splice(0)[0];
+    buffer.ffiAddressOn(b);
+    // Ordered after the tail, with no record on the stream the wrapper gave up.
+    expect(calls()).toEqual(['wait s2']);
+    expect(fake.state.events.splice(0)).toEqual([tail]);
+  });
+
+  it('the free of a buffer last used on it waits for the tail, on the default stream', () => {
+    const { foreign, buffer } = foreignWriter(10n);
+    foreign.dispose();
+    const tail = fake.state.events.splice(0)[0];
+    calls();
+    buffer.dispose();
+    expect(calls()).toEqual(['wait s8', 'free on s8']);
+    expect(fake.state.events.splice(0)).toEqual([tail]);
+  });
+
+  it('a write waits for the tail of a disposed reader', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    const { foreign } = foreignWriter(11n);
+    buffer.ffiAddressOn(foreign, 'read');
+    foreign.dispose();
+    calls();
+    buffer.ffiAddressOn(c);
+    expect(calls()).toEqual(['record s1', 'wait s3', 'wait s3']);
+  });
+
+  it('Stream.waitFor a disposed wrapped stream waits for its tail', () => {
+    const { foreign } = foreignWriter(12n);
+    foreign.dispose();
+    const tail = fake.state.events.splice(0)[0];
+    calls();
+    b.waitFor(foreign);
+    expect(calls()).toEqual(['wait s2']);
+    expect(fake.state.events.splice(0)).toEqual([tail]);
+  });
+
+  it('an owned stream is drained by dispose: nothing waits for it afterwards', () => {
+    const owned = Stream.create({ context, name: 'owned' });
+    fake.state.busy.add(Number(owned.handle));
+    const buffer = DeviceBuffer.allocate(256, { stream: owned });
+    const read = DeviceBuffer.allocate(256, { stream: a });
+    read.ffiAddressOn(owned, 'read');
+    owned.dispose();
+    expect(fake.state.busy.has(Number(owned.handle))).toBe(false);
+    calls();
+    buffer.ffiAddressOn(b);
+    b.waitFor(owned);
+    read.ffiAddressOn(a);
     expect(calls()).toEqual([]);
   });
 });

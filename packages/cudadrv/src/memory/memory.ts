@@ -71,7 +71,10 @@ export interface GraphMemory {
 
 /**
  * Frees the allocation on the last stream that used it, after every read; with `reuse`, a
- * small block goes to that stream's cache instead (see block-cache.ts).
+ * small block goes to that stream's cache instead (see block-cache.ts). When that stream is
+ * disposed or of another context (a device-1 stream wrote this device-0 buffer, say), the free
+ * goes to the default stream of the allocation's own context, ordered after that stream's
+ * work, and the block is not cached: a stream's cache holds only blocks of its own context.
  */
 function freeAllocation(allocation: Allocation, reuse: boolean): void {
   const memory = allocation.graph;
@@ -87,8 +90,11 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
     return;
   }
   const context = allocation.context;
-  // A disposed stream was drained when it was disposed, so its work is done.
-  const stream = allocation.stream.disposed ? context.defaultStream : allocation.stream;
+  let stream = allocation.stream;
+  // A disposed stream takes no work, and a stream of another context must not free (or keep)
+  // this context's memory: the free goes to this context's default stream, after that one.
+  const elsewhere = stream.disposed || stream.context !== context;
+  if (elsewhere) stream = context.defaultStream;
   const capture = stream.capture;
   if (capture !== null && allocation.capture !== capture) {
     // A free captured into the graph would free memory the graph did not allocate (the driver
@@ -98,6 +104,12 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
     allocation.address = 0;
     allocation.pointer = undefined;
     return;
+  }
+  if (elsewhere) {
+    const last = allocation.stream;
+    // A disposed owned stream was drained by its dispose; a wrapped one left its tail event.
+    if (!last.hasCompleted(allocation.stamp)) stream.waitFor(last);
+    reuse = false;
   }
   // The free (or the reuse) must come after every read too.
   const readers = allocation.readers;
@@ -118,7 +130,11 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
   allocation.pointer = undefined;
 }
 
-/** Orders `stream` after each reader's reads that are not known complete (see progress.ts). */
+/**
+ * Orders `stream` after each reader's reads that are not known complete (see progress.ts). A
+ * disposed reader is known complete when it was ours (its dispose drained it); a wrapped one
+ * is waited for through the event recorded at its dispose (`Stream.waitFor`).
+ */
 function waitForReaders(
   stream: Stream,
   readers: readonly Stream[],
@@ -126,9 +142,7 @@ function waitForReaders(
 ): void {
   for (let i = 0; i < readers.length; i++) {
     const reader = readers[i]!;
-    if (reader !== stream && !reader.disposed && !reader.hasCompleted(stamps[i]!)) {
-      stream.waitFor(reader);
-    }
+    if (reader !== stream && !reader.hasCompleted(stamps[i]!)) stream.waitFor(reader);
   }
 }
 
@@ -314,6 +328,7 @@ export class DeviceBuffer {
    * for native functions declared with a `uint64_t` address, on hot paths.
    */
   ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
+    stream.assertUsable();
     const allocation = this.#allocation;
     if (allocation.address === 0 && this.byteLength > 0) throw unusable(allocation);
     const capture = stream.capture;
@@ -346,7 +361,7 @@ export class DeviceBuffer {
       // A read orders after the last write, not after the writer stream's reads since: when
       // that write is known complete, the read needs no ordering even if the writer stream is
       // still reading the buffer.
-      if (!writer.disposed && !writer.hasCompleted(allocation.writeStamp)) stream.waitFor(writer);
+      if (!writer.hasCompleted(allocation.writeStamp)) stream.waitFor(writer);
       if (readers === null) {
         allocation.readers = readers = [];
         allocation.readerStamps = [];
@@ -356,7 +371,7 @@ export class DeviceBuffer {
       return allocation.address;
     }
     // A write orders after every use since the last write, the writer stream's reads included.
-    if (!writer.disposed && !writer.hasCompleted(allocation.stamp)) stream.waitFor(writer);
+    if (!writer.hasCompleted(allocation.stamp)) stream.waitFor(writer);
     if (readers !== null && readers.length > 0) {
       waitForReaders(stream, readers, allocation.readerStamps!);
       readers.length = 0;
@@ -611,6 +626,7 @@ export function copyHostToDevice(
   const offset = checkRange('copyHostToDevice', destination, byteLength);
   if (byteLength === 0) return;
   const stream = options.stream ?? currentStream();
+  stream.assertUsable();
   const capture = stream.capture;
   if (capture !== null) {
     if (!(source instanceof PinnedHostBuffer)) {
@@ -649,6 +665,7 @@ export function copyDeviceToPinned(
   const offset = checkRange('copyDeviceToPinned', source, byteLength);
   if (byteLength === 0) return;
   const stream = options.stream ?? currentStream();
+  stream.assertUsable();
   stream.capture?.retainHost(destination);
   const pointer = source.buffer.useOn(stream, 'read') + BigInt(offset);
   stream.context.makeCurrent();
@@ -677,6 +694,7 @@ export function copyDeviceToDevice(
   const sourceOffset = checkRange('copyDeviceToDevice (source)', source, byteLength);
   if (byteLength === 0) return;
   const stream = options.stream ?? currentStream();
+  stream.assertUsable();
   const to = destination.buffer.useOn(stream) + BigInt(destinationOffset);
   const from = source.buffer.useOn(stream, 'read') + BigInt(sourceOffset);
   stream.context.makeCurrent();
@@ -714,6 +732,7 @@ export function memset(
   const offset = checkRange('memset', destination, byteLength);
   if (byteLength === 0) return;
   const stream = options.stream ?? currentStream();
+  stream.assertUsable();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
   const token = beginOperation('memset', stream);
@@ -735,6 +754,7 @@ export function memsetWords(
     throw new CudaArgumentError(`memsetWords: offset ${offset} is not ${wordBytes}-byte aligned`);
   if (count === 0) return;
   const stream = options.stream ?? currentStream();
+  stream.assertUsable();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
   const api = driver();

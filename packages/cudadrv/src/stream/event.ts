@@ -64,6 +64,7 @@ export class Event {
   /** Records the event on `stream` (default: the current stream). */
   record(stream: Stream = currentStream()): this {
     this.assertUsable();
+    stream.assertUsable();
     check(driver().cuEventRecord(this.ffiHandle, stream.ffiHandle), 'cuEventRecord');
     return this;
   }

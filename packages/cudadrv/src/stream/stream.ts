@@ -36,10 +36,40 @@ export function onStreamDisposed(listener: (stream: Stream) => void): () => void
   return () => disposedListeners.delete(listener);
 }
 
-const finalizer = new FinalizationRegistry<{ handle: bigint; context: Context }>((held) => {
+/**
+ * @internal What a stream leaves to be given back when it goes: the record its finalizer holds
+ * (it refers to no Stream, so that it keeps none alive), also read by `dispose()`.
+ */
+export interface StreamResources {
+  /** The CUstream handle. */
+  readonly handle: bigint;
+  /** The handle as koffi converts it fastest (see `ffiValue`). */
+  readonly ffiHandle: number | bigint;
+  /** The context the stream belongs to. */
+  readonly context: Context;
+  /** Whether the native stream is ours to destroy. */
+  readonly owned: boolean;
+  /** The hand-off event (see `Stream.waitFor`), 0n until first needed. */
+  handoffEvent: bigint;
+  /** The event a graph capture records before it begins (see `Stream.captureEvent`), or 0n. */
+  captureEvent: bigint;
+  /**
+   * What the block cache (memory/block-cache.ts) keeps for the stream, or null: its blocks go
+   * back, ordered on the stream, before the stream is destroyed, whether by `dispose()` or by
+   * the finalizer.
+   */
+  cachedBlocks: { release(): void } | null;
+}
+
+// A stream the GC takes without dispose(): give its cached blocks back on it, then destroy it
+// (the driver lets queued work finish first) and its events.
+const finalizer = new FinalizationRegistry<StreamResources>((held) => {
   try {
     held.context.makeCurrent();
-    driver().cuStreamDestroy_v2(held.handle);
+    held.cachedBlocks?.release();
+    if (held.owned) driver().cuStreamDestroy_v2(held.handle);
+    if (held.handoffEvent !== 0n) driver().cuEventDestroy_v2(held.handoffEvent);
+    if (held.captureEvent !== 0n) driver().cuEventDestroy_v2(held.captureEvent);
   } catch {
     // The process may be tearing down; nothing to report to.
   }
@@ -77,11 +107,16 @@ export class Stream {
    * issued to the stream is recorded into a graph, not run.
    */
   capture: StreamCapture | null = null;
+  /** @internal The native resources, as the finalizer holds them (see `StreamResources`). */
+  readonly resources: StreamResources;
   #disposed = false;
-  #handoffEvent: bigint = 0n;
   #handoffEventValue: number | bigint = 0;
-  #captureEvent: bigint = 0n;
   #captureEventValue: number | bigint = 0;
+  /**
+   * For a wrapped stream after dispose(): the hand-off event, recorded at dispose, marking the
+   * last work issued through this wrapper (its owner may still be running it); else 0.
+   */
+  #tailEvent: number | bigint = 0;
 
   private constructor(handle: bigint, context: Context, owned: boolean, name?: string) {
     this.handle = handle;
@@ -89,7 +124,16 @@ export class Stream {
     this.context = context;
     this.owned = owned;
     this.name = name;
-    if (owned) finalizer.register(this, { handle, context }, this);
+    this.resources = {
+      handle,
+      ffiHandle: this.ffiHandle,
+      context,
+      owned,
+      handoffEvent: 0n,
+      captureEvent: 0n,
+      cachedBlocks: null,
+    };
+    finalizer.register(this, this.resources, this);
   }
 
   /**
@@ -124,7 +168,10 @@ export class Stream {
     return typeof value === 'object' && value !== null && streamBrand in value;
   }
 
-  /** Whether `dispose()` has been called. */
+  /**
+   * Whether `dispose()` has been called. A disposed stream takes no more work: every operation
+   * given it throws a DisposedError naming it, before any native call.
+   */
   get disposed(): boolean {
     return this.#disposed;
   }
@@ -200,12 +247,15 @@ export class Stream {
 
   /**
    * Orders this stream after all work submitted so far to `other`, on the GPU: records an
-   * event on `other` and makes this stream wait for it. The host never blocks. While this
+   * event on `other` and makes this stream wait for it. The host never blocks. A disposed
+   * `other` is fine: an owned one was drained by its dispose (nothing to wait for), a wrapped
+   * one left the event recorded at its dispose, which this stream waits for. While this
    * stream captures, the graph's launches wait for `other` instead (its work at launch time);
    * while `other` captures, this stream waits for what `other` had before its capture began
    * (its captured work has not run).
    */
   waitFor(other: Stream): void {
+    this.assertUsable();
     if (other === this) return;
     const capture = this.capture;
     if (capture !== null) {
@@ -213,6 +263,11 @@ export class Stream {
       return;
     }
     const api = driver();
+    if (other.#disposed) {
+      const tail = other.#tailEvent;
+      if (tail !== 0) check(api.cuStreamWaitEvent(this.ffiHandle, tail, 0), 'cuStreamWaitEvent');
+      return;
+    }
     const otherCapture = other.capture;
     if (otherCapture !== null) {
       check(
@@ -226,8 +281,17 @@ export class Stream {
     check(api.cuStreamWaitEvent(this.ffiHandle, event, 0), 'cuStreamWaitEvent');
   }
 
+  /**
+   * @internal For a wrapped stream after dispose(): the event recorded at its dispose, which
+   * marks the last work issued through it (as `ffiValue` gives it); else 0.
+   */
+  get tailEvent(): number | bigint {
+    return this.#tailEvent;
+  }
+
   /** The stream's priority. */
   priority(): number {
+    this.assertUsable();
     const value = [0];
     check(driver().cuStreamGetPriority(this.handle, value), 'cuStreamGetPriority');
     return value[0]!;
@@ -235,12 +299,12 @@ export class Stream {
 
   /** A timing-free event used to hand work off from this stream to another (reused; waits capture its state). */
   private handoffEvent(): number | bigint {
-    if (this.#handoffEvent === 0n) {
+    if (this.resources.handoffEvent === 0n) {
       this.context.makeCurrent();
       const handle: (bigint | null)[] = [null];
       check(driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING), 'cuEventCreate');
-      this.#handoffEvent = handle[0] as bigint;
-      this.#handoffEventValue = ffiValue(this.#handoffEvent);
+      this.resources.handoffEvent = handle[0] as bigint;
+      this.#handoffEventValue = ffiValue(handle[0] as bigint);
     }
     return this.#handoffEventValue;
   }
@@ -250,26 +314,32 @@ export class Stream {
    * the hand-off event): what other streams wait for while the stream captures.
    */
   captureEvent(): number | bigint {
-    if (this.#captureEvent === 0n) {
+    if (this.resources.captureEvent === 0n) {
       this.context.makeCurrent();
       const handle: (bigint | null)[] = [null];
       check(driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING), 'cuEventCreate');
-      this.#captureEvent = handle[0] as bigint;
-      this.#captureEventValue = ffiValue(this.#captureEvent);
+      this.resources.captureEvent = handle[0] as bigint;
+      this.#captureEventValue = ffiValue(handle[0] as bigint);
     }
     return this.#captureEventValue;
   }
 
-  /** @internal Throws DisposedError after dispose(). */
+  /**
+   * Throws a DisposedError naming the stream after `dispose()` (one field read). Every
+   * operation of cuda-tasks calls it before its first native call; call it yourself before
+   * handing `handle` to foreign code.
+   */
   assertUsable(): void {
-    if (this.#disposed) throw new DisposedError(`Stream${this.name ? ` "${this.name}"` : ''}`);
+    if (this.#disposed) throw new DisposedError(String(this));
   }
 
   /**
    * Destroys an owned stream after its pending work completes (the host waits for it, so that
-   * buffers last used on it are safe to free elsewhere); a wrapped stream is only forgotten.
-   * Safe to call twice. A stream that is capturing cannot be disposed (a CaptureError): end
-   * the capture first.
+   * buffers last used on it are safe to free elsewhere). A wrapped stream is not ours to wait
+   * for or destroy: an event recorded on it now marks the last work issued through the
+   * wrapper, and later hand-offs and frees of buffers it used wait for that event on the GPU.
+   * Either way the stream takes no more work. Safe to call twice. A stream that is capturing
+   * cannot be disposed (a CaptureError): end the capture first.
    */
   dispose(): void {
     if (this.#disposed) return;
@@ -277,14 +347,31 @@ export class Stream {
     for (const listener of disposedListeners) listener(this);
     this.#disposed = true;
     const api = driver();
+    const resources = this.resources;
     this.context.makeCurrent();
+    // Cached blocks go back ordered on the stream, before it is destroyed.
+    resources.cachedBlocks?.release();
     if (this.owned) {
       finalizer.unregister(this);
+      const stamp = useClock.value;
       check(api.cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
+      // Every use of a buffer on this stream is complete: hand-offs from it need nothing more.
+      this.markCompleted(stamp);
       check(api.cuStreamDestroy_v2(this.handle), 'cuStreamDestroy_v2');
+      if (resources.handoffEvent !== 0n) {
+        api.cuEventDestroy_v2(resources.handoffEvent);
+        resources.handoffEvent = 0n;
+      }
+    } else {
+      // The event stays until the wrapper is collected (the finalizer destroys it).
+      const tail = this.handoffEvent();
+      check(api.cuEventRecord(tail, this.ffiHandle), 'cuEventRecord');
+      this.#tailEvent = tail;
     }
-    if (this.#handoffEvent !== 0n) api.cuEventDestroy_v2(this.#handoffEvent);
-    if (this.#captureEvent !== 0n) api.cuEventDestroy_v2(this.#captureEvent);
+    if (resources.captureEvent !== 0n) {
+      api.cuEventDestroy_v2(resources.captureEvent);
+      resources.captureEvent = 0n;
+    }
   }
 
   [Symbol.dispose](): void {

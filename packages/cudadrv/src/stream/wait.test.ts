@@ -104,6 +104,45 @@ afterEach(async () => {
 });
 
 describe('waitForStream', () => {
+  it('a wrapped stream disposed before the wait began polls the event its dispose recorded', async () => {
+    // Held still: this test is about the polling phase, not the move to a blocking wait.
+    const frozen = performance.now();
+    const clock = vi.spyOn(performance, 'now').mockReturnValue(frozen);
+    onTestFinished(() => clock.mockRestore());
+    const s = stream() as unknown as { disposed: boolean; tailEvent: bigint; handle: bigint };
+    const waiting = waitForStream(s as unknown as Stream);
+    // dispose() of a wrapped stream records its tail event on it and marks it disposed.
+    const tail = fake.state.nextEvent++;
+    fake.state.recorded.set(tail, s.handle);
+    s.disposed = true;
+    s.tailEvent = tail;
+    await turn();
+    await turn();
+    expect(fake.state.queries).toBe(0); // the handle is no longer ours to query
+    expect(fake.state.eventQueries).toBeGreaterThan(0);
+    let resolved = false;
+    void waiting.then(() => {
+      resolved = true;
+    });
+    await turn();
+    expect(resolved).toBe(false);
+    fake.state.done.add(s.handle);
+    await waiting;
+    expect(pendingWaits()).toEqual({ blocking: 0, polled: 0 });
+    fake.state.recorded.delete(tail);
+  });
+
+  it('an owned stream disposed before the wait began resolves at once (its dispose drained it)', async () => {
+    const s = stream() as unknown as { disposed: boolean; tailEvent: number };
+    const waiting = waitForStream(s as unknown as Stream);
+    const recorded = fake.state.recorded.size;
+    s.disposed = true;
+    s.tailEvent = 0;
+    await waiting;
+    expect(fake.state.queries).toBe(0);
+    expect(fake.state.recorded.size).toBe(recorded);
+  });
+
   it('does not query before the microtask, then resolves as soon as the stream is done', async () => {
     const s = stream();
     const waiting = waitForStream(s);

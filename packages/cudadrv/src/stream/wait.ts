@@ -1,5 +1,6 @@
 import type { Context } from '../context/device.js';
 import { check, cudaError, driver, ffiValue } from '../driver.js';
+import { DisposedError } from '../errors.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ffi/cuda.js';
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
@@ -34,7 +35,10 @@ const POLL_FAST_MS = 2;
 interface PendingWait {
   /** The event handle as `ffiValue` gives it. */
   event: number | bigint;
-  /** Whether the event is the waiter's own, back to the idle events when done (else a capture's). */
+  /**
+   * Whether the event is the waiter's own, back to the idle events when done (else a capture's
+   * pre-capture event or a disposed wrapped stream's tail).
+   */
   pooled: boolean;
   context: Context;
   stream: Stream;
@@ -82,10 +86,12 @@ function releaseEvent(context: Context, event: number | bigint): void {
 
 /**
  * Resolves when all work submitted to `stream` so far has completed; rejects with a
- * CudaError on a device error (an illegal address, ...), and with a CaptureError while the
- * stream captures a graph. Never blocks the event loop for longer than a short, capped spin.
+ * CudaError on a device error (an illegal address, ...), with a DisposedError naming the
+ * stream when it has been disposed, and with a CaptureError while the stream captures a graph.
+ * Never blocks the event loop for longer than a short, capped spin.
  */
 export function waitForStream(stream: Stream): Promise<void> {
+  if (stream.disposed) return Promise.reject(new DisposedError(String(stream)));
   if (stream.capture !== null) return Promise.reject(stream.capturingError('waitForStream'));
   // No query here: right after a launch the stream is busy, and the other tasks should issue
   // their work before anyone spins.
@@ -105,6 +111,27 @@ interface Waiter {
 
 function spinThenWait(waiter: Waiter): void {
   const { stream, resolve, reject } = waiter;
+  if (stream.disposed) {
+    // Disposed after the wait was asked for: an owned stream was drained by its dispose; a
+    // wrapped one is waited for through the event its dispose recorded (its handle is no
+    // longer ours to query).
+    const tail = stream.tailEvent;
+    if (tail === 0) resolve();
+    else {
+      waitState.polled.push({
+        event: tail,
+        pooled: false,
+        context: stream.context,
+        stream,
+        stamp: useClock.value,
+        since: performance.now(),
+        resolve,
+        reject,
+      });
+      schedulePoll();
+    }
+    return;
+  }
   const capture = stream.capture;
   if (capture !== null) {
     // The stream began capturing after this wait was asked for: what the wait is for is the
