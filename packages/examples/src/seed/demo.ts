@@ -184,7 +184,7 @@ async function demo(): Promise<number> {
   writeFileSync(
     sceneSvg,
     renderTimelineSvg(scene.trace, {
-      title: `${scene.tasks} tasks, each ${scene.rounds} rounds of sgemm ${scene.n} + sin (one concurrent iteration)`,
+      title: `${scene.tasks} tasks, each ${scene.rounds} rounds of sgemm ${scene.n} x ${scene.k} x ${scene.n} + sin (one concurrent iteration)`,
     }),
   );
   console.log('');
@@ -200,7 +200,7 @@ async function demo(): Promise<number> {
 function printScene(scene: SceneSummary, svgPath: string): void {
   const { overlap } = scene;
   console.log(
-    `where the GPU has room: ${scene.tasks} tasks, each ${scene.rounds} rounds of (sgemm ${scene.n} + sin), awaiting each round; a and b shared`,
+    `where the GPU has room: ${scene.tasks} tasks, each ${scene.rounds} rounds of (sgemm ${scene.n} x ${scene.k} x ${scene.n} + sin), awaiting each round; a and b shared`,
   );
   console.log(
     `  every task's output equals the serial run's: ${scene.resultsMatch ? 'yes' : 'NO'}`,

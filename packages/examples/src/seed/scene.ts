@@ -1,7 +1,9 @@
 /**
  * The demo's second scene: where the GPU has room, many tasks overlap. 16 tasks, each a few
- * rounds of the seed's `c = sin(a * b)` at a smaller size (SGEMM 512: one does not fill an
- * H200), awaiting its stream after every round. Every task reads the same `a` and `b` (reads
+ * rounds of the seed's `c = sin(a * b)` with a narrow product (c is 512 x 512, the inner
+ * dimension 4096: a long SGEMM of few thread blocks, so one does not fill an H200 and the GPU
+ * has room for the others; a square SGEMM 512 is over before the next task has issued its own,
+ * so the scene would measure the host, not the GPU), awaiting its stream after every round. Every task reads the same `a` and `b` (reads
  * do not wait for reads) and writes its own `c`. Times the 16 jobs one after another in one
  * task against the 16 tasks at once, checks that every task's output equals the serial run's,
  * and traces one concurrent iteration to measure how much the streams' GPU work overlapped.
@@ -18,8 +20,10 @@ export interface SceneOptions {
   tasks?: number;
   /** Rounds of `c = sin(a * b)` per job, each awaited (default 4). */
   rounds?: number;
-  /** Matrix size (default 512). */
+  /** Rows and columns of each output `c` (default 512). */
   n?: number;
+  /** The product's inner dimension: `a` is n x k, `b` k x n (default 4096). */
+  k?: number;
   /** Timed iterations per variant; the median is reported (default 20). */
   iterations?: number;
   /** Untimed iterations before each variant's timed ones (default 100). */
@@ -32,8 +36,10 @@ export interface SceneSummary {
   tasks: number;
   /** Rounds per job. */
   rounds: number;
-  /** Matrix size. */
+  /** Rows and columns of each output. */
   n: number;
+  /** The product's inner dimension. */
+  k: number;
   /** Timed iterations per variant. */
   iterations: number;
   /** Whether every task's output equals the serial run's, bit for bit. */
@@ -86,10 +92,11 @@ export async function manyTasks(options: SceneOptions = {}): Promise<SceneSummar
   const tasks = positive('tasks', options.tasks ?? 16);
   const rounds = positive('rounds', options.rounds ?? 4);
   const n = positive('n', options.n ?? 512);
+  const k = positive('k', options.k ?? 4096);
   const iterations = positive('iterations', options.iterations ?? 20);
   const warmups = positive('warmups', options.warmups ?? 100, 0);
-  const a = rand('float32', [n, n]);
-  const b = rand('float32', [n, n]);
+  const a = rand('float32', [n, k]);
+  const b = rand('float32', [k, n]);
   const serialOut = DeviceArray.full('float32', [n, n], Number.NaN);
   const outputs = Array.from({ length: tasks }, () =>
     DeviceArray.full('float32', [n, n], Number.NaN),
@@ -126,6 +133,7 @@ export async function manyTasks(options: SceneOptions = {}): Promise<SceneSummar
       tasks,
       rounds,
       n,
+      k,
       iterations,
       resultsMatch,
       serialUs,
