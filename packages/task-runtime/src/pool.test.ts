@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+
 import type { Context, Stream } from '@cuda-tasks/cudadrv';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
@@ -68,6 +69,11 @@ afterEach(() => {
     trimIdleAfterMs: defaults.trimIdleAfterMs,
   });
 });
+
+/** Waits for n turns of the event loop (growth is scheduled with setImmediate: a timer could fire before it on a loaded machine). */
+async function turns(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
+}
 
 describe('the stream pool is made ahead of bursts', () => {
   it('defaults: 32 streams per context, all created at the pool’s first use', () => {
@@ -192,17 +198,17 @@ describe('the stream pool is made ahead of bursts', () => {
     // Growth happens between turns, one stream per turn, until two are idle.
     await new Promise((resolve) => setImmediate(resolve));
     expect(created() - before).toBe(3);
-    await sleep(5);
+    await turns(4);
     expect(created() - before).toBe(4);
     expect(streamPoolStatistics().created).toBe(created());
     const d = acquireStream(context);
     const e = acquireStream(context);
     expect(new Set([a, b, d, e].map((entry) => entry.stream)).size).toBe(4);
-    await sleep(5);
+    await turns(4);
     // It grew again, up to maxStreams and no further.
     expect(created() - before).toBe(6);
     for (let i = 0; i < 4; i++) acquireStream(context);
-    await sleep(5);
+    await turns(4);
     expect(created() - before).toBe(6);
   });
 
