@@ -121,7 +121,7 @@ export function gemm<C extends DeviceArray>(
       let workspaceAddress: number | bigint = 0;
       let workspaceBytes = 0;
       if (plan.workspaceNeeded > 0) {
-        const workspace = acquireBinding(stream).workspaces.get(stream);
+        const workspace = acquireBinding(stream).workspace;
         if (workspace !== undefined) {
           workspaceAddress = workspace.address;
           workspaceBytes = workspace.byteLength;

@@ -1,4 +1,5 @@
-import { type Context, Event, type Stream } from '@cuda-tasks/cudadrv';
+import type { Context, Stream } from '@cuda-tasks/cudadrv';
+import { StreamBinding } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import { curand } from './ffi/curand.js';
 import { type GeneratorKind, rngTypeOf } from './validation.js';
@@ -9,7 +10,9 @@ import { type GeneratorKind, rngTypeOf } from './validation.js';
  *
  * A generator's state lives on the device and every generation advances it, so its work must
  * run in the order it was issued even when it moves between streams: binding to a new stream
- * first makes that stream wait (on the GPU) for the generator's work on the previous one.
+ * first makes that stream wait (on the GPU) for the generator's work on the previous one. The
+ * task runtime's `StreamBinding` does that (an ordered binding), for user `Generator`s; the
+ * tasks' default generators are bound by the runtime's HandleCache, which uses the same rules.
  */
 export class GeneratorCore {
   /** The `curandGenerator_t`. */
@@ -20,13 +23,7 @@ export class GeneratorCore {
   seed: bigint;
   /** For default generators: the seed sequence's epoch the seed was drawn in. */
   epoch = 0;
-  #stream: Stream | undefined;
-  /** The stream cuRAND has for the generator (the last curandSetStream), kept across releases. */
-  #nativeStream: Stream | undefined;
-  /** Marks the end of the generator's work on a stream that was given back to the pool. */
-  #handoff: Event | undefined;
-  /** The stream `#handoff` was recorded on, while a next stream has still to wait for it. */
-  #handoffStream: Stream | undefined;
+  readonly #binding: StreamBinding;
   #destroyed = false;
 
   private constructor(handle: bigint, context: Context, kind: GeneratorKind) {
@@ -34,6 +31,11 @@ export class GeneratorCore {
     this.context = context;
     this.kind = kind;
     this.seed = 0n;
+    this.#binding = new StreamBinding({
+      context,
+      setStream: (stream) => this.setNativeStream(stream),
+      ordered: true,
+    });
   }
 
   /**
@@ -68,7 +70,7 @@ export class GeneratorCore {
 
   /** The stream the generator is bound to (undefined before its first use). */
   get stream(): Stream | undefined {
-    return this.#stream;
+    return this.#binding.stream;
   }
 
   get destroyed(): boolean {
@@ -82,23 +84,9 @@ export class GeneratorCore {
    * pooled stream that came back to the generator).
    */
   bind(stream: Stream): void {
-    if (stream === this.#stream) return;
+    if (stream === this.#binding.stream) return;
     stream.assertUsable();
-    const handoffStream = this.#handoffStream;
-    if (handoffStream !== undefined) {
-      // Taken up again by the stream it was released from: already in order there.
-      if (handoffStream !== stream) stream.waitEvent(this.#handoff!);
-      this.#handoffStream = undefined;
-    } else {
-      const previous = this.#stream;
-      if (previous !== undefined && !previous.disposed) stream.waitFor(previous);
-    }
-    // A generator taken up again on the stream cuRAND still has for it needs no call.
-    if (this.#nativeStream !== stream) {
-      check(curand().curandSetStream(this.handle, stream.handle), 'curandSetStream');
-      this.#nativeStream = stream;
-    }
-    this.#stream = stream;
+    this.#binding.bind(stream);
   }
 
   /**
@@ -107,12 +95,13 @@ export class GeneratorCore {
    * for, so that the next stream does not wait for that other task's work.
    */
   release(stream: Stream): void {
-    if (this.#stream !== stream) return;
-    this.#stream = undefined;
-    if (stream.disposed || this.#destroyed) return;
-    this.#handoff ??= Event.create({ context: this.context });
-    this.#handoff.record(stream);
-    this.#handoffStream = stream;
+    if (this.#binding.stream !== stream || this.#destroyed) return;
+    this.#binding.release();
+  }
+
+  /** @internal curandSetStream: cuRAND issues the generator's work on `stream` from now on. */
+  setNativeStream(stream: Stream): void {
+    check(curand().curandSetStream(this.handle, stream.handle), 'curandSetStream');
   }
 
   /**
@@ -141,15 +130,11 @@ export class GeneratorCore {
   destroy(): void {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    this.#handoffStream = undefined;
-    this.#stream = undefined;
-    this.#nativeStream = undefined;
     try {
       this.context.makeCurrent();
       check(curand().curandDestroyGenerator(this.handle), 'curandDestroyGenerator');
     } finally {
-      this.#handoff?.dispose();
-      this.#handoff = undefined;
+      this.#binding.dispose();
     }
   }
 }

@@ -7,15 +7,18 @@ interface CacheState {
   cache: HandleCache<GeneratorCore> | undefined;
 }
 
-const CACHE_KEY = Symbol.for('@cuda-tasks/curand/handle-cache');
+const CACHE_KEY = Symbol.for('@cuda-tasks/curand/handle-cache@2');
 // Process-wide, shared by every loaded copy of this package; created on first use so that
 // importing the package touches no native code.
 const state: CacheState = ((globalThis as any)[CACHE_KEY] ??= { cache: undefined });
 
 /**
- * The tasks' default generators: one Philox generator per task and context, leased from an
- * idle pool (creating a generator allocates device state, so they are reused across tasks),
- * seeded from the process's seed sequence (`setDefaultSeed`).
+ * The tasks' default generators, through the task runtime's library kit (HandleCache): one
+ * Philox generator per task and context, at most 16 per context (tasks beyond share them; a
+ * shared generator's draws interleave, in issue order), leased from an idle pool (creating a
+ * generator allocates device state, so they are reused across tasks), seeded from the
+ * process's seed sequence (`setDefaultSeed`). `ordered`: a generator's state advances with
+ * every draw, so work moved to another stream waits for its work on the previous one.
  */
 function generatorCache(): HandleCache<GeneratorCore> {
   return (state.cache ??= new HandleCache<GeneratorCore>({
@@ -28,14 +31,16 @@ function generatorCache(): HandleCache<GeneratorCore> {
     destroy(core) {
       core.destroy();
     },
-    bindStream(core, stream) {
-      core.bind(stream);
+    setStream(core, stream) {
+      core.setNativeStream(stream);
     },
-    unbindStream(core, stream) {
-      core.release(stream);
-    },
+    ordered: true,
   }));
 }
+
+// Created at import (nothing native happens until a task draws), so that the runtime's
+// prewarm() finds it.
+generatorCache();
 
 /**
  * @internal The current task's default generator for `stream`'s context, bound to `stream`
@@ -44,8 +49,6 @@ function generatorCache(): HandleCache<GeneratorCore> {
  */
 export function defaultCore(stream: Stream): GeneratorCore {
   const core = generatorCache().get(stream);
-  // The cache binds lazily; this is one comparison when it already has.
-  core.bind(stream);
   const epoch = seedEpoch();
   if (core.epoch !== epoch) {
     core.setSeed(nextSeed());

@@ -5,6 +5,12 @@ import { cusolver } from './ffi/cusolver.js';
 
 const CACHE_KEY = Symbol.for('@cuda-tasks/cusolver/handles');
 
+/**
+ * What is specific to cuSOLVER; the task runtime's HandleCache does the rest (a lease per task
+ * and context, at most 16 handles per context with tasks beyond sharing them, binding,
+ * hand-offs). `ordered`: a cusolverDn handle keeps internal device buffers its routines share,
+ * so work moved to another stream waits for its work on the previous one.
+ */
 function createCache(): HandleCache<bigint> {
   return new HandleCache<bigint>({
     name: 'cusolver',
@@ -16,11 +22,10 @@ function createCache(): HandleCache<bigint> {
     destroy(handle) {
       check(cusolver().cusolverDnDestroy(handle), 'cusolverDnDestroy');
     },
-    bindStream(handle, stream, previous) {
-      // A handle leased again on the pooled stream cuSOLVER still has for it needs no call.
-      if (previous === stream) return;
+    setStream(handle, stream) {
       check(cusolver().cusolverDnSetStream(handle, stream.handle), 'cusolverDnSetStream');
     },
+    ordered: true,
   });
 }
 

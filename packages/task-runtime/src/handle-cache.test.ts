@@ -1,8 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Context, Stream } from '@cuda-tasks/cudadrv';
-import { describe, expect, it, vi } from 'vitest';
+import type { Context, DeviceBuffer, Stream } from '@cuda-tasks/cudadrv';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 
-// The driver is replaced by a test double (see testing/fake-driver.ts).
+// The driver is replaced by a test double (see testing/fake-driver.ts): its streams log the
+// GPU-side waits, its events their records, its DeviceBuffer allocations and frees, all in
+// `fake.state.gpuLog`.
 const fake = await vi.hoisted(async () =>
   (await import('@cuda-tasks/testing/fake-driver')).createFakeDriver(),
 );
@@ -10,9 +12,17 @@ const fake = await vi.hoisted(async () =>
 vi.mock('@cuda-tasks/cudadrv', () => fake.module);
 vi.mock('@cuda-tasks/cudadrv/internal', () => fake.module);
 
-import { HandleCache } from './handle-cache.js';
+import { onCleanupError } from './cleanup.js';
+import { capture } from './graphs.js';
+import {
+  configureHandles,
+  DEFAULT_MAX_HANDLES_PER_CONTEXT,
+  HandleCache,
+  type HandleCacheOptions,
+  warmHandles,
+} from './handle-cache.js';
 import { stream } from './state.js';
-import { task, withDevice, withStream } from './task.js';
+import { prewarm, task, withDevice, withStream } from './task.js';
 
 const context0 = fake.devices[0]!.context;
 const context1 = fake.devices[1]!.context;
@@ -26,15 +36,24 @@ function userStream(context = context0, name = 'user'): Stream {
   return new fake.FakeStream(context, name) as unknown as Stream;
 }
 
-function nameOf(s: Stream): string {
+function nameOf(s: Stream | undefined): string {
   return (s as unknown as { name: string }).name;
 }
 
+const gpu = () => fake.state.gpuLog.splice(0);
+
+/** Caches made by a test, disposed after it (so their listeners do not pile up). */
+const made: HandleCache<FakeHandle>[] = [];
+afterEach(() => {
+  for (const cache of made.splice(0)) cache.dispose();
+  configureHandles({ maxHandlesPerContext: DEFAULT_MAX_HANDLES_PER_CONTEXT });
+});
+
 /** A cache whose callbacks are spies that also log, in order, what happened to which handle. */
-function makeCache(maxIdlePerContext?: number) {
+function makeCache(options: Partial<HandleCacheOptions<FakeHandle>> = {}) {
   let next = 0;
   const log: string[] = [];
-  const options = {
+  const callbacks = {
     name: 'fakelib',
     create: vi.fn((context: Context): FakeHandle => {
       const handle = { id: next++, context };
@@ -44,25 +63,23 @@ function makeCache(maxIdlePerContext?: number) {
     destroy: vi.fn((handle: FakeHandle, _context: Context) => {
       log.push(`destroy ${handle.id}`);
     }),
-    bindStream: vi.fn((handle: FakeHandle, s: Stream, _previous?: Stream) => {
-      log.push(`bind ${handle.id} ${nameOf(s)}`);
+    setStream: vi.fn((handle: FakeHandle, s: Stream) => {
+      log.push(`setStream ${handle.id} ${nameOf(s)}`);
     }),
-    unbindStream: vi.fn((handle: FakeHandle, s: Stream) => {
-      log.push(`unbind ${handle.id} ${nameOf(s)}`);
-    }),
-    maxIdlePerContext,
   };
-  const cache = new HandleCache<FakeHandle>(options);
-  return { cache, options, log };
+  const cache = new HandleCache<FakeHandle>({ ...callbacks, ...options });
+  made.push(cache);
+  gpu();
+  return { cache, options: callbacks, log };
 }
 
 /** Starts `count` tasks that each run `body`, all alive at once until the gate opens. */
-async function concurrently<T>(count: number, body: () => T): Promise<T[]> {
+async function concurrently<T>(count: number, body: (index: number) => T): Promise<T[]> {
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
-  const tasks = Array.from({ length: count }, () =>
+  const tasks = Array.from({ length: count }, (_, index) =>
     task(async () => {
-      const result = body();
+      const result = body(index);
       await gate;
       return result;
     }),
@@ -72,340 +89,469 @@ async function concurrently<T>(count: number, body: () => T): Promise<T[]> {
   return Promise.all(tasks);
 }
 
-describe('HandleCache leases', () => {
-  it('a lease goes back to the idle pool when the task settles', async () => {
+describe('leases', () => {
+  it('a lease goes back to the idle pool when the task settles, and serves the next task', async () => {
     const { cache, options } = makeCache();
     const makeCurrentBefore = context0.makeCurrentCalls;
     const handle = await task(async () => {
       const handle = cache.get();
-      expect(cache.statistics()).toEqual({ created: 1, destroyed: 0, idle: 0, leased: 1 });
+      expect(cache.statistics()).toMatchObject({ created: 1, idle: 0, leased: 1, handles: 1 });
       await sleep(1);
+      expect(cache.get()).toBe(handle); // one lease per task
       return handle;
     });
-    expect(cache.statistics()).toEqual({ created: 1, destroyed: 0, idle: 1, leased: 0 });
     expect(options.create).toHaveBeenCalledTimes(1);
     expect(options.create.mock.calls[0]![0]).toBe(context0);
-    expect(handle.context).toBe(context0);
-    // The context was made current before create.
     expect(context0.makeCurrentCalls).toBeGreaterThan(makeCurrentBefore);
-    expect(options.destroy).not.toHaveBeenCalled();
-  });
-
-  it('a lease goes back also when the task throws (async and sync)', async () => {
-    const { cache } = makeCache();
-    await expect(
-      task(async () => {
-        cache.get();
-        await sleep(1);
-        throw new Error('boom');
-      }),
-    ).rejects.toThrow('boom');
-    expect(cache.statistics()).toEqual({ created: 1, destroyed: 0, idle: 1, leased: 0 });
-    await expect(
-      task(() => {
-        cache.get();
-        throw new Error('sync boom');
-      }),
-    ).rejects.toThrow('sync boom');
-    expect(cache.statistics()).toEqual({ created: 1, destroyed: 0, idle: 1, leased: 0 });
-  });
-
-  it('one lease per task and context: repeated get() returns the same handle', async () => {
-    const { cache, options } = makeCache();
-    await task(async () => {
-      const first = cache.get();
-      await sleep(1);
-      const second = cache.get();
-      await Promise.resolve();
-      expect(cache.get(stream())).toBe(first);
-      expect(second).toBe(first);
-      expect(cache.statistics().leased).toBe(1);
-    });
+    expect(cache.statistics()).toMatchObject({ created: 1, destroyed: 0, idle: 1, leased: 0 });
+    expect(await task(() => cache.get())).toBe(handle);
     expect(options.create).toHaveBeenCalledTimes(1);
-    expect(options.bindStream).toHaveBeenCalledTimes(1);
   });
 
-  it('concurrent tasks get distinct handles; a second wave reuses the idle ones', async () => {
-    const { cache, options } = makeCache();
-    const first = await concurrently(3, () => cache.get());
-    expect(new Set(first).size).toBe(3);
-    expect(cache.statistics()).toEqual({ created: 3, destroyed: 0, idle: 3, leased: 0 });
-    const second = await concurrently(3, () => cache.get());
-    expect(options.create).toHaveBeenCalledTimes(3);
-    expect(new Set([...first, ...second]).size).toBe(3);
-    expect(cache.statistics()).toEqual({ created: 3, destroyed: 0, idle: 3, leased: 0 });
-  });
-
-  it('a nested task takes its own lease', async () => {
+  it('concurrent tasks hold distinct handles; a nested task has its own', async () => {
     const { cache } = makeCache();
+    const handles = await concurrently(3, () => cache.get());
+    expect(new Set(handles).size).toBe(3);
     await task(async () => {
       const outer = cache.get();
-      const inner = await task(async () => {
-        const handle = cache.get();
-        expect(cache.statistics().leased).toBe(2);
-        return handle;
-      });
+      const inner = await task(() => cache.get());
       expect(inner).not.toBe(outer);
       expect(cache.get()).toBe(outer);
-      expect(cache.statistics()).toMatchObject({ leased: 1, idle: 1 });
     });
-    expect(cache.statistics()).toEqual({ created: 2, destroyed: 0, idle: 2, leased: 0 });
   });
 
-  it('one lease per context: a task on two devices holds two handles', async () => {
-    const { cache, options } = makeCache();
-    const [h0, h1, h1Explicit] = await task(async () => {
-      const h0 = cache.get();
-      const h1 = withDevice(1, () => cache.get());
+  it('one lease per task and context: each device has its own handles', async () => {
+    const { cache } = makeCache();
+    const [on0, on1, again1] = await task(async () => {
+      const on0 = cache.get();
+      const on1 = withDevice(1, () => cache.get());
       await sleep(1);
-      const h1Explicit = cache.get(userStream(context1, 'user on 1'));
-      expect(cache.statistics().leased).toBe(2);
-      return [h0, h1, h1Explicit];
+      return [on0, on1, withDevice(1, () => cache.get())];
     });
-    expect(h0!.context).toBe(context0);
-    expect(h1!.context).toBe(context1);
-    expect(h1Explicit).toBe(h1);
-    expect(options.create.mock.calls.map((call) => call[0])).toEqual([context0, context1]);
-    expect(cache.statistics()).toEqual({ created: 2, destroyed: 0, idle: 2, leased: 0 });
-    // Idle pools are per context: device 1 gets its device-1 handle back.
-    expect(await withDevice(1, () => task(() => cache.get()))).toBe(h1);
-    expect(await task(() => cache.get())).toBe(h0);
-    expect(options.create).toHaveBeenCalledTimes(2);
+    expect(on0!.context).toBe(context0);
+    expect(on1!.context).toBe(context1);
+    expect(again1).toBe(on1);
+    expect(cache.statistics()).toMatchObject({ idle: 2, leased: 0 });
   });
 });
 
-describe('HandleCache stream binding', () => {
-  it('bindStream is called only when the stream changes', async () => {
+describe('lazy binding with one rebind-skip rule', () => {
+  it('binds on first use, rebinds only when the stream changes', async () => {
     const { cache, options } = makeCache();
-    const s2 = userStream(context0, 's2');
-    await task(async () => {
+    const other = userStream(context0, 'other');
+    await task(() => {
       const own = stream();
       const handle = cache.get();
       cache.get();
-      await sleep(1);
-      cache.get();
-      expect(options.bindStream).toHaveBeenCalledTimes(1);
-      expect(options.bindStream.mock.calls[0]![0]).toBe(handle);
-      expect(options.bindStream.mock.calls[0]![1]).toBe(own);
+      expect(options.setStream.mock.calls).toEqual([[handle, own]]);
       expect(cache.boundStream(handle)).toBe(own);
-
-      expect(withStream(s2, () => cache.get())).toBe(handle);
-      withStream(s2, () => cache.get());
-      expect(options.bindStream).toHaveBeenCalledTimes(2);
-      expect(options.bindStream.mock.calls[1]![1]).toBe(s2);
-      expect(cache.boundStream(handle)).toBe(s2);
-
+      expect(withStream(other, () => cache.get())).toBe(handle);
+      expect(cache.boundStream(handle)).toBe(other);
       cache.get();
-      cache.get();
-      expect(options.bindStream).toHaveBeenCalledTimes(3);
-      expect(options.bindStream.mock.calls[2]![1]).toBe(own);
-
-      cache.get(s2);
-      expect(options.bindStream).toHaveBeenCalledTimes(4);
-      expect(options.bindStream.mock.calls[3]![1]).toBe(s2);
+      expect(options.setStream.mock.calls.map(([, s]) => nameOf(s))).toEqual([
+        nameOf(own),
+        'other',
+        nameOf(own),
+      ]);
     });
   });
 
-  it("releasing a task's stream unbinds handles bound to it; the next get() rebinds", async () => {
-    const { cache, options } = makeCache();
-    const [handle, own] = await task(async () => {
-      const handle = cache.get();
-      await sleep(1);
-      return [handle, stream()] as const;
-    });
-    expect(options.unbindStream).toHaveBeenCalledTimes(1);
-    expect(options.unbindStream.mock.calls[0]![0]).toBe(handle);
-    expect(options.unbindStream.mock.calls[0]![1]).toBe(own);
-    expect(cache.boundStream(handle)).toBeUndefined();
-
-    const [again, next] = await task(() => [cache.get(), stream()] as const);
-    expect(again).toBe(handle);
-    expect(options.bindStream).toHaveBeenCalledTimes(2);
-    expect(options.bindStream.mock.calls[1]![0]).toBe(handle);
-    expect(options.bindStream.mock.calls[1]![1]).toBe(next);
-  });
-
-  it('bindStream is told the stream the handle was last bound to, also after an unbind', async () => {
-    const { cache, options } = makeCache();
-    const other = userStream(context0, 'other');
-    const [handle, own] = await task(async () => {
-      const handle = cache.get();
-      withStream(other, () => cache.get());
-      cache.get();
-      return [handle, stream()] as const;
-    });
-    // A new handle has no previous binding; then own -> other -> own.
-    expect(options.bindStream.mock.calls.map((call) => call[2])).toEqual([undefined, own, other]);
-    // The stream went back to the pool (unbound); the next task gets both back.
-    const next = await task(() => {
-      expect(cache.get()).toBe(handle);
-      return stream();
-    });
-    expect(next).toBe(own);
-    expect(options.bindStream.mock.calls[3]![1]).toBe(own);
-    expect(options.bindStream.mock.calls[3]![2]).toBe(own);
-  });
-
-  it('a handle bound to a user stream stays bound when the task settles', async () => {
+  it('a handle leased again on the stream the library still has needs no setStream', async () => {
     const { cache, options } = makeCache();
     const s = userStream(context0, 'kept');
     const handle = await task(() => withStream(s, () => cache.get()));
-    expect(cache.boundStream(handle)).toBe(s);
-    expect(options.unbindStream).not.toHaveBeenCalled();
-    // Reused on the same stream: no rebind.
+    expect(options.setStream).toHaveBeenCalledTimes(1);
+    // Released (unbound), then leased on the same stream: bound again without a call.
     expect(await task(() => withStream(s, () => cache.get()))).toBe(handle);
-    expect(options.bindStream).toHaveBeenCalledTimes(1);
+    expect(options.setStream).toHaveBeenCalledTimes(1);
+    expect(await task(() => cache.boundStream(withStream(s, () => cache.get())))).toBe(s);
   });
-});
 
-describe('HandleCache stream affinity', () => {
   it('a lease prefers the idle handle last bound to the stream the task uses', async () => {
     const { cache, options } = makeCache();
     const s1 = userStream(context0, 's1');
     const s2 = userStream(context0, 's2');
-    // Two tasks at once: one handle ends bound to s1, the other to s2, and the s2 one goes
-    // idle last (plain LIFO would hand it out next).
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    const onStream = (s: Stream) =>
-      task(async () => {
-        const handle = withStream(s, () => cache.get());
-        await gate;
-        return handle;
-      });
-    const waiting = [onStream(s1), onStream(s2)];
-    await sleep(1);
-    open();
-    const [onS1, onS2] = await Promise.all(waiting);
+    const [onS1, onS2] = await concurrently(2, (i) =>
+      withStream(i === 0 ? s1 : s2, () => cache.get()),
+    );
     expect(onS1).not.toBe(onS2);
-    const binds = options.bindStream.mock.calls.length;
-    // A task on s1 gets the handle bound to s1, with no rebind; the same for s2.
+    const calls = options.setStream.mock.calls.length;
     expect(await task(() => withStream(s1, () => cache.get()))).toBe(onS1);
     expect(await task(() => withStream(s2, () => cache.get()))).toBe(onS2);
-    expect(options.bindStream.mock.calls.length).toBe(binds);
+    expect(options.setStream.mock.calls.length).toBe(calls);
   });
 
-  it('after a pooled stream is released, the next task on that stream gets the handle that used it', async () => {
-    const { cache } = makeCache();
-    const boundTo = new Map<FakeHandle, Stream>();
-    await concurrently(2, () => {
-      const handle = cache.get();
-      boundTo.set(handle, stream());
-      return handle;
+  it('invalidate() makes the next use rebind, still skipping setStream', async () => {
+    const onBind = vi.fn();
+    const { cache, options } = makeCache({ onBind });
+    await task(() => {
+      cache.get();
+      cache.get();
+      expect(onBind).toHaveBeenCalledTimes(1);
+      cache.invalidate();
+      cache.get();
+      expect(onBind).toHaveBeenCalledTimes(2);
+      expect(options.setStream).toHaveBeenCalledTimes(1);
     });
-    for (let i = 0; i < 4; i++) {
-      await task(() => {
-        const handle = cache.get();
-        // The runtime unbound it when the stream went back to the pool; the affinity remains.
-        expect(boundTo.get(handle)).toBe(stream());
-      });
+  });
+});
+
+describe('a bound on the handles a burst creates', () => {
+  it('past maxHandlesPerContext, tasks share the least-leased handles, rebound at each call', async () => {
+    const { cache, options, log } = makeCache({ maxHandlesPerContext: 2, ordered: false });
+    const results = await concurrently(5, () => {
+      const handle = cache.get();
+      return { handle, stream: stream() };
+    });
+    expect(options.create).toHaveBeenCalledTimes(2);
+    const uses = [0, 1].map((id) => results.filter((r) => r.handle.id === id).length).sort();
+    expect(uses).toEqual([2, 3]);
+    expect(cache.statistics()).toMatchObject({ created: 2, shared: 3, leased: 0, idle: 2 });
+    // Each call bound the shared handle to the caller's stream.
+    for (const { handle, stream: s } of results) {
+      expect(log).toContain(`setStream ${handle.id} ${nameOf(s)}`);
     }
   });
+
+  it('a shared handle rebinds to each task’s stream on each of its calls', async () => {
+    const { cache, options } = makeCache({ maxHandlesPerContext: 1, ordered: false });
+    await concurrently(2, () => cache.get());
+    let a!: Stream;
+    let b!: Stream;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const first = task(async () => {
+      a = stream();
+      cache.get();
+      await gate;
+      cache.get();
+    });
+    const second = task(async () => {
+      b = stream();
+      cache.get();
+      await gate;
+      cache.get();
+    });
+    await sleep(1);
+    options.setStream.mockClear();
+    release();
+    await Promise.all([first, second]);
+    expect(options.setStream.mock.calls.map(([, s]) => s)).toEqual([a, b]);
+  });
+
+  it('warm() makes the handles ahead, up to the bound; a burst then creates none', async () => {
+    const { cache, options } = makeCache({ maxHandlesPerContext: 4 });
+    expect(cache.warm()).toBe(4);
+    expect(cache.statistics()).toMatchObject({ created: 4, idle: 4 });
+    expect(cache.warm(10)).toBe(4);
+    const handles = await concurrently(6, () => cache.get());
+    expect(options.create).toHaveBeenCalledTimes(4);
+    expect(new Set(handles).size).toBe(4);
+    expect(() => cache.warm(-1)).toThrow(RangeError);
+  });
+
+  it('configureHandles sets the bound of caches that set none; prewarm() makes streams and handles', async () => {
+    const { cache } = makeCache();
+    const bounded = makeCache({ maxHandlesPerContext: 1, name: 'bounded' }).cache;
+    expect(cache.maxHandlesPerContext).toBe(DEFAULT_MAX_HANDLES_PER_CONTEXT);
+    configureHandles({ maxHandlesPerContext: 3 });
+    expect(cache.maxHandlesPerContext).toBe(3);
+    expect(bounded.maxHandlesPerContext).toBe(1);
+    const warmed = warmHandles(context0 as unknown as Context);
+    expect(warmed).toMatchObject({ fakelib: 3, bounded: 1 });
+    const result = prewarm(0);
+    expect(result.streams).toBeGreaterThan(0);
+    expect(result.handles).toMatchObject({ fakelib: 3, bounded: 1 });
+    expect(() => configureHandles({ maxHandlesPerContext: 0 })).toThrow(RangeError);
+    expect(cache.maxHandlesPerContext).toBe(3);
+    // A lowered bound destroys the idle handles beyond it.
+    configureHandles({ maxHandlesPerContext: 1 });
+    expect(cache.statistics()).toMatchObject({ idle: 1, destroyed: 2 });
+  });
 });
 
-describe('HandleCache and disposed streams', () => {
-  it('disposing a user stream unbinds handles bound to it; the next get() rebinds', async () => {
-    const { cache, options } = makeCache();
-    const own = userStream(context0, 'doomed');
+describe('the GPU-side hand-off', () => {
+  it('a handle going idle records an event where its work went; the next bind elsewhere waits for it', async () => {
+    const { cache } = makeCache({ ordered: false });
+    const s1 = userStream(context0, 's1');
+    const s2 = userStream(context0, 's2');
+    await task(() => withStream(s1, () => cache.get()));
+    const recorded = gpu();
+    expect(recorded).toHaveLength(1);
+    expect(recorded[0]).toMatch(/^record event \d+ on s1$/);
+    const event = recorded[0]!.split(' ')[2];
+    await task(() => withStream(s2, () => cache.get()));
+    expect(gpu()).toEqual([`s2 waits for event ${event} (s1)`, `record event ${event} on s2`]);
+    // Back on the stream it was released from: already in order there, no wait.
+    await task(() => withStream(s2, () => cache.get()));
+    expect(gpu()).toEqual([`record event ${event} on s2`]);
+  });
+
+  it('ordered handles (the default): every switch of streams waits for the previous one', async () => {
+    const { cache } = makeCache();
+    const other = userStream(context0, 'other');
     await task(() => {
-      const handle = withStream(own, () => cache.get());
-      expect(cache.boundStream(handle)).toBe(own);
-      for (const listener of fake.disposedListeners) listener(own);
-      expect(options.unbindStream).toHaveBeenCalledWith(handle, own);
-      expect(cache.boundStream(handle)).toBeUndefined();
-      const bindsBefore = options.bindStream.mock.calls.length;
+      const own = nameOf(stream());
       cache.get();
-      expect(options.bindStream).toHaveBeenCalledTimes(bindsBefore + 1);
-      expect(cache.boundStream(handle)).toBe(stream());
+      gpu();
+      withStream(other, () => cache.get());
+      cache.get();
+      expect(gpu()).toEqual([`other waits for ${own}`, `${own} waits for other`]);
+    });
+  });
+
+  it('unordered handles switch streams without a wait', async () => {
+    const { cache } = makeCache({ ordered: false });
+    const other = userStream(context0, 'other');
+    await task(() => {
+      cache.get();
+      withStream(other, () => cache.get());
+      cache.get();
+      expect(gpu()).toEqual([]);
     });
   });
 });
 
-describe('HandleCache.get on a disposed stream (issue 14, bug 5)', () => {
-  it('refuses with a DisposedError before leasing or binding a handle', async () => {
+describe('a workspace per (handle, stream)', () => {
+  const bytes = 1 << 20;
+  function workspaceCache(extra: Partial<HandleCacheOptions<FakeHandle>> = {}) {
+    const set = vi.fn(
+      (_handle: FakeHandle, _workspace: DeviceBuffer | undefined, _stream: Stream) => {},
+    );
+    let size = bytes;
+    const result = makeCache({
+      ordered: false,
+      workspace: { bytes: () => size, set },
+      ...extra,
+    });
+    return { ...result, set, resize: (value: number) => (size = value) };
+  }
+  type Buffer = InstanceType<typeof fake.FakeDeviceBuffer>;
+
+  it('allocated on the stream, handed to the library once, freed on its stream when the handle goes idle', async () => {
+    const { cache, set } = workspaceCache();
+    const other = userStream(context0, 'other');
+    let own!: Stream;
+    const { handle, first, second } = await task(() => {
+      own = stream();
+      const binding = cache.bind();
+      cache.bind();
+      const onOther = withStream(other, () => cache.bind());
+      return {
+        handle: binding.handle,
+        first: cache.workspaceOf(binding.handle, own) as unknown as Buffer,
+        second: onOther.workspace as unknown as Buffer,
+      };
+    });
+    expect(first.stream).toBe(own);
+    expect(first.byteLength).toBe(bytes);
+    expect(second.stream).toBe(other);
+    expect(second).not.toBe(first);
+    expect(set.mock.calls.map(([, w, s]) => [w, s])).toEqual([
+      [first, own],
+      [second, other],
+    ]);
+    // Idle now: its hand-off recorded, then each workspace freed on its own stream.
+    const log = gpu();
+    expect(log.slice(-3)).toEqual([
+      expect.stringMatching(/^record event \d+ on other$/),
+      `free 0x${first.address.toString(16)} on ${nameOf(own)}`,
+      `free 0x${second.address.toString(16)} on other`,
+    ]);
+    expect(first.disposed && second.disposed).toBe(true);
+    expect(cache.workspaceOf(handle, own)).toBeUndefined();
+  });
+
+  it('a workspace on another task’s pool stream is freed when that stream goes back to the pool', async () => {
+    const { cache } = workspaceCache();
+    await task(async () => {
+      let other!: Stream;
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const otherTask = task(async () => {
+        other = stream();
+        await gate;
+      });
+      await sleep(1);
+      const handle = cache.get();
+      const there = withStream(other, () => cache.bind()).workspace as unknown as Buffer;
+      cache.get(); // back on our own stream
+      expect(cache.workspaceOf(handle, other)).toBe(there);
+      release();
+      await otherTask; // its stream goes back to the pool
+      expect(there.disposed).toBe(true);
+      expect(cache.workspaceOf(handle, other)).toBeUndefined();
+      expect(cache.workspaceOf(handle, stream())).toBeDefined();
+    });
+  });
+
+  it('the next task on the same stream gets the block back at the same address: nothing to set', async () => {
+    const { cache, set } = workspaceCache();
+    const s = userStream(context0, 'pooled');
+    await task(() => withStream(s, () => cache.get()));
+    expect(set).toHaveBeenCalledTimes(1);
+    await task(() => withStream(s, () => cache.get()));
+    expect(set).toHaveBeenCalledTimes(1);
+  });
+
+  it('a new size applies at the next bind after invalidate(); 0 bytes hands the library none', async () => {
+    const { cache, set, resize } = workspaceCache();
+    await task(() => {
+      cache.get();
+      resize(2 * bytes);
+      cache.invalidate();
+      const binding = cache.bind();
+      expect(binding.workspace?.byteLength).toBe(2 * bytes);
+      resize(0);
+      cache.invalidate();
+      expect(cache.bind().workspace).toBeUndefined();
+      expect(set.mock.calls.map(([, w]) => w?.byteLength)).toEqual([bytes, 2 * bytes, undefined]);
+    });
+  });
+
+  it('with resetBySetStream, the workspace is set again after each setStream', async () => {
+    const set = vi.fn();
+    const { cache } = makeCache({
+      ordered: false,
+      workspace: { bytes: () => bytes, set, resetBySetStream: true },
+    });
+    const other = userStream(context0, 'other');
+    await task(() => {
+      cache.get();
+      withStream(other, () => cache.get());
+      cache.get(); // back: setStream again, so the workspace again (its address is unchanged)
+      expect(set).toHaveBeenCalledTimes(3);
+      expect(set.mock.calls[2]![1]).toBe(set.mock.calls[0]![1]);
+    });
+  });
+
+  it('a disposed stream: its workspace is freed there first, and the handle forgets it', async () => {
+    const { cache, set } = workspaceCache();
+    const doomed = new fake.FakeStream(context0, 'doomed');
+    await task(() => {
+      const binding = withStream(doomed as unknown as Stream, () => cache.bind());
+      const workspace = binding.workspace as unknown as Buffer;
+      gpu();
+      doomed.dispose();
+      expect(gpu()).toEqual([
+        `free 0x${workspace.address.toString(16)} on doomed`,
+        expect.stringMatching(/^record event \d+ on doomed$/),
+      ]);
+      expect(cache.boundStream(binding.handle)).toBeUndefined();
+      // The next use binds to the task's stream, with its own workspace, set anew.
+      cache.get();
+      expect(set).toHaveBeenCalledTimes(2);
+      expect(gpu()[0]).toMatch(/waits for event \d+ \(doomed\)$/);
+    });
+  });
+
+  it('inside a graph capture: a workspace the graph owns, allocated outside; a stream workspace after', async () => {
+    const { cache, set } = workspaceCache();
+    await task(async () => {
+      cache.get();
+      let inside: { stream: Stream; workspace: Buffer } | undefined;
+      await capture(() => {
+        const binding = cache.bind();
+        cache.bind();
+        inside = { stream: stream(), workspace: binding.workspace as unknown as Buffer };
+        expect(cache.workspaceOf(binding.handle, stream())).toBe(binding.workspace);
+      });
+      const { stream: captureStream, workspace } = inside!;
+      expect(workspace.stream).toBe(context0.defaultStream);
+      expect(set.mock.calls[1]![1]).toBe(workspace);
+      expect(set.mock.calls[1]![2]).toBe(captureStream);
+      // Nothing was allocated on the capturing stream.
+      expect(fake.state.gpuLog.join('\n')).not.toContain(`on ${nameOf(captureStream)} at`);
+      // Back on the task's stream: its own workspace, not the graph's.
+      const after = cache.bind();
+      expect(after.workspace).not.toBe(workspace);
+      expect(set.mock.calls.at(-1)![1]).toBe(after.workspace);
+    });
+  });
+});
+
+describe('exception-safe release, disposal, and out-of-memory', () => {
+  it('one failing destroy strands no other lease; every failure is reported', async () => {
+    const { cache, options } = makeCache({ maxIdlePerContext: 0 });
+    options.destroy.mockImplementation((handle: FakeHandle) => {
+      throw new Error(`destroy ${handle.id} failed`);
+    });
+    const reported: unknown[] = [];
+    const off = onCleanupError((error) => reported.push(error));
+    try {
+      const outcome = await task(() => {
+        cache.get();
+        withDevice(1, () => cache.get());
+        return 'result';
+      });
+      expect(outcome).toBe('result');
+      expect(cache.statistics()).toMatchObject({ leased: 0, handles: 0, destroyed: 2 });
+      expect(reported.map(String).sort()).toEqual([
+        'Error: destroy 0 failed',
+        'Error: destroy 1 failed',
+      ]);
+    } finally {
+      off();
+    }
+  });
+
+  it('dispose() removes the listeners, destroys idle handles, and leased ones when their task settles', async () => {
+    const disposedBefore = fake.disposedListeners.size;
+    const hooksBefore = fake.state.outOfMemoryHooks.size;
     const { cache, options } = makeCache();
-    const gone = userStream(context0, 'gone');
+    expect(fake.disposedListeners.size).toBe(disposedBefore + 1);
+    expect(fake.state.outOfMemoryHooks.size).toBe(hooksBefore + 1);
+    await concurrently(2, () => cache.get());
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const holder = task(async () => {
+      cache.get();
+      await gate;
+    });
+    await sleep(1);
+    cache.dispose();
+    cache.dispose(); // safe twice
+    expect(fake.disposedListeners.size).toBe(disposedBefore);
+    expect(fake.state.outOfMemoryHooks.size).toBe(hooksBefore);
+    expect(options.destroy).toHaveBeenCalledTimes(1);
+    release();
+    await holder;
+    expect(options.destroy).toHaveBeenCalledTimes(2);
+    expect(cache.statistics()).toMatchObject({ handles: 0, idle: 0, leased: 0 });
+    await expect(task(() => cache.get())).rejects.toThrow(fake.DisposedError);
+    expect(() => cache.warm()).toThrow(fake.DisposedError);
+  });
+
+  it('the out-of-memory hook destroys the idle handles of that context', async () => {
+    const { cache, options } = makeCache();
+    await task(() => {
+      cache.get();
+      withDevice(1, () => cache.get());
+    });
+    for (const hook of fake.state.outOfMemoryHooks) hook(context1);
+    expect(options.destroy).toHaveBeenCalledTimes(1);
+    expect(options.destroy.mock.calls[0]![1]).toBe(context1);
+    expect(cache.statistics()).toMatchObject({ idle: 1, destroyed: 1 });
+    expect(cache.destroyIdle()).toBe(1);
+  });
+
+  it('a disposed stream is refused with a DisposedError before leasing or binding a handle (issue 14, bug 5)', async () => {
+    const { cache, options } = makeCache();
+    const gone = new fake.FakeStream(context0, 'gone');
     gone.dispose();
     await task(() => {
-      let error: unknown;
-      try {
-        cache.get(gone);
-      } catch (caught) {
-        error = caught;
-      }
-      expect(error).toBeInstanceOf(fake.DisposedError);
-      expect((error as Error).message).toBe(
+      expect(() => cache.get(gone as unknown as Stream)).toThrow(
         'FakeStream(gone) has been disposed and cannot be used',
       );
+      expect(() => cache.get(gone as unknown as Stream)).toThrow(fake.DisposedError);
     });
     expect(options.create).not.toHaveBeenCalled();
-    expect(options.bindStream).not.toHaveBeenCalled();
+    expect(options.setStream).not.toHaveBeenCalled();
     expect(cache.statistics().leased).toBe(0);
   });
-});
 
-describe('HandleCache idle pool', () => {
-  it('keeps at most maxIdlePerContext idle handles, unbinding before destroying the rest', async () => {
-    const { cache, options, log } = makeCache(2);
-    const handles = await concurrently(5, () => cache.get());
-    expect(new Set(handles).size).toBe(5);
-    expect(cache.statistics()).toEqual({ created: 5, destroyed: 3, idle: 2, leased: 0 });
-    expect(options.destroy).toHaveBeenCalledTimes(3);
-    for (const [handle, context] of options.destroy.mock.calls) {
-      expect(context).toBe(context0);
-      const unbound = log.findIndex((entry) => entry.startsWith(`unbind ${handle.id} `));
-      expect(unbound).toBeGreaterThanOrEqual(0);
-      expect(unbound).toBeLessThan(log.indexOf(`destroy ${handle.id}`));
-    }
-    // The survivors serve the next wave.
-    const next = await concurrently(2, () => cache.get());
-    expect(options.create).toHaveBeenCalledTimes(5);
-    const destroyed = new Set(options.destroy.mock.calls.map((call) => call[0]));
-    for (const handle of next) expect(destroyed.has(handle)).toBe(false);
-  });
-
-  it('destroyIdle destroys the idle handles, unbinding bound ones first', async () => {
-    const { cache, options, log } = makeCache();
-    const s = userStream(context0, 'kept');
-    // Two idle handles, unbound when their tasks' streams went back to the pool...
-    const pair = await concurrently(2, () => cache.get());
-    for (const handle of pair) expect(cache.boundStream(handle)).toBeUndefined();
-    // ...then one of them used on a user stream, which it stays bound to.
-    const bound = await task(() => withStream(s, () => cache.get()));
-    expect(pair).toContain(bound);
-    expect(cache.boundStream(bound)).toBe(s);
-    expect(cache.statistics()).toMatchObject({ idle: 2, leased: 0 });
-    const unbindsBefore = options.unbindStream.mock.calls.length;
-
-    expect(cache.destroyIdle()).toBe(2);
-    expect(cache.statistics()).toEqual({ created: 2, destroyed: 2, idle: 0, leased: 0 });
-    expect(options.unbindStream).toHaveBeenCalledTimes(unbindsBefore + 1);
-    expect(options.unbindStream.mock.calls.at(-1)![0]).toBe(bound);
-    expect(options.unbindStream.mock.calls.at(-1)![1]).toBe(s);
-    expect(log.indexOf(`unbind ${bound.id} kept`)).toBeLessThan(log.indexOf(`destroy ${bound.id}`));
-    expect(cache.boundStream(bound)).toBeUndefined();
-    expect(cache.destroyIdle()).toBe(0);
-  });
-
-  it('destroyIdle leaves leased handles alone', async () => {
-    const { cache, options } = makeCache();
-    await task(async () => {
-      const held = cache.get();
-      await task(() => cache.get());
-      expect(cache.destroyIdle()).toBe(1);
-      expect(options.destroy.mock.calls.map((call) => call[0])).not.toContain(held);
-      expect(cache.get()).toBe(held);
-    });
-    expect(cache.statistics()).toEqual({ created: 2, destroyed: 1, idle: 1, leased: 0 });
-  });
-
-  it('the out-of-memory hook destroys idle handles', async () => {
-    const { cache, options } = makeCache();
-    await concurrently(3, () => cache.get());
-    expect(cache.statistics().idle).toBe(3);
-    expect(fake.state.outOfMemoryHooks.size).toBeGreaterThan(0);
-    for (const hook of fake.state.outOfMemoryHooks) hook(context0);
-    expect(cache.statistics()).toEqual({ created: 3, destroyed: 3, idle: 0, leased: 0 });
-    expect(options.destroy).toHaveBeenCalledTimes(3);
+  it('bad bounds are refused before anything is made', () => {
+    expect(() => makeCache({ maxHandlesPerContext: 0 })).toThrow(RangeError);
+    expect(() => makeCache({ maxIdlePerContext: -1 })).toThrow(/maxIdlePerContext/);
   });
 });

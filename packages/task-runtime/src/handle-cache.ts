@@ -1,10 +1,44 @@
-import { type Context, currentStream, onOutOfMemory, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  type Context,
+  currentContext,
+  currentStream,
+  DeviceBuffer,
+  DisposedError,
+  onOutOfMemory,
+  type Stream,
+  type StreamCapture,
+} from '@cuda-tasks/cudadrv';
 import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
 import { onStreamReleased } from './pool.js';
+import { processWide } from './process-wide.js';
 import { currentTaskState, type TaskResourceOwner, type TaskState } from './state.js';
+import { StreamBinding } from './stream-binding.js';
 
-/** How a `HandleCache` makes, binds and destroys a library's handles. */
+/** A per-(handle, stream) workspace: how big, and how the library is told about it. */
+export interface HandleWorkspace<H> {
+  /**
+   * Bytes of workspace `handle` needs on `stream` (0: none). Read at each bind, so a changed
+   * size applies at the next bind (call `invalidate()` to force one). While `stream` captures
+   * a graph, the workspace is one the graph owns, allocated outside the capture (a library
+   * that needs one to be captured, like cuBLAS, returns its size here even where it otherwise
+   * uses its own).
+   */
+  bytes(handle: H, stream: Stream): number;
+  /**
+   * Hands the workspace to the library (cublasSetWorkspace, cufftSetWorkArea), or with
+   * `undefined` tells it to use none / its own. Called after `setStream`, and whenever the
+   * workspace the library has differs from the one for the bound stream.
+   */
+  set(handle: H, workspace: DeviceBuffer | undefined, stream: Stream): void;
+  /**
+   * Whether `setStream` makes the library forget its workspace (cuBLAS's cublasSetStream
+   * does); then `set` runs after every `setStream`.
+   */
+  resetBySetStream?: boolean;
+}
+
+/** What a `HandleCache` needs to know of a library: how to make, bind and destroy a handle. */
 export interface HandleCacheOptions<H> {
   /** Library name for diagnostics, e.g. 'cublas'. */
   name: string;
@@ -13,223 +47,666 @@ export interface HandleCacheOptions<H> {
   /** Destroys a handle (its context is current). */
   destroy(handle: H, context: Context): void;
   /**
-   * Binds the handle to `stream` (e.g. cublasSetStream); called only when the stream changes.
-   * `previous` is the stream it was last bound to, also after an unbind (undefined for a new
-   * handle): when it is `stream` (a pooled stream that came back with the same handle), the
-   * library still has that stream and a SetStream call can be skipped.
+   * Makes the library issue the handle's work on `stream` (cublasSetStream, cufftSetStream,
+   * ...). Called only when the library does not have that stream for the handle already.
    */
-  bindStream(handle: H, stream: Stream, previous: Stream | undefined): void;
+  setStream(handle: H, stream: Stream): void;
+  /** An optional workspace per (handle, stream), from the stream-ordered pool. */
+  workspace?: HandleWorkspace<H>;
   /**
-   * Called when `stream` stops being usable for the handle: the stream went back to the
-   * runtime's pool, or the handle is about to be destroyed. Free per-(handle, stream)
-   * resources here; the next use rebinds.
+   * Called after each (re)bind, once stream and workspace are set: apply library settings that
+   * changed since (`invalidate()` makes every handle rebind at its next use).
    */
-  unbindStream?(handle: H, stream: Stream): void;
-  /** Idle handles kept per context (default 32); more are destroyed. */
+  onBind?(handle: H, stream: Stream): void;
+  /**
+   * Whether the handle's work must run in issue order across streams (default true): it
+   * holds device state that its calls share (a cuRAND generator's state, cuSOLVER's internal
+   * buffers), so a bind to another stream makes that stream wait for the previous one's work.
+   * False where calls on two streams share nothing (cuBLAS with a workspace per stream).
+   */
+  ordered?: boolean;
+  /**
+   * The most handles per context (default: `configureHandles`'s, 16). Tasks beyond it share
+   * the least-leased handles, each call rebinding it to the caller's stream.
+   */
+  maxHandlesPerContext?: number;
+  /** Idle handles kept per context (default: `maxHandlesPerContext`); more are destroyed. */
   maxIdlePerContext?: number;
 }
 
-/** One handle and what it is bound to; a task's leases form a chain, one per context. */
-interface HandleRecord<H> {
+/** A handle bound to a stream, as `bind()` gives it. */
+export interface HandleBinding<H> {
+  /** The library handle. */
   readonly handle: H;
-  readonly context: Context;
-  bound: Stream | undefined;
-  /** The stream it was last bound to (kept after unbinding): leases prefer a match. */
-  lastBound: Stream | undefined;
-  /** The next lease of the same task (another context). */
-  nextLease: HandleRecord<H> | undefined;
+  /** The stream it is bound to. */
+  readonly stream: Stream | undefined;
+  /** Its workspace on that stream (undefined without a workspace option, or of 0 bytes). */
+  readonly workspace: DeviceBuffer | undefined;
 }
 
+/** One handle and its bookkeeping. */
+class HandleRecord<H> implements HandleBinding<H> {
+  readonly handle: H;
+  readonly context: Context;
+  readonly binding: StreamBinding;
+  /** Tasks holding a lease on it now (more than one: shared past the bound). */
+  leases = 0;
+  /** The stream it was last bound to, kept after release: leases prefer a match. */
+  lastBound: Stream | undefined;
+  /** Its workspace per stream (freed when it goes idle, or when the stream is disposed). */
+  workspaces: Map<Stream, DeviceBuffer> | undefined;
+  /** Its workspace on the bound stream. */
+  workspace: DeviceBuffer | undefined;
+  /** The workspace the library has: address and size (0: none or the library's own). */
+  nativeWorkspace: number | bigint = 0;
+  nativeWorkspaceBytes = 0;
+  /** The graph-owned workspace of each capture the handle is used in now. */
+  captures: Map<StreamCapture, DeviceBuffer> | undefined;
+
+  constructor(handle: H, context: Context, binding: StreamBinding) {
+    this.handle = handle;
+    this.context = context;
+    this.binding = binding;
+  }
+
+  get stream(): Stream | undefined {
+    return this.binding.stream;
+  }
+}
+
+/** A task's lease of one handle; a task's leases of one cache form a chain, one per context. */
+interface Lease<H> {
+  readonly record: HandleRecord<H>;
+  readonly next: Lease<H> | undefined;
+}
+
+/** The handles of one context. */
+interface ContextHandles<H> {
+  readonly all: HandleRecord<H>[];
+  readonly idle: HandleRecord<H>[];
+  /** Where the search for a handle to share starts (round-robin among the least leased). */
+  cursor: number;
+}
+
+/** Options of `configureHandles`. */
+export interface HandleBoundOptions {
+  /** The most handles per context of each cache that sets none itself (default 16). */
+  maxHandlesPerContext?: number;
+}
+
+interface HandleRegistry {
+  /** Every cache not disposed, for `configureHandles` and `warmHandles`. */
+  readonly caches: Set<HandleCache<unknown>>;
+  maxHandlesPerContext: number;
+}
+
+/** Handles per context of a cache that sets no bound of its own. */
+export const DEFAULT_MAX_HANDLES_PER_CONTEXT = 16;
+
+const registry = processWide<HandleRegistry>('handle-caches', 1, () => ({
+  caches: new Set(),
+  maxHandlesPerContext: DEFAULT_MAX_HANDLES_PER_CONTEXT,
+}));
+
 /**
- * A cache of library handles (cuBLAS, cuSOLVER, cuRAND generators, or your own: cuFFT,
- * cuSPARSE, ...): idle pools per context; one lease per task and context, returned when the
- * task settles (never left to the GC); a bounded idle pool; and lazy binding: each `get()`
- * rebinds only when the current stream differs from the handle's bound stream, so a stream
- * switch without a library call costs nothing.
+ * The library kit: library handles (cuBLAS, cuSOLVER, cuRAND generators, or your own: cuFFT
+ * plans, cuSPARSE, ...) that follow the current task's stream. A library gives it what is
+ * specific to it (create, destroy, setStream, optionally a workspace); the kit does the rest,
+ * the same way for every library:
+ *
+ * - **A lease per task and context**, taken at the task's first call and given back when the
+ *   task settles (never left to the GC), each lease in its own try.
+ * - **A bound per context** (`maxHandlesPerContext`, default 16): a burst creates at most that
+ *   many handles; tasks beyond it share the least-leased ones, rebound at each call (a
+ *   SetStream costs tens of nanoseconds; creating a handle costs milliseconds). `warm()` makes
+ *   them ahead, while the GPU is idle.
+ * - **Lazy binding with one rebind-skip rule**: `get()` binds only when the current stream
+ *   differs from the bound one, and calls `setStream` only when the library does not have
+ *   that stream already (a pooled stream that came back with the same handle costs nothing).
+ * - **A workspace per (handle, stream)** if asked: allocated from the stream-ordered pool on
+ *   that stream, so two streams never share one; freed (ordered on its stream) when the
+ *   handle goes idle or the stream is disposed.
+ * - **A GPU-side hand-off**: when a handle goes idle, an event is recorded where its work went
+ *   last, and the next bind to another stream waits for it; with `ordered`, every switch of
+ *   streams is ordered so.
+ * - `dispose()` removes its listeners and destroys its handles (leased ones when their tasks
+ *   settle).
  * @example
- * const cache = new HandleCache<bigint>({
- *   name: 'cufft',
- *   create: () => { const out = [null]; check(cufftCreate(out)); return out[0]; },
- *   destroy: (plan) => cufftDestroy(plan),
- *   bindStream: (plan, stream) => cufftSetStream(plan, stream.handle),
+ * const plans = new HandleCache<number>({
+ *   name: 'cufft 1024',
+ *   create: () => makePlan(1024),
+ *   destroy: (plan) => check(cufftDestroy(plan), 'cufftDestroy'),
+ *   setStream: (plan, stream) => check(cufftSetStream(plan, stream.handle), 'cufftSetStream'),
+ *   ordered: false,
  * });
- * cufftExecC2C(cache.get(), ...); // the current task's plan, on the current stream
+ * check(cufftExecC2C(plans.get(), input, output, -1), 'cufftExecC2C'); // the task's plan, on its stream
  */
 export class HandleCache<H> implements TaskResourceOwner {
   /** The name given in the options (in errors and traces). */
   readonly name: string;
   readonly #options: HandleCacheOptions<H>;
-  readonly #maxIdle: number;
-  readonly #idle = new Map<Context, HandleRecord<H>[]>();
+  readonly #ordered: boolean;
+  readonly #contexts = new Map<Context, ContextHandles<H>>();
   readonly #records = new Map<H, HandleRecord<H>>();
-  /** The records bound to each stream, so that releasing a stream touches only those. */
-  readonly #boundTo = new Map<Stream, Set<HandleRecord<H>>>();
+  readonly #removeListeners: (() => void)[];
+  #maxHandles: number | undefined;
+  #maxIdle: number | undefined;
   #created = 0;
   #destroyed = 0;
   #leased = 0;
+  #shared = 0;
+  #disposed = false;
 
   constructor(options: HandleCacheOptions<H>) {
+    checkBound(`${options.name}: maxHandlesPerContext`, options.maxHandlesPerContext, 1);
+    checkBound(`${options.name}: maxIdlePerContext`, options.maxIdlePerContext, 0);
     this.name = options.name;
     this.#options = options;
-    this.#maxIdle = options.maxIdlePerContext ?? 32;
-    onStreamReleased((stream) => this.unbindFrom(stream));
-    onStreamDisposed((stream) => this.unbindFrom(stream));
-    onOutOfMemory(() => this.destroyIdle());
+    this.#ordered = options.ordered ?? true;
+    this.#maxHandles = options.maxHandlesPerContext;
+    this.#maxIdle = options.maxIdlePerContext;
+    this.#removeListeners = [
+      onStreamDisposed((stream) => this.#streamDisposed(stream)),
+      onStreamReleased((stream) => this.#streamReleased(stream)),
+      onOutOfMemory((context) => {
+        try {
+          this.destroyIdle(context);
+        } catch (error) {
+          reportCleanupError(error, undefined);
+        }
+      }),
+    ];
+    registry.caches.add(this as HandleCache<unknown>);
+  }
+
+  /** The most handles per context (this cache's own bound, else `configureHandles`'s). */
+  get maxHandlesPerContext(): number {
+    return this.#maxHandles ?? registry.maxHandlesPerContext;
+  }
+
+  /** Idle handles kept per context. */
+  get maxIdlePerContext(): number {
+    return this.#maxIdle ?? this.maxHandlesPerContext;
+  }
+
+  /** Whether `dispose()` has been called. */
+  get disposed(): boolean {
+    return this.#disposed;
   }
 
   /**
    * The running task's handle for the stream's context, bound to `stream` (default: the
-   * current stream). Allocates nothing once the task holds its lease. A disposed stream gives
-   * a DisposedError naming it, before any lease or bind.
+   * current stream). Allocates nothing once the task holds its lease and the handle is bound.
+   * A disposed stream gives a DisposedError naming it, before any lease or bind.
    */
   get(stream: Stream = currentStream()): H {
+    return this.bind(stream).handle;
+  }
+
+  /**
+   * `get()`, with the workspace: the running task's handle bound to `stream` (default: the
+   * current stream), and its workspace there. A disposed stream gives a DisposedError naming
+   * it, before any lease or bind.
+   */
+  bind(stream: Stream = currentStream()): HandleBinding<H> {
     stream.assertUsable();
     const task = currentTaskState();
     const context = stream.context;
-    let record = task.leases.get(this) as HandleRecord<H> | undefined;
-    while (record !== undefined && record.context !== context) record = record.nextLease;
-    if (record === undefined) record = this.lease(task, context, stream);
-    if (record.bound !== stream) {
-      this.#options.bindStream(record.handle, stream, record.lastBound);
-      this.#setBound(record, stream);
-    }
-    return record.handle;
+    let lease = task.leases.get(this) as Lease<H> | undefined;
+    while (lease !== undefined && lease.record.context !== context) lease = lease.next;
+    const record = lease === undefined ? this.#lease(task, context, stream) : lease.record;
+    if (record.binding.stream !== stream) this.#bind(record, stream);
+    return record;
   }
 
-  #setBound(record: HandleRecord<H>, stream: Stream | undefined): void {
-    const previous = record.bound;
-    if (previous !== undefined) {
-      const set = this.#boundTo.get(previous);
-      set?.delete(record);
-      if (set?.size === 0) this.#boundTo.delete(previous);
+  /** Binds `record` to `stream`: stream, then workspace, then the library's own settings. */
+  #bind(record: HandleRecord<H>, stream: Stream): void {
+    stream.context.makeCurrent();
+    const handle = record.handle;
+    if (record.binding.bind(stream) && this.#options.workspace?.resetBySetStream) {
+      record.nativeWorkspace = 0;
+      record.nativeWorkspaceBytes = 0;
     }
-    record.bound = stream;
-    if (stream !== undefined) {
-      record.lastBound = stream;
-      let set = this.#boundTo.get(stream);
-      if (set === undefined) this.#boundTo.set(stream, (set = new Set()));
-      set.add(record);
+    record.lastBound = stream;
+    const workspaceOptions = this.#options.workspace;
+    if (workspaceOptions !== undefined) {
+      const bytes = workspaceOptions.bytes(handle, stream);
+      const capture = stream.capture;
+      const workspace =
+        capture === null
+          ? this.#streamWorkspace(record, stream, bytes)
+          : this.#captureWorkspace(record, stream, capture, bytes);
+      record.workspace = workspace;
+      if (workspace !== undefined) {
+        const address = workspace.address;
+        if (address !== record.nativeWorkspace || bytes !== record.nativeWorkspaceBytes) {
+          workspaceOptions.set(handle, workspace, stream);
+          record.nativeWorkspace = address;
+          record.nativeWorkspaceBytes = bytes;
+        }
+      } else if (record.nativeWorkspace !== 0) {
+        workspaceOptions.set(handle, undefined, stream);
+        record.nativeWorkspace = 0;
+        record.nativeWorkspaceBytes = 0;
+      }
     }
+    this.#options.onBind?.(handle, stream);
   }
 
-  /** The stream `handle` is bound to, or undefined. */
-  boundStream(handle: H): Stream | undefined {
-    return this.#records.get(handle)?.bound;
+  /** The (handle, stream) workspace of `bytes`, allocated on `stream` when missing or resized. */
+  #streamWorkspace(
+    record: HandleRecord<H>,
+    stream: Stream,
+    bytes: number,
+  ): DeviceBuffer | undefined {
+    let workspaces = record.workspaces;
+    let workspace = workspaces?.get(stream);
+    if (bytes > 0 && (workspace === undefined || workspace.byteLength !== bytes)) {
+      const old = workspace;
+      // Allocated on `stream` and used only there: no hand-off to order.
+      workspace = DeviceBuffer.allocate(bytes, { stream });
+      if (workspaces === undefined) record.workspaces = workspaces = new Map();
+      workspaces.set(stream, workspace);
+      old?.dispose();
+    } else if (bytes === 0 && workspace !== undefined) {
+      workspaces!.delete(stream);
+      workspace.dispose();
+      workspace = undefined;
+    }
+    return workspace;
   }
 
-  private lease(task: TaskState, context: Context, stream: Stream): HandleRecord<H> {
-    let record = this.#takeIdle(context, stream);
+  /**
+   * While `stream` captures a graph: a workspace the graph owns (allocated outside the
+   * capture, freed with the graph; each replay declares it used), never memory allocated on
+   * the capturing stream. When the capture ends, the handle rebinds at its next use, so the
+   * library gets a workspace of its own back.
+   */
+  #captureWorkspace(
+    record: HandleRecord<H>,
+    stream: Stream,
+    capture: StreamCapture,
+    bytes: number,
+  ): DeviceBuffer | undefined {
+    if (bytes === 0) return undefined;
+    const captures = (record.captures ??= new Map());
+    let workspace = captures.get(capture);
+    if (workspace === undefined || workspace.byteLength !== bytes) {
+      workspace = capture.allocateOwned(bytes);
+      captures.set(capture, workspace);
+      const owned = workspace;
+      capture.afterEnd(() => {
+        captures.delete(capture);
+        if (record.workspace === owned) record.workspace = undefined;
+        if (record.nativeWorkspace === owned.address) record.nativeWorkspace = -1;
+        if (record.binding.stream === stream) record.binding.invalidate();
+      });
+    }
+    return workspace;
+  }
+
+  #contextHandles(context: Context): ContextHandles<H> {
+    let handles = this.#contexts.get(context);
+    if (handles === undefined) {
+      this.#contexts.set(context, (handles = { all: [], idle: [], cursor: 0 }));
+    }
+    return handles;
+  }
+
+  /** Creates a handle of `context` (idle, not yet leased). */
+  #create(context: Context, handles: ContextHandles<H>): HandleRecord<H> {
+    context.makeCurrent();
+    const handle = this.#options.create(context);
+    this.#created++;
+    const setStream = this.#options.setStream;
+    const binding = new StreamBinding({
+      context,
+      setStream: (stream) => setStream(handle, stream),
+      ordered: this.#ordered,
+    });
+    const record = new HandleRecord(handle, context, binding);
+    this.#records.set(handle, record);
+    handles.all.push(record);
+    return record;
+  }
+
+  /** Gives `task` a lease of a handle of `context`: idle, new (below the bound), or shared. */
+  #lease(task: TaskState, context: Context, stream: Stream): HandleRecord<H> {
+    if (this.#disposed) throw new DisposedError(`HandleCache "${this.name}"`);
+    const handles = this.#contextHandles(context);
+    let record = takeIdle(handles.idle, stream);
     if (record === undefined) {
-      context.makeCurrent();
-      const handle = this.#options.create(context);
-      this.#created++;
-      record = { handle, context, bound: undefined, lastBound: undefined, nextLease: undefined };
-      this.#records.set(handle, record);
+      if (handles.all.length < this.maxHandlesPerContext) record = this.#create(context, handles);
+      else {
+        record = leastLeased(handles);
+        this.#shared++;
+      }
     }
-    record.nextLease = task.leases.get(this) as HandleRecord<H> | undefined;
-    task.leases.set(this, record);
+    record.leases++;
     this.#leased++;
+    task.leases.set(this, { record, next: task.leases.get(this) as Lease<H> | undefined });
     return record;
   }
 
   /**
-   * An idle handle of `context`, preferring the one last bound to `stream` (pooled streams go
-   * back to tasks, so a task often gets the stream its predecessor used): rebinding a handle
-   * to the stream it had is the cheap case (a per-stream workspace freed on that stream is
-   * reused at once by the stream-ordered pool). Else the most recently idle one.
-   */
-  #takeIdle(context: Context, stream: Stream): HandleRecord<H> | undefined {
-    const idle = this.#idle.get(context);
-    if (idle === undefined || idle.length === 0) return undefined;
-    const last = idle.length - 1;
-    for (let i = last; i >= 0; i--) {
-      const candidate = idle[i]!;
-      if (candidate.lastBound === stream) {
-        idle[i] = idle[last]!;
-        idle.length = last;
-        return candidate;
-      }
-    }
-    return idle.pop();
-  }
-
-  /**
-   * @internal Returns a settled task's leases to the idle pools (called by the runtime). Each
-   * lease in its own try: a destroy that throws strands no other lease. Throws what failed
-   * (an AggregateError for several) once every lease is back.
+   * @internal Gives back a settled task's leases (called by the runtime). A handle whose last
+   * lease this was goes idle: its hand-off event is recorded, its workspaces freed on their
+   * streams; beyond the idle bound (or after `dispose()`) it is destroyed. Each lease in its
+   * own try; throws what failed (an AggregateError for several) once all are back.
    */
   releaseTask(task: TaskState): void {
     const errors: unknown[] = [];
-    let record = task.leases.get(this) as HandleRecord<H> | undefined;
-    while (record !== undefined) {
-      const next = record.nextLease;
-      record.nextLease = undefined;
+    let lease = task.leases.get(this) as Lease<H> | undefined;
+    while (lease !== undefined) {
+      const record = lease.record;
+      lease = lease.next;
       this.#leased--;
-      let idle = this.#idle.get(record.context);
-      if (idle === undefined) this.#idle.set(record.context, (idle = []));
-      if (idle.length < this.#maxIdle) idle.push(record);
-      else {
-        try {
-          this.destroyRecord(record);
-        } catch (error) {
-          errors.push(error);
-        }
+      if (--record.leases > 0) continue;
+      try {
+        this.#idle(record);
+      } catch (error) {
+        errors.push(error);
       }
-      record = next;
     }
-    if (errors.length === 1) throw errors[0];
-    if (errors.length > 1) {
-      throw new AggregateError(errors, `${this.name}: ${errors.length} handles failed to release`);
+    throwCollected(errors, `${this.name}: giving back handles failed`);
+  }
+
+  /** A handle nobody leases any more: hand-off, free workspaces, then idle or destroy. */
+  #idle(record: HandleRecord<H>): void {
+    const handles = this.#contextHandles(record.context);
+    try {
+      record.binding.release();
+      this.#freeWorkspaces(record);
+    } finally {
+      if (!this.#disposed && handles.idle.length < this.maxIdlePerContext) {
+        handles.idle.push(record);
+      } else {
+        this.#destroy(record);
+      }
     }
   }
 
-  /** Unbinds every handle bound to `stream`; never throws (failures go to onCleanupError). */
-  private unbindFrom(stream: Stream): void {
-    const records = this.#boundTo.get(stream);
-    if (records === undefined) return;
-    this.#boundTo.delete(stream);
-    for (const record of records) {
-      record.bound = undefined;
+  /** Frees every workspace of `record`, each ordered on its stream. */
+  #freeWorkspaces(record: HandleRecord<H>): void {
+    const workspaces = record.workspaces;
+    record.workspace = undefined;
+    if (workspaces === undefined || workspaces.size === 0) return;
+    const errors: unknown[] = [];
+    for (const workspace of workspaces.values()) {
       try {
-        this.#options.unbindStream?.(record.handle, stream);
+        workspace.dispose();
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    workspaces.clear();
+    throwCollected(errors, `${this.name}: freeing workspaces failed`);
+  }
+
+  /** Destroys a handle; it is gone from the cache even when a step throws. */
+  #destroy(record: HandleRecord<H>): void {
+    this.#records.delete(record.handle);
+    const handles = this.#contexts.get(record.context);
+    if (handles !== undefined) remove(handles.all, record);
+    this.#destroyed++;
+    try {
+      this.#freeWorkspaces(record);
+    } finally {
+      try {
+        record.context.makeCurrent();
+        this.#options.destroy(record.handle, record.context);
+      } finally {
+        record.binding.dispose();
+      }
+    }
+  }
+
+  /** A stream is being disposed: free workspaces there and forget it; never throws. */
+  #streamDisposed(stream: Stream): void {
+    for (const record of this.#records.values()) {
+      try {
+        const workspace = record.workspaces?.get(stream);
+        if (workspace !== undefined) {
+          record.workspaces!.delete(stream);
+          if (record.workspace === workspace) record.workspace = undefined;
+          // The library may still point at it: the next bind sets a live one.
+          record.nativeWorkspace = -1;
+          workspace.dispose();
+        }
+        record.binding.forget(stream);
+        if (record.lastBound === stream) record.lastBound = undefined;
       } catch (error) {
         reportCleanupError(error, undefined);
       }
     }
   }
 
-  /** Unbinds and destroys; the record is gone from the cache even when destroy throws. */
-  private destroyRecord(record: HandleRecord<H>): void {
-    this.#records.delete(record.handle);
-    this.#destroyed++;
-    const bound = record.bound;
-    try {
-      if (bound !== undefined) {
-        this.#setBound(record, undefined);
-        this.#options.unbindStream?.(record.handle, bound);
+  /**
+   * A pool stream went back to the pool (every task holding it has settled): the workspaces
+   * handles still leased (shared, or used there through withStream) hold on it are freed,
+   * ordered on it; a handle bound there rebinds at its next use. Never throws.
+   */
+  #streamReleased(stream: Stream): void {
+    for (const record of this.#records.values()) {
+      const workspace = record.workspaces?.get(stream);
+      if (workspace === undefined) continue;
+      try {
+        record.workspaces!.delete(stream);
+        if (record.workspace === workspace) record.workspace = undefined;
+        if (record.binding.stream === stream) record.binding.invalidate();
+        workspace.dispose();
+      } catch (error) {
+        reportCleanupError(error, undefined);
       }
-    } finally {
-      record.context.makeCurrent();
-      this.#options.destroy(record.handle, record.context);
     }
   }
 
-  /** Destroys all idle handles (it runs on out-of-memory too); returns how many. */
-  destroyIdle(): number {
-    let count = 0;
-    for (const idle of this.#idle.values()) {
-      for (const record of idle.splice(0)) {
-        this.destroyRecord(record);
-        count++;
+  /**
+   * Makes every handle rebind at its next use (its library settings changed: a workspace
+   * size, a math mode). The rebind skips `setStream` when the library has the stream.
+   */
+  invalidate(): void {
+    for (const record of this.#records.values()) record.binding.invalidate();
+  }
+
+  /** The handle's bound stream, or undefined (not bound, or not a handle of this cache). */
+  boundStream(handle: H): Stream | undefined {
+    return this.#records.get(handle)?.binding.stream;
+  }
+
+  /**
+   * The handle's workspace on `stream` (the graph's while `stream` captures and the handle is
+   * bound there), or undefined.
+   */
+  workspaceOf(handle: H, stream: Stream): DeviceBuffer | undefined {
+    const record = this.#records.get(handle);
+    if (record === undefined) return undefined;
+    if (record.binding.stream === stream && stream.capture !== null) return record.workspace;
+    return record.workspaces?.get(stream);
+  }
+
+  /**
+   * Creates idle handles of `context` (default: the current device's) up to `count` in all
+   * (default and at most: `maxHandlesPerContext`), so that a burst of tasks finds them made.
+   * Call it at startup, while the GPU is idle. Returns how many handles the context has.
+   * @example cache.warm(); // before the first requests
+   */
+  warm(count?: number, context: Context = currentContext()): number {
+    if (this.#disposed) throw new DisposedError(`HandleCache "${this.name}"`);
+    checkBound(`${this.name}: warm count`, count, 0);
+    const handles = this.#contextHandles(context);
+    const target = Math.min(count ?? this.maxHandlesPerContext, this.maxHandlesPerContext);
+    while (handles.all.length < target && handles.idle.length < this.maxIdlePerContext) {
+      handles.idle.unshift(this.#create(context, handles));
+    }
+    return handles.all.length;
+  }
+
+  /**
+   * Sets this cache's bounds (validated before anything changes). Lowering the idle bound
+   * destroys idle handles beyond it.
+   */
+  configure(options: { maxHandlesPerContext?: number; maxIdlePerContext?: number }): void {
+    checkBound(`${this.name}: maxHandlesPerContext`, options.maxHandlesPerContext, 1);
+    checkBound(`${this.name}: maxIdlePerContext`, options.maxIdlePerContext, 0);
+    if (options.maxHandlesPerContext !== undefined) {
+      this.#maxHandles = options.maxHandlesPerContext;
+    }
+    if (options.maxIdlePerContext !== undefined) this.#maxIdle = options.maxIdlePerContext;
+    this.#trimIdle();
+  }
+
+  /** @internal Destroys idle handles beyond the bounds (after a bound changed). */
+  trimToBounds(): void {
+    this.#trimIdle();
+  }
+
+  #trimIdle(): void {
+    const errors: unknown[] = [];
+    for (const handles of this.#contexts.values()) {
+      while (handles.idle.length > 0 && handles.idle.length > this.maxIdlePerContext) {
+        try {
+          this.#destroy(handles.idle.shift()!);
+        } catch (error) {
+          errors.push(error);
+        }
       }
     }
+    throwCollected(errors, `${this.name}: destroying idle handles failed`);
+  }
+
+  /**
+   * Destroys the idle handles (of `context`, or of every context); it runs on out-of-memory
+   * too. Returns how many. Each in its own try: throws what failed after all are gone.
+   */
+  destroyIdle(context?: Context): number {
+    let count = 0;
+    const errors: unknown[] = [];
+    for (const [owner, handles] of this.#contexts) {
+      if (context !== undefined && owner !== context) continue;
+      for (const record of handles.idle.splice(0)) {
+        count++;
+        try {
+          this.#destroy(record);
+        } catch (error) {
+          errors.push(error);
+        }
+      }
+    }
+    throwCollected(errors, `${this.name}: destroying idle handles failed`);
     return count;
   }
 
-  /** Handles created and destroyed so far, and idle and leased now. */
-  statistics(): { created: number; destroyed: number; idle: number; leased: number } {
+  /**
+   * Handles created and destroyed so far; idle and leased now (`leased` counts task leases,
+   * `handles` the handles alive); `shared`: leases that shared a handle past the bound.
+   */
+  statistics(): {
+    created: number;
+    destroyed: number;
+    idle: number;
+    leased: number;
+    handles: number;
+    shared: number;
+  } {
     let idle = 0;
-    for (const list of this.#idle.values()) idle += list.length;
-    return { created: this.#created, destroyed: this.#destroyed, idle, leased: this.#leased };
+    for (const handles of this.#contexts.values()) idle += handles.idle.length;
+    return {
+      created: this.#created,
+      destroyed: this.#destroyed,
+      idle,
+      leased: this.#leased,
+      handles: this.#records.size,
+      shared: this.#shared,
+    };
   }
+
+  /**
+   * Removes the cache's listeners and destroys its idle handles; leased handles are destroyed
+   * when their tasks settle. A later `get()` by a task without a lease throws DisposedError.
+   * Safe to call twice.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    registry.caches.delete(this as HandleCache<unknown>);
+    for (const remove of this.#removeListeners) remove();
+    this.destroyIdle();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/**
+ * An idle handle, preferring the one last bound to `stream` (pooled streams go back to tasks,
+ * so a task often gets the stream its predecessor used, and the library still has it). Else
+ * the most recently idle one.
+ */
+function takeIdle<H>(idle: HandleRecord<H>[], stream: Stream): HandleRecord<H> | undefined {
+  const last = idle.length - 1;
+  if (last < 0) return undefined;
+  for (let i = last; i >= 0; i--) {
+    const candidate = idle[i]!;
+    if (candidate.lastBound === stream) {
+      idle[i] = idle[last]!;
+      idle.length = last;
+      return candidate;
+    }
+  }
+  return idle.pop();
+}
+
+/** The handle with the fewest leases, round-robin among equals. */
+function leastLeased<H>(handles: ContextHandles<H>): HandleRecord<H> {
+  const all = handles.all;
+  const start = handles.cursor++ % all.length;
+  let best = all[start]!;
+  for (let i = 1; i < all.length; i++) {
+    const candidate = all[(start + i) % all.length]!;
+    if (candidate.leases < best.leases) best = candidate;
+  }
+  return best;
+}
+
+function remove<T>(list: T[], item: T): void {
+  const index = list.indexOf(item);
+  if (index >= 0) list.splice(index, 1);
+}
+
+function throwCollected(errors: unknown[], message: string): void {
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) throw new AggregateError(errors, message);
+}
+
+function checkBound(name: string, value: number | undefined, minimum: number): void {
+  if (value !== undefined && (!Number.isSafeInteger(value) || value < minimum)) {
+    throw new RangeError(`${name} must be an integer >= ${minimum}, got ${String(value)}`);
+  }
+}
+
+/**
+ * Sets the default bound on handles per context for every cache that sets none itself (the
+ * library packages' caches, unless configured), checked before anything changes. Idle handles
+ * beyond a lowered bound are destroyed.
+ * @example configureHandles({ maxHandlesPerContext: 8 });
+ */
+export function configureHandles(options: HandleBoundOptions): void {
+  checkBound('configureHandles: maxHandlesPerContext', options.maxHandlesPerContext, 1);
+  if (options.maxHandlesPerContext !== undefined) {
+    registry.maxHandlesPerContext = options.maxHandlesPerContext;
+  }
+  for (const cache of registry.caches) cache.trimToBounds();
+}
+
+/**
+ * Warms every live handle cache (cuBLAS, cuSOLVER, cuRAND default generators, yours) on
+ * `context`: creates its idle handles up to its bound, ahead of a burst. Returns the handles
+ * each cache has, by name.
+ */
+export function warmHandles(context: Context = currentContext()): Record<string, number> {
+  const result: Record<string, number> = {};
+  for (const cache of registry.caches) result[cache.name] = cache.warm(undefined, context);
+  return result;
 }

@@ -15,7 +15,16 @@ export {
   capturedOnce,
   GraphCache,
 } from './graphs.js';
-export { HandleCache, type HandleCacheOptions } from './handle-cache.js';
+export {
+  configureHandles,
+  DEFAULT_MAX_HANDLES_PER_CONTEXT,
+  type HandleBinding,
+  type HandleBoundOptions,
+  HandleCache,
+  type HandleCacheOptions,
+  type HandleWorkspace,
+  warmHandles,
+} from './handle-cache.js';
 export { nvtxAvailable, range } from './nvtx.js';
 export {
   configureStreams,
@@ -25,9 +34,11 @@ export {
   streamPoolStatistics,
 } from './pool.js';
 export { device, setDefaultDevice, stream } from './state.js';
+export { StreamBinding, type StreamBindingOptions } from './stream-binding.js';
 export {
   currentTask,
   deviceSynchronize,
+  prewarm,
   prewarmStreams,
   synchronize,
   synchronizeSync,

@@ -35,7 +35,7 @@ function cacheWhoseDestroy(behaviour: 'throws' | 'works', name: string) {
       destroyed.push(handle);
       if (behaviour === 'throws') throw new Error(`${name}: destroy failed (a sticky error)`);
     },
-    bindStream: () => {},
+    setStream: () => {},
     maxIdlePerContext: 0,
   });
   return { cache, destroyed };

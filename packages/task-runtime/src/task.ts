@@ -1,4 +1,5 @@
 import { CaptureError, Device, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
+import { warmHandles } from './handle-cache.js';
 import { prewarmPoolOf } from './pool.js';
 import {
   currentFrame,
@@ -135,4 +136,24 @@ export function deviceSynchronize(): void {
 export function prewarmStreams(d?: Device | number): number {
   const target = d === undefined ? device() : typeof d === 'number' ? Device.get(d) : d;
   return prewarmPoolOf(target.primaryContext());
+}
+
+/**
+ * Makes what a burst of tasks on `d` (an ordinal or a Device; default: the current device)
+ * needs, now, while the GPU is idle: the task stream pool (`prewarmStreams`) and, for every
+ * library handle cache alive (cuBLAS, cuSOLVER, cuRAND's default generators, yours), its
+ * handles up to its bound (`HandleCache.warm`). Call it at startup; a library package takes
+ * part once it is imported. Returns the streams and the handles per cache.
+ * @example
+ * import '@cuda-tasks/cublas';
+ * prewarm(); // { streams: 32, handles: { cublas: 16, ... } }
+ */
+export function prewarm(d?: Device | number): {
+  streams: number;
+  handles: Record<string, number>;
+} {
+  const target = d === undefined ? device() : typeof d === 'number' ? Device.get(d) : d;
+  const context = target.primaryContext();
+  const streams = prewarmPoolOf(context);
+  return { streams, handles: warmHandles(context) };
 }

@@ -19,6 +19,39 @@ export function createFakeDriver() {
       this.name = 'DisposedError';
     }
   }
+  /**
+   * Stream-ordered device memory: an address per allocation; a block freed on a stream comes
+   * back to the next allocation of the same size on that stream, as the real pool does.
+   * Allocations and frees are logged in `state.gpuLog`.
+   */
+  class FakeDeviceBuffer {
+    static nextAddress = 0x10_0000;
+    static readonly freed = new Map<unknown, Map<number, number[]>>();
+    disposed = false;
+    constructor(
+      readonly address: number,
+      readonly byteLength: number,
+      readonly stream: FakeStream,
+    ) {}
+    static allocate(byteLength: number, options: { stream: FakeStream }): FakeDeviceBuffer {
+      const reused = FakeDeviceBuffer.freed.get(options.stream)?.get(byteLength)?.pop();
+      const address = reused ?? (FakeDeviceBuffer.nextAddress += 0x1000_0000);
+      state.gpuLog.push(
+        `allocate ${byteLength} on ${options.stream.name} at 0x${address.toString(16)}`,
+      );
+      return new FakeDeviceBuffer(address, byteLength, options.stream);
+    }
+    dispose(): void {
+      if (this.disposed) return;
+      this.disposed = true;
+      state.gpuLog.push(`free 0x${this.address.toString(16)} on ${this.stream.name}`);
+      let bySize = FakeDeviceBuffer.freed.get(this.stream);
+      if (bySize === undefined) FakeDeviceBuffer.freed.set(this.stream, (bySize = new Map()));
+      let list = bySize.get(this.byteLength);
+      if (list === undefined) bySize.set(this.byteLength, (list = []));
+      list.push(this.address);
+    }
+  }
   class CaptureError extends Error {
     constructor(
       readonly call: string,
@@ -54,6 +87,15 @@ export function createFakeDriver() {
       for (const listener of disposedListeners) listener(this);
       this.disposed = true;
       state.disposed.push(this);
+    }
+    /** Orders this stream after `other`'s work so far (logged in `state.gpuLog`). */
+    waitFor(other: FakeStream): void {
+      if (other === this) return;
+      state.gpuLog.push(`${this.name} waits for ${other.name}`);
+    }
+    /** Makes this stream wait for `event` (logged with where the event was recorded). */
+    waitEvent(event: FakeEvent): void {
+      state.gpuLog.push(`${this.name} waits for event ${event.id} (${event.recordedOn?.name})`);
     }
     /** The capture in progress on this stream, or null. */
     capture: FakeCapture | null = null;
@@ -98,6 +140,7 @@ export function createFakeDriver() {
     }
     record(stream: FakeStream): this {
       this.recordedOn = stream;
+      state.gpuLog.push(`record event ${this.id} on ${stream.name}`);
       return this;
     }
     query(): boolean {
@@ -199,6 +242,8 @@ export function createFakeDriver() {
     disposed: [] as FakeStream[],
     trimmed: [] as FakeStream[],
     waited: [] as unknown[],
+    /** GPU-side steps in order: event records, stream waits, allocations and frees. */
+    gpuLog: [] as string[],
     outOfMemoryHooks: new Set<(context: unknown) => void>(),
     /** Each capture step: `begin <stream>`, `end <stream>`, `abort <stream>`, `instantiate graph N`, ... */
     captureLog: [] as string[],
@@ -208,6 +253,11 @@ export function createFakeDriver() {
   const disposedListeners = new Set<(stream: unknown) => void>();
   const module = {
     CudaArgumentError,
+    DeviceBuffer: FakeDeviceBuffer as unknown,
+    currentContext: (): FakeContext =>
+      state.deviceProvider === undefined
+        ? devices[0]!.context
+        : (state.deviceProvider() as FakeDevice).primaryContext(),
     CaptureError,
     Graph: FakeGraph,
     StreamCapture: {
@@ -280,6 +330,7 @@ export function createFakeDriver() {
     FakeStream,
     FakeEvent,
     FakeGraph,
+    FakeDeviceBuffer,
     CaptureError,
     CudaArgumentError,
     DisposedError,

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs the seed example and the concurrency GPU tests of the runtime and the libraries under
+# Runs the seed example, the concurrency GPU tests of the runtime and the libraries, and the
+# library stress test (64 tasks, all three libraries and the cuFFT user library) under
 # compute-sanitizer: memcheck (out-of-bounds and misaligned device accesses, hardware
 # exceptions, CUDA API errors) and racecheck (shared-memory hazards in kernels). Prints one
 # line per run: tool, target, errors found, PASS/FAIL; exits non-zero when any run fails.
 #
 #   packages/examples/src/sanitize/sanitize.sh          # from the repository root
 #   SANITIZE_QUICK=1 ...                                 # only the seed demo, both tools
+#   SANITIZE_ONLY=stress ...                             # only the stress test, both tools
 #
 # Environment:
 #   SANITIZE_QUICK=1          only the seed demo under both tools (about a minute)
@@ -19,6 +21,9 @@
 #                             paths)
 #   SANITIZE_DEMO_TIMEOUT=s   per-run limit for the demo (default 90)
 #   SANITIZE_TESTS_TIMEOUT=s  per-run limit for the tests (default 150)
+#   SANITIZE_STRESS_TIMEOUT=s per-run limit for the library stress test (default 240)
+#   SANITIZE_ONLY=target      run one target under both tools: demo, tests or stress (a full
+#                             run can exceed ten minutes; split it this way)
 #   COMPUTE_SANITIZER=path    the sanitizer (default /usr/local/cuda/bin/compute-sanitizer)
 #
 # Leak checking: `--leak-check full` reports device allocations still alive when a context is
@@ -28,7 +33,9 @@
 # by one. Those would be reported as leaks that are not ours to fix, so the default run does
 # not enable it; SANITIZE_LEAK_CHECK=1 adds it for a manual look at the reports.
 #
-# Budget: the four runs stay under ~8 minutes (demo 2 x 90 s, tests 2 x 150 s at most).
+# Budget: the six runs stay under ~16 minutes (demo 2 x 90 s, tests 2 x 150 s, stress 2 x 240 s
+# at most); where one command may take at most ten minutes, run SANITIZE_ONLY=demo, =tests and
+# =stress one after another.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)
@@ -54,6 +61,16 @@ mkdir -p "$LOG_DIR"
 
 DEMO_TIMEOUT=${SANITIZE_DEMO_TIMEOUT:-90}
 TESTS_TIMEOUT=${SANITIZE_TESTS_TIMEOUT:-150}
+STRESS_TIMEOUT=${SANITIZE_STRESS_TIMEOUT:-240}
+ONLY=${SANITIZE_ONLY:-}
+if [[ -n $ONLY && $ONLY != demo && $ONLY != tests && $ONLY != stress ]]; then
+  echo "sanitize: SANITIZE_ONLY must be demo, tests or stress, got '$ONLY'" >&2
+  exit 2
+fi
+# The library stress test: 64 tasks mixing cuBLAS, cuSOLVER, cuRAND and the cuFFT user library
+# past the stream and handle bounds, bit-identical to a serial run. It shrinks its problem sizes
+# under the sanitizer (CUDA_TASKS_SANITIZER=1), which instruments every kernel.
+STRESS_FILE=packages/examples/src/libraries-stress.gpu.test.ts
 TSX=(node_modules/.bin/tsx --conditions=@cuda-tasks/source)
 DEMO=(packages/examples/src/seed/demo.ts)
 read -r -a DEMO_ARGS <<<"${SANITIZE_DEMO_ARGS---n 256 --warmups 20}"
@@ -160,7 +177,7 @@ run() {
   elif [[ $processes -eq 0 ]]; then
     verdict=FAIL
     note=" (no sanitizer summary: did the target use the GPU?)"
-  elif [[ $target == tests && $(tests_passed "$base.out.log") -eq 0 ]]; then
+  elif [[ $target != demo && $(tests_passed "$base.out.log") -eq 0 ]]; then
     verdict=FAIL
     note=" (vitest ran no test: all skipped or none found; see $base.out.log)"
   else
@@ -175,7 +192,7 @@ run() {
     # The first reports, so that the failure is visible without opening the logs.
     cat "${logs[@]}" 2>/dev/null | grep -a -m 20 -E '^========= (Invalid|Program hit|Error|Race|Warning|.*hazard)' || true
     # And the tests that failed (a timing assertion the tool's slowdown broke, ...).
-    if [[ $target == tests ]]; then
+    if [[ $target != demo ]]; then
       sed 's/\x1b\[[0-9;]*m//g' "$base.out.log" 2>/dev/null | grep -a -m 20 -E '(FAIL|×|✗) ' || true
     fi
   fi
@@ -184,11 +201,28 @@ run() {
 echo "compute-sanitizer: $("$SANITIZER" --version 2>/dev/null | tail -n 1)"
 echo "logs: $LOG_DIR"
 
+# wants TARGET: whether this run includes TARGET (SANITIZE_ONLY, SANITIZE_QUICK).
+wants() {
+  if [[ -n $ONLY ]]; then
+    [[ $ONLY == "$1" ]]
+  elif [[ ${SANITIZE_QUICK:-0} == 1 ]]; then
+    [[ $1 == demo ]]
+  else
+    true
+  fi
+}
+
+export CUDA_TASKS_SANITIZER=1
 for tool in memcheck racecheck; do
-  run "$tool" demo "$DEMO_TIMEOUT" "${TSX[@]}" "${DEMO[@]}" "${DEMO_ARGS[@]}"
-  if [[ ${SANITIZE_QUICK:-0} != 1 ]]; then
+  if wants demo; then
+    run "$tool" demo "$DEMO_TIMEOUT" "${TSX[@]}" "${DEMO[@]}" "${DEMO_ARGS[@]}"
+  fi
+  if wants tests; then
     run "$tool" tests "$TESTS_TIMEOUT" node_modules/.bin/vitest run --project gpu \
       -t "$TEST_NAME_PATTERN" "${TEST_FILES[@]}"
+  fi
+  if wants stress; then
+    run "$tool" stress "$STRESS_TIMEOUT" node_modules/.bin/vitest run --project gpu "$STRESS_FILE"
   fi
 done
 

@@ -2,7 +2,15 @@ import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { task } from '@cuda-tasks/task-runtime';
 import { describeGpu, rng } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
-import { fft, ifft, planStatistics, rfft, scaleComplex, version } from './index.js';
+import {
+  destroyIdlePlans,
+  fft,
+  ifft,
+  planStatistics,
+  rfft,
+  scaleComplex,
+  version,
+} from './index.js';
 
 /** Interleaved complex values with parts in [-1, 1). */
 function randomComplex(count: number, seed: number): Float32Array {
@@ -182,5 +190,23 @@ describeGpu('the cuFFT user library', () => {
       leased: 0,
       idle: afterFirst.created,
     });
+  });
+
+  it('24 concurrent tasks share at most 16 plans and give the serial results; destroyIdlePlans drops the cache', async () => {
+    const n = 779; // a size no other test uses
+    const inputs = Array.from({ length: 24 }, (_, i) => randomComplex(n, 300 + i));
+    const serial: Float32Array[] = [];
+    for (const input of inputs) serial.push(await task(() => forward(input)));
+    const concurrent = await Promise.all(inputs.map((input) => task(() => forward(input))));
+    concurrent.forEach((result, i) => {
+      // The same plan sizes and work areas: the same bits, whichever plan and stream ran it.
+      expect(result).toEqual(serial[i]);
+    });
+    const statistics = planStatistics('c2c', n)[0]!;
+    expect(statistics.created).toBeLessThanOrEqual(16);
+    expect(statistics.shared).toBeGreaterThanOrEqual(24 - 16);
+    expect(statistics).toMatchObject({ leased: 0, idle: statistics.created });
+    expect(destroyIdlePlans()).toBeGreaterThanOrEqual(statistics.created);
+    expect(planStatistics('c2c', n)[0]).toMatchObject({ created: 0, idle: 0 });
   });
 });

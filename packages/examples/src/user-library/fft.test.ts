@@ -156,7 +156,7 @@ describe('errors and loading', () => {
   it('reports zero plans for a transform never used', () => {
     expect(planKey('c2c', 256, 4)).toBe('c2c:256x4');
     expect(planStatistics('c2c', 12345)).toEqual([
-      { key: 'c2c:12345x1', created: 0, destroyed: 0, idle: 0, leased: 0 },
+      { key: 'c2c:12345x1', created: 0, destroyed: 0, idle: 0, leased: 0, shared: 0 },
     ]);
   });
 });

@@ -5,17 +5,11 @@
  * stream with `useOn`, and wrap the native call in `beginOperation` / `endOperation` so that
  * traces show it. Everything is queued on the current stream; nothing waits for the GPU.
  */
-import {
-  currentStream,
-  DeviceArray,
-  DeviceBuffer,
-  type Stream,
-  type StreamOption,
-} from '@cuda-tasks/cudadrv';
+import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
 import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUFFT_FORWARD, CUFFT_INVERSE, cufft } from './ffi.js';
-import { type Plan, planCache } from './plans.js';
+import { planCache } from './plans.js';
 import { scaleComplex } from './scale.js';
 import { type BatchOption, booleanOption, fftLayout, rfftLayout } from './validate.js';
 
@@ -35,22 +29,6 @@ export interface FftOptions extends BatchOption, StreamOption {
 export interface RfftOptions extends BatchOption, StreamOption {}
 
 /**
- * A work area for one execution, from the stream-ordered pool on `stream` (about a
- * microsecond), attached to the plan; freed right after the call, ordered after it.
- */
-function attachWorkArea(plan: Plan, stream: Stream): DeviceBuffer | undefined {
-  if (plan.workBytes === 0) return undefined;
-  const work = DeviceBuffer.allocate(plan.workBytes, { stream });
-  try {
-    check(cufft().cufftSetWorkArea(plan.handle, work.useOn(stream)), 'cufftSetWorkArea');
-  } catch (error) {
-    work.dispose();
-    throw error;
-  }
-  return work;
-}
-
-/**
  * The discrete Fourier transform of complex float32 data (interleaved re, im), as a new array
  * of x's shape: X_k = sum_j x_j exp(-2 pi i j k / n) (forward), or with exp(+...) and a 1 / n
  * factor (inverse). `x` holds `batch` transforms of length n one after another: a 1-D array of
@@ -66,13 +44,12 @@ export function fft(x: DeviceArray<'float32'>, options: FftOptions = {}): Device
   const inverse = booleanOption(options.inverse, 'inverse', 'fft', false);
   const normalize = booleanOption(options.normalize, 'normalize', 'fft', inverse);
   const stream = options.stream ?? currentStream();
+  // The task's plan for this transform, bound to the stream with its work area there.
   const plan = planCache('c2c', n, batch).get(stream);
   const output = DeviceArray.empty('float32', x.shape, { stream });
-  let work: DeviceBuffer | undefined;
   try {
     const input = x.useOn(stream, 'read');
     const result = output.useOn(stream);
-    work = attachWorkArea(plan, stream);
     stream.context.makeCurrent();
     const token = beginOperation(inverse ? 'cufft.c2c.inverse' : 'cufft.c2c.forward', stream);
     const status = cufft().cufftExecC2C(
@@ -88,8 +65,6 @@ export function fft(x: DeviceArray<'float32'>, options: FftOptions = {}): Device
   } catch (error) {
     output.dispose();
     throw error;
-  } finally {
-    work?.dispose();
   }
 }
 
@@ -118,11 +93,9 @@ export function rfft(x: DeviceArray<'float32'>, options: RfftOptions = {}): Devi
     x.shape.length === 2 && x.shape[1] === batch ? [outputLength / batch, batch] : [outputLength];
   const plan = planCache('r2c', n, batch).get(stream);
   const output = DeviceArray.empty('float32', shape, { stream });
-  let work: DeviceBuffer | undefined;
   try {
     const input = x.useOn(stream, 'read');
     const result = output.useOn(stream);
-    work = attachWorkArea(plan, stream);
     stream.context.makeCurrent();
     const token = beginOperation('cufft.r2c', stream);
     const status = cufft().cufftExecR2C(plan.handle, input, result);
@@ -132,7 +105,5 @@ export function rfft(x: DeviceArray<'float32'>, options: RfftOptions = {}): Devi
   } catch (error) {
     output.dispose();
     throw error;
-  } finally {
-    work?.dispose();
   }
 }

@@ -1,14 +1,16 @@
 /**
- * cuFFT plans through the task runtime's public `HandleCache`. A plan is fixed to one
- * transform (type, size, batch), so there is one cache per (type, n, batch): each task leases
- * one plan per cache and context, bound lazily to the task's stream with cufftSetStream, and
- * gives it back when it settles. The number of plans of one size therefore follows the
- * number of tasks using that size at once, not the number of calls.
+ * cuFFT plans through the task runtime's library kit (`HandleCache`): this file says only what
+ * is specific to cuFFT (how a plan is made and destroyed, `cufftSetStream`, and the work area
+ * `cufftSetWorkArea` takes); the kit does the rest, as it does for cuBLAS, cuSOLVER and
+ * cuRAND: one lease per task, context and transform, given back when the task settles; at
+ * most 16 plans per transform and context (tasks beyond share them, rebound per call); binding
+ * to the task's stream only when it changes; a work area per (plan, stream) from the
+ * stream-ordered pool, so two streams never share one; the GPU-side hand-off when a plan goes
+ * idle; and `dispose()` to drop a transform's cache with its listeners.
  *
- * Plans are made without a work area of their own (cufftSetAutoAllocation(plan, 0)): each
- * execution gets its work area from the stream-ordered pool on its own stream (see `fft.ts`),
- * so a plan handed from one task to the next can never have two streams writing one work
- * area, and the memory of idle plans stays small.
+ * A plan is fixed to one transform (type, size, batch), so there is one cache per
+ * (type, n, batch). Plans are made without a work area of their own
+ * (cufftSetAutoAllocation(plan, 0)): the kit gives each (plan, stream) pair one.
  */
 import { HandleCache } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
@@ -36,7 +38,7 @@ export const MAX_IDLE_PLANS = 32;
 
 type Caches = Record<TransformType, Map<number, Map<number, HandleCache<Plan>>>>;
 
-const CACHES_KEY = Symbol.for('@cuda-tasks/examples/user-library/plans');
+const CACHES_KEY = Symbol.for('@cuda-tasks/examples/user-library/plans@2');
 
 // Process-wide: two loaded copies of this module share the plans.
 const caches: Caches = ((globalThis as any)[CACHES_KEY] ??= {
@@ -71,9 +73,20 @@ function createCache(type: TransformType, n: number, batch: number): HandleCache
     destroy(plan) {
       check(cufft().cufftDestroy(plan.handle), 'cufftDestroy');
     },
-    bindStream(plan, stream) {
+    setStream(plan, stream) {
       check(cufft().cufftSetStream(plan.handle, stream.handle), 'cufftSetStream');
     },
+    // The work area of each (plan, stream) pair: allocated by the kit on the stream, handed to
+    // cuFFT here (cufftSetStream leaves it alone, so it is set again only when it changes).
+    workspace: {
+      bytes: (plan) => plan.workBytes,
+      set(plan, workArea) {
+        check(cufft().cufftSetWorkArea(plan.handle, workArea?.pointer ?? null), 'cufftSetWorkArea');
+      },
+    },
+    // A plan's executions on two streams share nothing but read-only tables (each stream has
+    // its own work area): no ordering across streams is needed.
+    ordered: false,
     maxIdlePerContext: MAX_IDLE_PLANS,
   });
 }
@@ -100,8 +113,16 @@ export interface PlanStatistics {
   destroyed: number;
   /** Plans idle in the cache now. */
   idle: number;
-  /** Plans leased to running tasks now. */
+  /** Leases running tasks hold now (more than plans when tasks share plans past the bound). */
   leased: number;
+  /** Leases that shared a plan with another task (past 16 plans of the transform). */
+  shared: number;
+}
+
+function statisticsOf(key: string, cache: HandleCache<Plan> | undefined): PlanStatistics {
+  if (cache === undefined) return { key, created: 0, destroyed: 0, idle: 0, leased: 0, shared: 0 };
+  const { created, destroyed, idle, leased, shared } = cache.statistics();
+  return { key, created, destroyed, idle, leased, shared };
 }
 
 /**
@@ -112,29 +133,37 @@ export interface PlanStatistics {
  */
 export function planStatistics(type?: TransformType, n?: number, batch = 1): PlanStatistics[] {
   if (type !== undefined && n !== undefined) {
-    const cache = caches[type].get(n)?.get(batch);
-    return cache === undefined
-      ? [{ key: planKey(type, n, batch), created: 0, destroyed: 0, idle: 0, leased: 0 }]
-      : [{ key: planKey(type, n, batch), ...cache.statistics() }];
+    return [statisticsOf(planKey(type, n, batch), caches[type].get(n)?.get(batch))];
   }
   const out: PlanStatistics[] = [];
   for (const kind of ['c2c', 'r2c'] as const) {
     if (type !== undefined && kind !== type) continue;
     for (const [size, bySize] of caches[kind]) {
       for (const [count, cache] of bySize) {
-        out.push({ key: planKey(kind, size, count), ...cache.statistics() });
+        out.push(statisticsOf(planKey(kind, size, count), cache));
       }
     }
   }
   return out;
 }
 
-/** Destroys every idle plan (all sizes); returns how many. Leased plans stay. */
+/**
+ * Destroys every idle plan (all sizes); returns how many. Leased plans stay. The cache of a
+ * transform left with no plan at all is disposed (its listeners removed); the next call of
+ * that size makes a new one.
+ */
 export function destroyIdlePlans(): number {
   let destroyed = 0;
   for (const kind of ['c2c', 'r2c'] as const) {
-    for (const bySize of caches[kind].values()) {
-      for (const cache of bySize.values()) destroyed += cache.destroyIdle();
+    for (const [size, bySize] of caches[kind]) {
+      for (const [count, cache] of bySize) {
+        destroyed += cache.destroyIdle();
+        if (cache.statistics().handles === 0) {
+          cache.dispose();
+          bySize.delete(count);
+        }
+      }
+      if (bySize.size === 0) caches[kind].delete(size);
     }
   }
   return destroyed;

@@ -1,0 +1,141 @@
+import { type Context, Event, type Stream } from '@cuda-tasks/cudadrv';
+
+/** How a `StreamBinding` tells its library which stream to use. */
+export interface StreamBindingOptions {
+  /** The context of the object (the hand-off event is created there). */
+  context: Context;
+  /** Makes the library issue the object's work on `stream` (e.g. curandSetStream). */
+  setStream(stream: Stream): void;
+  /**
+   * Whether the object's work must run in issue order across streams (default true): it
+   * holds device state that every call reads and updates (a cuRAND generator's state, a
+   * cuSOLVER handle's internal buffers). Then a bind to another stream makes that stream wait,
+   * on the GPU, for the work issued on the previous one. False for objects whose calls on two
+   * streams share nothing (a cuBLAS handle with a workspace per stream).
+   */
+  ordered?: boolean;
+}
+
+/**
+ * Where an object that issues GPU work on a stream of its choosing (a library handle, a cuRAND
+ * generator) is bound, with the two rules every such object needs:
+ *
+ * - **The rebind-skip rule.** `setStream` is called only when the library does not have the
+ *   stream already: binding back to the stream it last set (a pooled stream that came back
+ *   with the same handle) costs nothing.
+ * - **The hand-off.** `release()` records an event where the object's work went last; the
+ *   next `bind` to another stream makes that stream wait for it (on the GPU; the host never
+ *   waits), so the next user's work is ordered after the previous user's. With `ordered`,
+ *   every switch of streams is ordered the same way.
+ *
+ * The hot path, `bind` to the stream it is bound to, is one comparison.
+ * @example
+ * const binding = new StreamBinding({ context, setStream: (s) => check(curandSetStream(gen, s.handle)) });
+ * binding.bind(stream()); // before each call
+ * binding.release();      // when the current user is done with it
+ */
+export class StreamBinding {
+  readonly #options: StreamBindingOptions;
+  readonly #ordered: boolean;
+  /** The stream the object is bound to now (undefined: unbound, the next bind decides). */
+  #stream: Stream | undefined;
+  /** Where its work last went while bound (kept across `invalidate`), for ordering. */
+  #last: Stream | undefined;
+  /** The stream the library has (the last setStream), kept across releases. */
+  #native: Stream | undefined;
+  /** Marks the end of its work on the stream it was released from. */
+  #handoff: Event | undefined;
+  /** The stream `#handoff` was recorded on, while a next stream has still to wait for it. */
+  #handoffStream: Stream | undefined;
+
+  constructor(options: StreamBindingOptions) {
+    this.#options = options;
+    this.#ordered = options.ordered ?? true;
+  }
+
+  /** The stream the object is bound to (undefined before its first bind and after a release). */
+  get stream(): Stream | undefined {
+    return this.#stream;
+  }
+
+  /** The stream the library has for the object (its last setStream), kept across releases. */
+  get nativeStream(): Stream | undefined {
+    return this.#native;
+  }
+
+  /**
+   * Binds to `stream`: nothing when it already is; otherwise orders `stream` after the
+   * object's earlier work where needed (the hand-off of a release, or with `ordered` the
+   * previous stream) and calls `setStream` unless the library has `stream` already. Returns
+   * whether `setStream` was called (a library like cuBLAS then forgets its workspace).
+   */
+  bind(stream: Stream): boolean {
+    if (stream === this.#stream) return false;
+    const handoffStream = this.#handoffStream;
+    if (handoffStream !== undefined) {
+      // Taken up again by the stream it was released from: already in order there.
+      // (A recorded event stays valid after its stream is destroyed.)
+      if (handoffStream !== stream) stream.waitEvent(this.#handoff!);
+      this.#handoffStream = undefined;
+    } else if (this.#ordered) {
+      const previous = this.#last;
+      if (previous !== undefined && previous !== stream && !previous.disposed) {
+        stream.waitFor(previous);
+      }
+    }
+    let set = false;
+    if (this.#native !== stream) {
+      this.#options.setStream(stream);
+      this.#native = stream;
+      set = true;
+    }
+    this.#stream = stream;
+    this.#last = stream;
+    return set;
+  }
+
+  /**
+   * Forgets the bound stream without a hand-off, so that the next `bind` runs again (the
+   * library's settings changed): `setStream` is still skipped when the library has the
+   * stream, and the order across streams is kept.
+   */
+  invalidate(): void {
+    this.#stream = undefined;
+  }
+
+  /**
+   * The current user is done with the object: records the hand-off event where its work
+   * went last (if that stream is still usable) and unbinds. Safe to call when unbound.
+   */
+  release(): void {
+    const last = this.#last;
+    this.#stream = undefined;
+    this.#last = undefined;
+    if (last === undefined || last.disposed) return;
+    this.#handoff ??= Event.create({ context: this.#options.context });
+    this.#handoff.record(last);
+    this.#handoffStream = last;
+  }
+
+  /**
+   * `stream` is being disposed (it is still alive while the disposed listeners run): if the
+   * object's work went there last, its hand-off is recorded now, so that the next stream
+   * still waits for that work; and the library is no longer taken to have that stream.
+   */
+  forget(stream: Stream): void {
+    if (this.#last === stream) this.release();
+    if (this.#stream === stream) this.#stream = undefined;
+    if (this.#native === stream) this.#native = undefined;
+  }
+
+  /** Destroys the hand-off event (the object is being destroyed). Safe to call twice. */
+  dispose(): void {
+    this.#stream = undefined;
+    this.#last = undefined;
+    this.#native = undefined;
+    this.#handoffStream = undefined;
+    const event = this.#handoff;
+    this.#handoff = undefined;
+    event?.dispose();
+  }
+}
