@@ -11,7 +11,7 @@ export interface CleanupTaskInfo {
 /** Receives an error thrown while a task's resources were given back. */
 export type CleanupErrorListener = (error: unknown, task: CleanupTaskInfo | undefined) => void;
 
-const listeners = processWide('cleanup-listeners', 1, () => new Set<CleanupErrorListener>());
+const listeners = processWide('cleanup-listeners', () => new Set<CleanupErrorListener>());
 
 /**
  * Registers a listener for errors thrown while the runtime gives resources back: a task's

@@ -143,7 +143,7 @@ interface HandleRegistry {
 /** Handles per context of a cache that sets no bound of its own. */
 export const DEFAULT_MAX_HANDLES_PER_CONTEXT = 16;
 
-const registry = processWide<HandleRegistry>('handle-caches', 1, () => ({
+const registry = processWide<HandleRegistry>('handle-caches', () => ({
   caches: new Set(),
   maxHandlesPerContext: DEFAULT_MAX_HANDLES_PER_CONTEXT,
 }));

@@ -107,7 +107,7 @@ export function settingsFrom(environment: NodeJS.ProcessEnv): Readonly<Settings>
 }
 
 // Process-wide, shared by every loaded copy of this package.
-const state = processWide<PoolState>('stream-pool', 3, () => ({
+const state = processWide<PoolState>('stream-pool', () => ({
   pools: new Map(),
   byStream: new Map(),
   settings: { ...settingsFrom(process.env) },

@@ -6,7 +6,7 @@ import { acquireStream, type PooledStream, pooledStream, releaseStream } from '.
 import { processWide } from './process-wide.js';
 
 // Process-wide: task ids stay unique when two copies of this package load.
-const taskIds = processWide('task-ids', 1, () => ({ next: 0 }));
+const taskIds = processWide('task-ids', () => ({ next: 0 }));
 
 /** Something that holds per-task resources and gives them back when the task settles. */
 export interface TaskResourceOwner {
@@ -109,7 +109,7 @@ interface RuntimeState {
 }
 
 // Process-wide: a second loaded copy of this package shares the same storage and root task.
-const runtime = processWide<RuntimeState>('runtime', 2, () => ({
+const runtime = processWide<RuntimeState>('runtime', () => ({
   storage: new AsyncLocalStorage<Frame>(),
   root: {
     task: new TaskState('root', undefined),

@@ -11,7 +11,7 @@ interface TaskObserver {
 }
 
 // Process-wide: tasks started through a second loaded copy of this package are traced too.
-const slot = processWide('trace-recorder', 1, () => ({ active: null as TaskObserver | null }));
+const slot = processWide('trace-recorder', () => ({ active: null as TaskObserver | null }));
 const EVENT_BATCH = 64;
 
 /** @internal The recorder's task hooks while tracing, else null. */

@@ -253,6 +253,19 @@ export function createFakeDriver() {
   const disposedListeners = new Set<(stream: unknown) => void>();
   const module = {
     CudaArgumentError,
+    // Process-wide state as cudadrv/internal keeps it: one value per package and name.
+    packageOf: (_moduleUrl: string, name: string) => ({
+      name,
+      version: '0.0.0-test',
+      directory: '',
+    }),
+    processState<T>(owner: { name: string }, name: string, create: () => T): T {
+      const key = Symbol.for(`${owner.name}@fake/${name}`);
+      const holder = globalThis as unknown as Record<symbol, T | undefined>;
+      let value = holder[key];
+      if (value === undefined) holder[key] = value = create();
+      return value;
+    },
     DeviceBuffer: FakeDeviceBuffer as unknown,
     currentContext: (): FakeContext =>
       state.deviceProvider === undefined
