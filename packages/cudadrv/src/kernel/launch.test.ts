@@ -1,3 +1,4 @@
+import { thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import type { DType } from '../dtype.js';
 import { CudaArgumentError, DisposedError } from '../errors.js';
@@ -395,5 +396,62 @@ describe('launch: checks before any native call', () => {
     expect(() => launch(orphan, { grid: 1, block: 1, stream: fakeStream }, 1)).toThrow(
       "kernel orphan's module has been disposed and cannot be used",
     );
+  });
+});
+
+describe('launch: a rejected call leaves no trace (issue 14, bug 4)', () => {
+  const kernel = makeKernel('scale', ['float32*', 'const float32*', 'float32', 'int32']);
+  function operands() {
+    const y = fakeArray('float32', 4, 0x1000n);
+    const x = fakeArray('float32', 4, 0x2000n);
+    return { y, x, args: [y.array, x.array, 2, 4] as KernelArgument[] };
+  }
+
+  it.each([
+    ['a grid below 1', { grid: 0, block: 32 }],
+    ['a block beyond 32 bits', { grid: 1, block: 2 ** 32 }],
+    ['a grid y beyond 65535', { grid: [1, 65536], block: 32 }],
+    ['negative shared memory', { grid: 1, block: 32, sharedMemory: -1 }],
+  ] as const)('%s: no buffer is declared used', (_what, config) => {
+    const { y, x, args } = operands();
+    expect(() => launch(kernel, { ...config, stream: fakeStream }, ...args)).toThrow(
+      CudaArgumentError,
+    );
+    expect(y.buffer.usedOn).toEqual([]);
+    expect(x.buffer.usedOn).toEqual([]);
+  });
+
+  it('a bad argument after pointer arguments: none of them is declared used', () => {
+    const { y, x, args } = operands();
+    args[3] = 1.5; // not an int32
+    expect(() => launch(kernel, { grid: 1, block: 32, stream: fakeStream }, ...args)).toThrow(
+      'kernel scale: argument 3 must be an integer in the int32 range, got 1.5',
+    );
+    expect(y.buffer.usedOn).toEqual([]);
+    expect(x.buffer.usedOn).toEqual([]);
+  });
+
+  it('a wrong dtype or a disposed array after a good pointer: the good one is not used', () => {
+    const { y, x, args } = operands();
+    args[1] = fakeArray('float64', 4, 0x3000n).array;
+    expect(() => launch(kernel, { grid: 1, block: 32, stream: fakeStream }, ...args)).toThrow(
+      'kernel scale: argument 1 must be a DeviceArray of float32, got float64',
+    );
+    x.buffer.disposed = true;
+    args[1] = x.array;
+    expect(() => launch(kernel, { grid: 1, block: 32, stream: fakeStream }, ...args)).toThrow(
+      DisposedError,
+    );
+    expect(y.buffer.usedOn).toEqual([]);
+  });
+
+  it('a good call declares every pointer used once, after the checks', () => {
+    const { y, x, args } = operands();
+    // The fake stream has no driver behind it: the call gets as far as the native launch.
+    const stream = { ...fakeStream, context, assertUsable() {} } as unknown as Stream;
+    const reached = thrown(() => launch(kernel, { grid: 1, block: 32, stream }, ...args));
+    expect(reached).not.toBeInstanceOf(CudaArgumentError);
+    expect(y.buffer.usedOn).toEqual([stream]);
+    expect(x.buffer.usedOn).toEqual([stream]);
   });
 });

@@ -240,7 +240,11 @@ export class Kernel {
     return { blockSize: block[0]!, minGridSize: minGrid[0]! };
   }
 
-  /** @internal Writes the arguments into the arena; returns the `void**` for cuLaunchKernel. */
+  /**
+   * @internal Writes the arguments into the arena and returns the `void**` for cuLaunchKernel.
+   * Every argument is checked before any buffer is declared used on `stream`: a rejected call
+   * leaves no trace on a buffer or a stream (the arena is rewritten by each call anyway).
+   */
   marshal(args: readonly KernelArgument[], stream: Stream): bigint {
     const writers = this.#writers;
     const count = writers.length;
@@ -250,17 +254,15 @@ export class Kernel {
       );
     }
     const base = this.#slotBase;
+    let hasPointers = false;
     for (let i = 0; i < count; i++) {
       const value = args[i];
       const offset = base + i * 8;
       const writer = writers[i]!;
       if (writer === W_PTR) {
-        const address = this.pointerArgument(i, value, stream);
-        if (typeof address === 'number') {
-          // Two 32-bit halves: no BigInt made.
-          this.#u32[offset >> 2] = address >>> 0;
-          this.#u32[(offset >> 2) + 1] = (address / TWO_32) >>> 0;
-        } else this.#u64[offset >> 3] = address;
+        // Checked now, declared used (and written) once every argument has passed.
+        this.checkPointer(i, value);
+        hasPointers = true;
       } else if (writer === W_F32 || writer === W_F64) {
         if (typeof value !== 'number') this.badArgument(i, value);
         if (writer === W_F32) this.#f32[offset >> 2] = value as number;
@@ -317,10 +319,27 @@ export class Kernel {
         }
       }
     }
+    if (hasPointers) {
+      for (let i = 0; i < count; i++) {
+        if (writers[i] !== W_PTR) continue;
+        const value = args[i] as DeviceArray | DeviceBuffer | bigint;
+        const address =
+          typeof value === 'bigint'
+            ? value
+            : value.ffiAddressOn(stream, this.#readOnly[i] === 1 ? 'read' : 'write');
+        const offset = base + i * 8;
+        if (typeof address === 'number') {
+          // Two 32-bit halves: no BigInt made.
+          this.#u32[offset >> 2] = address >>> 0;
+          this.#u32[(offset >> 2) + 1] = (address / TWO_32) >>> 0;
+        } else this.#u64[offset >> 3] = address;
+      }
+    }
     return this.#argumentArray;
   }
 
-  private pointerArgument(i: number, value: unknown, stream: Stream): number | bigint {
+  /** Throws unless `value` fits pointer parameter `i`; declares nothing. */
+  private checkPointer(i: number, value: unknown): void {
     if (DeviceArray.isInstance(value)) {
       const dtype = this.#pointerDTypes[i];
       if (dtype !== undefined && value.dtype !== dtype) {
@@ -330,15 +349,15 @@ export class Kernel {
       }
       if (value.disposed)
         throw new DisposedError(`kernel ${this.name}: argument ${i} (DeviceArray)`);
-      return value.ffiAddressOn(stream, this.#readOnly[i] === 1 ? 'read' : 'write');
+      return;
     }
     if (DeviceBuffer.isInstance(value) && this.#pointerDTypes[i] === undefined) {
       if (value.disposed)
         throw new DisposedError(`kernel ${this.name}: argument ${i} (DeviceBuffer)`);
-      return value.ffiAddressOn(stream, this.#readOnly[i] === 1 ? 'read' : 'write');
+      return;
     }
-    if (typeof value === 'bigint' && this.#pointerDTypes[i] === undefined) return value;
-    return this.badArgument(i, value);
+    if (typeof value === 'bigint' && this.#pointerDTypes[i] === undefined) return;
+    this.badArgument(i, value);
   }
 
   private badArgument(i: number, value: unknown): never {
@@ -384,7 +403,9 @@ function checkDim3(what: string, value: Dim3): void {
 /**
  * Launches `kernel` on the config's stream (default: the current stream). Arguments are
  * checked against the declared parameter list before the native call; device arrays used on
- * another stream before are ordered after that stream's work on the GPU.
+ * another stream before are ordered after that stream's work on the GPU. Everything is checked
+ * (the stream, the geometry, every argument) before any buffer is declared used: a launch that
+ * throws a CudaArgumentError or DisposedError leaves no trace on any buffer or stream.
  * @example launch(saxpy, { grid: Math.ceil(n / 256), block: 256 }, y, x, 2.0, n);
  */
 export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgument[]): void {
@@ -396,9 +417,8 @@ export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgu
       `launch: kernel ${kernel.name} belongs to ${kernel.module.context}, the stream to ${stream.context}`,
     );
   }
-  kernel.marshal(args, stream);
-  // A captured kernel needs its module loaded for as long as the graph lives.
-  stream.capture?.retainModule(kernel.module);
+  // The geometry first, then the arguments (marshal checks them all before declaring any
+  // use): a rejected launch leaves no trace on any buffer or stream.
   const grid = config.grid;
   const block = config.block;
   const gx = typeof grid === 'number' ? grid : (grid[0] ?? 1);
@@ -437,6 +457,9 @@ export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgu
     checkDim3('block', block);
     checkLimits([gx, gy, gz], [bx, by, bz], sharedMemory);
   }
+  kernel.marshal(args, stream);
+  // A captured kernel needs its module loaded for as long as the graph lives.
+  stream.capture?.retainModule(kernel.module);
   stream.context.makeCurrent();
   // cuLaunchKernelEx with a CUlaunchConfig in a reused arena: four arguments for koffi to
   // convert instead of eleven (measured faster than cuLaunchKernel, in C too).
