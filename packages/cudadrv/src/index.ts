@@ -48,7 +48,13 @@ export {
   type LaunchConfig,
   launch,
 } from './kernel/launch.js';
-export { CompileError, type CompileOptions, compileToCubin, Module } from './kernel/module.js';
+export {
+  CompileError,
+  type CompileOptions,
+  compileToCubin,
+  Module,
+  ModuleLoadError,
+} from './kernel/module.js';
 export { DeviceArray, type Shape } from './memory/array.js';
 export {
   copyDeviceToDevice,

@@ -22,6 +22,7 @@ import {
   type Kernel,
   launch,
   Module,
+  ModuleLoadError,
   Stream,
   waitForStream,
 } from './index.js';
@@ -208,5 +209,29 @@ describeGpu('lifetimes on the GPU (issue 14)', () => {
     const released = await collectUntil(() => pool.statistics().cachedBytes === cachedBefore);
     expect(released).toBe(true);
     expect(made.ref!.deref()).toBeUndefined();
+  });
+
+  it('a PTX that fails to load: a ModuleLoadError whose log is the JIT log', () => {
+    // The fixture's header (which loads), then a body ptxas rejects.
+    const broken = [
+      '.version 9.0',
+      '.target sm_90',
+      '.address_size 64',
+      '.visible .entry broken() {',
+      '  not_an_instruction %r1;',
+      '  ret;',
+      '}',
+    ].join('\n');
+    const error = thrown(() => Module.fromPtx(broken));
+    expect(ModuleLoadError.isInstance(error)).toBe(true);
+    const loadError = error as ModuleLoadError;
+    expect(loadError.status).toBe('CUDA_ERROR_INVALID_PTX');
+    expect(loadError.call).toBe('cuModuleLoadDataEx');
+    // ptxas names the offending line (5) in its log.
+    expect(loadError.log).toMatch(/line 5/);
+    expect(loadError.log).toMatch(/error/i);
+    expect(loadError.message).toContain(loadError.log);
+    // The well-formed fixture still loads.
+    expect(ptx.disposed).toBe(false);
   });
 });

@@ -34,6 +34,36 @@ export class CompileError extends CudaError {
   }
 }
 
+/**
+ * The driver could not load a module (`Module.fromPtx`, `fromCubin`, `compile`): `log` carries
+ * the JIT compiler's error log ('' when the driver wrote none, e.g. a cubin built for another
+ * GPU), as `CompileError.log` carries NVRTC's; the message shows it too. `code`, `status` and
+ * `call` (`cuModuleLoadDataEx`) are those of the failed load. A separate class from
+ * `CompileError`, which is about CUDA C++ source: here the input was PTX or a binary image.
+ * @example
+ * try { Module.fromPtx(ptx); }
+ * catch (error) { if (ModuleLoadError.isInstance(error)) console.error(error.log); }
+ */
+export class ModuleLoadError extends CudaError {
+  /** True for any ModuleLoadError, also one thrown by another loaded copy of this package. */
+  static override readonly isInstance = markErrorClass(
+    ModuleLoadError,
+    '@cuda-tasks/ModuleLoadError',
+  );
+  /** The JIT compiler's error log ('' when there is none). */
+  readonly log: string;
+  constructor(code: number, status: string, log: string) {
+    super(
+      code,
+      status,
+      'cuModuleLoadDataEx',
+      log ? `module load failed:\n${log}` : 'module load failed',
+    );
+    this.name = 'ModuleLoadError';
+    this.log = log;
+  }
+}
+
 /** `source` with each line prefixed by its 1-based number, as compiler logs count them. */
 export function numberLines(source: string): string {
   const lines = source.replace(/\n$/, '').split('\n');
@@ -87,7 +117,8 @@ export class Module {
   }
 
   /**
-   * Loads PTX text (JIT-compiled by the driver for this GPU). A load error carries the JIT log.
+   * Loads PTX text (JIT-compiled by the driver for this GPU). A load error is a
+   * ModuleLoadError whose `log` is the JIT log.
    * @example const module = Module.fromPtx(readFileSync('kernels.ptx', 'utf8'));
    */
   static fromPtx(ptx: string, options: { context?: Context } = {}): Module {
@@ -96,7 +127,7 @@ export class Module {
     return Module.load(Buffer.from(`${ptx}\0`, 'utf8'), options.context ?? currentContext());
   }
 
-  /** Loads a cubin (or fatbin) image. */
+  /** Loads a cubin (or fatbin) image; a load error is a ModuleLoadError. */
   static fromCubin(image: Uint8Array, options: { context?: Context } = {}): Module {
     if (!(image instanceof Uint8Array) || image.length === 0)
       throw new CudaArgumentError('fromCubin: expected a non-empty Uint8Array');
@@ -125,13 +156,7 @@ export class Module {
         .replace(/\0.*$/s, '')
         .trim();
       k.free(logPointer);
-      const error = cudaError(result, 'cuModuleLoadDataEx');
-      throw new CudaError(
-        result,
-        error.status,
-        'cuModuleLoadDataEx',
-        jitLog ? `module load failed:\n${jitLog}` : 'module load failed',
-      );
+      throw new ModuleLoadError(result, cudaError(result, 'cuModuleLoadDataEx').status, jitLog);
     }
     k.free(logPointer);
     return new Module(handle[0] as bigint, context);
