@@ -23,9 +23,11 @@ import {
   launch,
   Module,
   ModuleLoadError,
+  onOutOfMemory,
   Stream,
   waitForStream,
 } from './index.js';
+import { Scratch } from './internal.js';
 
 const fixtures = fileURLToPath(new URL('../test/fixtures/', import.meta.url));
 const devices = gpuAvailable ? deviceCount() : 0;
@@ -48,8 +50,10 @@ async function collectUntil(done: () => boolean): Promise<boolean> {
 describeGpu('lifetimes on the GPU (issue 14)', () => {
   let ptx: Module;
   let spinThenFill: Kernel;
+  let spin: Kernel;
   beforeAll(() => {
     ptx = Module.fromPtx(readFileSync(`${fixtures}kernels.ptx`, 'utf8'));
+    spin = ptx.kernel('spin_ns', ['uint64']);
     spinThenFill = ptx.kernel('spin_then_fill', ['int32*', 'int32', 'uint64', 'uint64']);
   });
   afterAll(() => ptx.dispose());
@@ -233,5 +237,54 @@ describeGpu('lifetimes on the GPU (issue 14)', () => {
     expect(loadError.message).toContain(loadError.log);
     // The well-formed fixture still loads.
     expect(ptx.disposed).toBe(false);
+  });
+
+  it('allocateAsync out of memory: the wait for pending frees leaves the event loop running', async () => {
+    const context = currentContext();
+    const pool = context.memoryPool;
+    /** Sets a CUmemPool_attribute of int type (the reuse policies). */
+    const setReuse = (attribute: number, value: number) => {
+      const arena = new Scratch(16);
+      arena.i32[0] = value;
+      expect(driver().cuMemPoolSetAttribute(pool.handle, attribute, arena.pointer)).toBe(0);
+    };
+    // CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC (2) and _INTERNAL_DEPENDENCIES (3) off: memory
+    // freed on one stream is not handed to another before the free has run, so the second
+    // allocation below runs out of memory until the free completes.
+    setReuse(2, 0);
+    setReuse(3, 0);
+    const a = Stream.create({ name: 'frees late' });
+    const b = Stream.create({ name: 'allocates' });
+    let outOfMemory = 0;
+    const off = onOutOfMemory(() => outOfMemory++);
+    try {
+      await waitForStream(context.defaultStream);
+      context.synchronize();
+      pool.trim(0);
+      const MiB = 1024 * 1024;
+      const size = Math.floor((context.device.memoryInfo().free * 0.7) / MiB) * MiB;
+      const first = DeviceBuffer.allocate(size, { stream: a });
+      launch(spin, { grid: 1, block: 1, stream: a }, 300_000_000); // 300 ms before the free
+      first.dispose();
+      let ticks = 0;
+      const timer = setInterval(() => ticks++, 5);
+      const started = performance.now();
+      const second = await DeviceBuffer.allocateAsync(size, { stream: b });
+      const waited = performance.now() - started;
+      clearInterval(timer);
+      expect(outOfMemory).toBe(1);
+      expect(second.byteLength).toBe(size);
+      // The allocation had to wait for the spin, and timers fired meanwhile: the loop ran.
+      expect(waited).toBeGreaterThan(100);
+      expect(ticks).toBeGreaterThan(5);
+      second.dispose();
+      await waitForStream(b);
+    } finally {
+      off();
+      setReuse(2, 1);
+      setReuse(3, 1);
+      a.dispose();
+      b.dispose();
+    }
   });
 });

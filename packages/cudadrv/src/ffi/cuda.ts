@@ -9,6 +9,7 @@
  * CUdeviceptr is `uint64_t`. Hot-path out-parameters are written into a reused
  * `koffi.alloc` scratch arena (see `Scratch`) rather than per-call arrays.
  */
+import { CudaUnavailableError } from '../errors.js';
 import { funcFirst, koffi, lazyBindings, loadLibrary } from './library.js';
 
 /** CUresult values that the TypeScript layer branches on. */
@@ -293,3 +294,22 @@ export const cuda = lazyBindings(() => {
 
 /** The libcuda bindings' type. */
 export type CudaBindings = ReturnType<typeof cuda>;
+
+/**
+ * cuCtxSynchronize_v2, bound on first use; null where the driver does not export it (it is
+ * newer than the CUDA 12.0 driver we support; CUDA 13 drivers have it). It names its context,
+ * so it can run on a worker thread through koffi's async call, where no context is current:
+ * the out-of-memory wait of `DeviceBuffer.allocateAsync` uses it.
+ */
+export const contextSynchronizeBinding = lazyBindings(() => {
+  const lib = loadLibrary(libcudaSpec);
+  try {
+    // CUresult cuCtxSynchronize_v2(CUcontext ctx);
+    return lib.func('int cuCtxSynchronize_v2(void *ctx)') as {
+      async(context: bigint, callback: (error: unknown, result: number) => void): void;
+    };
+  } catch (error) {
+    if (CudaUnavailableError.isInstance(error)) return null;
+    throw error;
+  }
+});

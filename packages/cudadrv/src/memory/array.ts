@@ -117,7 +117,9 @@ export class DeviceArray<D extends DType = DType> {
   }
 
   /**
-   * Uninitialized array of `dtype` and `shape`, allocated on the stream.
+   * Uninitialized array of `dtype` and `shape`, allocated on the stream. Synchronous, as
+   * `DeviceBuffer.allocate` is (out of memory, it blocks while pending frees complete);
+   * `emptyAsync` is the awaitable form.
    * @example const a = DeviceArray.empty('float32', [1024, 1024]);
    */
   static empty<D extends DType>(
@@ -129,6 +131,23 @@ export class DeviceArray<D extends DType = DType> {
     const dims = typeof shape === 'number' ? [shape] : shape;
     const length = checkShape(dims);
     const buffer = DeviceBuffer.allocate(length * dtypeBytes(dtype), options);
+    return new DeviceArray(buffer, dtype, dims, columnMajorStrides(dims), 0, true);
+  }
+
+  /**
+   * `empty`, awaitable: on out-of-memory the wait for the device's pending frees does not block
+   * the event loop (see `DeviceBuffer.allocateAsync`).
+   * @example const a = await DeviceArray.emptyAsync('float32', [8192, 8192]);
+   */
+  static async emptyAsync<D extends DType>(
+    dtype: D,
+    shape: Shape | number,
+    options: StreamOption = {},
+  ): Promise<DeviceArray<D>> {
+    assertDType(dtype);
+    const dims = typeof shape === 'number' ? [shape] : shape;
+    const length = checkShape(dims);
+    const buffer = await DeviceBuffer.allocateAsync(length * dtypeBytes(dtype), options);
     return new DeviceArray(buffer, dtype, dims, columnMajorStrides(dims), 0, true);
   }
 

@@ -8,8 +8,10 @@ import {
   CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
   CU_MEMPOOL_ATTR_USED_MEM_HIGH,
   CUresult,
+  contextSynchronizeBinding,
 } from '../ffi/cuda.js';
 import { cudadrvState } from '../process-state.js';
+import { useClock } from '../progress.js';
 import type { Stream } from '../stream/stream.js';
 import { cachedBytes, releaseCached } from './block-cache.js';
 
@@ -118,28 +120,62 @@ export class MemoryPool {
 
   /**
    * Allocates `bytes` ordered on `stream`; returns the device pointer (as `ffiValue` gives
-   * it: a Number below 2^53, else a BigInt). On out-of-memory:
-   * runs the out-of-memory hooks, trims the pool, waits for pending frees, retries once, then
+   * it: a Number below 2^53, else a BigInt). On out-of-memory: gives the cached blocks back,
+   * runs the out-of-memory hooks, waits for pending frees, trims the pool, retries once, then
    * throws CudaOutOfMemoryError with the pool's usage (while a stream of the context captures a
    * graph, it only trims and retries). Inside a capture the allocation is a node of the graph.
+   *
+   * Synchronous: the wait for pending frees blocks the thread (cuCtxSynchronize), and so the
+   * event loop. `allocateAsync` waits without blocking it.
    */
   allocate(bytes: number, stream: Stream): number | bigint {
+    const address = this.tryAllocate(bytes, stream);
+    if (address !== undefined) return address;
+    if (this.freeUp()) this.context.synchronize();
+    return this.retry(bytes, stream);
+  }
+
+  /**
+   * `allocate`, where the out-of-memory wait for pending frees does not block the event loop:
+   * it runs on a worker thread (cuCtxSynchronize_v2 through koffi's async call). Without
+   * memory pressure it costs what `allocate` does, plus a resolved promise. On a driver
+   * without cuCtxSynchronize_v2 the wait is the blocking one.
+   */
+  async allocateAsync(bytes: number, stream: Stream): Promise<number | bigint> {
+    const address = this.tryAllocate(bytes, stream);
+    if (address !== undefined) return address;
+    if (this.freeUp()) await waitForContext(this.context);
+    return this.retry(bytes, stream);
+  }
+
+  /** One cuMemAllocAsync: the address, or undefined when memory ran out. */
+  private tryAllocate(bytes: number, stream: Stream): number | bigint | undefined {
     this.context.makeCurrent();
-    const api = driver();
     const out = scratch();
-    let result = api.cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
+    const result = driver().cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
+    return undefined;
+  }
+
+  /**
+   * Out of memory: gives the cached blocks back and runs the hooks; true when waiting for the
+   * context's pending frees is allowed (no stream of it captures a graph: neither the hooks,
+   * whose handle destroys synchronize, nor a context synchronize may run then).
+   */
+  private freeUp(): boolean {
     releaseCached(this.context);
-    // While a stream of the context captures, neither the hooks (destroying library handles
-    // synchronizes) nor a context synchronize may run: either would invalidate the capture.
-    if (this.context.capturingStreams === 0) {
-      for (const hook of outOfMemoryHooks) hook(this.context);
-      // Pending frees complete at the next synchronization; then the pool can give memory back.
-      check(api.cuCtxSynchronize(), 'cuCtxSynchronize');
-    }
+    if (this.context.capturingStreams > 0) return false;
+    for (const hook of outOfMemoryHooks) hook(this.context);
+    return true;
+  }
+
+  /** After the frees completed: trims the pool and tries once more, else throws. */
+  private retry(bytes: number, stream: Stream): number | bigint {
+    this.context.makeCurrent();
     this.trim(0);
-    result = api.cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
+    const out = scratch();
+    const result = driver().cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
     // A failed attempt can leave the pool holding what it grew by; give it back.
@@ -153,6 +189,30 @@ export class MemoryPool {
       totalDeviceBytes: info.total,
     });
   }
+}
+
+/**
+ * Resolves when all work in `context` issued so far is done, waiting on a worker thread
+ * (pending frees complete at that point, and the pool can give their memory back). Blocks
+ * instead where the driver lacks cuCtxSynchronize_v2.
+ */
+function waitForContext(context: Context): Promise<void> {
+  const synchronize = contextSynchronizeBinding();
+  if (synchronize === null) {
+    context.synchronize();
+    return Promise.resolve();
+  }
+  const stamp = useClock.value;
+  return new Promise<void>((resolve, reject) => {
+    synchronize.async(context.handle, (error: unknown, result: number) => {
+      if (error) reject(error);
+      else if (result !== CUresult.CUDA_SUCCESS) reject(cudaError(result, 'cuCtxSynchronize_v2'));
+      else {
+        if (stamp > context.completedThrough) context.completedThrough = stamp;
+        resolve();
+      }
+    });
+  });
 }
 
 // A context's memory pool is its device's default pool.

@@ -223,12 +223,14 @@ export class DeviceBuffer {
   /**
    * Allocates `byteLength` bytes ordered on the stream (the memory is usable by work that
    * the stream runs after this call).
+   *
+   * Synchronous: on out-of-memory it blocks the thread (and the event loop) while the device's
+   * pending frees complete, then retries (see `MemoryPool.allocate`). Where you can await, use
+   * `allocateAsync`, which waits for them on a worker thread.
    * @example using buffer = DeviceBuffer.allocate(1 << 20);
    */
   static allocate(byteLength: number, options: StreamOption = {}): DeviceBuffer {
-    if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
-      throw new CudaArgumentError(`byteLength must be a non-negative integer, got ${byteLength}`);
-    }
+    checkByteLength(byteLength);
     const stream = options.stream ?? currentStream();
     stream.assertUsable();
     const context = stream.context;
@@ -246,7 +248,44 @@ export class DeviceBuffer {
       if (size > 0) address = takeCached(stream, size) ?? context.memoryPool.allocate(size, stream);
       else if (byteLength > 0) address = context.memoryPool.allocate(byteLength, stream);
     }
-    const buffer = new DeviceBuffer(
+    const buffer = DeviceBuffer.#adopt(address, stream, stamp, byteLength, size, capture);
+    if (capture !== null && address !== 0) capture.allocations.push(buffer);
+    return buffer;
+  }
+
+  /**
+   * `allocate`, awaitable: on out-of-memory the wait for the device's pending frees runs on a
+   * worker thread (cuCtxSynchronize_v2), so the event loop goes on. Without memory pressure it
+   * allocates as `allocate` does (a cached block or one cuMemAllocAsync). On a stream that
+   * captures a graph, and on a driver without cuCtxSynchronize_v2, it is `allocate`.
+   * @example using buffer = await DeviceBuffer.allocateAsync(1 << 30);
+   */
+  static async allocateAsync(
+    byteLength: number,
+    options: StreamOption = {},
+  ): Promise<DeviceBuffer> {
+    checkByteLength(byteLength);
+    const stream = options.stream ?? currentStream();
+    stream.assertUsable();
+    if (stream.capture !== null || byteLength === 0)
+      return DeviceBuffer.allocate(byteLength, { stream });
+    const size = cacheSize(byteLength);
+    const address =
+      (size > 0 ? takeCached(stream, size) : undefined) ??
+      (await stream.context.memoryPool.allocateAsync(size > 0 ? size : byteLength, stream));
+    return DeviceBuffer.#adopt(address, stream, ++useClock.value, byteLength, size, null);
+  }
+
+  /** A buffer of memory just allocated (or taken from the cache) on `stream`. */
+  static #adopt(
+    address: number | bigint,
+    stream: Stream,
+    stamp: number,
+    byteLength: number,
+    size: number,
+    capture: StreamCapture | null,
+  ): DeviceBuffer {
+    return new DeviceBuffer(
       {
         address,
         pointer: undefined,
@@ -255,7 +294,7 @@ export class DeviceBuffer {
         writeStamp: stamp,
         readers: null,
         readerStamps: null,
-        context,
+        context: stream.context,
         registered: false,
         cacheSize: size,
         capture: address === 0 ? null : capture,
@@ -263,8 +302,6 @@ export class DeviceBuffer {
       },
       byteLength,
     );
-    if (capture !== null && address !== 0) capture.allocations.push(buffer);
-    return buffer;
   }
 
   /** True for a DeviceBuffer of any loaded copy of this package. */
@@ -507,6 +544,12 @@ export function releaseGraphMemory(memory: GraphMemory, launched: boolean, strea
   else if (memory.state === 'released' && launched) {
     stream.context.makeCurrent();
     check(driver().cuMemFreeAsync(memory.address, stream.ffiHandle), 'cuMemFreeAsync');
+  }
+}
+
+function checkByteLength(byteLength: number): void {
+  if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+    throw new CudaArgumentError(`byteLength must be a non-negative integer, got ${byteLength}`);
   }
 }
 
