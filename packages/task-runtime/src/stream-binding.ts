@@ -47,6 +47,8 @@ export class StreamBinding {
   #handoff: Event | undefined;
   /** The stream `#handoff` was recorded on, while a next stream has still to wait for it. */
   #handoffStream: Stream | undefined;
+  /** Released from this stream, already disposed: the next bind waits for it with waitFor. */
+  #releasedFrom: Stream | undefined;
 
   constructor(options: StreamBindingOptions) {
     this.#options = options;
@@ -77,12 +79,14 @@ export class StreamBinding {
       // (A recorded event stays valid after its stream is destroyed.)
       if (handoffStream !== stream) stream.waitEvent(this.#handoff!);
       this.#handoffStream = undefined;
-    } else if (this.#ordered) {
-      const previous = this.#last;
-      if (previous !== undefined && previous !== stream && !previous.disposed) {
-        stream.waitFor(previous);
-      }
+    } else {
+      // Released from a stream already disposed (no event could be recorded there), or with
+      // `ordered` the stream its work went to last: waitFor orders after it (after a disposed
+      // stream's last work too).
+      const previous = this.#releasedFrom ?? (this.#ordered ? this.#last : undefined);
+      if (previous !== undefined && previous !== stream) stream.waitFor(previous);
     }
+    this.#releasedFrom = undefined;
     let set = false;
     if (this.#native !== stream) {
       this.#options.setStream(stream);
@@ -111,7 +115,11 @@ export class StreamBinding {
     const last = this.#last;
     this.#stream = undefined;
     this.#last = undefined;
-    if (last === undefined || last.disposed) return;
+    if (last === undefined) return;
+    if (last.disposed) {
+      this.#releasedFrom = last;
+      return;
+    }
     this.#handoff ??= Event.create({ context: this.#options.context });
     this.#handoff.record(last);
     this.#handoffStream = last;
@@ -134,6 +142,7 @@ export class StreamBinding {
     this.#last = undefined;
     this.#native = undefined;
     this.#handoffStream = undefined;
+    this.#releasedFrom = undefined;
     const event = this.#handoff;
     this.#handoff = undefined;
     event?.dispose();
