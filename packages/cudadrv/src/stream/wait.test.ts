@@ -7,6 +7,8 @@ const fake = vi.hoisted(() => {
     done: new Set<bigint>(),
     failing: new Map<bigint, number>(),
     queries: 0,
+    /** Queries per stream handle, in the order they were made. */
+    queryLog: [] as bigint[],
     eventQueries: 0,
     recorded: new Map<bigint, bigint>(),
     nextEvent: 1000n,
@@ -17,6 +19,7 @@ const fake = vi.hoisted(() => {
   const api = {
     cuStreamQuery(stream: bigint) {
       state.queries++;
+      state.queryLog.push(stream);
       if (state.failing.has(stream)) return state.failing.get(stream)!;
       return state.done.has(stream) ? 0 : 600;
     },
@@ -99,6 +102,8 @@ afterEach(async () => {
   for (const finish of fake.state.blockingCallbacks.splice(0)) finish();
   await sleep(5);
   fake.state.queries = 0;
+  fake.state.queryLog.length = 0;
+  fake.state.failing.clear();
   fake.state.eventQueries = 0;
   fake.state.blockingCalls = 0;
 });
@@ -219,5 +224,105 @@ describe('waitForStream', () => {
     expect(fake.state.queries).toBeGreaterThan(0);
     for (const s of streams) fake.state.done.add(s.handle);
     await waiting;
+  });
+});
+
+describe('the round-robin spin', () => {
+  const queriesOf = (s: Stream) => fake.state.queryLog.filter((h) => h === s.handle).length;
+
+  it('queries each waiting stream once per round: a stream done early resolves at once', async () => {
+    const [first, second] = [stream(), stream()];
+    let firstResolved = false;
+    const waitingFirst = waitForStream(first).then(() => {
+      firstResolved = true;
+    });
+    fake.state.done.add(second.handle);
+    await waitForStream(second);
+    // One query of each, not the first's whole spin of SPIN_QUERIES.
+    expect(fake.state.queryLog).toEqual([first.handle, second.handle]);
+    expect(firstResolved).toBe(false);
+    fake.state.done.add(first.handle);
+    await waitingFirst;
+  });
+
+  it("runs a resolved waiter's continuation before the next round", async () => {
+    const [busy, quick, next] = [stream(), stream(), stream()];
+    fake.state.done.add(quick.handle);
+    fake.state.done.add(next.handle);
+    const waitingBusy = waitForStream(busy);
+    // The continuation issues the next wait; it joins the very next round.
+    await waitForStream(quick).then(() => waitForStream(next));
+    // (The test itself resumes a few microtasks later: more rounds on busy may follow.)
+    expect(fake.state.queryLog.slice(0, 4)).toEqual([
+      busy.handle,
+      quick.handle,
+      busy.handle,
+      next.handle,
+    ]);
+    fake.state.done.add(busy.handle);
+    await waitingBusy;
+  });
+
+  it('spends at most the per-turn budget, shared evenly, and goes on in the next turn', async () => {
+    const streams = Array.from({ length: 10 }, stream);
+    const waiting = Promise.all(streams.map((s) => waitForStream(s)));
+    // Queued before the spin began: runs after this turn's microtasks, before the budget resets.
+    const firstTurn = await new Promise<number>((resolve) =>
+      setImmediate(() => resolve(fake.state.queries)),
+    );
+    expect(firstTurn).toBe(SPIN_BUDGET_PER_TURN); // 10 waiters would spin 640 without the cap
+    const counts = streams.map(queriesOf);
+    const fair = Math.floor(SPIN_BUDGET_PER_TURN / streams.length);
+    for (const count of counts) expect(count - fair).toBeGreaterThanOrEqual(0);
+    for (const count of counts) expect(count - fair).toBeLessThanOrEqual(1);
+    await turn();
+    await turn();
+    expect(fake.state.queries).toBeGreaterThan(SPIN_BUDGET_PER_TURN);
+    for (const s of streams) fake.state.done.add(s.handle);
+    await waiting;
+  });
+
+  it('moves each waiter to the polling phase after its own SPIN_QUERIES queries', async () => {
+    const frozen = performance.now();
+    const clock = vi.spyOn(performance, 'now').mockReturnValue(frozen);
+    onTestFinished(() => clock.mockRestore());
+    const [first, second] = [stream(), stream()];
+    const waiting = Promise.all([waitForStream(first), waitForStream(second)]);
+    await turn();
+    await turn();
+    expect(queriesOf(first)).toBe(SPIN_QUERIES);
+    expect(queriesOf(second)).toBe(SPIN_QUERIES);
+    expect(fake.state.queries).toBe(2 * SPIN_QUERIES); // the spin stopped: no query after
+    // An event recorded on each (events are reused across tests: the streams are new).
+    expect([...fake.state.recorded.values()]).toEqual(
+      expect.arrayContaining([first.handle, second.handle]),
+    );
+    expect(pendingWaits().polled).toBe(2);
+    fake.state.done.add(first.handle);
+    fake.state.done.add(second.handle);
+    await waiting;
+    expect(pendingWaits().polled).toBe(0);
+  });
+
+  it('a failure rejects only its own waiter; the others go on spinning', async () => {
+    const [failing, busy] = [stream(), stream()];
+    fake.state.failing.set(failing.handle, 700);
+    let busyResolved = false;
+    const waitingBusy = waitForStream(busy).then(() => {
+      busyResolved = true;
+    });
+    await expect(waitForStream(failing)).rejects.toMatchObject({
+      status: 'CUDA_ERROR_ILLEGAL_ADDRESS',
+      call: 'cuStreamQuery',
+    });
+    expect(queriesOf(failing)).toBe(1);
+    expect(busyResolved).toBe(false);
+    const before = queriesOf(busy);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(queriesOf(busy)).toBeGreaterThan(before);
+    fake.state.done.add(busy.handle);
+    await waitingBusy;
+    expect(busyResolved).toBe(true);
   });
 });

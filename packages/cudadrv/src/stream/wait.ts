@@ -12,9 +12,12 @@ import type { Stream } from './stream.js';
  * Strategy (chosen by measurement: docs/decisions/0004-waiter-tiers.md):
  * 1. in a microtask (so that other tasks started in the same turn issue their work first),
  *    spin on cuStreamQuery up to 64 times (about 1.5 us each): work of up to ~100 us completes here
- *    with the latency of a blocking synchronize. The spinning of all waiters together is capped per
- *    turn of the event loop (a waiter over the cap goes on spinning in the next turn), so many
- *    waiters, or a chain of awaits that never yields, never hold the loop for long;
+ *    with the latency of a blocking synchronize. All spinning waiters share one round-robin spin:
+ *    each round queries every waiter's stream once, resolves those that are done, and lets their
+ *    continuations issue more work before the next round (one thread serving many streams, as in
+ *    C). The spinning of all waiters together is capped per turn of the event loop (the rest goes
+ *    on in the next turn), so many waiters, or a chain of awaits that never yields, never hold the
+ *    loop for long;
  * 2. then record an event and poll it each turn of the event loop (setImmediate, so other
  *    callbacks run in between) for up to 2 ms: medium waits (a cuBLAS call, a copy) complete
  *    with a few microseconds of latency and the loop stays responsive;
@@ -50,7 +53,7 @@ interface PendingWait {
 }
 
 // The waiter's state is process-wide, so every loaded copy of this package shares one bound on
-// blocking waits, one spin budget per turn and one list of polled waits.
+// blocking waits, one spin budget per turn, one round-robin spin and one list of polled waits.
 const waitState = cudadrvState('waiter', () => ({
   idleEvents: new Map<Context, (number | bigint)[]>(),
   blockingInFlight: 0,
@@ -58,6 +61,9 @@ const waitState = cudadrvState('waiter', () => ({
   pollScheduled: false,
   spinBudget: SPIN_BUDGET_PER_TURN,
   budgetResetScheduled: false,
+  /** Waiters in the spin phase, in the order they are queried. */
+  spinning: [] as Waiter[],
+  spinPassScheduled: false,
 }));
 
 function resetSpinBudget(): void {
@@ -94,10 +100,13 @@ export function waitForStream(stream: Stream): Promise<void> {
   if (stream.disposed) return Promise.reject(new DisposedError(String(stream)));
   if (stream.capture !== null) return Promise.reject(stream.capturingError('waitForStream'));
   // No query here: right after a launch the stream is busy, and the other tasks should issue
-  // their work before anyone spins.
+  // their work before anyone spins (the spin pass runs in a microtask).
   return new Promise<void>((resolve, reject) => {
-    const waiter: Waiter = { stream, resolve, reject, spun: 0 };
-    queueMicrotask(() => spinThenWait(waiter));
+    waitState.spinning.push({ stream, resolve, reject, spun: 0 });
+    if (!waitState.spinPassScheduled) {
+      waitState.spinPassScheduled = true;
+      queueMicrotask(spinPass);
+    }
   });
 }
 
@@ -109,74 +118,113 @@ interface Waiter {
   spun: number;
 }
 
-function spinThenWait(waiter: Waiter): void {
-  const { stream, resolve, reject } = waiter;
-  if (stream.disposed) {
-    // Disposed after the wait was asked for: an owned stream was drained by its dispose; a
-    // wrapped one is waited for through the event its dispose recorded (its handle is no
-    // longer ours to query).
-    const tail = stream.tailEvent;
-    if (tail === 0) resolve();
-    else {
-      waitState.polled.push({
-        event: tail,
-        pooled: false,
-        context: stream.context,
-        stream,
-        stamp: useClock.value,
-        since: performance.now(),
-        resolve,
-        reject,
-      });
-      schedulePoll();
-    }
-    return;
-  }
-  const capture = stream.capture;
-  if (capture !== null) {
-    // The stream began capturing after this wait was asked for: what the wait is for is the
-    // work from before the capture, which its pre-capture event marks (querying the stream
-    // would invalidate the capture).
-    waitState.polled.push({
-      event: capture.precaptureEvent,
-      pooled: false,
-      context: stream.context,
-      stream,
-      stamp: 0,
-      since: performance.now(),
-      resolve,
-      reject,
-    });
-    schedulePoll();
-    return;
-  }
-  const api = driver();
-  const handle = stream.ffiHandle;
+/**
+ * One round of the spin phase: queries each spinning waiter's stream once (round-robin, as a
+ * C loop that serves many streams from one thread does), resolves the ones that are done, and
+ * schedules the next round behind their continuations (their next launches and waits), or in
+ * the next turn of the event loop once the turn's budget is spent.
+ */
+function spinPass(): void {
+  waitState.spinPassScheduled = false;
   if (!waitState.budgetResetScheduled) {
     waitState.budgetResetScheduled = true;
     setImmediate(resetSpinBudget);
   }
-  while (waiter.spun < SPIN_QUERIES && waitState.spinBudget > 0) {
+  const api = driver();
+  const spinning = waitState.spinning;
+  let kept = 0;
+  const count = spinning.length;
+  for (let i = 0; i < count; i++) {
+    const waiter = spinning[i]!;
+    if (waitState.spinBudget <= 0) {
+      spinning[kept++] = waiter;
+      continue;
+    }
+    const stream = waiter.stream;
+    if (stream.disposed) {
+      waitForDisposed(waiter);
+      continue;
+    }
+    if (stream.capture !== null) {
+      waitForPrecapture(waiter);
+      continue;
+    }
     waiter.spun++;
     waitState.spinBudget--;
     const stamp = useClock.value;
-    const result = api.cuStreamQuery(handle);
+    const result = api.cuStreamQuery(stream.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) {
       stream.markCompleted(stamp);
-      resolve();
-      return;
-    }
-    if (result !== CUresult.CUDA_ERROR_NOT_READY) {
-      reject(cudaError(result, 'cuStreamQuery'));
-      return;
+      waiter.resolve();
+    } else if (result !== CUresult.CUDA_ERROR_NOT_READY) {
+      waiter.reject(cudaError(result, 'cuStreamQuery'));
+    } else if (waiter.spun >= SPIN_QUERIES) {
+      startPolling(waiter);
+    } else {
+      spinning[kept++] = waiter;
     }
   }
-  if (waiter.spun < SPIN_QUERIES) {
-    // The turn's spinning is used up (many waiters, or a chain of awaits that never yields):
-    // let the event loop run, then go on spinning in the next turn.
-    setImmediate(spinThenWait, waiter);
+  // Waiters added during the pass (none today: resolving runs no code at once) stay queued.
+  for (let i = count; i < spinning.length; i++) spinning[kept++] = spinning[i]!;
+  spinning.length = kept;
+  if (kept === 0) return;
+  waitState.spinPassScheduled = true;
+  // A microtask queued now runs after the reactions of the promises just resolved: the tasks
+  // whose work is done issue their next work before the next round queries.
+  if (waitState.spinBudget > 0) queueMicrotask(spinPass);
+  // The turn's spinning is used up (many waiters, or a chain of awaits that never yields):
+  // let the event loop run, then go on spinning in the next turn.
+  else setImmediate(spinPass);
+}
+
+/**
+ * Disposed after the wait was asked for: an owned stream was drained by its dispose; a wrapped
+ * one is waited for through the event its dispose recorded (its handle is no longer ours to
+ * query).
+ */
+function waitForDisposed(waiter: Waiter): void {
+  const stream = waiter.stream;
+  const tail = stream.tailEvent;
+  if (tail === 0) {
+    waiter.resolve();
     return;
   }
+  waitState.polled.push({
+    event: tail,
+    pooled: false,
+    context: stream.context,
+    stream,
+    stamp: useClock.value,
+    since: performance.now(),
+    resolve: waiter.resolve,
+    reject: waiter.reject,
+  });
+  schedulePoll();
+}
+
+/**
+ * The stream began capturing after this wait was asked for: what the wait is for is the work
+ * from before the capture, which its pre-capture event marks (querying the stream would
+ * invalidate the capture).
+ */
+function waitForPrecapture(waiter: Waiter): void {
+  const stream = waiter.stream;
+  waitState.polled.push({
+    event: stream.capture!.precaptureEvent,
+    pooled: false,
+    context: stream.context,
+    stream,
+    stamp: 0,
+    since: performance.now(),
+    resolve: waiter.resolve,
+    reject: waiter.reject,
+  });
+  schedulePoll();
+}
+
+/** Leaves the spin phase: records an event on the stream and polls it. */
+function startPolling(waiter: Waiter): void {
+  const { stream, resolve, reject } = waiter;
   const context = stream.context;
   let event: number | bigint;
   try {
@@ -186,7 +234,7 @@ function spinThenWait(waiter: Waiter): void {
     return;
   }
   const stamp = useClock.value;
-  const recorded = api.cuEventRecord(event, handle);
+  const recorded = driver().cuEventRecord(event, stream.ffiHandle);
   if (recorded !== 0) {
     releaseEvent(context, event);
     reject(cudaError(recorded, 'cuEventRecord'));
