@@ -31,9 +31,10 @@ export interface TaskOptions {
  *   task(async () => { gemm(a, b, c2); await synchronize(); return c2.toHost(); }),
  * ]);
  */
-export function task<T>(fn: () => T | Promise<T>, options: TaskOptions = {}): Promise<T> {
+export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promise<T> {
   const parent = currentFrame();
-  const state = new TaskState(options.name, parent.task);
+  // No default `{}`: an options object allocated per task for nothing.
+  const state = new TaskState(options?.name, parent.task);
   const frame: Frame = {
     task: state,
     device: parent.device,
