@@ -5,7 +5,8 @@
 // empty launch measured 4.0 to 4.6 us across the rounds of one run); one process does not.
 //
 // Every timed function returns microseconds per operation (host time of the issue loop; the
-// drain after it is not timed), or a negative CUresult / cublasStatus_t on failure.
+// drain after it is not timed, except in the chain functions, whose comments say so), or a
+// negative CUresult / cublasStatus_t on failure.
 //
 //   build: nvcc -O2 -arch=sm_90 -shared -Xcompiler -fPIC -o libinproc.so inproc.cu -lcuda -lcublas
 //   (build.sh builds it beside the bench binary)
@@ -189,6 +190,36 @@ double inproc_tasks(uint64_t f, const uint64_t* streams, int count) {
     TRY(cuLaunchKernel(fn(f), 1, 1, 1, 1, 1, 1, 0, st(streams[i]), nullptr, nullptr));
   for (int i = 0; i < count; i++) TRY(cuStreamSynchronize(st(streams[i])));
   return now_us() - t0;
+}
+
+// A chain of `steps` axpb_f32 kernels (y = a x + b over n floats), as paired.ts's: scratch <-
+// a x + b, out <- a scratch + b, scratch <- ..., the last writing `out`. `chains` chains issued
+// back to back, then drained; host time from the first issue until drained, per chain.
+double inproc_chain_eager(uint64_t f, uint64_t s, uint64_t x, uint64_t scratch, uint64_t out,
+                          unsigned long long n, int steps, unsigned grid, unsigned block, float a,
+                          float b, int chains) {
+  CUdeviceptr source = x, targets[2] = {scratch, out}, target = scratch;
+  void* params[] = {&target, &source, &a, &b, &n};
+  double t0 = now_us();
+  for (int c = 0; c < chains; c++) {
+    source = x;
+    for (int i = 0; i < steps; i++) {
+      target = targets[i % 2];
+      TRY(cuLaunchKernel(fn(f), grid, 1, 1, block, 1, 1, 0, st(s), params, nullptr));
+      source = target;
+    }
+  }
+  TRY(cuStreamSynchronize(st(s)));
+  return (now_us() - t0) / chains;
+}
+
+// The same chains as replays of a graph paired.ts captured (its CUgraphExec): cuGraphLaunch
+// `chains` times, then drained; host time per replay, the drain included.
+double inproc_graph_launch(uint64_t exec, uint64_t s, int chains) {
+  double t0 = now_us();
+  for (int c = 0; c < chains; c++) TRY(cuGraphLaunch((CUgraphExec)(uintptr_t)exec, st(s)));
+  TRY(cuStreamSynchronize(st(s)));
+  return (now_us() - t0) / chains;
 }
 
 }  // extern "C"

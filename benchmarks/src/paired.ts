@@ -10,17 +10,26 @@
  * the median of the per-pair ratios ours/C and `ratio_lo`..`ratio_hi` its 95% interval
  * (order statistics, no assumption on the distribution).
  *
- * Usage: tsx --conditions=@cuda-tasks/source src/paired.ts path/to/libinproc.so
+ * Usage: tsx --conditions=@cuda-tasks/source src/paired.ts path/to/libinproc.so [--only graphs]
+ * (`--only graphs`: the graph rows alone, see `runGraphPairs`)
  */
 
 import { readFileSync } from 'node:fs';
 import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
-import { DeviceBuffer, driver, Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import {
+  DeviceArray,
+  DeviceBuffer,
+  driver,
+  Event,
+  launch,
+  Module,
+  Stream,
+} from '@cuda-tasks/cudadrv';
 import { handle as curandHandle, rand } from '@cuda-tasks/curand';
 import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
 import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { concurrentIteration, serialIteration } from '@cuda-tasks/examples/seed';
-import { stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
+import { capture, stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
 import { launchBatch, seedWorkload, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { median, medianInterval, nowUs, warmJit } from './harness.js';
@@ -113,7 +122,8 @@ async function pair(
 /**
  * Runs the whole same-process comparison against the C loops of the `libinproc.so` at
  * `libraryPath` (built by c/build.sh): launch, withStream + launch, launch + wait,
- * alloc + free, event record, SGEMM, the seed workload and the 100 tasks, each as
+ * alloc + free, event record, SGEMM, the seed workload, the 100 tasks and the graph rows
+ * (`runGraphPairs`), each as
  * `PAIRS` pairs after `WARMUP_PAIRS`. Prints one JSON line per benchmark and returns them.
  * @example const lines = await runPaired('/tmp/cuda-tasks-bench/libinproc.so');
  */
@@ -483,17 +493,140 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
     for (const x of streams) x.dispose();
   }
   module.dispose();
+  lines.push(...(await runGraphPairs(lib)));
+  return lines;
+}
+
+/** Kernels in the graph benchmarks' chain. */
+const CHAIN_STEPS = 20;
+/** Floats each kernel of the chain reads and writes. */
+const CHAIN_N = 4096;
+/** Chains per batch (issued back to back, then drained). */
+const CHAINS = 100;
+
+/**
+ * The graph rows: a chain of 20 `axpb_f32` kernels over 4,096 floats (scratch <- a x + b,
+ * out <- a scratch + b, ..., each reading what the one before wrote), 100 chains per batch
+ * issued back to back and drained, host time per chain with the drain: eager (20 `launch()`
+ * against C's 20 cuLaunchKernel) and replayed (`graph.launch()` of a graph captured with
+ * `capture()`, against C's cuGraphLaunch of the same CUgraphExec), and the replay against C's
+ * eager chain. The replay's result is checked once against the eager chain's, bit for bit.
+ */
+export async function runGraphPairs(lib: ReturnType<typeof koffi.load>): Promise<PairedLine[]> {
+  const C = {
+    chainEager: lib.func(
+      'double inproc_chain_eager(uint64_t f, uint64_t s, uint64_t x, uint64_t scratch, uint64_t out, unsigned long long n, int steps, unsigned int grid, unsigned int block, float a, float b, int chains)',
+    ),
+    graphLaunch: lib.func('double inproc_graph_launch(uint64_t exec, uint64_t s, int chains)'),
+  };
+  const lines: PairedLine[] = [];
+  const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+  const axpb = module.kernel('axpb_f32', [
+    'float32*',
+    'const float32*',
+    'float32',
+    'float32',
+    'uint64',
+  ]);
+  const config = { grid: CHAIN_N / 256, block: 256 };
+  const [a, b] = [0.75, 0.01];
+  await task(
+    async () => {
+      const s = stream();
+      const x = rand('float32', CHAIN_N);
+      const scratch = DeviceArray.empty('float32', CHAIN_N);
+      const out = DeviceArray.empty('float32', CHAIN_N);
+      const chain = () => {
+        let source = x;
+        for (let i = 0; i < CHAIN_STEPS; i++) {
+          const target = i % 2 === 0 ? scratch : out;
+          launch(axpb, config, target, source, a, b, CHAIN_N);
+          source = target;
+        }
+      };
+      const graph = await capture(chain);
+      chain();
+      s.synchronize();
+      const eager = new Uint32Array((await out.toHost()).buffer);
+      out.fill(0);
+      graph.launch();
+      s.synchronize();
+      const replayed = new Uint32Array((await out.toHost()).buffer);
+      if (replayed.some((bits, i) => bits !== eager[i])) {
+        throw new Error('graph replay of the chain differs from the eager chain');
+      }
+      const oursEager = () => {
+        const t0 = nowUs();
+        for (let c = 0; c < CHAINS; c++) chain();
+        s.synchronize();
+        return (nowUs() - t0) / CHAINS;
+      };
+      const oursGraph = () => {
+        const t0 = nowUs();
+        for (let c = 0; c < CHAINS; c++) graph.launch();
+        s.synchronize();
+        return (nowUs() - t0) / CHAINS;
+      };
+      const cEager = () =>
+        checked(
+          'chain_eager',
+          C.chainEager(
+            axpb.handle,
+            s.handle,
+            x.pointer,
+            scratch.pointer,
+            out.pointer,
+            CHAIN_N,
+            CHAIN_STEPS,
+            config.grid,
+            config.block,
+            a,
+            b,
+            CHAINS,
+          ),
+        );
+      const cGraph = () =>
+        checked('graph_launch', C.graphLaunch(graph.execHandle, s.handle, CHAINS));
+      await warmJit(oursEager, 5);
+      await warmJit(oursGraph, 5);
+      lines.push(
+        await pair('chain20_eager', '20 x cuLaunchKernel per chain, drained', cEager, oursEager),
+      );
+      lines.push(
+        await pair(
+          'chain20_graph',
+          'cuGraphLaunch of the same CUgraphExec per chain, drained',
+          cGraph,
+          oursGraph,
+        ),
+      );
+      lines.push(
+        await pair(
+          'chain20_graph_vs_c_eager',
+          "C's eager chain: 20 x cuLaunchKernel per chain, drained",
+          cEager,
+          oursGraph,
+        ),
+      );
+      graph.dispose();
+      for (const array of [x, scratch, out]) array.dispose();
+    },
+    { name: 'paired-graphs' },
+  );
+  module.dispose();
   return lines;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const path = process.argv[2];
-  if (!path) {
-    console.error('usage: paired.ts path/to/libinproc.so');
+  const only = process.argv[3] === '--only' ? process.argv[4] : undefined;
+  if (!path || (process.argv.length > 3 && only !== 'graphs')) {
+    console.error('usage: paired.ts path/to/libinproc.so [--only graphs]');
     process.exit(2);
   }
   try {
-    await runPaired(path);
+    if (only === 'graphs') await runGraphPairs(koffi.load(path));
+    else await runPaired(path);
     process.exit(0);
   } catch (error) {
     console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));
