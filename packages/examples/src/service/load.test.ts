@@ -22,7 +22,51 @@ describe('parseLoadArguments', () => {
       problems: 16,
       seed: 1,
       route: 'solve',
+      workloads: ['solve'],
+      smallN: 256,
+      largeN: 4096,
+      smallRate: 200,
+      largeEveryMs: 250,
+      rows: 1_000_000,
+      k: 10,
     });
+  });
+
+  it('reads the GPU-bound workloads and their settings', () => {
+    const options = parseLoadArguments([
+      '--workload',
+      'head-of-line,search',
+      '--small-n=128',
+      '--large-n',
+      '2048',
+      '--small-rate',
+      '50',
+      '--large-every',
+      '500',
+      '--rows',
+      '20000',
+      '--k',
+      '100',
+    ]);
+    expect(options).toMatchObject({
+      workloads: ['head-of-line', 'search'],
+      smallN: 128,
+      largeN: 2048,
+      smallRate: 50,
+      largeEveryMs: 500,
+      rows: 20_000,
+      k: 100,
+    });
+    expect(() => parseLoadArguments(['--workload', 'solve,matmul'])).toThrow(
+      '--workload takes solve, head-of-line and search, got matmul',
+    );
+    expect(() => parseLoadArguments(['--workload', ','])).toThrow(/needs at least one/);
+    expect(() => parseLoadArguments(['--k', '101'])).toThrow(
+      '--k must be an integer in 1..100, got 101',
+    );
+    expect(() => parseLoadArguments(['--large-n', '9000'])).toThrow(
+      /--large-n must be an integer in 1..8192/,
+    );
   });
 
   it('reads --name value and --name=value', () => {
@@ -148,7 +192,7 @@ describe('report', () => {
 
   it('prints a table and the comparison of the two modes', () => {
     const text = report([result('task', 900, 5), result('shared', 300, 20)]);
-    expect(text).toContain('stream per task');
+    expect(text).toContain('stream per request');
     expect(text).toContain('one shared stream');
     expect(text).toContain('throughput x3.00, p99 latency x0.25');
   });

@@ -2,9 +2,11 @@
  * Load test for the GPU service: fires `POST /solve` requests (random diagonally dominant
  * n x n systems) from C concurrent clients over loopback, checks every answer on the CPU
  * (the residual of a few rows), and reports per mode the throughput, p50 / p99 latency,
- * errors and the event loop's maximum delay. By default it starts the server in-process
+ * errors and the event loop's maximum delay. By default it starts the server in this process
  * twice, first with a stream per request task, then with one shared stream, and prints a
- * comparison table last; `--url` targets a running server instead (loopback only).
+ * comparison table last; `--url` targets a running server instead (loopback only). The client
+ * runs in a child process (client-process.ts), so the loop delay is the server's alone; each
+ * mode prints its progress every second.
  *
  * Bounded: stops after `--requests N` (default 2000) or `--seconds S` (default 20) per mode,
  * whichever comes first. The warm-up before each mode stops after `--warmup` requests or the
@@ -17,11 +19,16 @@
  * where a stream per request pays off; the check is the residual the server reports and, per
  * seed, the same answer every time.
  *
- * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--url http://127.0.0.1:PORT]`
+ * `--workload head-of-line,search` runs the GPU-bound workloads of workloads.ts instead (or
+ * as well, listed with `solve`): small `/solve-random` requests (`--small-n`, at `--small-rate`
+ * per second) with a large one (`--large-n`) every `--large-every` ms, for `--seconds`,
+ * reporting the small requests' p50/p99 per stream mode; and `POST /search` over
+ * `--rows` x 128 embeddings resident on the GPU, top `--k`, closed loop.
+ *
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search]`
  */
-import { Agent, request as httpRequest, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import {
   CommandLineError,
   isEntryPoint,
@@ -29,8 +36,39 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
-import { createServer } from './server.js';
-import { formatNumber, formatTable, summarize, throughput } from './statistics.js';
+import type { ModeResult } from './client.js';
+import {
+  type ClientMessage,
+  type RequestSpec,
+  runClient,
+  type ScheduleResult,
+} from './client-process.js';
+import { createServer, type ServerOptions } from './server.js';
+import { formatNumber, formatTable } from './statistics.js';
+import {
+  HEAD_OF_LINE_MODES,
+  type HeadOfLineRow,
+  headOfLineReport,
+  headOfLineSchedule,
+  type SearchRow,
+  searchReport,
+} from './workloads.js';
+
+export {
+  checkSolution,
+  emptyFired,
+  type Fired,
+  fire,
+  type MeasureOptions,
+  type ModeResult,
+  makeProblem,
+  makeRandomRequest,
+  measure,
+  type Problem,
+  REQUEST_GRACE_MS,
+  type Request,
+  randomSource,
+} from './client.js';
 
 /** What the load script does (see `parseLoadArguments`). */
 export interface LoadOptions {
@@ -58,6 +96,20 @@ export interface LoadOptions {
    * GPU (its time goes to the GPU).
    */
   route: 'solve' | 'solve-random';
+  /** What to run, in order (default `solve`: the route above). */
+  workloads: ('solve' | 'head-of-line' | 'search')[];
+  /** Head-of-line: size of the small systems (default 256). */
+  smallN: number;
+  /** Head-of-line: size of the large systems (default 4096). */
+  largeN: number;
+  /** Head-of-line: small requests per second (default 200). */
+  smallRate: number;
+  /** Head-of-line: a large request every this many ms (default 250). */
+  largeEveryMs: number;
+  /** Search: embeddings on the device (default 1,000,000; 128 values each). */
+  rows: number;
+  /** Search: neighbours per query (default 10, at most 100). */
+  k: number;
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
@@ -80,6 +132,25 @@ export const loadCommandLine = {
     problems: { type: 'string', placeholder: 'N', description: 'distinct systems (16)' },
     seed: { type: 'string', placeholder: 'N', description: 'seed of the problems (1)' },
     route: { type: 'string', placeholder: 'solve|solve-random', description: 'route (solve)' },
+    workload: {
+      type: 'string',
+      placeholder: 'solve,head-of-line,search',
+      description: 'workloads to run, in order (solve)',
+    },
+    'small-n': { type: 'string', placeholder: 'N', description: 'head-of-line: small n (256)' },
+    'large-n': { type: 'string', placeholder: 'N', description: 'head-of-line: large n (4096)' },
+    'small-rate': {
+      type: 'string',
+      placeholder: 'R',
+      description: 'head-of-line: small requests per second (200)',
+    },
+    'large-every': {
+      type: 'string',
+      placeholder: 'MS',
+      description: 'head-of-line: a large request every MS ms (250)',
+    },
+    rows: { type: 'string', placeholder: 'N', description: 'search: embeddings (1000000)' },
+    k: { type: 'string', placeholder: 'K', description: 'search: neighbours per query (10)' },
   },
 } as const;
 
@@ -113,7 +184,25 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     problems: integer('problems', 16, 1024),
     seed: integer('seed', 1, 2 ** 31 - 1),
     route: 'solve',
+    workloads: ['solve'],
+    smallN: integer('small-n', 256, 8192),
+    largeN: integer('large-n', 4096, 8192),
+    smallRate: integer('small-rate', 200, 100_000),
+    largeEveryMs: integer('large-every', 250, 3_600_000),
+    rows: integer('rows', 1_000_000, 100_000_000),
+    k: integer('k', 10, 100),
   };
+  if (values.workload !== undefined) {
+    const names = values.workload.split(',').filter(Boolean);
+    const known = ['solve', 'head-of-line', 'search'] as const;
+    for (const name of names) {
+      if (!(known as readonly string[]).includes(name)) {
+        fail(`--workload takes solve, head-of-line and search, got ${name || 'nothing'}`);
+      }
+    }
+    if (names.length === 0) fail('--workload needs at least one of solve, head-of-line, search');
+    options.workloads = names as LoadOptions['workloads'];
+  }
   if (values.seconds !== undefined) {
     const seconds = Number(values.seconds);
     if (!(seconds > 0 && seconds <= 3600)) {
@@ -148,326 +237,6 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
   return options;
 }
 
-/** A seeded PRNG (mulberry32) with values in [0, 1). */
-export function randomSource(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** One request the load sends, and how to check its answer. */
-export interface Request {
-  /** The route, e.g. '/solve'. */
-  path: string;
-  /** The JSON body. */
-  body: Buffer;
-  /**
-   * Checks a 200 answer (parsed JSON) of the request sent as number `index`; undefined when
-   * it passes, else what is wrong.
-   */
-  check(answer: Record<string, unknown>, index: number): string | undefined;
-}
-
-/** One linear system and its request body. */
-export interface Problem extends Request {
-  /** The system's size. */
-  n: number;
-  /** n x n, column-major. */
-  a: Float64Array;
-  /** The right-hand side, n values. */
-  b: Float64Array;
-}
-
-/**
- * A random strictly diagonally dominant n x n system (so it is nonsingular and well
- * conditioned): off-diagonal entries in [-1, 1), each diagonal entry 1 + the sum of the
- * magnitudes in its row, b in [-1, 1).
- */
-export function makeProblem(n: number, random: () => number): Problem {
-  const a = new Float64Array(n * n);
-  const rowSums = new Float64Array(n);
-  for (let j = 0; j < n; j++) {
-    for (let i = 0; i < n; i++) {
-      if (i === j) continue;
-      const value = random() * 2 - 1;
-      a[i + j * n] = value;
-      rowSums[i]! += Math.abs(value);
-    }
-  }
-  for (let i = 0; i < n; i++) a[i + i * n] = rowSums[i]! + 1;
-  const b = Float64Array.from({ length: n }, () => random() * 2 - 1);
-  const body = Buffer.from(JSON.stringify({ n, a: Array.from(a), b: Array.from(b) }));
-  const problem: Problem = {
-    n,
-    a,
-    b,
-    path: '/solve',
-    body,
-    check: (answer, index) => checkSolution(problem, answer.x, [0, n >> 1, n - 1, index % n]),
-  };
-  return problem;
-}
-
-/**
- * A `POST /solve-random {n, seed}` request: the server draws the system from `seed`, so the
- * check is the residual it reports (below 1e-8) and, for every later answer to the same seed,
- * the same first entries of x bit for bit (a seeded generator gives the same numbers whichever
- * task and stream run it).
- */
-export function makeRandomRequest(n: number, seed: number): Request {
-  let first: string | undefined;
-  return {
-    path: '/solve-random',
-    body: Buffer.from(JSON.stringify({ n, seed })),
-    check(answer) {
-      const { residual, x } = answer;
-      if (typeof residual !== 'number' || !(residual < 1e-8)) {
-        return `seed ${seed}: residual ${String(residual)} is not below 1e-8`;
-      }
-      if (!Array.isArray(x) || x.length !== Math.min(n, 4)) {
-        return `seed ${seed}: expected the first ${Math.min(n, 4)} entries of x, got ${JSON.stringify(x)}`;
-      }
-      const text = JSON.stringify(x);
-      first ??= text;
-      if (text !== first) return `seed ${seed}: x starts ${text} this time, ${first} before`;
-      return undefined;
-    },
-  };
-}
-
-/**
- * Checks a solution cheaply: the residual |(A x - b)_i| of rows `rows` against
- * 1e-9 * (sum_j |a_ij x_j| + |b_i|). Returns undefined when it passes, else what is wrong.
- */
-export function checkSolution(
-  problem: Pick<Problem, 'n' | 'a' | 'b'>,
-  x: unknown,
-  rows: readonly number[],
-): string | undefined {
-  const { n, a, b } = problem;
-  if (!Array.isArray(x) || x.length !== n) {
-    return `expected x with ${n} numbers, got ${Array.isArray(x) ? x.length : typeof x}`;
-  }
-  for (const row of rows) {
-    let sum = -b[row]!;
-    let scale = Math.abs(b[row]!);
-    for (let j = 0; j < n; j++) {
-      const term = a[row + j * n]! * (x[j] as number);
-      sum += term;
-      scale += Math.abs(term);
-    }
-    if (!(Math.abs(sum) <= 1e-9 * scale)) {
-      return `row ${row}: residual ${Math.abs(sum).toExponential(2)} exceeds 1e-9 x ${scale.toExponential(2)}`;
-    }
-  }
-  return undefined;
-}
-
-interface Response {
-  status: number;
-  text: string;
-}
-
-/**
- * How long past its batch's deadline a request in flight may still take before it is given up
- * (and counted as an error): 5 s, a small grace against `--seconds`.
- */
-export const REQUEST_GRACE_MS = 5000;
-
-function post(agent: Agent, url: URL, body: Buffer, timeoutMs: number): Promise<Response> {
-  return new Promise((resolveResponse, reject) => {
-    const request = httpRequest(
-      url,
-      {
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': body.length },
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => chunks.push(chunk));
-        response.on('end', () =>
-          resolveResponse({
-            status: response.statusCode ?? 0,
-            text: Buffer.concat(chunks).toString('utf8'),
-          }),
-        );
-        response.on('error', reject);
-      },
-    );
-    request.on('error', reject);
-    const limit = Math.max(1, Math.ceil(timeoutMs));
-    request.setTimeout(limit, () =>
-      request.destroy(new Error(`no answer within ${(limit / 1000).toFixed(1)} s`)),
-    );
-    request.end(body);
-  });
-}
-
-/** What one batch of requests gave. */
-export interface Fired {
-  /** Milliseconds from sending to the whole answer, of each correct answer. */
-  latencies: number[];
-  /** Failed requests: transport errors, timeouts, non-200 answers, wrong answers. */
-  errors: number;
-  /** The first few distinct error messages. */
-  messages: string[];
-  /** Requests answered (any status, correct or not). */
-  completed: number;
-  /** Requests sent. */
-  issued: number;
-}
-
-/**
- * Sends up to `count` requests, `concurrency` at a time, cycling through `problems`; no new
- * request starts at or after `deadline` (a `performance.now()` time, ms), and one in flight is
- * given up (an error) `graceMs` after the deadline. Checks every answer with its `check`.
- * @example const fired = await fire(url, agent, problems, 100, performance.now() + 5000, 8);
- */
-export async function fire(
-  url: URL,
-  agent: Agent,
-  problems: readonly Request[],
-  count: number,
-  deadline: number,
-  concurrency: number,
-  graceMs: number = REQUEST_GRACE_MS,
-): Promise<Fired> {
-  const fired: Fired = { latencies: [], errors: 0, messages: [], completed: 0, issued: 0 };
-  const fail = (message: string) => {
-    fired.errors++;
-    if (fired.messages.length < 3 && !fired.messages.includes(message)) {
-      fired.messages.push(message);
-    }
-  };
-  const worker = async () => {
-    while (fired.issued < count && performance.now() < deadline) {
-      const index = fired.issued++;
-      const problem = problems[index % problems.length]!;
-      const start = performance.now();
-      try {
-        const response = await post(
-          agent,
-          new URL(problem.path, url),
-          problem.body,
-          deadline - start + graceMs,
-        );
-        const latency = performance.now() - start;
-        fired.completed++;
-        let parsed: Record<string, unknown>;
-        try {
-          parsed = JSON.parse(response.text) as typeof parsed;
-        } catch {
-          fail(`HTTP ${response.status}: the body is not JSON`);
-          continue;
-        }
-        if (response.status !== 200) {
-          fail(`HTTP ${response.status}: ${String(parsed.error)}`);
-          continue;
-        }
-        const wrong = problem.check(parsed, index);
-        if (wrong !== undefined) fail(`wrong answer: ${wrong}`);
-        else fired.latencies.push(latency);
-      } catch (error) {
-        fail((error as Error).message);
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return fired;
-}
-
-/** One mode's results. */
-export interface ModeResult {
-  /** `task`, `shared` or `remote` (or any label given to `measure`). */
-  mode: string;
-  /** Requests of the measured batch that were answered (any status). */
-  completed: number;
-  /** Requests of the measured batch that failed (see `Fired.errors`). */
-  errors: number;
-  /** The first few distinct error messages. */
-  messages: string[];
-  /** Wall time of the measured batch, in s. */
-  seconds: number;
-  /** Correct answers per second of the measured batch. */
-  requestsPerSecond: number;
-  /** Median latency of the correct answers, in ms. */
-  p50: number;
-  /** 99th percentile latency of the correct answers, in ms. */
-  p99: number;
-  /** Largest latency of the correct answers, in ms. */
-  max: number;
-  /** The event loop's largest delay during the run, in ms. */
-  loopDelayMax: number;
-}
-
-/**
- * Runs the warm-up (at most `options.warmup` requests and `options.seconds` seconds, not
- * counted), then the measured batch (at most `options.requests` requests, none started after
- * `options.seconds` seconds) of `problems` against the server at `url`. Throughput counts the
- * correct answers per second of the measured batch; p50 / p99 / max are of their latencies.
- * `graceMs`: how long a request in flight may outlive its batch's budget.
- */
-export async function measure(
-  mode: string,
-  url: URL,
-  problems: readonly Request[],
-  options: Pick<LoadOptions, 'requests' | 'seconds' | 'concurrency' | 'warmup'>,
-  graceMs: number = REQUEST_GRACE_MS,
-): Promise<ModeResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency });
-  try {
-    if (options.warmup > 0) {
-      const warm = await fire(
-        url,
-        agent,
-        problems,
-        options.warmup,
-        performance.now() + options.seconds * 1000,
-        options.concurrency,
-        graceMs,
-      );
-      if (warm.issued > 0 && warm.errors === warm.issued) {
-        throw new Error(`every warm-up request failed (${mode}): ${warm.messages.join('; ')}`);
-      }
-    }
-    const histogram = monitorEventLoopDelay({ resolution: 1 });
-    histogram.enable();
-    const start = performance.now();
-    const fired = await fire(
-      url,
-      agent,
-      problems,
-      options.requests,
-      start + options.seconds * 1000,
-      options.concurrency,
-      graceMs,
-    );
-    const seconds = (performance.now() - start) / 1000;
-    histogram.disable();
-    const summary = summarize(fired.latencies);
-    return {
-      mode,
-      completed: fired.completed,
-      errors: fired.errors,
-      messages: fired.messages,
-      seconds,
-      requestsPerSecond: throughput(fired.latencies.length, seconds),
-      p50: summary.p50,
-      p99: summary.p99,
-      max: summary.max,
-      loopDelayMax: histogram.max / 1e6,
-    };
-  } finally {
-    agent.destroy();
-  }
-}
-
 function listen(server: Server): Promise<URL> {
   return new Promise((resolveUrl, reject) => {
     server.once('error', reject);
@@ -486,7 +255,7 @@ function close(server: Server): Promise<void> {
 }
 
 const MODE_LABELS: Record<string, string> = {
-  task: 'stream per task',
+  task: 'stream per request',
   shared: 'one shared stream',
   remote: 'remote server',
 };
@@ -509,14 +278,147 @@ export function report(results: readonly ModeResult[]): string {
   const task = results.find((result) => result.mode === 'task');
   const shared = results.find((result) => result.mode === 'shared');
   if (task === undefined || shared === undefined || shared.requestsPerSecond === 0) return table;
-  return `${table}\n\nstream per task vs one shared stream: throughput x${formatNumber(
+  return `${table}\n\nstream per request vs one shared stream: throughput x${formatNumber(
     task.requestsPerSecond / shared.requestsPerSecond,
     2,
   )}, p99 latency x${formatNumber(task.p99 / shared.p99, 2)}`;
 }
 
-/** Runs the load test; resolves with the results (printed along the way). */
-export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<ModeResult[]> {
+/** The server for one mode (or none with --url), and where to reach it. */
+async function serverFor(
+  options: LoadOptions,
+  serverOptions: ServerOptions,
+): Promise<{ url: URL; close: () => Promise<void> }> {
+  if (options.url !== undefined) return { url: new URL(options.url), close: async () => {} };
+  // Server-side 5xx errors also reach the client as answers: print only the first here.
+  let logged = false;
+  const server = createServer({
+    ...serverOptions,
+    onServerError: (error) => {
+      if (!logged) console.error('server error:', error);
+      logged = true;
+    },
+  });
+  const url = await listen(server);
+  return { url, close: () => close(server) };
+}
+
+/** One progress line per report of the client: the phase, its time, and per kind the counts. */
+export function progressLine(message: Extract<ClientMessage, { type: 'progress' }>): string {
+  const kinds = Object.entries(message.byKind).map(
+    ([kind, counts]) =>
+      `${kind === 'requests' ? '' : `${kind} `}${counts.completed}/${counts.issued} answered${counts.errors ? `, ${counts.errors} errors` : ''}${Number.isFinite(counts.p99) ? `, p99 ${formatNumber(counts.p99, 2)} ms` : ''}`,
+  );
+  return `  ${message.label}, ${message.phase} ${formatNumber(message.elapsedSeconds, 0)} s: ${kinds.join('; ') || 'starting'}`;
+}
+
+const printProgress = {
+  onProgress: (message: Extract<ClientMessage, { type: 'progress' }>) =>
+    console.log(progressLine(message)),
+};
+
+/** The closed-loop workloads (`solve`, `search`): one client run per mode. */
+async function closedLoop(
+  options: LoadOptions,
+  requests: RequestSpec,
+  serverOptions: ServerOptions,
+): Promise<ModeResult[]> {
+  const results: ModeResult[] = [];
+  const runs: { mode: string; shared: boolean }[] =
+    options.url !== undefined
+      ? [{ mode: 'remote', shared: false }]
+      : options.modes.map((mode) => ({ mode, shared: mode === 'shared' }));
+  for (const run of runs) {
+    const { url, close: stop } = await serverFor(options, {
+      ...serverOptions,
+      sharedStream: run.shared,
+    });
+    console.log(`running: ${MODE_LABELS[run.mode]} (${url.origin}) ...`);
+    try {
+      const { result, loopDelayMaxMs } = await runClient<ModeResult>(
+        {
+          kind: 'closed',
+          url: url.href,
+          label: MODE_LABELS[run.mode] ?? run.mode,
+          requests,
+          options,
+        },
+        printProgress,
+      );
+      const row = { ...result, mode: run.mode, loopDelayMax: loopDelayMaxMs };
+      results.push(row);
+      for (const message of row.messages) console.log(`  error: ${message}`);
+    } finally {
+      await stop();
+    }
+  }
+  return results;
+}
+
+/** The head-of-line workload: each mode's server, the same schedule from the client. */
+async function headOfLine(options: LoadOptions): Promise<HeadOfLineRow[]> {
+  const arrivals = headOfLineSchedule({
+    seconds: options.seconds,
+    smallRate: options.smallRate,
+    largeEveryMs: options.largeEveryMs,
+    seed: options.seed,
+  });
+  const counts = { small: 0, large: 0 };
+  for (const arrival of arrivals) counts[arrival.kind as 'small' | 'large']++;
+  console.log(
+    `head-of-line: POST /solve-random, ${counts.small} small (n = ${options.smallN}, ${options.smallRate}/s) and ${counts.large} large (n = ${options.largeN}, every ${options.largeEveryMs} ms) in ${options.seconds} s per mode, after ${options.warmup} warm-up requests of each`,
+  );
+  const rows: HeadOfLineRow[] = [];
+  const modes = options.url !== undefined ? HEAD_OF_LINE_MODES.slice(1, 2) : HEAD_OF_LINE_MODES;
+  for (const mode of modes) {
+    if (mode.unavailable !== undefined) {
+      console.log(`skipped: ${mode.label} (${mode.unavailable})`);
+      rows.push({ mode });
+      continue;
+    }
+    const { url, close: stop } = await serverFor(options, {
+      sharedStream: mode.mode === 'shared',
+      maxDimension: Math.max(2048, options.smallN, options.largeN),
+    });
+    console.log(`running: ${mode.label} (${url.origin}) ...`);
+    try {
+      const { result, loopDelayMaxMs } = await runClient<ScheduleResult>(
+        {
+          kind: 'schedule',
+          url: url.href,
+          label: mode.label,
+          requests: {
+            small: {
+              route: 'solve-random',
+              n: options.smallN,
+              problems: options.problems,
+              seed: options.seed,
+            },
+            large: {
+              route: 'solve-random',
+              n: options.largeN,
+              problems: 4,
+              seed: options.seed + 1,
+            },
+          },
+          arrivals,
+          warmup: options.warmup,
+        },
+        printProgress,
+      );
+      rows.push({ mode, result, loopDelayMaxMs });
+      for (const kind of Object.values(result.byKind)) {
+        for (const message of kind.messages) console.log(`  error: ${message}`);
+      }
+    } finally {
+      await stop();
+    }
+  }
+  return rows;
+}
+
+/** Runs the load test; resolves with the errors counted (the tables are printed). */
+export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<number> {
   parseCommandLineOrExit(argv, loadCommandLine); // --help, unknown flags: print, exit
   let options: LoadOptions;
   try {
@@ -526,58 +428,65 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     console.error(`${error.message}\n\n${error.usage}`);
     process.exit(2);
   }
-  const random = randomSource(options.seed);
-  const problems: Request[] =
-    options.route === 'solve'
-      ? Array.from({ length: options.problems }, () => makeProblem(options.n, random))
-      : Array.from({ length: options.problems }, (_, i) =>
-          makeRandomRequest(options.n, options.seed * 1000 + i),
-        );
-  console.log(
-    `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
-  );
-  const results: ModeResult[] = [];
-  const runs: { mode: string; shared: boolean }[] =
-    options.url !== undefined
-      ? [{ mode: 'remote', shared: false }]
-      : options.modes.map((mode) => ({ mode, shared: mode === 'shared' }));
-  for (const run of runs) {
-    let server: Server | undefined;
-    let url: URL;
-    if (options.url !== undefined) {
-      url = new URL(options.url);
+  let errors = 0;
+  const tables: string[] = [];
+  for (const workload of options.workloads) {
+    if (workload === 'solve') {
+      console.log(
+        `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
+      );
+      const results = await closedLoop(
+        options,
+        { route: options.route, n: options.n, problems: options.problems, seed: options.seed },
+        {},
+      );
+      errors += results.reduce((sum, result) => sum + result.errors, 0);
+      tables.push(`POST /${options.route}, n = ${options.n}:\n${report(results)}`);
+    } else if (workload === 'head-of-line') {
+      const rows = await headOfLine(options);
+      for (const row of rows) {
+        for (const kind of Object.values(row.result?.byKind ?? {})) errors += kind.errors;
+      }
+      tables.push(
+        `head-of-line: small requests (n = ${options.smallN}) among large ones (n = ${options.largeN}):\n${headOfLineReport(rows)}`,
+      );
     } else {
-      // Server-side 5xx errors also reach the client as answers: print only the first here.
-      let logged = false;
-      server = createServer({
-        sharedStream: run.shared,
-        onServerError: (error) => {
-          if (!logged) console.error('server error:', error);
-          logged = true;
+      console.log(
+        `POST /search: top ${options.k} of ${options.rows.toLocaleString('en-US')} x 128 float32 embeddings on the GPU, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
+      );
+      const results = await closedLoop(
+        options,
+        {
+          route: 'search',
+          dim: 128,
+          rows: options.rows,
+          k: options.k,
+          queries: options.problems,
+          seed: options.seed,
         },
-      });
-      url = await listen(server);
-    }
-    console.log(`running: ${MODE_LABELS[run.mode]} (${url.origin}) ...`);
-    try {
-      const result = await measure(run.mode, url, problems, options);
-      results.push(result);
-      for (const message of result.messages) console.log(`  error: ${message}`);
-    } finally {
-      if (server !== undefined) await close(server);
+        { search: { rows: options.rows, dim: 128 } },
+      );
+      errors += results.reduce((sum, result) => sum + result.errors, 0);
+      const rows: SearchRow[] = results.map((result) => ({
+        label: MODE_LABELS[result.mode] ?? result.mode,
+        result,
+      }));
+      tables.push(
+        `shared read-only data: POST /search over ${options.rows.toLocaleString('en-US')} embeddings every request reads:\n${searchReport(rows)}`,
+      );
     }
   }
   console.log('');
-  console.log(report(results));
+  console.log(tables.join('\n\n'));
   console.log(
-    '\nloop delay: the largest event-loop delay during the measured run (in-process, client and server share the loop).',
+    "\nloop delay: the server process's largest event-loop delay during the measured run (the load client runs in a child process).",
   );
-  return results;
+  return errors;
 }
 
 if (isEntryPoint(import.meta.url)) {
   main().then(
-    (results) => process.exit(results.some((result) => result.errors > 0) ? 1 : 0),
+    (errors) => process.exit(errors > 0 ? 1 : 0),
     (error: unknown) => {
       console.error(error instanceof Error ? error.message : error);
       process.exit(1);

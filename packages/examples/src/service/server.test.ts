@@ -17,6 +17,7 @@ import {
   DEFAULT_LIMITS,
   parseJson,
   parseMatmulRequest,
+  parseSearchRequest,
   parseSolveRandomRequest,
   parseSolveRequest,
   RequestError,
@@ -200,6 +201,42 @@ describe('parseSolveRandomRequest', () => {
   });
 });
 
+describe('parseSearchRequest', () => {
+  it('accepts a query of dim finite numbers and k, default 10', () => {
+    const request = parseSearchRequest({ query: [0.5, -1, 2] }, 3, 1000);
+    expect(request.query).toEqual(new Float32Array([0.5, -1, 2]));
+    expect(request.k).toBe(10);
+    expect(parseSearchRequest({ query: [1, 2, 3], k: 100 }, 3, 1000).k).toBe(100);
+    expect(parseSearchRequest({ query: [1, 2, 3], k: 4 }, 3, 4).k).toBe(4);
+  });
+
+  it('refuses a wrong length, non-finite values, a bad k and unknown fields with 400', () => {
+    const refused = (body: unknown, rows = 1000) => {
+      const error = refusal(() => parseSearchRequest(body, 3, rows));
+      expect(error.status).toBe(400);
+      return error.message;
+    };
+    expect(refused({ k: 3 })).toBe('POST /search: missing field "query"');
+    expect(refused({ query: [1, 2] })).toBe(
+      'POST /search: "query" must be an array of 3 numbers, got an array of 2',
+    );
+    expect(refused({ query: 'abc' })).toMatch(/must be an array of 3 numbers, got the string/);
+    expect(refused({ query: [1, null, 3] })).toBe(
+      'POST /search: "query"[1] must be a finite number, got null',
+    );
+    expect(refused({ query: [1, 2, Number.POSITIVE_INFINITY] })).toMatch(
+      /"query"\[2\] must be a finite number/,
+    );
+    expect(refused({ query: [1, 2, 3], k: 0 })).toBe(
+      'POST /search: "k" must be an integer in 1..100, got 0',
+    );
+    expect(refused({ query: [1, 2, 3], k: 101 })).toMatch(/in 1\.\.100, got 101/);
+    expect(refused({ query: [1, 2, 3], k: 2.5 })).toMatch(/"k" must be an integer/);
+    expect(refused({ query: [1, 2, 3], k: 5 }, 4)).toMatch(/in 1\.\.4, got 5/);
+    expect(refused({ query: [1, 2, 3], top: 5 })).toMatch(/unknown field "top"/);
+  });
+});
+
 describe('errorResponse', () => {
   it('keeps a RequestError status', () => {
     expect(errorResponse(new RequestError(413, 'too big'))).toEqual({
@@ -360,13 +397,19 @@ describe('the server without touching the GPU for bad requests', () => {
       status: 400,
       body: { error: 'POST /solve-random: "seed" must be an integer in 0..2^53-1, got -3' },
     });
+    // The default search index has 128 values per row: a shorter query never reaches the GPU.
+    const search = await post('/search', JSON.stringify({ query: [1, 2, 3], k: 5 }));
+    expect(search).toMatchObject({
+      status: 400,
+      body: { error: 'POST /search: "query" must be an array of 128 numbers, got an array of 3' },
+    });
   });
 
   it('answers an unknown route with 404 and a wrong method with 405', async () => {
     const missing = await post('/invert', '{}');
     expect(missing.status).toBe(404);
     expect(missing.body.error).toBe(
-      'no route POST /invert: this service has POST /solve, POST /solve-random, POST /matmul and GET /health',
+      'no route POST /invert: this service has POST /solve, POST /solve-random, POST /matmul, POST /search and GET /health',
     );
     const wrongMethod = await call('/solve');
     expect(wrongMethod.status).toBe(405);

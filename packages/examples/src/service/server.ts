@@ -2,8 +2,10 @@
  * A small GPU HTTP service: every request runs in its own `task()`, so concurrent requests
  * get their own CUDA streams (and cuSOLVER / cuBLAS handles) and overlap on the GPU, while
  * the event loop keeps serving. `POST /solve` solves A X = B with cuSOLVER (float64 LU),
- * `POST /matmul` multiplies with cuBLAS (dgemm). With `sharedStream: true` every request is
- * forced onto one stream instead, for comparison (see `load.ts`).
+ * `POST /matmul` multiplies with cuBLAS (dgemm), `POST /search` finds the k embeddings nearest a
+ * query among a million that stay on the device (a GEMV and a top-k; search.ts). With
+ * `sharedStream: true` every request is forced onto one stream instead, for comparison (see
+ * `load.ts`).
  *
  * Run: `pnpm --filter @cuda-tasks/examples serve [--port 8080] [--shared-stream]`
  */
@@ -28,7 +30,7 @@ import {
 import { stickyError } from '@cuda-tasks/cudadrv/internal';
 import { defaultGenerator } from '@cuda-tasks/curand';
 import { SingularMatrixError, solve } from '@cuda-tasks/cusolver';
-import { task, withStream } from '@cuda-tasks/task-runtime';
+import { type TaskOptions, task, withStream } from '@cuda-tasks/task-runtime';
 import {
   CommandLineError,
   isEntryPoint,
@@ -36,11 +38,13 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
+import { SearchIndex, type SearchIndexOptions } from './search.js';
 import {
   DEFAULT_LIMITS,
   type MatmulRequest,
   parseJson,
   parseMatmulRequest,
+  parseSearchRequest,
   parseSolveRandomRequest,
   parseSolveRequest,
   RequestError,
@@ -64,6 +68,17 @@ export interface ServerOptions {
   onServerError?: (error: unknown) => void;
   /** What `GET /health` reports about the GPU (default: `gpuHealth`). */
   checkGpu?: () => GpuHealth;
+  /**
+   * The embeddings `POST /search` searches (default 1,000,000 x 128 float32, seed 7): made on
+   * the device by the first search request, then read by every one.
+   */
+  search?: SearchIndexOptions;
+  /**
+   * Options for a request's task, from its route and its parsed body (merged over the task's
+   * name). The hook for per-request task options such as a priority for small requests, once
+   * `task()` takes one (the head-of-line workload's third row in load.ts).
+   */
+  taskOptionsFor?: (path: string, body: unknown) => TaskOptions;
 }
 
 /** An HTTP answer for an error: the status and the message of the `{ "error" }` body. */
@@ -194,7 +209,7 @@ export function readBody(request: IncomingMessage, maxBytes: number): Promise<Bu
 
 /**
  * The response header that names the CUDA stream a GPU request ran on (set on the answers of
- * `/solve`, `/solve-random` and `/matmul` that reached the GPU, errors included): the stream's
+ * `/solve`, `/solve-random`, `/matmul` and `/search` that reached the GPU, errors included): the stream's
  * name and its CUstream handle in hex, e.g. `task-stream-3 0x5581c0a3e2f0`. Concurrent requests
  * show distinct streams in the default mode and the same one with `sharedStream: true`.
  */
@@ -339,7 +354,8 @@ function pathOf(url: string | undefined): string {
 /**
  * Creates the service (not listening yet: call `listen`). Each request is validated first
  * (no GPU call for a bad one), then runs in its own `task()`. Answers are JSON: `{ x }` for
- * `/solve`, `{ c }` for `/matmul`, `{ error }` with status 400 (bad body), 404 (unknown
+ * `/solve`, `{ c }` for `/matmul`, `{ indices, scores }` for `/search` (best first),
+ * `{ error }` with status 400 (bad body), 404 (unknown
  * route), 405 (wrong method), 413 (body too large), 422 (singular matrix), 503 (no GPU, or
  * out of device memory) or 500 (any other GPU error). `GET /health` answers 200 with
  * `{ status: 'ok' | 'degraded', gpu: { usable, devices?, reason? } }` (see `gpuHealth`). A failing request never takes the server down. Every answer of a
@@ -357,6 +373,34 @@ export function createServer(options: ServerOptions = {}): Server {
   const onServerError = options.onServerError ?? ((error: unknown) => console.error(error));
   // Created on the first request that needs it, so that a server without GPU still starts.
   let shared: Stream | undefined;
+  // The search route's embeddings: made by the first search, read by all (see search.ts).
+  const searchRows = options.search?.rows ?? 1_000_000;
+  const searchDim = options.search?.dim ?? 128;
+  let searchIndex: Promise<SearchIndex> | undefined;
+  const routes: Readonly<Record<string, Route>> = {
+    ...ROUTES,
+    '/search': {
+      method: 'POST',
+      handle(body) {
+        const request = parseSearchRequest(body, searchDim, searchRows);
+        return async () => {
+          const pending = (searchIndex ??= SearchIndex.create({
+            ...options.search,
+            rows: searchRows,
+            dim: searchDim,
+          }));
+          let index: SearchIndex;
+          try {
+            index = await pending;
+          } catch (error) {
+            if (searchIndex === pending) searchIndex = undefined; // the next request retries
+            throw error;
+          }
+          return index.search(request.query, request.k);
+        };
+      },
+    },
+  };
 
   const onRequest = async (request: IncomingMessage, response: ServerResponse) => {
     const path = pathOf(request.url);
@@ -368,11 +412,11 @@ export function createServer(options: ServerOptions = {}): Server {
         send(response, 200, { status: gpu.usable ? 'ok' : 'degraded', gpu });
         return;
       }
-      const route = ROUTES[path];
+      const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
       if (route === undefined) {
         throw new RequestError(
           404,
-          `no route ${request.method} ${path}: this service has POST /solve, POST /solve-random, POST /matmul and GET /health`,
+          `no route ${request.method} ${path}: this service has POST /solve, POST /solve-random, POST /matmul, POST /search and GET /health`,
         );
       }
       if (request.method !== route.method) {
@@ -395,7 +439,7 @@ export function createServer(options: ServerOptions = {}): Server {
           shared ??= Stream.create({ name: 'service shared stream' });
           return withStream(shared, runHere);
         },
-        { name: `${route.method} ${path}` },
+        { name: `${route.method} ${path}`, ...options.taskOptionsFor?.(path, body) },
       );
       send(response, 200, result);
     } catch (error) {
@@ -416,6 +460,11 @@ export function createServer(options: ServerOptions = {}): Server {
   server.on('close', () => {
     shared?.dispose();
     shared = undefined;
+    searchIndex?.then(
+      (index) => index.dispose(),
+      () => undefined,
+    );
+    searchIndex = undefined;
   });
   return server;
 }
@@ -471,7 +520,7 @@ export function main(argv: readonly string[] = process.argv.slice(2)): Promise<S
         `GPU service listening on http://127.0.0.1:${address.port} (${sharedStream ? 'one shared stream' : 'a stream per request task'})`,
       );
       console.log(
-        '  POST /solve {n, a, b, k?}   POST /solve-random {n, seed}   POST /matmul {m, k, n, a, b}   GET /health',
+        '  POST /solve {n, a, b, k?}   POST /solve-random {n, seed}   POST /matmul {m, k, n, a, b}   POST /search {query, k?}   GET /health',
       );
       const stop = () => {
         server.close();

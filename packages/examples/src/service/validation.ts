@@ -242,3 +242,52 @@ export function parseSolveRandomRequest(
   }
   return { n, seed };
 }
+
+/** The most neighbours `POST /search` returns. */
+export const MAX_SEARCH_K = 100;
+
+/** A validated `POST /search` body: the `k` embeddings most similar to `query`. */
+export interface SearchRequest {
+  /** The query vector (the embeddings' dimension), as float32. */
+  query: Float32Array;
+  /** How many neighbours, 1..100 (default 10). */
+  k: number;
+}
+
+/**
+ * Validates a `POST /search` body `{ query, k? }`: `query` an array of `dim` finite numbers,
+ * `k` an integer in 1..min(100, rows) (default 10). Anything else is a 400.
+ * @example parseSearchRequest({ query: [1, 0], k: 1 }, 2, 10).k; // 1
+ */
+export function parseSearchRequest(body: unknown, dim: number, rows: number): SearchRequest {
+  const route = 'POST /search';
+  const record = requireObject(body, route, ['query', 'k']);
+  const query = record.query;
+  if (query === undefined) throw new RequestError(400, `${route}: missing field "query"`);
+  if (!Array.isArray(query) || query.length !== dim) {
+    throw new RequestError(
+      400,
+      `${route}: "query" must be an array of ${dim} numbers, got ${describe(query)}`,
+    );
+  }
+  const values = new Float32Array(dim);
+  for (let i = 0; i < dim; i++) {
+    const value = query[i];
+    if (typeof value !== 'number' || !Number.isFinite(value)) {
+      throw new RequestError(
+        400,
+        `${route}: "query"[${i}] must be a finite number, got ${describe(value)}`,
+      );
+    }
+    values[i] = value;
+  }
+  const largest = Math.min(MAX_SEARCH_K, rows);
+  const k = record.k ?? 10;
+  if (typeof k !== 'number' || !Number.isInteger(k) || k < 1 || k > largest) {
+    throw new RequestError(
+      400,
+      `${route}: "k" must be an integer in 1..${largest}, got ${describe(k)}`,
+    );
+  }
+  return { query: values, k };
+}

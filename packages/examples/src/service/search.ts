@@ -1,0 +1,111 @@
+/**
+ * A nearest-neighbour search over embeddings that live on the GPU and that every request
+ * reads: the scores of a query against all rows are one GEMV, then `topk` from
+ * `@cuda-tasks/kernels` picks the k best. Each search runs on the current stream (the
+ * request's task stream in the service), allocates its own query and score buffers, and only
+ * reads the shared embeddings, so concurrent searches on different streams do not wait for
+ * each other.
+ */
+import { gemv } from '@cuda-tasks/cublas';
+import { CudaArgumentError, DeviceArray } from '@cuda-tasks/cudadrv';
+import { Generator } from '@cuda-tasks/curand';
+import { topk } from '@cuda-tasks/kernels';
+import { synchronize } from '@cuda-tasks/task-runtime';
+
+/** Options of `SearchIndex.create`. */
+export interface SearchIndexOptions {
+  /** Embeddings (default 1,000,000). */
+  rows?: number;
+  /** Their dimension (default 128). */
+  dim?: number;
+  /** Seed of the Philox generator that draws them (default 7). */
+  seed?: number;
+}
+
+/** What a search found: the best first. */
+export interface SearchResult {
+  /** Row numbers of the k embeddings with the largest dot product with the query. */
+  indices: number[];
+  /** Their dot products with the query (float32 on the GPU). */
+  scores: number[];
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new CudaArgumentError(`SearchIndex: ${name} must be a positive integer, got ${value}`);
+  }
+  return value;
+}
+
+/** Embeddings resident on the device, searched by dot product. */
+export class SearchIndex {
+  /** Number of embeddings. */
+  readonly rows: number;
+  /** Their dimension. */
+  readonly dim: number;
+  /** rows x dim float32, column-major: row i is embedding i. Read by every search, never written. */
+  readonly embeddings: DeviceArray<'float32'>;
+
+  private constructor(embeddings: DeviceArray<'float32'>) {
+    this.embeddings = embeddings;
+    this.rows = embeddings.shape[0]!;
+    this.dim = embeddings.shape[1]!;
+  }
+
+  /**
+   * Draws `rows` embeddings of `dim` standard normal float32 values from a Philox generator
+   * seeded `seed`, on the current stream, and resolves once they are on the device.
+   * @example const index = await SearchIndex.create({ rows: 100_000 });
+   */
+  static async create(options: SearchIndexOptions = {}): Promise<SearchIndex> {
+    const rows = positiveInteger('rows', options.rows ?? 1_000_000);
+    const dim = positiveInteger('dim', options.dim ?? 128);
+    const generator = new Generator({ kind: 'philox', seed: options.seed ?? 7 });
+    const embeddings = DeviceArray.empty('float32', [rows, dim]);
+    try {
+      generator.normal(embeddings);
+      await synchronize();
+    } catch (error) {
+      embeddings.dispose();
+      throw error;
+    } finally {
+      generator.dispose();
+    }
+    return new SearchIndex(embeddings);
+  }
+
+  /**
+   * The `k` rows with the largest dot product with `query` (length `dim`), best first, on the
+   * current stream: scores = embeddings x query (cuBLAS SGEMV), then `topk`. k <= rows.
+   * @example const { indices, scores } = await index.search(query, 10);
+   */
+  async search(query: Float32Array, k: number): Promise<SearchResult> {
+    if (!(query instanceof Float32Array) || query.length !== this.dim) {
+      throw new CudaArgumentError(
+        `SearchIndex.search: query must be a Float32Array of ${this.dim}`,
+      );
+    }
+    if (!Number.isSafeInteger(k) || k < 1 || k > this.rows) {
+      throw new CudaArgumentError(`SearchIndex.search: k must be in 1..${this.rows}, got ${k}`);
+    }
+    const q = DeviceArray.fromHost(query);
+    const scores = DeviceArray.empty('float32', this.rows);
+    let best: { values: DeviceArray<'float32'>; indices: DeviceArray<'int32'> } | undefined;
+    try {
+      gemv(this.embeddings, q, scores);
+      best = topk(scores, k);
+      const [values, indices] = await Promise.all([best.values.toHost(), best.indices.toHost()]);
+      return { indices: Array.from(indices), scores: Array.from(values) };
+    } finally {
+      q.dispose();
+      scores.dispose();
+      best?.values.dispose();
+      best?.indices.dispose();
+    }
+  }
+
+  /** Frees the embeddings (after the searches in flight, which are ordered before the free). */
+  dispose(): void {
+    this.embeddings.dispose();
+  }
+}
