@@ -16,7 +16,7 @@ import {
 } from './scaling-config.js';
 
 /** Who ran the jobs. */
-export type ScalingSystem = 'ours' | 'c_threads' | 'c_polling' | 'cupy' | 'torch';
+export type ScalingSystem = 'ours' | 'ours_graph' | 'c_threads' | 'c_polling' | 'cupy' | 'torch';
 
 /** Every system in report order, with its label and chart color. */
 export const SCALING_SYSTEMS: readonly {
@@ -25,6 +25,8 @@ export const SCALING_SYSTEMS: readonly {
   color: string;
 }[] = [
   { key: 'ours', label: 'ours (K tasks)', color: '#4e79a7' },
+  // The latency-bound shape only: its steps captured once per task and replayed.
+  { key: 'ours_graph', label: 'ours, graph replays', color: '#76b7b2' },
   { key: 'c_threads', label: 'C, K threads', color: '#555555' },
   { key: 'c_polling', label: 'C, one thread polling', color: '#a0a0a0' },
   { key: 'cupy', label: 'CuPy, K threads', color: '#f28e2b' },

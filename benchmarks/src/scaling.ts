@@ -3,7 +3,9 @@
  * shape and each K, K jobs as K `task()`s started together and awaited with `Promise.all`
  * (each task gets its own stream, cuBLAS handle and default cuRAND generator from the runtime;
  * a synchronize point is `await synchronize()`), and a serial batch (one task running jobs one
- * after another). Prints one JSON line per (shape, K, mode), as c/scaling.cu does.
+ * after another). Prints one JSON line per (shape, K, mode), as c/scaling.cu does. The
+ * latency-bound shape runs a second time with its steps captured once per job slot and
+ * replayed (`system: 'ours_graph'`), reported beside the eager rows.
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/scaling.ts [key=value ...] (see
  * scaling-config.ts)
@@ -11,10 +13,10 @@
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { gemm } from '@cuda-tasks/cublas';
-import { DeviceArray, type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
+import { DeviceArray, type Graph, type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
 import { Generator } from '@cuda-tasks/curand';
 import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
-import { synchronize, task } from '@cuda-tasks/task-runtime';
+import { capture, synchronize, task } from '@cuda-tasks/task-runtime';
 import { parseScalingArguments, type ShapeName, samplesFor } from './scaling-config.js';
 
 const config = parseScalingArguments(process.argv.slice(2));
@@ -33,6 +35,11 @@ interface Slot {
   controlB: DeviceArray<'float32'>;
   controlC: DeviceArray<'float32'>;
   generator: Generator;
+  /**
+   * The latency job's steps between two synchronize points, captured once (the graph variant):
+   * one graph per parity of the first step, since the steps alternate x -> y and y -> x.
+   */
+  latencyGraphs: (Graph | undefined)[];
 }
 
 const BLOCK = 256;
@@ -56,6 +63,7 @@ function makeSlot(index: number): Slot {
     controlB: uniform(control),
     controlC: uniform(control),
     generator,
+    latencyGraphs: [undefined, undefined],
   };
 }
 
@@ -66,6 +74,32 @@ async function latencyJob(slot: Slot): Promise<void> {
     if (step % 2 === 0) launch(axpb, latencyLaunch, slot.latencyY, slot.latencyX, 0.5, 1, latencyN);
     else launch(axpb, latencyLaunch, slot.latencyX, slot.latencyY, 0.5, 1, latencyN);
     if ((step + 1) % latencySyncEvery === 0 || step === latencySteps - 1) await synchronize();
+  }
+}
+
+/**
+ * The latency-bound job with its steps captured once per job slot and replayed: the same
+ * kernels, one `graph.launch()` per `latencySyncEvery` steps, awaited as often as the eager job.
+ */
+async function latencyGraphJob(slot: Slot): Promise<void> {
+  const { latencySteps, latencySyncEvery, latencyN } = config;
+  for (let first = 0; first < latencySteps; first += latencySyncEvery) {
+    const steps = Math.min(latencySyncEvery, latencySteps - first);
+    const parity = first % 2;
+    let graph = steps === latencySyncEvery ? slot.latencyGraphs[parity] : undefined;
+    if (graph === undefined) {
+      graph = await capture(() => {
+        for (let step = first; step < first + steps; step++) {
+          if (step % 2 === 0) {
+            launch(axpb, latencyLaunch, slot.latencyY, slot.latencyX, 0.5, 1, latencyN);
+          } else launch(axpb, latencyLaunch, slot.latencyX, slot.latencyY, 0.5, 1, latencyN);
+        }
+      });
+      if (steps === latencySyncEvery) slot.latencyGraphs[parity] = graph;
+    }
+    graph.launch();
+    if (steps !== latencySyncEvery) graph.dispose();
+    await synchronize();
   }
 }
 
@@ -107,6 +141,7 @@ async function measure(samples: number, batch: () => Promise<unknown>): Promise<
 }
 
 function emit(
+  system: 'ours' | 'ours_graph',
   shape: ShapeName,
   k: number,
   mode: 'concurrent' | 'serial',
@@ -117,7 +152,7 @@ function emit(
   console.log(
     JSON.stringify({
       name: 'scaling',
-      system: 'ours',
+      system,
       shape,
       k,
       mode,
@@ -134,17 +169,23 @@ async function main(): Promise<void> {
   const maxK = Math.max(...config.ks);
   const slots = Array.from({ length: maxK }, (_, index) => makeSlot(index));
   await synchronize();
+  // Each shape as the suite runs it (ours); the latency-bound shape also with its steps
+  // captured once per job slot and replayed (ours_graph), reported beside it.
+  const variants = config.shapes.flatMap((shape) => [
+    { system: 'ours' as const, shape, job: JOBS[shape] },
+    ...(shape === 'latency'
+      ? [{ system: 'ours_graph' as const, shape, job: latencyGraphJob }]
+      : []),
+  ]);
   // V8 optimizes the launch and library paths after a few thousand calls; C has no JIT to
   // warm. A serial warm-up per shape, not timed.
-  for (const shape of config.shapes) {
-    const job = JOBS[shape];
+  for (const { shape, job } of variants) {
     await task(async () => {
       for (let i = 0; i < (shape === 'control' ? 25 : 200); i++) await job(slots[0]!);
     });
   }
   const histogram = monitorEventLoopDelay({ resolution: 1 });
-  for (const shape of config.shapes) {
-    const job = JOBS[shape];
+  for (const { system, shape, job } of variants) {
     histogram.reset();
     histogram.enable();
     const serial = await measure(config.minSamples, () =>
@@ -153,7 +194,7 @@ async function main(): Promise<void> {
       }),
     );
     histogram.disable();
-    emit(shape, 1, 'serial', config.serialJobs, serial, histogram.max / 1e6);
+    emit(system, shape, 1, 'serial', config.serialJobs, serial, histogram.max / 1e6);
     for (const k of config.ks) {
       const batch = () =>
         Promise.all(Array.from({ length: k }, (_, index) => task(() => job(slots[index]!))));
@@ -161,7 +202,7 @@ async function main(): Promise<void> {
       histogram.enable();
       const seconds = await measure(samplesFor(config, k), batch);
       histogram.disable();
-      emit(shape, k, 'concurrent', k, seconds, histogram.max / 1e6);
+      emit(system, shape, k, 'concurrent', k, seconds, histogram.max / 1e6);
     }
   }
 }

@@ -236,6 +236,23 @@ describe('formatScaling', () => {
     expect(text).toContain('mixed: ours ahead of CuPy and PyTorch at every K >= 4: FAIL');
   });
 
+  it('shows the graph replays beside the eager rows of the latency shape, out of the targets', () => {
+    const graphRates = [3000, 5600, 10_000, 15_000];
+    const withGraph = [
+      ...fixtureLines(),
+      line('ours_graph', 'latency', 1, graphRates[0]! * 0.9, 'serial'),
+      ...KS.map((k, index) => line('ours_graph', 'latency', k, graphRates[index]!)),
+    ];
+    const built = buildScaling(parseScalingLines(jsonl(withGraph)).lines);
+    const table = formatScaling(built, scalingTargets(built), SCALING_DEFAULTS).split('\n');
+    const k8 = table.filter((l) => l.startsWith('8 '));
+    // latency at K = 8: ours 6,000, then the replays 15,000 (15000/3000 = 5x), then C.
+    expect(k8[0]).toMatch(/^8\s+6,000 \(5\.71x\)\s+15,000 \(5\.00x\)\s+6,400/);
+    expect(k8[1]).toMatch(/^8\s+2,000 \(5\.00x\)\s+-\s+3,000/); // mixed: no graph variant
+    // The targets still compare the eager rows: unchanged.
+    expect(scalingTargets(built)).toEqual(scalingTargets(results));
+  });
+
   it('formats rates with separators, and "-" for nothing', () => {
     expect(formatRate(123456.7)).toBe('123,457');
     expect(formatRate(42.123)).toBe('42.1');
