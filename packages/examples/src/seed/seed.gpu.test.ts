@@ -80,6 +80,9 @@ describeGpu('seed example', () => {
     const module = Module.fromPtx(readFileSync(kernelsPtxPath, 'utf8'));
     const spin = module.kernel('spin_kernel', ['uint64']);
     try {
+      // Two tasks at once first: the pool has their streams, the library handles exist (a
+      // stream or handle created while a kernel runs may wait for it; not what is tested here).
+      await concurrentIteration(jobs);
       await synchronize(); // a and b are written and known complete
       expect(jobs[0]!.a).toBe(jobs[1]!.a);
       let slowStream: Stream | undefined;
