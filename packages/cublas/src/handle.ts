@@ -11,8 +11,8 @@
 import {
   type Context,
   CudaArgumentError,
-  currentStream,
   type DeviceBuffer,
+  resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import { ffiValue } from '@cuda-tasks/cudadrv/internal';
@@ -177,8 +177,8 @@ export function acquireFfi(stream: Stream): number | bigint {
  * import { cublas } from '@cuda-tasks/cublas/ffi';
  * check(cublas().cublasSswap_v2(handle(), n, x.useOn(stream()), 1, y.useOn(stream()), 1), 'cublasSswap_v2');
  */
-export function handle(stream: Stream = currentStream()): bigint {
-  return acquireBinding(stream).handle.handle;
+export function handle(stream?: Stream): bigint {
+  return acquireBinding(resolveStream(stream)).handle.handle;
 }
 
 /**

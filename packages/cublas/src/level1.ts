@@ -8,9 +8,9 @@
  * array, and awaits the copy back (`toHost()`), which never blocks.
  */
 import {
-  currentStream,
   DeviceArray,
   type DType,
+  resolveStream,
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -50,7 +50,7 @@ export function axpy<Y extends DeviceArray>(
 ): Y {
   assertScalar('axpy', 'alpha', alpha);
   const v = checkVectorPair('axpy', x, y, checkedPair);
-  const stream = options?.stream ?? currentStream();
+  const stream = resolveStream(options?.stream);
   if (v.n === 0) return y;
   const routine = AXPY[v.dtype];
   const handle = acquireFfi(stream);
@@ -75,7 +75,7 @@ export function scal<X extends DeviceArray>(
 ): X {
   assertScalar('scal', 'alpha', alpha);
   const v = checkVector('scal', x, checkedVector);
-  const stream = options?.stream ?? currentStream();
+  const stream = resolveStream(options?.stream);
   if (v.n === 0) return x;
   const routine = SCAL[v.dtype];
   const handle = acquireFfi(stream);
@@ -146,7 +146,7 @@ export async function dot(
   options: VectorOptions = NO_OPTIONS,
 ): Promise<number> {
   const v = checkVectorPair('dot', x, y, checkedPair);
-  const stream = options?.stream ?? currentStream();
+  const stream = resolveStream(options?.stream);
   if (v.n === 0) return 0;
   const px = x.ffiAddressOn(stream, 'read');
   const py = y.ffiAddressOn(stream, 'read');
@@ -159,7 +159,7 @@ export async function dot(
  */
 export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('nrm2', x, checkedVector);
-  const stream = options?.stream ?? currentStream();
+  const stream = resolveStream(options?.stream);
   if (v.n === 0) return 0;
   const px = x.ffiAddressOn(stream, 'read');
   return reduce(NRM2[v.dtype], v.dtype, stream, v.n, px, v.incx, undefined, 0);
@@ -171,7 +171,7 @@ export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
  */
 export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('asum', x, checkedVector);
-  const stream = options?.stream ?? currentStream();
+  const stream = resolveStream(options?.stream);
   if (v.n === 0) return 0;
   const px = x.ffiAddressOn(stream, 'read');
   return reduce(ASUM[v.dtype], v.dtype, stream, v.n, px, v.incx, undefined, 0);
@@ -184,7 +184,7 @@ export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
  */
 export async function iamax(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('iamax', x, checkedVector);
-  const stream = options?.stream ?? currentStream();
+  const stream = resolveStream(options?.stream);
   if (v.n === 0) return -1;
   const px = x.ffiAddressOn(stream, 'read');
   const oneBased = await reduce(IAMAX[v.dtype], 'int32', stream, v.n, px, v.incx, undefined, 0);

@@ -1,5 +1,5 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
-import { currentStream, type DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
+import { type DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
 import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
@@ -31,7 +31,7 @@ export function gemv<Y extends DeviceArray>(
   options: GemvOptions = NO_OPTIONS,
 ): Y {
   const g = checkGemv('gemv', a, x, y, options, checkedGemv);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
   const routine = GEMV[g.dtype];

@@ -3,7 +3,7 @@
  * and the mixed-precision gemmEx. Column-major, as cuBLAS; float32 picks the S routine,
  * float64 the D routine.
  */
-import { currentStream, DeviceArray, type DType, type StreamOption } from '@cuda-tasks/cudadrv';
+import { DeviceArray, type DType, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
 import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import {
@@ -89,7 +89,7 @@ export function gemm<C extends DeviceArray>(
   options: GemmOptions = NO_OPTIONS,
 ): C {
   const g = checkGemm('gemm', a, b, c, options, checkedGemm);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   if (g.m === 0 || g.n === 0) return c;
   stream.context.makeCurrent();
   const routine = GEMM[g.dtype];
@@ -190,7 +190,7 @@ export function matmul<D extends DType>(
   options: MatmulOptions = {},
 ): DeviceArray<D> {
   const { dtype, m, n } = checkMatmul('matmul', a, b, options);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const c = DeviceArray.empty(dtype as D, [m, n], { stream });
   try {
     return gemm(a, b, c, {
@@ -226,7 +226,7 @@ export function gemmStridedBatched<C extends DeviceArray>(
   options: StridedBatchedOptions = NO_OPTIONS,
 ): C {
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options, checkedStridedBatched);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
   const handle = acquireFfi(stream);
   const pa = a.ffiAddressOn(stream, 'read');
@@ -277,7 +277,7 @@ export function gemmEx<C extends DeviceArray>(
   options: GemmExOptions = NO_OPTIONS,
 ): C {
   const g = checkGemmEx('gemmEx', a, b, c, options, checkedGemmEx);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   if (g.m === 0 || g.n === 0) return c;
   const handle = acquireFfi(stream);
   const pa = a.ffiAddressOn(stream, 'read');

@@ -12,7 +12,9 @@ export { Context, Device, deviceCount } from './context/device.js';
 export {
   currentContext,
   currentDevice,
+  currentSignal,
   currentStream,
+  resolveStream,
   setDefaultDevice,
 } from './context/provider.js';
 export { check, cudaError, driver, driverVersion } from './driver.js';
@@ -70,4 +72,4 @@ export {
 export { MemoryPool, onOutOfMemory, type PoolStatistics } from './memory/memory-pool.js';
 export { Event, type EventOptions } from './stream/event.js';
 export { Stream, type StreamOptions } from './stream/stream.js';
-export { waitForStream } from './stream/wait.js';
+export { type WaitOptions, waitForStream } from './stream/wait.js';

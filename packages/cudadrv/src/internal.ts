@@ -9,6 +9,7 @@
  */
 export {
   type CurrentDeviceProvider,
+  type CurrentSignalProvider,
   type CurrentStreamProvider,
   setCurrentStreamProvider,
 } from './context/provider.js';

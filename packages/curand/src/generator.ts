@@ -9,6 +9,7 @@ import {
   DeviceBuffer,
   DisposedError,
   type DType,
+  resolveStream,
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -219,7 +220,7 @@ export class Generator {
   ): DeviceArray<'uint32'> {
     checkLambda('Generator.poisson', lambda);
     const layout = this.#check('Generator.poisson', array, POISSON.dtypes);
-    const stream = options.stream ?? currentStream();
+    const stream = resolveStream(options.stream);
     if (stream.capturing) {
       throw new CaptureError(
         'curandGeneratePoisson',
@@ -246,14 +247,14 @@ export class Generator {
   setSeed(seed: number | bigint, options: StreamOption = {}): void {
     const value = toUint64(seed, 'Generator.setSeed: seed');
     this.#assertUsable();
-    this.#resolve(options.stream ?? currentStream()).setSeed(value);
+    this.#resolve(resolveStream(options.stream)).setSeed(value);
   }
 
   /** Moves to `offset` in the current seed's sequence (skipping ahead costs nothing). */
   setOffset(offset: number | bigint, options: StreamOption = {}): void {
     const value = toUint64(offset, 'Generator.setOffset: offset');
     this.#assertUsable();
-    this.#resolve(options.stream ?? currentStream()).setOffset(value);
+    this.#resolve(resolveStream(options.stream)).setOffset(value);
   }
 
   /**
@@ -313,7 +314,7 @@ export class Generator {
     first: number,
     second: number,
   ): A {
-    const stream = requestedStream ?? currentStream();
+    const stream = resolveStream(requestedStream);
     if (array.buffer.context !== stream.context) {
       throw new CudaArgumentError(
         `${generation.operation}: the array lives on device ${array.buffer.context.device.ordinal}, the stream on device ${stream.context.device.ordinal}`,

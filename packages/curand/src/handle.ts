@@ -1,4 +1,4 @@
-import { currentStream, type Stream } from '@cuda-tasks/cudadrv';
+import { resolveStream, type Stream } from '@cuda-tasks/cudadrv';
 import { HandleCache } from '@cuda-tasks/task-runtime';
 import { GeneratorCore } from './core.js';
 import { nextSeed, seedEpoch } from './seeds.js';
@@ -68,8 +68,8 @@ export function defaultCore(stream: Stream): GeneratorCore {
  * const s = stream();
  * curand().curandGenerate(handle(s), array.useOn(s), array.length);
  */
-export function handle(stream: Stream = currentStream()): bigint {
-  return defaultCore(stream).handle;
+export function handle(stream?: Stream): bigint {
+  return defaultCore(resolveStream(stream)).handle;
 }
 
 /** Default generators created, destroyed, idle and leased (the handle cache's statistics). */

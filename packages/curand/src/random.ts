@@ -1,8 +1,8 @@
 import {
   CudaArgumentError,
-  currentStream,
   DeviceArray,
   DisposedError,
+  resolveStream,
   type Shape,
   type Stream,
   type StreamOption,
@@ -89,7 +89,7 @@ export function rand<D extends FloatDType>(
   checkFloatDType('rand', dtype);
   checkShape('rand', shape);
   const generator = checkGenerator('rand', options.generator);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   return filled(dtype, shape, stream, (array) => generator.uniform(array, { stream }));
 }
 
@@ -110,6 +110,6 @@ export function randn<D extends FloatDType>(
   const stddev = options.stddev ?? 1;
   checkNormalParameters('randn', mean, stddev);
   const generator = checkGenerator('randn', options.generator);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   return filled(dtype, shape, stream, (array) => generator.normal(array, { mean, stddev, stream }));
 }

@@ -68,7 +68,7 @@ describe('argument checks run before any native call', () => {
   });
 
   it('valid arguments get past the checks, to the stream lookup that follows them', async () => {
-    // The first thing each routine does after its checks is `options.stream ?? currentStream()`.
+    // The first thing each routine does after its checks is `resolveStream(options.stream)`.
     // A getter that throws a sentinel there stops the call at that point on any machine (the
     // fake arrays never reach a native call), whether or not a driver is loaded; a rejection
     // by the checks would be a CudaArgumentError instead, and never read the option.

@@ -1,4 +1,4 @@
-import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
+import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { POTRF, potrf, potrs } from './routines.js';
@@ -46,7 +46,7 @@ export async function cholesky<D extends SolverDType>(
   assertOptions(options, 'cholesky');
   const upper = booleanOption(options, 'upper', 'cholesky');
   const n = layout.rows;
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'cholesky', POTRF[dtype]);
   let factor: DeviceArray<D> | undefined;
@@ -92,7 +92,7 @@ export function choleskySolve<D extends SolverDType>(
     options.upper === undefined
       ? (factorTriangles.get(factor) ?? false)
       : booleanOption(options, 'upper', 'choleskySolve');
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   return solveIntoCopy(b, stream, (x, info) =>
     potrs(
       stream,

@@ -1,4 +1,4 @@
-import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
+import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { SYEVD, syevd } from './routines.js';
 import {
@@ -41,7 +41,7 @@ export async function eigh<D extends SolverDType>(
   assertOptions(options, 'eigh');
   const upper = booleanOption(options, 'upper', 'eigh');
   const n = layout.rows;
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const dtype = a.dtype;
   if (stream.capturing) {
     throw statusInCapture('eigh', stream, [SYEVD[dtype]], 'use it outside the capture');

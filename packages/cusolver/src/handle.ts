@@ -1,4 +1,4 @@
-import type { Stream } from '@cuda-tasks/cudadrv';
+import { resolveStream, type Stream } from '@cuda-tasks/cudadrv';
 import { HandleCache } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import { cusolver } from './ffi/cusolver.js';
@@ -46,7 +46,7 @@ export const handles: HandleCache<bigint> = ((globalThis as any)[CACHE_KEY] ??= 
  * cusolver().cusolverDnGetStream(handle(), stream); // the current task's stream
  */
 export function handle(stream?: Stream): bigint {
-  return handles.get(stream);
+  return handles.get(resolveStream(stream));
 }
 
 /**

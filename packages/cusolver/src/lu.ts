@@ -1,7 +1,7 @@
 import {
   CudaArgumentError,
-  currentStream,
   DeviceArray,
+  resolveStream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
@@ -59,7 +59,7 @@ export async function lu<D extends SolverDType>(
 ): Promise<LuFactorization<D>> {
   const { rows: m, columns: n } = matrixLayout(a, 'a', 'lu');
   assertOptions(options, 'lu');
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'lu', GETRF[dtype]);
   let factors: DeviceArray<D> | undefined;
@@ -106,7 +106,7 @@ export function luSolve<D extends SolverDType>(
   const right = rightHandSideLayout(b, factorization.lu, n, 'luSolve', 'lu');
   assertOptions(options, 'luSolve');
   const transpose = booleanOption(options, 'transpose', 'luSolve');
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   return solveIntoCopy(b, stream, (x, info) =>
     getrs(
       stream,
@@ -146,7 +146,7 @@ export async function solve<D extends SolverDType>(
   const n = layout.rows;
   const right = rightHandSideLayout(b, a, n, 'solve');
   assertOptions(options, 'solve');
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'solve', GETRF[dtype], GETRS[dtype]);
   let factors: DeviceArray<D> | undefined;

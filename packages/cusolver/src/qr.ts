@@ -1,4 +1,4 @@
-import { currentStream, DeviceArray, DeviceBuffer, type StreamOption } from '@cuda-tasks/cudadrv';
+import { DeviceArray, DeviceBuffer, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
 import { disposeAll } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { geqrf, orgqr } from './routines.js';
@@ -27,7 +27,7 @@ export function qr<D extends SolverDType>(
 ): QrFactorization<D> {
   const { rows: m, columns: n } = matrixLayout(a, 'a', 'qr');
   assertOptions(options, 'qr');
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const dtype = a.dtype;
   const k = Math.min(m, n);
   let work: DeviceArray<D> | undefined;

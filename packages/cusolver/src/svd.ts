@@ -1,4 +1,4 @@
-import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
+import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { transpose } from './kernels.js';
 import { GESVD, gesvd } from './routines.js';
@@ -41,7 +41,7 @@ export async function svd<D extends SolverDType>(
   const { rows: m, columns: n } = matrixLayout(a, 'a', 'svd');
   assertOptions(options, 'svd');
   const full = booleanOption(options, 'full', 'svd');
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const dtype = a.dtype;
   if (stream.capturing) {
     throw statusInCapture('svd', stream, [GESVD[dtype]], 'use it outside the capture');

@@ -6,12 +6,12 @@
  */
 import {
   CudaArgumentError,
-  currentStream,
   DeviceArray,
   type DType,
   type KernelArgument,
   type LaunchConfig,
   launch,
+  resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import {
@@ -342,7 +342,7 @@ export class ElementwiseProgram {
     const variant = this.variant(this.resolve(inputs, outputs, outputStart, outputEnd));
     const reference = this.#shapeOf[0]!;
     this.#shapeOf[0] = undefined;
-    const target = stream ?? currentStream();
+    const target = resolveStream(stream);
     const parameters = variant.parameters;
     const args = variant.args;
     const inputCount = this.signature.inputs.length;

@@ -5,12 +5,12 @@
  */
 import {
   CudaArgumentError,
-  currentStream,
   DeviceArray,
   DeviceBuffer,
   type DType,
   type KernelArgument,
   launch,
+  resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import {
@@ -284,7 +284,7 @@ export class ReductionProgram {
       );
     }
     const variant = this.variant(key);
-    const stream: Stream = options?.stream ?? currentStream();
+    const stream: Stream = resolveStream(options?.stream);
     const kernels = layout.segments > 0 ? variant.compiled.kernels(stream.context) : undefined;
     const output = given ?? DeviceArray.empty(variant.outputDType, layout.shape, { stream });
     if (kernels === undefined) return output;

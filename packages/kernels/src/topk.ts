@@ -6,12 +6,12 @@
  */
 import {
   CudaArgumentError,
-  currentStream,
   DeviceArray,
   DeviceBuffer,
   type DType,
   type KernelArgument,
   launch,
+  resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import { type CallOptions, checkArray, checkDType, describe } from './arguments.js';
@@ -177,7 +177,7 @@ export function topk<D extends DType>(
   options: TopkOptions = {},
 ): TopkResult<D> {
   const p = plan(x, k, options);
-  const stream: Stream = options.stream ?? currentStream();
+  const stream: Stream = resolveStream(options.stream);
   const values = (options.values ??
     DeviceArray.empty(p.dtype, p.outShape, { stream })) as DeviceArray<D>;
   const indices = options.indices ?? DeviceArray.empty('int32', p.outShape, { stream });

@@ -46,6 +46,9 @@ export async function capture(fn: () => unknown, options: CaptureOptions = {}): 
     throw new CudaArgumentError('capture: options.update must be a Graph that is not disposed');
   }
   const frame = currentFrame();
+  // A cancelled task captures nothing more (as it issues nothing more).
+  const signal = frame.task.signal;
+  if (signal !== undefined && signal.aborted) throw signal.reason;
   const context = device().primaryContext();
   if (update !== undefined && update.context !== context) {
     throw new CudaArgumentError(

@@ -33,7 +33,7 @@ export {
   type StreamPoolStatistics,
   streamPoolStatistics,
 } from './pool.js';
-export { device, setDefaultDevice, stream } from './state.js';
+export { device, setDefaultDevice, stream, type TaskPriority } from './state.js';
 export { StreamBinding, type StreamBindingOptions } from './stream-binding.js';
 export {
   currentTask,
@@ -42,6 +42,7 @@ export {
   prewarmStreams,
   synchronize,
   synchronizeSync,
+  type TaskInfo,
   type TaskOptions,
   task,
   withDevice,

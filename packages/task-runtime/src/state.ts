@@ -8,6 +8,12 @@ import { processWide } from './process-wide.js';
 // Process-wide: task ids stay unique when two copies of this package load.
 const taskIds = processWide('task-ids', () => ({ next: 0 }));
 
+/**
+ * How urgent a task's GPU work is: its streams come from the pool of that priority (CUDA
+ * stream priorities: 'high' is the device's greatest, 'normal' the default, 'low' the least).
+ */
+export type TaskPriority = 'high' | 'normal' | 'low';
+
 /** Something that holds per-task resources and gives them back when the task settles. */
 export interface TaskResourceOwner {
   /** Gives back what `task` holds (called once, when the task settles). */
@@ -23,6 +29,13 @@ export class TaskState {
   readonly name: string | undefined;
   readonly parent: TaskState | undefined;
   readonly isRoot: boolean;
+  /** The priority of its streams (inherited from the parent unless the task gave its own). */
+  readonly priority: TaskPriority;
+  /**
+   * What cancels the task: its own `signal` option combined with its parent's (undefined:
+   * nothing). Once aborted, every GPU operation issued from the task throws its reason.
+   */
+  readonly signal: AbortSignal | undefined;
   /** The task's stream per device ordinal (taken on first use). */
   readonly streams: (Stream | undefined)[] = [];
   /** The pool's records of `streams`, per device ordinal. */
@@ -31,11 +44,18 @@ export class TaskState {
   readonly leases = new Map<TaskResourceOwner, unknown>();
   settled = false;
 
-  constructor(name: string | undefined, parent: TaskState | undefined) {
+  constructor(
+    name: string | undefined,
+    parent: TaskState | undefined,
+    priority: TaskPriority = 'normal',
+    signal: AbortSignal | undefined = undefined,
+  ) {
     this.id = taskIds.next++;
     this.name = name;
     this.parent = parent;
     this.isRoot = parent === undefined;
+    this.priority = priority;
+    this.signal = signal;
   }
 
   /** The task's stream on `device`: the context's default stream for the root task, a pooled stream otherwise. */
@@ -174,7 +194,8 @@ export function device(): Device {
 /**
  * The current stream: the innermost `withStream`'s stream, else the running task's own
  * stream on the current device (taken from the pool on first use), else (outside any task)
- * the device's default stream. Allocates nothing once the task has its stream.
+ * the device's default stream. Allocates nothing once the task has its stream. In a task
+ * whose signal has aborted, it throws the signal's reason (nothing more is issued for it).
  *
  * A `withStream` frame on a task's pool stream that outlives the task (a timer it started)
  * falls back, once every task holding that stream has settled, to what the frame would see
@@ -182,16 +203,25 @@ export function device(): Device {
  */
 export function stream(): Stream {
   const frame = storage.getStore() ?? runtime.root;
+  const task = frame.task;
+  const signal = task.signal;
+  // A cancelled task issues nothing more: every operation resolves its stream here first.
+  if (signal !== undefined && signal.aborted) throw signal.reason;
   const override = frame.stream;
   if (override !== undefined) {
     const pooled = frame.pooled;
     if (pooled === undefined || pooled.epoch === frame.epoch) return override;
   }
-  const task = frame.task;
   const target = frame.device ?? Device.get(runtime.defaultDevice);
   const own = task.streams[target.ordinal];
   return own !== undefined ? own : task.streamFor(target);
 }
 
-// On import: every driver operation without an explicit stream uses the task's stream.
-setCurrentStreamProvider(stream, device);
+/** The running task's AbortSignal (see `TaskState.signal`), for the driver layer's checks. */
+export function currentSignal(): AbortSignal | undefined {
+  return (storage.getStore() ?? runtime.root).task.signal;
+}
+
+// On import: every driver operation without an explicit stream uses the task's stream, and
+// every operation of a cancelled task (explicit streams included) throws its reason.
+setCurrentStreamProvider(stream, device, currentSignal);

@@ -1,4 +1,10 @@
-import { CaptureError, Device, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
+import {
+  CaptureError,
+  CudaArgumentError,
+  Device,
+  type Stream,
+  waitForStream,
+} from '@cuda-tasks/cudadrv';
 import { warmHandles } from './handle-cache.js';
 import { prewarmPoolOf } from './pool.js';
 import {
@@ -8,6 +14,7 @@ import {
   storage,
   stream,
   streamFrame,
+  type TaskPriority,
   TaskState,
 } from './state.js';
 import { taskObserver } from './trace.js';
@@ -16,6 +23,35 @@ import { taskObserver } from './trace.js';
 export interface TaskOptions {
   /** A name shown in traces and errors. */
   name?: string;
+  /**
+   * How urgent the task's GPU work is (default: the parent task's; 'normal' at the top level).
+   * Its streams come from a pool of that CUDA stream priority: 'high' is the device's greatest,
+   * 'normal' the default (0), 'low' the least. When the GPU has more work than it can run at
+   * once, the scheduler starts blocks of higher-priority streams first, so a high-priority
+   * task's short kernels overtake long low-priority ones. On most GPUs the default priority is
+   * also the least, so 'low' runs as 'normal' does; on a device with a single priority level
+   * the option changes nothing. `withStream` keeps its own stream whatever the priority.
+   */
+  priority?: TaskPriority;
+  /**
+   * Cancels the task when it aborts (`AbortSignal.timeout(ms)` gives a deadline). Then the
+   * task's pending `synchronize()` (and `toHost()`) rejects at once with the signal's reason
+   * (an `AbortError` DOMException when none was given), and every later launch, copy,
+   * allocation or library call issued from the task throws that reason before any native
+   * call. Work already queued on the GPU runs to completion (CUDA cannot recall it); the
+   * task's stream and handles go back when it settles, and its buffers' frees stay ordered
+   * after that work. Nested tasks inherit it, combined with their own. An already-aborted
+   * signal rejects the task with its reason without starting `fn`.
+   */
+  signal?: AbortSignal;
+}
+
+const PRIORITIES: readonly TaskPriority[] = ['high', 'normal', 'low'];
+
+/** The signal a task runs under: its own, its parent's, or both combined. */
+function combineSignals(inherited: AbortSignal | undefined, own: AbortSignal): AbortSignal {
+  if (inherited === undefined || own === inherited) return own;
+  return AbortSignal.any([inherited, own]);
 }
 
 /**
@@ -24,17 +60,46 @@ export interface TaskOptions {
  * (from a per-context pool, returned when the task settles, also when it throws). Kernel
  * launches, copies and library calls inside go to that stream, so independent tasks overlap
  * on the GPU. Plain async functions called inside a task share its stream; start a nested
- * `task()` to get another.
+ * `task()` to get another. `options.priority` and `options.signal` make it urgent or
+ * cancellable (see `TaskOptions`); bad options throw a CudaArgumentError.
  * @example
  * const [x, y] = await Promise.all([
  *   task(async () => { gemm(a, b, c1); await synchronize(); return c1.toHost(); }),
  *   task(async () => { gemm(a, b, c2); await synchronize(); return c2.toHost(); }),
  * ]);
+ * @example
+ * // A deadline: past 50 ms the task's awaits reject with a TimeoutError and it issues nothing more.
+ * await task(() => answer(request), { priority: 'high', signal: AbortSignal.timeout(50) });
  */
 export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promise<T> {
   const parent = currentFrame();
+  const inherited = parent.task;
   // No default `{}`: an options object allocated per task for nothing.
-  const state = new TaskState(options?.name, parent.task);
+  let priority = inherited.priority;
+  let signal = inherited.signal;
+  if (options !== undefined) {
+    const ownPriority = options.priority;
+    if (ownPriority !== undefined) {
+      if (!PRIORITIES.includes(ownPriority)) {
+        throw new CudaArgumentError(
+          `task: priority must be 'high', 'normal' or 'low', got ${JSON.stringify(ownPriority)}`,
+        );
+      }
+      priority = ownPriority;
+    }
+    const ownSignal = options.signal;
+    if (ownSignal !== undefined) {
+      if (!(ownSignal instanceof AbortSignal)) {
+        throw new CudaArgumentError(
+          `task: signal must be an AbortSignal (e.g. controller.signal or AbortSignal.timeout(ms)), got ${Object.prototype.toString.call(ownSignal)}`,
+        );
+      }
+      signal = combineSignals(signal, ownSignal);
+    }
+  }
+  // Cancelled before it starts: fn never runs, and nothing is taken from the pools.
+  if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason);
+  const state = new TaskState(options?.name, inherited, priority, signal);
   const frame: Frame = {
     task: state,
     device: parent.device,
@@ -91,21 +156,51 @@ export function withDevice<T>(d: Device | number, fn: () => T): T {
   );
 }
 
-/** The running task's name and id (the root task outside any task). */
-export function currentTask(): { id: number; name: string | undefined; isRoot: boolean } {
+/** What `currentTask()` reports. */
+export interface TaskInfo {
+  /** The task's id (unique in the process). */
+  id: number;
+  /** The name given in its options. */
+  name: string | undefined;
+  /** Whether this is the root task (code outside any `task()`). */
+  isRoot: boolean;
+  /** The priority of its streams (see `TaskOptions.priority`). */
+  priority: TaskPriority;
+  /**
+   * What cancels it: its `signal` option combined with its parents' (undefined: nothing).
+   * Pass it on to other cancellable work (`fetch(url, { signal })`).
+   */
+  signal: AbortSignal | undefined;
+}
+
+/** The running task's id, name, priority and signal (the root task's outside any task). */
+export function currentTask(): TaskInfo {
   const state = currentFrame().task;
-  return { id: state.id, name: state.name, isRoot: state.isRoot };
+  return {
+    id: state.id,
+    name: state.name,
+    isRoot: state.isRoot,
+    priority: state.priority,
+    signal: state.signal,
+  };
 }
 
 /**
  * Waits for the current stream only (not other tasks' work). The promise never blocks the
  * event loop: a short spin on cuStreamQuery, then a wait off the main thread. A device error
  * found while waiting (an illegal address, ...) rejects it with a CudaError; inside `capture()`
- * it rejects with a CaptureError (the captured work has not run).
+ * it rejects with a CaptureError (the captured work has not run). When the task's signal
+ * aborts, it rejects at once with the signal's reason, without waiting for the GPU (whose
+ * queued work runs on).
  * @example launch(kernel, config, x); await synchronize();
  */
 export function synchronize(): Promise<void> {
-  const current = stream();
+  let current: Stream;
+  try {
+    current = stream(); // throws the reason in a cancelled task
+  } catch (error) {
+    return Promise.reject(error);
+  }
   if (current.capturing) {
     return Promise.reject(
       new CaptureError(
@@ -114,7 +209,8 @@ export function synchronize(): Promise<void> {
       ),
     );
   }
-  return waitForStream(current);
+  const signal = currentFrame().task.signal;
+  return signal === undefined ? waitForStream(current) : waitForStream(current, { signal });
 }
 
 /** Blocks until the current stream's work is done. For scripts: it blocks the event loop. */

@@ -1,7 +1,12 @@
 /**
  * A test double of `@cuda-tasks/cudadrv` for the runtime's unit tests: two fake devices with
- * one primary context each, a fake Stream.create that counts creations, a provider slot like
- * the real one, and a scripted stream capture (StreamCapture.begin / end / abort, Graph) that
+ * one primary context each (device 0 has stream priorities 0..-5 as current GPUs do, device 1
+ * a single level; `state.priorityRanges` changes them), a fake Stream.create that counts
+ * creations and keeps the priority (clamped to the range as CUDA does), a provider slot like
+ * the real one (stream, device and signal providers; `resolveStream` and `currentContext`
+ * check the signal as the real ones do), a `waitForStream` whose waits can be held until the
+ * test completes them (`state.holdWaits`, `state.heldWaits`) and that rejects when its signal
+ * aborts, and a scripted stream capture (StreamCapture.begin / end / abort, Graph) that
  * logs each step in `state.captureLog` and can be told to fail (`state.captureFailures`).
  * Used through `vi.mock('@cuda-tasks/cudadrv', () => fake.module)` and the same for
  * `'@cuda-tasks/cudadrv/internal'` (it holds the names of both entries).
@@ -70,7 +75,7 @@ export function createFakeDriver() {
       readonly name: string | undefined,
     ) {}
     disposed = false;
-    /** The priority it was created with. */
+    /** The priority it was created with (clamped to the context's range, as CUDA does). */
     priority = 0;
     /** What `query()` answers: whether the stream's (imaginary) work is done. */
     idle = true;
@@ -114,6 +119,11 @@ export function createFakeDriver() {
     }
     makeCurrent(): void {
       this.makeCurrentCalls++;
+    }
+    /** Lower numbers are higher priorities, as in CUDA. */
+    streamPriorityRange(): { least: number; greatest: number } {
+      state.priorityRangeQueries++;
+      return rangeOf(this.device.ordinal);
     }
   }
   class FakeDevice {
@@ -249,6 +259,27 @@ export function createFakeDriver() {
     captureLog: [] as string[],
     /** Steps told to fail: begin and end throw, instantiate and update throw. */
     captureFailures: { begin: false, end: false, instantiate: false, update: false },
+    signalProvider: undefined as (() => AbortSignal | undefined) | undefined,
+    /**
+     * Each device's stream priority range (device 0 like an H200, device 1 a single level;
+     * devices made by tests beyond these have device 0's).
+     */
+    priorityRanges: [
+      { least: 0, greatest: -5 },
+      { least: 0, greatest: 0 },
+    ],
+    priorityRangeQueries: 0,
+    /** While true, `waitForStream` promises stay pending until the test calls `finish()`. */
+    holdWaits: false,
+    /** The waits held (see `holdWaits`), in order. */
+    heldWaits: [] as { stream: unknown; finish(): void }[],
+  };
+  /** A device's priority range: its entry in `state.priorityRanges`, else device 0's. */
+  const rangeOf = (ordinal: number) => state.priorityRanges[ordinal] ?? state.priorityRanges[0]!;
+  const currentSignal = () => state.signalProvider?.();
+  const throwIfCancelled = () => {
+    const signal = currentSignal();
+    if (signal?.aborted) throw signal.reason;
   };
   const disposedListeners = new Set<(stream: unknown) => void>();
   const module = {
@@ -267,10 +298,6 @@ export function createFakeDriver() {
       return value;
     },
     DeviceBuffer: FakeDeviceBuffer as unknown,
-    currentContext: (): FakeContext =>
-      state.deviceProvider === undefined
-        ? devices[0]!.context
-        : (state.deviceProvider() as FakeDevice).primaryContext(),
     CaptureError,
     Graph: FakeGraph,
     StreamCapture: {
@@ -297,19 +324,41 @@ export function createFakeDriver() {
     },
     Stream: {
       create(options: { context: FakeContext; name?: string; priority?: number }): FakeStream {
+        const range = rangeOf(options.context.device.ordinal);
         const stream = new FakeStream(options.context, options.name);
-        stream.priority = options.priority ?? 0;
+        stream.priority = Math.min(range.least, Math.max(range.greatest, options.priority ?? 0));
         state.created.push(stream);
         return stream;
       },
     },
-    setCurrentStreamProvider(stream: () => unknown, device: () => unknown) {
-      const previous = { stream: state.streamProvider, device: state.deviceProvider };
+    setCurrentStreamProvider(
+      stream: () => unknown,
+      device: () => unknown,
+      signal?: () => AbortSignal | undefined,
+    ) {
+      const previous = {
+        stream: state.streamProvider,
+        device: state.deviceProvider,
+        signal: state.signalProvider,
+      };
       state.streamProvider = stream;
       state.deviceProvider = device;
+      state.signalProvider = signal;
       return previous;
     },
     currentStream: () => state.streamProvider!(),
+    currentSignal,
+    resolveStream(stream: unknown) {
+      if (stream === undefined) return state.streamProvider!();
+      throwIfCancelled();
+      return stream;
+    },
+    currentContext(): FakeContext {
+      throwIfCancelled();
+      return state.deviceProvider === undefined
+        ? devices[0]!.context
+        : (state.deviceProvider() as FakeDevice).primaryContext();
+    },
     onOutOfMemory(hook: (context: unknown) => void) {
       state.outOfMemoryHooks.add(hook);
       return () => state.outOfMemoryHooks.delete(hook);
@@ -323,9 +372,22 @@ export function createFakeDriver() {
       state.trimmed.push(stream as FakeStream);
       return 0;
     },
-    waitForStream(stream: unknown): Promise<void> {
+    waitForStream(stream: unknown, options?: { signal?: AbortSignal }): Promise<void> {
       state.waited.push(stream);
-      return Promise.resolve();
+      const signal = options?.signal;
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      if (!state.holdWaits) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        const onAbort = () => reject(signal!.reason);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        state.heldWaits.push({
+          stream,
+          finish() {
+            signal?.removeEventListener('abort', onAbort);
+            resolve();
+          },
+        });
+      });
     },
     Event: FakeEvent,
     setOperationObserver: () => null,

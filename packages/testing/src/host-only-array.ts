@@ -8,7 +8,12 @@ import { DeviceArray, type DeviceBuffer, type DType } from '@cuda-tasks/cudadrv'
 export function hostOnlyArray<D extends DType>(
   dtype: D,
   shape: readonly number[],
-  options: { strides?: readonly number[]; disposed?: boolean } = {},
+  options: {
+    strides?: readonly number[];
+    disposed?: boolean;
+    /** The stand-in buffer's size (default 0: no size at all); range checks read it. */
+    byteLength?: number;
+  } = {},
 ): DeviceArray<D> {
   const strides: number[] = [];
   let stride = 1;
@@ -16,6 +21,10 @@ export function hostOnlyArray<D extends DType>(
     strides.push(stride);
     stride *= dimension;
   }
-  const buffer = { byteLength: 0, disposed: options.disposed ?? false } as unknown as DeviceBuffer;
+  const buffer = {
+    byteLength: options.byteLength ?? 0,
+    address: 0,
+    disposed: options.disposed ?? false,
+  } as unknown as DeviceBuffer;
   return new DeviceArray(buffer, dtype, shape, options.strides ?? strides, 0, false);
 }

@@ -10,4 +10,4 @@ export { hostOnlyArray } from './host-only-array.js';
 export { probeGpu } from './probe-gpu.js';
 export { randomFloat32, rng } from './random.js';
 export * from './reference.js';
-export { thrown } from './thrown.js';
+export { failureOf, thrown } from './thrown.js';

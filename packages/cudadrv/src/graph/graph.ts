@@ -1,5 +1,5 @@
 import type { Context } from '../context/device.js';
-import { currentStream } from '../context/provider.js';
+import { resolveStream } from '../context/provider.js';
 import { check, cudaError, ffiValue, scratch } from '../driver.js';
 import { CaptureError, CudaArgumentError, CudaError, DisposedError } from '../errors.js';
 import {
@@ -193,7 +193,7 @@ export class Graph {
    * @example graph.launch(); await synchronize();
    */
   launch(options: StreamOption = {}): void {
-    const stream = options.stream ?? currentStream();
+    const stream = resolveStream(options.stream);
     if (this.#disposed) throw new DisposedError('Graph');
     if (stream.context !== this.context) {
       throw new CudaArgumentError(

@@ -1,4 +1,4 @@
-import { currentStream } from '../context/provider.js';
+import { resolveStream } from '../context/provider.js';
 import { check, driver, ffiValue } from '../driver.js';
 import type { DType } from '../dtype.js';
 import { CudaArgumentError, DisposedError } from '../errors.js';
@@ -409,7 +409,7 @@ function checkDim3(what: string, value: Dim3): void {
  * @example launch(saxpy, { grid: Math.ceil(n / 256), block: 256 }, y, x, 2.0, n);
  */
 export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgument[]): void {
-  const stream = config.stream ?? currentStream();
+  const stream = resolveStream(config.stream);
   stream.assertUsable();
   if (kernel.module.disposed) throw new DisposedError(`kernel ${kernel.name}'s module`);
   if (stream.context !== kernel.module.context) {

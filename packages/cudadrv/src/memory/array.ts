@@ -1,4 +1,4 @@
-import { currentStream } from '../context/provider.js';
+import { currentSignal, resolveStream } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import {
   assertDType,
@@ -17,13 +17,14 @@ import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
-import { waitForStream } from '../stream/wait.js';
+import { type WaitOptions, waitForStream } from '../stream/wait.js';
 import {
   copyDeviceToPinned,
   copyHostToDevice,
   DeviceBuffer,
   memset,
   memsetWords,
+  type PinnedHostBuffer,
   type StreamOption,
   stagingPool,
 } from './memory.js';
@@ -400,7 +401,7 @@ export class DeviceArray<D extends DType = DType> {
         `copyFrom: shape ${JSON.stringify(source.shape)} into ${JSON.stringify(this.shape)}`,
       );
     }
-    const stream = options.stream ?? currentStream();
+    const stream = resolveStream(options.stream);
     stream.assertUsable();
     if (this.length === 0) return this;
     const to = this.useOn(stream);
@@ -500,7 +501,7 @@ export class DeviceArray<D extends DType = DType> {
   /** Sets every element to `value`, ordered on the stream. */
   fill(value: number, options: StreamOption = {}): this {
     this.assertUsable();
-    const stream = options.stream ?? currentStream();
+    const stream = resolveStream(options.stream);
     stream.assertUsable();
     if (this.length === 0) return this;
     if (!this.contiguous) {
@@ -539,12 +540,15 @@ export class DeviceArray<D extends DType = DType> {
    * Copies the array to the host. The promise resolves when the data has arrived; the copy
    * goes through pinned memory so it is truly asynchronous, and the event loop is never
    * blocked while waiting. Half-precision arrays come back as Float32Array. On a stream that
-   * captures a graph it rejects with a CaptureError (before any copy is issued).
+   * captures a graph it rejects with a CaptureError (before any copy is issued). When `signal`
+   * (default: the running task's, see `currentSignal`) aborts, it rejects at once with the
+   * signal's reason; the copy already queued lands in a staging buffer that is reused only
+   * after it has.
    * @example const values = await a.toHost();
    */
-  async toHost(options: StreamOption = {}): Promise<HostArrayOf[D]> {
+  async toHost(options: StreamOption & WaitOptions = {}): Promise<HostArrayOf[D]> {
     this.assertUsable();
-    const stream = options.stream ?? currentStream();
+    const stream = resolveStream(options.stream);
     stream.assertUsable();
     if (stream.capture !== null) {
       throw new CaptureError(
@@ -552,9 +556,10 @@ export class DeviceArray<D extends DType = DType> {
         `${stream} is capturing a graph: toHost() waits for the copy, and captured work runs only when the graph is launched. Read the array after the capture has ended (or after launching the graph)`,
       );
     }
+    const signal = options.signal ?? currentSignal();
     const source = this.contiguous ? this : this.copy({ stream });
     const byteLength = this.length * this.elementBytes;
-    const staging = stagingPool.acquire(byteLength);
+    let staging: PinnedHostBuffer | undefined = stagingPool.acquire(byteLength);
     try {
       copyDeviceToPinned(
         staging,
@@ -565,7 +570,24 @@ export class DeviceArray<D extends DType = DType> {
         },
       );
       if (source !== this) source.dispose();
-      await waitForStream(stream);
+      if (signal === undefined) await waitForStream(stream);
+      else {
+        try {
+          await waitForStream(stream, { signal });
+        } catch (error) {
+          if (signal.aborted && error === signal.reason) {
+            // The copy is still queued: its staging buffer is reused only once it has landed
+            // (if that cannot be known, never).
+            const held = staging;
+            staging = undefined;
+            waitForStream(stream).then(
+              () => stagingPool.release(held),
+              () => {},
+            );
+          }
+          throw error;
+        }
+      }
       const half = this.dtype === 'float16' || this.dtype === 'bfloat16';
       const out = half ? new Uint16Array(this.length) : new DTYPES[this.dtype].host(this.length);
       new Uint8Array(out.buffer, out.byteOffset, byteLength).set(
@@ -575,7 +597,7 @@ export class DeviceArray<D extends DType = DType> {
         half ? decodeHalf(this.dtype as 'float16', out as Uint16Array) : out
       ) as HostArrayOf[D];
     } finally {
-      stagingPool.release(staging);
+      if (staging !== undefined) stagingPool.release(staging);
     }
   }
 

@@ -1,5 +1,5 @@
 import type { Context } from '../context/device.js';
-import { currentStream } from '../context/provider.js';
+import { resolveStream, throwIfCancelled } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_MEMHOSTALLOC_PORTABLE } from '../ffi/cuda.js';
@@ -231,7 +231,7 @@ export class DeviceBuffer {
    */
   static allocate(byteLength: number, options: StreamOption = {}): DeviceBuffer {
     checkByteLength(byteLength);
-    const stream = options.stream ?? currentStream();
+    const stream = resolveStream(options.stream);
     stream.assertUsable();
     const context = stream.context;
     const stamp = ++useClock.value;
@@ -265,7 +265,7 @@ export class DeviceBuffer {
     options: StreamOption = {},
   ): Promise<DeviceBuffer> {
     checkByteLength(byteLength);
-    const stream = options.stream ?? currentStream();
+    const stream = resolveStream(options.stream);
     stream.assertUsable();
     if (stream.capture !== null || byteLength === 0)
       return DeviceBuffer.allocate(byteLength, { stream });
@@ -570,11 +570,15 @@ export class PinnedHostBuffer {
       byteLength === 0 ? new Uint8Array(0) : new Uint8Array(koffi().view(pointer, byteLength));
   }
 
-  /** Allocates pinned memory usable from every context (cuMemHostAlloc, portable). */
+  /**
+   * Allocates pinned memory usable from every context (cuMemHostAlloc, portable). Inside a
+   * cancelled task it throws the task's cancellation reason instead (see `currentSignal`).
+   */
   static allocate(byteLength: number): PinnedHostBuffer {
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
       throw new CudaArgumentError(`byteLength must be a non-negative integer, got ${byteLength}`);
     }
+    throwIfCancelled();
     if (byteLength === 0) return new PinnedHostBuffer(0n, 0);
     const pointer: (bigint | null)[] = [null];
     check(driver().cuMemHostAlloc(pointer, byteLength, CU_MEMHOSTALLOC_PORTABLE), 'cuMemHostAlloc');
@@ -667,8 +671,8 @@ export function copyHostToDevice(
     );
   }
   const offset = checkRange('copyHostToDevice', destination, byteLength);
+  const stream = resolveStream(options.stream);
   if (byteLength === 0) return;
-  const stream = options.stream ?? currentStream();
   stream.assertUsable();
   const capture = stream.capture;
   if (capture !== null) {
@@ -706,8 +710,8 @@ export function copyDeviceToPinned(
     );
   }
   const offset = checkRange('copyDeviceToPinned', source, byteLength);
+  const stream = resolveStream(options.stream);
   if (byteLength === 0) return;
-  const stream = options.stream ?? currentStream();
   stream.assertUsable();
   stream.capture?.retainHost(destination);
   const pointer = source.buffer.useOn(stream, 'read') + BigInt(offset);
@@ -735,8 +739,8 @@ export function copyDeviceToDevice(
 ): void {
   const destinationOffset = checkRange('copyDeviceToDevice (destination)', destination, byteLength);
   const sourceOffset = checkRange('copyDeviceToDevice (source)', source, byteLength);
+  const stream = resolveStream(options.stream);
   if (byteLength === 0) return;
-  const stream = options.stream ?? currentStream();
   stream.assertUsable();
   const to = destination.buffer.useOn(stream) + BigInt(destinationOffset);
   const from = source.buffer.useOn(stream, 'read') + BigInt(sourceOffset);
@@ -773,8 +777,8 @@ export function memset(
     throw new CudaArgumentError(`memset: value must be a byte (0..255), got ${value}`);
   }
   const offset = checkRange('memset', destination, byteLength);
+  const stream = resolveStream(options.stream);
   if (byteLength === 0) return;
-  const stream = options.stream ?? currentStream();
   stream.assertUsable();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
@@ -795,8 +799,8 @@ export function memsetWords(
   const offset = checkRange('memsetWords', destination, count * wordBytes);
   if (offset % wordBytes !== 0)
     throw new CudaArgumentError(`memsetWords: offset ${offset} is not ${wordBytes}-byte aligned`);
+  const stream = resolveStream(options.stream);
   if (count === 0) return;
-  const stream = options.stream ?? currentStream();
   stream.assertUsable();
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();

@@ -225,6 +225,84 @@ describe('waitForStream', () => {
     for (const s of streams) fake.state.done.add(s.handle);
     await waiting;
   });
+
+  describe('with a signal', () => {
+    it('an already-aborted signal rejects with its reason before any query', async () => {
+      const s = stream();
+      const reason = new Error('gone');
+      await expect(waitForStream(s, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+      expect(fake.state.queries).toBe(0);
+    });
+
+    it('rejects at once when the signal aborts while polling, and stops polling', async () => {
+      const frozen = performance.now();
+      const clock = vi.spyOn(performance, 'now').mockReturnValue(frozen);
+      onTestFinished(() => clock.mockRestore());
+      const s = stream();
+      const controller = new AbortController();
+      let outcome: unknown;
+      const waiting = waitForStream(s, { signal: controller.signal }).catch((error) => {
+        outcome = error;
+      });
+      await turn();
+      await turn();
+      expect(pendingWaits().polled).toBe(1);
+      controller.abort();
+      await waiting;
+      // No reason given: an AbortError DOMException, as AbortController makes it.
+      expect(outcome).toBeInstanceOf(DOMException);
+      expect((outcome as DOMException).name).toBe('AbortError');
+      expect(outcome).toBe(controller.signal.reason);
+      const polls = fake.state.eventQueries;
+      await turn();
+      await turn();
+      expect(pendingWaits().polled).toBe(0);
+      expect(fake.state.eventQueries).toBe(polls);
+      // The stream is not marked complete: its work was never seen to finish.
+      expect(s.completedThrough).toBe(0);
+    });
+
+    it('rejects at once while a worker thread waits, and the worker ends with the work', async () => {
+      const s = stream();
+      const controller = new AbortController();
+      const reason = new Error('client went away');
+      const waiting = waitForStream(s, { signal: controller.signal });
+      await sleep(20);
+      expect(pendingWaits().blocking).toBe(1);
+      const start = performance.now();
+      controller.abort(reason);
+      await expect(waiting).rejects.toBe(reason);
+      expect(performance.now() - start).toBeLessThan(20);
+      // The blocking call cannot be recalled: it returns when the GPU work does.
+      expect(pendingWaits().blocking).toBe(1);
+      fake.state.done.add(s.handle);
+      for (const finish of fake.state.blockingCallbacks.splice(0)) finish();
+      expect(pendingWaits().blocking).toBe(0);
+    });
+
+    it('resolves as usual when the work finishes first, and leaves no listener behind', async () => {
+      const s = stream();
+      const controller = new AbortController();
+      const added = vi.spyOn(controller.signal, 'addEventListener');
+      const removed = vi.spyOn(controller.signal, 'removeEventListener');
+      fake.state.done.add(s.handle);
+      await waitForStream(s, { signal: controller.signal });
+      expect(added).toHaveBeenCalledTimes(1);
+      expect(removed).toHaveBeenCalledWith('abort', added.mock.calls[0]![1]);
+      controller.abort(); // too late to matter
+    });
+
+    it('an abort during the spin phase drops the waiter before it records an event', async () => {
+      const s = stream();
+      const controller = new AbortController();
+      const waiting = waitForStream(s, { signal: controller.signal });
+      controller.abort(); // before the microtask that would spin
+      await expect(waiting).rejects.toBe(controller.signal.reason);
+      await turn();
+      expect(fake.state.queries).toBe(0);
+      expect([...fake.state.recorded.values()]).not.toContain(s.handle);
+    });
+  });
 });
 
 describe('the round-robin spin', () => {

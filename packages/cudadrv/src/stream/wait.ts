@@ -50,6 +50,8 @@ interface PendingWait {
   since: number;
   resolve: () => void;
   reject: (error: unknown) => void;
+  /** The waiter it came from (dropped once its signal aborted). */
+  waiter: Waiter;
 }
 
 // The waiter's state is process-wide, so every loaded copy of this package shares one bound on
@@ -90,19 +92,52 @@ function releaseEvent(context: Context, event: number | bigint): void {
   idle.push(event);
 }
 
+/** Options of `waitForStream`. */
+export interface WaitOptions {
+  /**
+   * Stops waiting when it aborts: the promise rejects at once with the signal's reason (an
+   * `AbortError` DOMException when none was given), without waiting for the GPU. The work
+   * already queued on the stream runs on (CUDA cannot recall it).
+   */
+  signal?: AbortSignal | undefined;
+}
+
 /**
  * Resolves when all work submitted to `stream` so far has completed; rejects with a
  * CudaError on a device error (an illegal address, ...), with a DisposedError naming the
- * stream when it has been disposed, and with a CaptureError while the stream captures a graph.
- * Never blocks the event loop for longer than a short, capped spin.
+ * stream when it has been disposed, with a CaptureError while the stream captures a graph, and
+ * with `signal`'s reason as soon as it aborts. Never blocks the event loop for longer than a
+ * short, capped spin.
+ * @example
+ * await waitForStream(stream, { signal: AbortSignal.timeout(100) });
  */
-export function waitForStream(stream: Stream): Promise<void> {
+export function waitForStream(stream: Stream, options?: WaitOptions): Promise<void> {
   if (stream.disposed) return Promise.reject(new DisposedError(String(stream)));
   if (stream.capture !== null) return Promise.reject(stream.capturingError('waitForStream'));
+  const signal = options?.signal;
+  if (signal?.aborted) return Promise.reject(signal.reason);
   // No query here: right after a launch the stream is busy, and the other tasks should issue
   // their work before anyone spins (the spin pass runs in a microtask).
   return new Promise<void>((resolve, reject) => {
-    waitState.spinning.push({ stream, resolve, reject, spun: 0 });
+    const waiter: Waiter = { stream, resolve, reject, spun: 0, abandoned: false };
+    if (signal !== undefined) {
+      const onAbort = () => {
+        // The waiter is dropped where it is (spinning, polled, or on a worker thread, whose
+        // blocking call ends with the work): only its promise settles now.
+        waiter.abandoned = true;
+        reject(signal.reason);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      waiter.resolve = () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      waiter.reject = (error) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      };
+    }
+    waitState.spinning.push(waiter);
     if (!waitState.spinPassScheduled) {
       waitState.spinPassScheduled = true;
       queueMicrotask(spinPass);
@@ -116,6 +151,8 @@ interface Waiter {
   reject: (error: unknown) => void;
   /** Queries spun so far. */
   spun: number;
+  /** Its signal aborted: its promise is settled, nothing more is done for it. */
+  abandoned: boolean;
 }
 
 /**
@@ -136,6 +173,7 @@ function spinPass(): void {
   const count = spinning.length;
   for (let i = 0; i < count; i++) {
     const waiter = spinning[i]!;
+    if (waiter.abandoned) continue;
     if (waitState.spinBudget <= 0) {
       spinning[kept++] = waiter;
       continue;
@@ -198,6 +236,7 @@ function waitForDisposed(waiter: Waiter): void {
     since: performance.now(),
     resolve: waiter.resolve,
     reject: waiter.reject,
+    waiter,
   });
   schedulePoll();
 }
@@ -218,6 +257,7 @@ function waitForPrecapture(waiter: Waiter): void {
     since: performance.now(),
     resolve: waiter.resolve,
     reject: waiter.reject,
+    waiter,
   });
   schedulePoll();
 }
@@ -249,6 +289,7 @@ function startPolling(waiter: Waiter): void {
     since: performance.now(),
     resolve,
     reject,
+    waiter,
   });
   schedulePoll();
 }
@@ -284,6 +325,13 @@ function poll(): void {
   const now = performance.now();
   for (let i = waitState.polled.length - 1; i >= 0; i--) {
     const wait = waitState.polled[i]!;
+    if (wait.waiter.abandoned) {
+      // Its signal aborted: stop polling. A pooled event may still be pending; recording it
+      // again later is allowed, and replaces what it waits for.
+      waitState.polled.splice(i, 1);
+      if (wait.pooled) releaseEvent(wait.context, wait.event);
+      continue;
+    }
     const result = api.cuEventQuery(wait.event);
     if (result === CUresult.CUDA_ERROR_NOT_READY) {
       // Long waits move off the main thread while a blocking slot is free.

@@ -7,8 +7,8 @@
 import { gemm } from '@cuda-tasks/cublas';
 import {
   CudaArgumentError,
-  currentStream,
   DeviceArray,
+  resolveStream,
   Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -66,7 +66,7 @@ export function run(
   options: StreamOption = {},
 ): DeviceArray {
   checkRunOperands(a, b, c);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   gemm(a, b, c, { stream });
   map(c, 'sin', c, { stream });
   return c;

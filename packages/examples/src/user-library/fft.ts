@@ -5,7 +5,7 @@
  * stream with `useOn`, and wrap the native call in `beginOperation` / `endOperation` so that
  * traces show it. Everything is queued on the current stream; nothing waits for the GPU.
  */
-import { currentStream, DeviceArray, type StreamOption } from '@cuda-tasks/cudadrv';
+import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
 import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUFFT_FORWARD, CUFFT_INVERSE, cufft } from './ffi.js';
@@ -43,7 +43,7 @@ export function fft(x: DeviceArray<'float32'>, options: FftOptions = {}): Device
   const { n, batch } = fftLayout(x, options, 'fft');
   const inverse = booleanOption(options.inverse, 'inverse', 'fft', false);
   const normalize = booleanOption(options.normalize, 'normalize', 'fft', inverse);
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   // The task's plan for this transform, bound to the stream with its work area there.
   const plan = planCache('c2c', n, batch).get(stream);
   const output = DeviceArray.empty('float32', x.shape, { stream });
@@ -88,7 +88,7 @@ export function ifft(
  */
 export function rfft(x: DeviceArray<'float32'>, options: RfftOptions = {}): DeviceArray<'float32'> {
   const { n, batch, outputLength } = rfftLayout(x, options, 'rfft');
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const shape =
     x.shape.length === 2 && x.shape[1] === batch ? [outputLength / batch, batch] : [outputLength];
   const plan = planCache('r2c', n, batch).get(stream);

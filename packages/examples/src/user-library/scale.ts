@@ -5,11 +5,11 @@
 import {
   type Context,
   CudaArgumentError,
-  currentStream,
   type DeviceArray,
   type Kernel,
   launch,
   Module,
+  resolveStream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { assertComplexArray } from './validate.js';
@@ -64,7 +64,7 @@ export function scaleComplex<A extends DeviceArray<'float32'>>(
   if (typeof factor !== 'number' || !Number.isFinite(factor)) {
     throw new CudaArgumentError(`scaleComplex: factor must be a finite number, got ${factor}`);
   }
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   const count = x.length / 2;
   if (count === 0) return x;
   const grid = Math.min(Math.ceil(count / BLOCK), MAX_GRID);

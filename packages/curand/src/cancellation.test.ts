@@ -1,0 +1,56 @@
+import type { Stream } from '@cuda-tasks/cudadrv';
+import { task } from '@cuda-tasks/task-runtime';
+import { failureOf, hostOnlyArray } from '@cuda-tasks/testing';
+import { describe, expect, it, vi } from 'vitest';
+
+// In a task whose signal has aborted, every cuRAND entry throws the signal's reason before any
+// native call, on the task's stream and on an explicit one: cudadrv's native door (koffi, and
+// the library loader), through which libcuda and cuRAND are reached, is replaced by a recorder
+// that fails every use.
+const native = await vi.hoisted(async () =>
+  (await import('@cuda-tasks/testing/native-recorder')).createNativeRecorder(),
+);
+vi.mock('../../cudadrv/src/ffi/library.ts', async (importOriginal) =>
+  native.replace(await importOriginal<object>()),
+);
+
+import { defaultGenerator, Generator, handle, rand, randn } from './index.js';
+
+const x = hostOnlyArray('float32', [8], { byteLength: 32 });
+const counts = hostOnlyArray('uint32', [8], { byteLength: 32 });
+const generator = defaultGenerator();
+
+const entries: Record<string, (options: { stream?: Stream }) => unknown> = {
+  rand: (options) => rand('float32', [8], options),
+  randn: (options) => randn('float64', 8, options),
+  uniform: (options) => generator.uniform(x, options),
+  normal: (options) => generator.normal(x, options),
+  logNormal: (options) => generator.logNormal(x, options),
+  poisson: (options) => generator.poisson(counts, 3, options),
+  bits: (options) => generator.bits(counts, options),
+  setSeed: (options) => generator.setSeed(1, options),
+  setOffset: (options) => generator.setOffset(1, options),
+  handle: (options) => handle(options.stream),
+  'generator.handle': () => generator.handle,
+  'new Generator': () => new Generator(),
+};
+
+describe('in a cancelled task, cuRAND entries throw the reason before any native call', () => {
+  for (const [name, entry] of Object.entries(entries)) {
+    it(name, async () => {
+      for (const options of [{}, { stream: {} as Stream }]) {
+        const controller = new AbortController();
+        const reason = new Error(`cancelled before ${name}`);
+        const error = await task(
+          () => {
+            controller.abort(reason);
+            return failureOf(() => entry(options));
+          },
+          { signal: controller.signal },
+        );
+        expect(error).toBe(reason);
+      }
+      expect(native.calls).toEqual([]);
+    });
+  }
+});

@@ -1,0 +1,53 @@
+import type { Stream } from '@cuda-tasks/cudadrv';
+import { task } from '@cuda-tasks/task-runtime';
+import { failureOf, hostOnlyArray } from '@cuda-tasks/testing';
+import { describe, expect, it, vi } from 'vitest';
+
+// In a task whose signal has aborted, every cuSOLVER entry throws the signal's reason before
+// any native call, on the task's stream and on an explicit one: cudadrv's native door (koffi,
+// and the library loader), through which libcuda and cuSOLVER are reached, is replaced by a
+// recorder that fails every use.
+const native = await vi.hoisted(async () =>
+  (await import('@cuda-tasks/testing/native-recorder')).createNativeRecorder(),
+);
+vi.mock('../../cudadrv/src/ffi/library.ts', async (importOriginal) =>
+  native.replace(await importOriginal<object>()),
+);
+
+import { cholesky, choleskySolve, eigh, handle, lu, luSolve, qr, solve, svd } from './index.js';
+
+const matrix = () => hostOnlyArray('float64', [4, 4], { byteLength: 128 });
+const [a, b] = [matrix(), matrix()];
+const pivots = hostOnlyArray('int32', [4], { byteLength: 16 });
+
+const entries: Record<string, (options: { stream?: Stream }) => unknown> = {
+  cholesky: (options) => cholesky(a, options),
+  choleskySolve: (options) => choleskySolve(a, b, options),
+  eigh: (options) => eigh(a, options),
+  lu: (options) => lu(a, options),
+  luSolve: (options) => luSolve({ lu: a, pivots }, b, options),
+  solve: (options) => solve(a, b, options),
+  qr: (options) => qr(a, options),
+  svd: (options) => svd(a, options),
+  handle: (options) => handle(options.stream),
+};
+
+describe('in a cancelled task, cuSOLVER entries throw the reason before any native call', () => {
+  for (const [name, entry] of Object.entries(entries)) {
+    it(name, async () => {
+      for (const options of [{}, { stream: {} as Stream }]) {
+        const controller = new AbortController();
+        const reason = new Error(`cancelled before ${name}`);
+        const error = await task(
+          () => {
+            controller.abort(reason);
+            return failureOf(() => entry(options));
+          },
+          { signal: controller.signal },
+        );
+        expect(error).toBe(reason);
+      }
+      expect(native.calls).toEqual([]);
+    });
+  }
+});
