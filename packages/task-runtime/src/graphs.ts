@@ -1,5 +1,6 @@
 import { type Context, CudaArgumentError, Graph, StreamCapture } from '@cuda-tasks/cudadrv';
 import { acquireExclusiveStream, releaseStream } from './pool.js';
+import { streamPriority } from './priority.js';
 import { currentFrame, device, storage, streamFrame } from './state.js';
 
 /** Options for `capture`. */
@@ -56,7 +57,7 @@ export async function capture(fn: () => unknown, options: CaptureOptions = {}): 
     );
   }
   // A stream of its own: a stream shared with other tasks would capture their work too.
-  const pooled = acquireExclusiveStream(context);
+  const pooled = acquireExclusiveStream(context, streamPriority(context, frame.task.priority));
   const captureStream = pooled.stream;
   let session: StreamCapture;
   try {

@@ -248,11 +248,12 @@ function takeCreated(pool: ContextStreamPool): PooledStream {
 /**
  * Gives a task's stream back. When its last holder lets go, the release listeners run
  * (handle caches unbind from it), each in its own try, and the stream goes back to the idle
- * list whatever they throw. Beyond the idle bound, it is destroyed instead once its work is
- * done (never blocking the event loop). Throws what the listeners threw (an AggregateError
- * for several), after all of that is done.
+ * list whatever they throw: on top (handed out next), or with `busy` (its work may still run
+ * for long: a cancelled task's) at the bottom, handed out last. Beyond the idle bound, it is
+ * destroyed instead once its work is done (never blocking the event loop). Throws what the
+ * listeners threw (an AggregateError for several), after all of that is done.
  */
-export function releaseStream(entry: PooledStream): void {
+export function releaseStream(entry: PooledStream, busy = false): void {
   if (--entry.holders > 0) return;
   entry.exclusive = false;
   entry.epoch++;
@@ -269,7 +270,8 @@ export function releaseStream(entry: PooledStream): void {
   if (pool.idle.length < settings.maxIdle && pool.streams.length <= settings.maxStreams) {
     entry.idleSince = performance.now();
     entry.trimmed = false;
-    pool.idle.push(entry);
+    if (busy) pool.idle.unshift(entry);
+    else pool.idle.push(entry);
     scheduleTrim();
   } else {
     retire(entry);

@@ -3,6 +3,7 @@ import { CudaArgumentError, Device, DisposedError, type Stream } from '@cuda-tas
 import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
 import { acquireStream, type PooledStream, pooledStream, releaseStream } from './pool.js';
+import { streamPriority } from './priority.js';
 import { processWide } from './process-wide.js';
 
 // Process-wide: task ids stay unique when two copies of this package load.
@@ -65,7 +66,7 @@ export class TaskState {
     const context = device.primaryContext();
     // The root task, and code that outlives its task, use the context's default stream.
     if (this.isRoot || this.settled) return context.defaultStream;
-    const entry = acquireStream(context);
+    const entry = acquireStream(context, streamPriority(context, this.priority));
     this.pooled[device.ordinal] = entry;
     this.streams[device.ordinal] = entry.stream;
     return entry.stream;
@@ -88,13 +89,15 @@ export class TaskState {
       }
     }
     this.leases.clear();
+    const aborted = this.signal !== undefined && this.signal.aborted;
     for (let i = 0; i < this.pooled.length; i++) {
       const entry = this.pooled[i];
       if (entry === undefined) continue;
       this.pooled[i] = undefined;
       this.streams[i] = undefined;
       try {
-        releaseStream(entry);
+        // A cancelled task's stream may still run its queued work: handed out last.
+        releaseStream(entry, aborted);
       } catch (error) {
         reportCleanupError(error, this);
       }

@@ -1,5 +1,6 @@
 import {
   CaptureError,
+  type Context,
   CudaArgumentError,
   Device,
   type Stream,
@@ -7,6 +8,7 @@ import {
 } from '@cuda-tasks/cudadrv';
 import { warmHandles } from './handle-cache.js';
 import { prewarmPoolOf } from './pool.js';
+import { streamPriority, TASK_PRIORITIES } from './priority.js';
 import {
   currentFrame,
   device,
@@ -46,8 +48,6 @@ export interface TaskOptions {
   signal?: AbortSignal;
 }
 
-const PRIORITIES: readonly TaskPriority[] = ['high', 'normal', 'low'];
-
 /** The signal a task runs under: its own, its parent's, or both combined. */
 function combineSignals(inherited: AbortSignal | undefined, own: AbortSignal): AbortSignal {
   if (inherited === undefined || own === inherited) return own;
@@ -80,7 +80,7 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
   if (options !== undefined) {
     const ownPriority = options.priority;
     if (ownPriority !== undefined) {
-      if (!PRIORITIES.includes(ownPriority)) {
+      if (!TASK_PRIORITIES.includes(ownPriority)) {
         throw new CudaArgumentError(
           `task: priority must be 'high', 'normal' or 'low', got ${JSON.stringify(ownPriority)}`,
         );
@@ -223,34 +223,69 @@ export function deviceSynchronize(): void {
   device().synchronize();
 }
 
+/** The pools to make, once per stream priority: `priorities` checked, in `context`. */
+function prewarmPools(context: Context, priorities: readonly TaskPriority[], call: string): number {
+  if (!Array.isArray(priorities) || priorities.length === 0) {
+    throw new CudaArgumentError(
+      `${call}: priorities must be a non-empty array of 'high', 'normal' and 'low'`,
+    );
+  }
+  for (const priority of priorities) {
+    if (!TASK_PRIORITIES.includes(priority)) {
+      throw new CudaArgumentError(
+        `${call}: priorities must be 'high', 'normal' or 'low', got ${JSON.stringify(priority)}`,
+      );
+    }
+  }
+  const made = new Set<number>();
+  let streams = 0;
+  for (const priority of priorities) {
+    const level = streamPriority(context, priority);
+    if (made.has(level)) continue; // two priorities of one level (a single-level device) share a pool
+    made.add(level);
+    streams += prewarmPoolOf(context, level);
+  }
+  return streams;
+}
+
 /**
- * Creates the task stream pool of `d` (an ordinal or a Device; default: the current device)
- * now, up to its `prewarm` size (see `configureStreams`): call it at startup, while the GPU is
- * idle, so that the first burst of tasks finds its streams made (creating streams while
- * kernels run can stall the event loop). Returns how many streams the pool has.
+ * Creates the task stream pools of `d` (an ordinal or a Device; default: the current device)
+ * now, for each of `priorities` (default: only 'normal'), up to their `prewarm` size (see
+ * `configureStreams`): call it at startup, while the GPU is idle, so that the first burst of
+ * tasks finds its streams made (creating streams while kernels run can stall the event loop).
+ * A service that starts tasks at several priorities lists them all. Returns how many streams
+ * those pools have.
  * @example prewarmStreams(); // before the server starts accepting requests
+ * @example prewarmStreams(0, ['normal', 'high']);
  */
-export function prewarmStreams(d?: Device | number): number {
+export function prewarmStreams(
+  d?: Device | number,
+  priorities: readonly TaskPriority[] = ['normal'],
+): number {
   const target = d === undefined ? device() : typeof d === 'number' ? Device.get(d) : d;
-  return prewarmPoolOf(target.primaryContext());
+  return prewarmPools(target.primaryContext(), priorities, 'prewarmStreams');
 }
 
 /**
  * Makes what a burst of tasks on `d` (an ordinal or a Device; default: the current device)
- * needs, now, while the GPU is idle: the task stream pool (`prewarmStreams`) and, for every
- * library handle cache alive (cuBLAS, cuSOLVER, cuRAND's default generators, yours), its
- * handles up to its bound (`HandleCache.warm`). Call it at startup; a library package takes
- * part once it is imported. Returns the streams and the handles per cache.
+ * needs, now, while the GPU is idle: the task stream pools of `priorities` (default: only
+ * 'normal'; see `prewarmStreams`) and, for every library handle cache alive (cuBLAS,
+ * cuSOLVER, cuRAND's default generators, yours), its handles up to its bound
+ * (`HandleCache.warm`). Call it at startup; a library package takes part once it is imported.
+ * Returns the streams and the handles per cache.
  * @example
  * import '@cuda-tasks/cublas';
  * prewarm(); // { streams: 32, handles: { cublas: 16, ... } }
  */
-export function prewarm(d?: Device | number): {
+export function prewarm(
+  d?: Device | number,
+  priorities: readonly TaskPriority[] = ['normal'],
+): {
   streams: number;
   handles: Record<string, number>;
 } {
   const target = d === undefined ? device() : typeof d === 'number' ? Device.get(d) : d;
   const context = target.primaryContext();
-  const streams = prewarmPoolOf(context);
+  const streams = prewarmPools(context, priorities, 'prewarm');
   return { streams, handles: warmHandles(context) };
 }

@@ -1,8 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import { type Context, Event, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
 import { type OperationObserver, setOperationObserver } from '@cuda-tasks/cudadrv/internal';
+import { pooledStream } from './pool.js';
+import { priorityLabel } from './priority.js';
 import { processWide } from './process-wide.js';
-import { currentTaskState, device, type TaskState } from './state.js';
+import { currentTaskState, device, type TaskPriority, type TaskState } from './state.js';
 
 /** Task lifecycle hooks the recorder needs. */
 interface TaskObserver {
@@ -24,6 +26,8 @@ interface Operation {
   stream: Stream;
   taskId: number;
   taskName: string;
+  /** The issuing task's priority. */
+  priority: TaskPriority;
   start: Event;
   end: Event;
   /** Details the operation came with (a graph replay's node count). */
@@ -46,7 +50,11 @@ export interface TraceEvent {
   tid: number;
   /** Category: 'gpu' for GPU operations, 'task' for task spans. */
   cat?: string;
-  /** Extra fields shown when an event is selected (the issuing task of a GPU operation; a track's name). */
+  /**
+   * Extra fields shown when an event is selected: a GPU operation's issuing task (`task`,
+   * `taskId`, `priority`), a task span's `priority`, a track's `name` (and a pool stream's
+   * numeric CUDA `priority`).
+   */
   args?: Record<string, unknown>;
 }
 
@@ -74,11 +82,16 @@ export interface Trace {
  */
 export class TraceRecorder implements OperationObserver, TaskObserver {
   readonly #operations: Operation[] = [];
-  readonly #tasks = new Map<number, { name: string; start: number; end: number | undefined }>();
+  readonly #tasks = new Map<
+    number,
+    { name: string; priority: TaskPriority; start: number; end: number | undefined }
+  >();
   readonly #references = new Map<Context, { event: Event; host: number }>();
   /** Timing events created ahead, per context: recording an operation only records two. */
   readonly #spareEvents = new Map<Context, Event[]>();
   readonly #hostStart = performance.now();
+  /** Each traced stream's pool priority (undefined: not a pool stream), seen when first used. */
+  readonly #streamLevels = new Map<Stream, number | undefined>();
   #stopped = false;
 
   /** @internal */
@@ -91,6 +104,9 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       this.#references.set(context, { event, host: performance.now() });
     }
     const task = currentTaskState();
+    if (!this.#streamLevels.has(stream)) {
+      this.#streamLevels.set(stream, pooledStream(stream)?.pool.priority);
+    }
     const start = this.takeEvent(context);
     const end = this.takeEvent(context);
     start.record(stream);
@@ -99,6 +115,7 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       stream,
       taskId: task.id,
       taskName: task.name ?? (task.isRoot ? 'root' : `task #${task.id}`),
+      priority: task.priority,
       start,
       end,
       args,
@@ -140,6 +157,7 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
   taskStarted(task: TaskState): void {
     this.#tasks.set(task.id, {
       name: task.name ?? `task #${task.id}`,
+      priority: task.priority,
       start: performance.now(),
       end: undefined,
     });
@@ -178,12 +196,19 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
       if (tid === undefined) {
         tid = streamIds.size + 1;
         streamIds.set(operation.stream, tid);
+        // A pool stream above or below the default priority says so in its track's name.
+        const level = this.#streamLevels.get(operation.stream);
+        const label =
+          level === undefined ? undefined : priorityLabel(operation.stream.context, level);
         events.push({
           name: 'thread_name',
           ph: 'M',
           pid: devicePid(operation.stream.context),
           tid,
-          args: { name: `stream ${operation.stream.name ?? tid}` },
+          args: {
+            name: `stream ${operation.stream.name ?? tid}${label === undefined ? '' : ` (${label} priority)`}`,
+            ...(level === undefined ? {} : { priority: level }),
+          },
         });
       }
       const startMs = Event.elapsedTime(reference.event, operation.start);
@@ -196,7 +221,12 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
         dur: Math.max(0, endMs - startMs) * 1000,
         pid: devicePid(operation.stream.context),
         tid,
-        args: { task: operation.taskName, taskId: operation.taskId, ...operation.args },
+        args: {
+          task: operation.taskName,
+          taskId: operation.taskId,
+          priority: operation.priority,
+          ...operation.args,
+        },
       });
       operation.start.dispose();
       operation.end.dispose();
@@ -228,6 +258,7 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
         dur: ((entry.end ?? now) - entry.start) * 1000,
         pid: 0,
         tid: id + 1,
+        args: { priority: entry.priority },
       });
     }
     for (const reference of this.#references.values()) reference.event.dispose();

@@ -122,7 +122,6 @@ export function createFakeDriver() {
     }
     /** Lower numbers are higher priorities, as in CUDA. */
     streamPriorityRange(): { least: number; greatest: number } {
-      state.priorityRangeQueries++;
       return rangeOf(this.device.ordinal);
     }
   }
@@ -268,7 +267,6 @@ export function createFakeDriver() {
       { least: 0, greatest: -5 },
       { least: 0, greatest: 0 },
     ],
-    priorityRangeQueries: 0,
     /** While true, `waitForStream` promises stay pending until the test calls `finish()`. */
     holdWaits: false,
     /** The waits held (see `holdWaits`), in order. */

@@ -1,0 +1,29 @@
+import type { Context } from '@cuda-tasks/cudadrv';
+import type { TaskPriority } from './state.js';
+
+/** The task priorities, from the most urgent. */
+export const TASK_PRIORITIES: readonly TaskPriority[] = ['high', 'normal', 'low'];
+
+/**
+ * The CUDA stream priority a task of `priority` gets in `context` (lower numbers run first):
+ * 'high' is the context's greatest priority, 'low' its least, 'normal' the default (0, within
+ * the range). On a device with a single priority level they are all the same number, so the
+ * tasks share one pool and the option changes nothing. The range is asked of the driver once
+ * per context.
+ */
+export function streamPriority(context: Context, priority: TaskPriority): number {
+  const { least, greatest } = context.streamPriorityRange();
+  if (priority === 'high') return greatest;
+  if (priority === 'low') return least;
+  return Math.min(least, Math.max(greatest, 0));
+}
+
+/**
+ * How a stream priority of `context` reads beside the default one: 'high' above it, 'low'
+ * below it, undefined for the default itself (what traces show on a stream's track).
+ */
+export function priorityLabel(context: Context, priority: number): 'high' | 'low' | undefined {
+  const normal = streamPriority(context, 'normal');
+  if (priority === normal) return undefined;
+  return priority < normal ? 'high' : 'low';
+}
