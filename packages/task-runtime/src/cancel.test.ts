@@ -158,7 +158,11 @@ describe('abort while the task waits in synchronize()', () => {
     expect(streamPoolStatistics(0).idle).toBe(idleBefore);
     // The next task gets a stream and runs as usual.
     fake.state.holdWaits = false;
-    expect(await task(async () => (await synchronize(), 'ok'))).toBe('ok');
+    const next = await task(async () => {
+      await synchronize();
+      return 'ok';
+    });
+    expect(next).toBe('ok');
   });
 
   it('AbortSignal.timeout(ms) is a deadline: the wait rejects with a TimeoutError', async () => {

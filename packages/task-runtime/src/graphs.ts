@@ -49,7 +49,7 @@ export async function capture(fn: () => unknown, options: CaptureOptions = {}): 
   const frame = currentFrame();
   // A cancelled task captures nothing more (as it issues nothing more).
   const signal = frame.task.signal;
-  if (signal !== undefined && signal.aborted) throw signal.reason;
+  if (signal?.aborted) throw signal.reason;
   const context = device().primaryContext();
   if (update !== undefined && update.context !== context) {
     throw new CudaArgumentError(

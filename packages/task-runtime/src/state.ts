@@ -89,7 +89,7 @@ export class TaskState {
       }
     }
     this.leases.clear();
-    const aborted = this.signal !== undefined && this.signal.aborted;
+    const aborted = this.signal?.aborted === true;
     for (let i = 0; i < this.pooled.length; i++) {
       const entry = this.pooled[i];
       if (entry === undefined) continue;
@@ -209,7 +209,7 @@ export function stream(): Stream {
   const task = frame.task;
   const signal = task.signal;
   // A cancelled task issues nothing more: every operation resolves its stream here first.
-  if (signal !== undefined && signal.aborted) throw signal.reason;
+  if (signal?.aborted) throw signal.reason;
   const override = frame.stream;
   if (override !== undefined) {
     const pooled = frame.pooled;

@@ -98,7 +98,7 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
     }
   }
   // Cancelled before it starts: fn never runs, and nothing is taken from the pools.
-  if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason);
+  if (signal?.aborted) return Promise.reject(signal.reason);
   const state = new TaskState(options?.name, inherited, priority, signal);
   const frame: Frame = {
     task: state,
