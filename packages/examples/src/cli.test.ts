@@ -122,14 +122,16 @@ describe('the commands read their values', () => {
     );
   });
 
-  it('server: --port, then $PORT, then 0', () => {
+  it('server: --port, then $PORT, then 0; --shared-stream, --no-priorities', () => {
     expect(parseServerArguments(['--port', '8080'], { PORT: '9' })).toEqual({
       port: 8080,
       sharedStream: false,
+      priorities: true,
     });
-    expect(parseServerArguments(['--shared-stream'], { PORT: '9' })).toEqual({
+    expect(parseServerArguments(['--shared-stream', '--no-priorities'], { PORT: '9' })).toEqual({
       port: 9,
       sharedStream: true,
+      priorities: false,
     });
     expect(parseServerArguments([], {}).port).toBe(0);
     expect(refusal(() => parseServerArguments(['--port', '70000'], {})).message).toBe(

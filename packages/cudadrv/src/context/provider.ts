@@ -64,7 +64,7 @@ export function currentStream(): Stream {
 export function resolveStream(stream: Stream | undefined): Stream {
   if (stream === undefined) return state.stream();
   const signal = state.signal();
-  if (signal !== undefined && signal.aborted) throw signal.reason;
+  if (signal?.aborted) throw signal.reason;
   return stream;
 }
 
@@ -83,7 +83,7 @@ export function currentSignal(): AbortSignal | undefined {
  */
 export function throwIfCancelled(): void {
   const signal = state.signal();
-  if (signal !== undefined && signal.aborted) throw signal.reason;
+  if (signal?.aborted) throw signal.reason;
 }
 
 /** The device that operations use when none is given. */

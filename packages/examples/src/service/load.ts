@@ -332,6 +332,7 @@ async function closedLoop(
     const { url, close: stop } = await serverFor(options, {
       ...serverOptions,
       sharedStream: run.shared,
+      priorities: false, // requests of one size: one priority
     });
     console.log(`running: ${MODE_LABELS[run.mode]} (${url.origin}) ...`);
     try {
@@ -379,6 +380,16 @@ async function headOfLine(options: LoadOptions): Promise<HeadOfLineRow[]> {
     const { url, close: stop } = await serverFor(options, {
       sharedStream: mode.mode === 'shared',
       maxDimension: Math.max(2048, options.smallN, options.largeN),
+      // The first two rows at one priority; the third gives this workload's small requests
+      // (n = smallN) high priority, the large ones normal.
+      priorities: false,
+      ...(mode.mode === 'priority'
+        ? {
+            taskOptionsFor: (_path: string, body: unknown) => ({
+              priority: (body as { n?: unknown }).n === options.smallN ? 'high' : 'normal',
+            }),
+          }
+        : {}),
     });
     console.log(`running: ${mode.label} (${url.origin}) ...`);
     try {

@@ -1,7 +1,9 @@
 /**
  * A small GPU HTTP service: every request runs in its own `task()`, so concurrent requests
  * get their own CUDA streams (and cuSOLVER / cuBLAS handles) and overlap on the GPU, while
- * the event loop keeps serving. `POST /solve` solves A X = B with cuSOLVER (float64 LU),
+ * the event loop keeps serving. Small requests run at high priority, so their kernels go ahead
+ * of a large request's; a request whose client disconnects, or that runs past its route's
+ * deadline, is cancelled: its task stops issuing GPU work (request-policy.ts). `POST /solve` solves A X = B with cuSOLVER (float64 LU),
  * `POST /matmul` multiplies with cuBLAS (dgemm), `POST /search` finds the k embeddings nearest a
  * query among a million that stay on the device (a GEMV and a top-k; search.ts). With
  * `sharedStream: true` every request is forced onto one stream instead, for comparison (see
@@ -30,7 +32,7 @@ import {
 import { stickyError } from '@cuda-tasks/cudadrv/internal';
 import { defaultGenerator } from '@cuda-tasks/curand';
 import { SingularMatrixError, solve } from '@cuda-tasks/cusolver';
-import { type TaskOptions, task, withStream } from '@cuda-tasks/task-runtime';
+import { prewarm, type TaskOptions, task, withStream } from '@cuda-tasks/task-runtime';
 import {
   CommandLineError,
   isEntryPoint,
@@ -38,6 +40,12 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
+import {
+  DEFAULT_DEADLINES_MS,
+  type RequestCancellation,
+  requestPriority,
+  requestSignal,
+} from './request-policy.js';
 import { SearchIndex, type SearchIndexOptions } from './search.js';
 import {
   DEFAULT_LIMITS,
@@ -74,9 +82,26 @@ export interface ServerOptions {
    */
   search?: SearchIndexOptions;
   /**
-   * Options for a request's task, from its route and its parsed body (merged over the task's
-   * name). The hook for per-request task options such as a priority for small requests, once
-   * `task()` takes one (the head-of-line workload's third row in load.ts).
+   * Give small requests high priority (default true): each request's task gets
+   * `requestPriority(path, body)`, so a small request's kernels go ahead of the pending work of
+   * a large one. False: every request at normal priority.
+   */
+  priorities?: boolean;
+  /**
+   * Per-route deadlines in milliseconds, over `DEFAULT_DEADLINES_MS` (`Infinity`: none). A
+   * request past its deadline is cancelled (its task's signal aborts: it issues no more GPU
+   * work) and answered 503.
+   */
+  deadlinesMs?: Readonly<Record<string, number>>;
+  /**
+   * Called when a request's task was cancelled: its client disconnected before the answer
+   * (`reason.status` 499) or it ran past its deadline (503). Default: nothing.
+   */
+  onCancelled?: (path: string, reason: RequestError) => void;
+  /**
+   * Options for a request's task, from its route and its parsed body, merged over the ones the
+   * service sets (name, priority, signal). The hook for per-request task options, such as the
+   * load script's own rule for which requests are small.
    */
   taskOptionsFor?: (path: string, body: unknown) => TaskOptions;
 }
@@ -371,6 +396,16 @@ export function createServer(options: ServerOptions = {}): Server {
     maxBodyBytes: options.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes,
   };
   const onServerError = options.onServerError ?? ((error: unknown) => console.error(error));
+  const deadlines: Record<string, number> = { ...DEFAULT_DEADLINES_MS };
+  for (const [route, ms] of Object.entries(options.deadlinesMs ?? {})) {
+    if (typeof ms !== 'number' || !(ms > 0)) {
+      throw new RangeError(
+        `createServer: deadlinesMs['${route}'] must be a positive number of milliseconds (or Infinity), got ${String(ms)}`,
+      );
+    }
+    deadlines[route] = ms;
+  }
+  const priorities = options.priorities ?? true;
   // Created on the first request that needs it, so that a server without GPU still starts.
   let shared: Stream | undefined;
   // The search route's embeddings: made by the first search, read by all (see search.ts).
@@ -404,6 +439,7 @@ export function createServer(options: ServerOptions = {}): Server {
 
   const onRequest = async (request: IncomingMessage, response: ServerResponse) => {
     const path = pathOf(request.url);
+    let cancellation: RequestCancellation | undefined;
     try {
       if (path === '/health' && (request.method === 'GET' || request.method === 'HEAD')) {
         // 200 while the process answers (a liveness probe); the body says whether GPU
@@ -426,6 +462,13 @@ export function createServer(options: ServerOptions = {}): Server {
           `${path} takes ${route.method} with a JSON body, not ${request.method}`,
         );
       }
+      // From here on the request can be cancelled: by its client, or by its deadline.
+      cancellation = requestSignal(
+        request,
+        response,
+        deadlines[path] ?? Number.POSITIVE_INFINITY,
+        `${route.method} ${path}`,
+      );
       const body = parseJson(await readBody(request, limits.maxBodyBytes));
       const run = route.handle(body, limits);
       // Names the stream the work ran on in a response header (see STREAM_HEADER).
@@ -439,13 +482,24 @@ export function createServer(options: ServerOptions = {}): Server {
           shared ??= Stream.create({ name: 'service shared stream' });
           return withStream(shared, runHere);
         },
-        { name: `${route.method} ${path}`, ...options.taskOptionsFor?.(path, body) },
+        {
+          name: `${route.method} ${path}`,
+          signal: cancellation.signal,
+          ...(priorities ? { priority: requestPriority(path, body) } : {}),
+          ...options.taskOptionsFor?.(path, body),
+        },
       );
       send(response, 200, result);
     } catch (error) {
+      const cancelled =
+        cancellation?.signal.aborted === true && error === cancellation.signal.reason;
+      if (cancelled) options.onCancelled?.(path, error as RequestError);
       const { status, message } = errorResponse(error);
-      if (status >= 500) onServerError(error);
-      send(response, status, { error: message });
+      // A request's own failure (bad input, a deadline) is not the server's.
+      if (status >= 500 && !(error instanceof RequestError)) onServerError(error);
+      send(response, status, { error: message }); // nothing goes to a client that left
+    } finally {
+      cancellation?.done();
     }
   };
 
@@ -479,19 +533,23 @@ export const serverCommandLine = {
       description: 'port on 127.0.0.1 ($PORT, else random)',
     },
     'shared-stream': { type: 'boolean', description: 'run every request on one shared stream' },
+    'no-priorities': {
+      type: 'boolean',
+      description: 'run every request at normal priority (default: small requests high)',
+    },
   },
 } as const;
 
 /**
  * Parses the service's command line: the port (from `--port N`, then `$PORT`, then 0, a random
- * free port) and `--shared-stream`. Throws a `CommandLineError` for an unknown flag (listing
- * the valid ones) or a port outside 0..65535.
- * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false }
+ * free port), `--shared-stream` and `--no-priorities`. Throws a `CommandLineError` for an
+ * unknown flag (listing the valid ones) or a port outside 0..65535.
+ * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true }
  */
 export function parseServerArguments(
   argv: readonly string[],
   environment: NodeJS.ProcessEnv = process.env,
-): { port: number; sharedStream: boolean } {
+): { port: number; sharedStream: boolean; priorities: boolean } {
   const { values } = parseCommandLine(argv, serverCommandLine);
   const portText = values.port ?? environment.PORT ?? '0';
   const port = Number(portText);
@@ -501,23 +559,35 @@ export function parseServerArguments(
       usage(serverCommandLine),
     );
   }
-  return { port, sharedStream: values['shared-stream'] === true };
+  return {
+    port,
+    sharedStream: values['shared-stream'] === true,
+    priorities: values['no-priorities'] !== true,
+  };
 }
 
 /**
  * Starts the service on 127.0.0.1 and prints its URL. The port comes from `--port N`, then
- * `$PORT`, then 0 (a random free port); `--shared-stream` forces the one-stream mode.
- * Resolves with the listening server; SIGINT / SIGTERM close it.
+ * `$PORT`, then 0 (a random free port); `--shared-stream` forces the one-stream mode,
+ * `--no-priorities` runs every request at normal priority. The task streams (of both
+ * priorities) and library handles are made at startup, while the GPU is idle. Resolves with
+ * the listening server; SIGINT / SIGTERM close it.
  */
 export function main(argv: readonly string[] = process.argv.slice(2)): Promise<Server> {
-  const { port, sharedStream } = parseServerArguments(argv);
-  const server = createServer({ sharedStream });
+  const { port, sharedStream, priorities } = parseServerArguments(argv);
+  try {
+    prewarm(0, priorities ? ['normal', 'high'] : ['normal']);
+  } catch (error) {
+    // Without a GPU the service still starts (its GPU routes answer 503; /health says why).
+    if (!CudaUnavailableError.isInstance(error)) throw error;
+  }
+  const server = createServer({ sharedStream, priorities });
   return new Promise((resolveServer, reject) => {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', () => {
       const address = server.address() as AddressInfo;
       console.log(
-        `GPU service listening on http://127.0.0.1:${address.port} (${sharedStream ? 'one shared stream' : 'a stream per request task'})`,
+        `GPU service listening on http://127.0.0.1:${address.port} (${sharedStream ? 'one shared stream' : `a stream per request task${priorities ? ', small requests at high priority' : ''}`})`,
       );
       console.log(
         '  POST /solve {n, a, b, k?}   POST /solve-random {n, seed}   POST /matmul {m, k, n, a, b}   POST /search {query, k?}   GET /health',

@@ -78,8 +78,8 @@ describe('headOfLineReport', () => {
     loopDelayMaxMs: 1.25,
   });
 
-  it('prints a row per mode, the priority row as not run yet, and the p99 verdict', () => {
-    const text = headOfLineReport([row(0, 24), row(1, 3), { mode: HEAD_OF_LINE_MODES[2]! }]);
+  it('prints a row per mode, the p99 verdict, and the priority row against the other two', () => {
+    const text = headOfLineReport([row(0, 24), row(1, 3), row(2, 1.5)]);
     const lines = text.split('\n');
     expect(lines[0]).toMatch(
       /^mode\s+small\s+p50 ms\s+p99 ms\s+max ms\s+large\s+large p50 ms\s+errors/,
@@ -88,10 +88,25 @@ describe('headOfLineReport', () => {
       /2000\s+0\.90\s+24\.00\s+25\.00\s+40\s+22\.00\s+1\s+1\.25$/,
     );
     expect(lines.find((l) => l.startsWith('stream per request '))).toMatch(/\s3\.00\s/);
-    expect(text).toContain('stream per request, small at high priority  (needs task priorities');
+    expect(lines.find((l) => l.startsWith('stream per request, small at high priority'))).toMatch(
+      /\s1\.50\s/,
+    );
     expect(text).toContain(
       "small requests' p99, stream per request / one shared stream: x0.13 (target <= 0.25: PASS)",
     );
+    expect(text).toContain(
+      "small requests' p99, small at high priority / stream per request: x0.50; / one shared stream: x0.06",
+    );
+  });
+
+  it('lists a mode that could not run with its reason, and no priority line without its row', () => {
+    const text = headOfLineReport([
+      row(0, 24),
+      row(1, 3),
+      { mode: { ...HEAD_OF_LINE_MODES[2]!, unavailable: 'a remote server (--url)' } },
+    ]);
+    expect(text).toContain('stream per request, small at high priority  (a remote server (--url))');
+    expect(text).not.toContain('small at high priority / stream per request');
   });
 
   it('says FAIL above the target, and leaves the verdict out without both rows', () => {
