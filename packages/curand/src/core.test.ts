@@ -42,6 +42,10 @@ const fake = vi.hoisted(() => {
       return 0;
     },
     curandDestroyGenerator: () => 0,
+    curandGenerateSeeds(handle: bigint) {
+      calls.push(`generateSeeds ${handle}`);
+      return 0;
+    },
   };
   return { calls, api, FakeEvent, FakeStream };
 });
@@ -86,5 +90,25 @@ describe('a cuRAND generator moving between streams', () => {
     // Back to a while bound to b: a waits for b's work, and cuRAND gets a again.
     core.bind(a);
     expect(calls()).toEqual(['a waits for b', 'setStream a']);
+  });
+});
+
+describe("a generator's starting state", () => {
+  it('is pending after creation, a new seed and a new offset; prepareState sets it up once', () => {
+    const core = GeneratorCore.create(context, 'philox', 1n, 0n, undefined);
+    calls();
+    expect(core.statePending).toBe(true);
+    core.prepareState();
+    expect(calls()).toEqual([`generateSeeds ${core.handle}`]);
+    expect(core.statePending).toBe(false);
+    core.prepareState();
+    expect(calls()).toEqual([]);
+    core.setSeed(9n);
+    expect(core.statePending).toBe(true);
+    core.prepareState();
+    core.setOffset(100n);
+    expect(core.statePending).toBe(true);
+    core.prepareState();
+    expect(calls()).toEqual([`generateSeeds ${core.handle}`, `generateSeeds ${core.handle}`]);
   });
 });

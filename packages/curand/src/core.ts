@@ -23,6 +23,12 @@ export class GeneratorCore {
   seed: bigint;
   /** For default generators: the seed sequence's epoch the seed was drawn in. */
   epoch = 0;
+  /**
+   * Whether cuRAND has still to set up the generator's starting state on the device (after
+   * creation, a new seed or a new offset). cuRAND does it at the next generation, with calls
+   * a graph capture forbids; `prepareState` does it ahead.
+   */
+  statePending = true;
   readonly #binding: StreamBinding;
   #destroyed = false;
 
@@ -116,11 +122,25 @@ export class GeneratorCore {
     );
     check(api.curandSetGeneratorOffset(this.handle, 0n), 'curandSetGeneratorOffset');
     this.seed = seed;
+    this.statePending = true;
   }
 
   /** Skips ahead to `offset` in the sequence of the current seed. */
   setOffset(offset: bigint): void {
     check(curand().curandSetGeneratorOffset(this.handle, offset), 'curandSetGeneratorOffset');
+    this.statePending = true;
+  }
+
+  /**
+   * Sets up the starting state now (curandGenerateSeeds) on the bound stream, rather than at
+   * the next generation: a generation inside a graph capture needs it done before. The caller
+   * binds the generator to a stream that is not capturing first.
+   */
+  prepareState(): void {
+    if (!this.statePending) return;
+    this.context.makeCurrent();
+    check(curand().curandGenerateSeeds(this.handle), 'curandGenerateSeeds');
+    this.statePending = false;
   }
 
   /**

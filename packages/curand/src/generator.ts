@@ -129,6 +129,7 @@ export class Generator {
     this.kind = kind;
     this.#core = GeneratorCore.create(context, kind, seed ?? nextSeed(), offset, ordering);
     finalizer.register(this, this.#core, this);
+    if (options.context === undefined) prepareOutsideCapture(this.#core, currentStream());
   }
 
   /** @internal The view behind `defaultGenerator()`. */
@@ -247,14 +248,43 @@ export class Generator {
   setSeed(seed: number | bigint, options: StreamOption = {}): void {
     const value = toUint64(seed, 'Generator.setSeed: seed');
     this.#assertUsable();
-    this.#resolve(resolveStream(options.stream)).setSeed(value);
+    const stream = resolveStream(options.stream);
+    const core = this.#resolve(stream);
+    core.setSeed(value);
+    prepareOutsideCapture(core, stream);
   }
 
   /** Moves to `offset` in the current seed's sequence (skipping ahead costs nothing). */
   setOffset(offset: number | bigint, options: StreamOption = {}): void {
     const value = toUint64(offset, 'Generator.setOffset: offset');
     this.#assertUsable();
-    this.#resolve(resolveStream(options.stream)).setOffset(value);
+    const stream = resolveStream(options.stream);
+    const core = this.#resolve(stream);
+    core.setOffset(value);
+    prepareOutsideCapture(core, stream);
+  }
+
+  /**
+   * Sets up the generator's starting state on the device now (curandGenerateSeeds, ordered on
+   * the current stream or `options.stream`) instead of at its next generation. The
+   * constructor, `setSeed` and `setOffset` already do it unless the stream is capturing a
+   * graph; a generation inside a capture needs it done (a CaptureError says so otherwise), so
+   * call this before `capture()` for a generator seeded inside one.
+   * @example
+   * generator.setSeed(7);
+   * generator.prepare();
+   * const graph = await capture(() => generator.normal(x));
+   */
+  prepare(options: StreamOption = {}): void {
+    this.#assertUsable();
+    const stream = resolveStream(options.stream);
+    if (stream.capturing) {
+      throw new CaptureError(
+        'curandGenerateSeeds',
+        `Generator.prepare cannot run inside a capture (${stream} is capturing a graph): cuRAND sets up the starting state with calls a capture forbids. Call it before capture()`,
+      );
+    }
+    this.#resolve(stream).prepareState();
   }
 
   /**
@@ -322,6 +352,12 @@ export class Generator {
     }
     const core = this.#resolve(stream);
     if (array.length === 0) return array;
+    if (core.statePending && stream.capturing) {
+      throw new CaptureError(
+        generation.routines[array.dtype]!,
+        `${generation.operation}: the generator's starting state is not set up (it was created, reseeded or moved to a new offset inside the capture), and cuRAND sets it up at the first generation with calls that ${stream} cannot capture. Create, seed or set the offset of the generator before capture(), or call generator.prepare() there`,
+      );
+    }
     if (layout === 'contiguous') {
       fillContiguous(core, generation, array, stream, first, second);
       return array;
@@ -361,6 +397,7 @@ function fillContiguous(
   }
   const { body, tail, direct, tailByteOffset } = plan;
   const scratch = DeviceBuffer.allocate(plan.scratchBytes, { stream });
+  let done = false;
   try {
     const scratchPointer = scratch.useOn(stream);
     const byteOffset = array.offset * elementBytes;
@@ -387,10 +424,35 @@ function fillContiguous(
         { stream },
       );
     }
+    done = true;
   } finally {
     // Freed on the stream after the copies: no host wait.
-    scratch.dispose();
+    if (done) scratch.dispose();
+    else disposeQuietly(scratch);
   }
+}
+
+/**
+ * Frees a scratch buffer after a failed call: a failure there (a capture the failed call
+ * invalidated, say) must not hide the error that is on its way up.
+ */
+function disposeQuietly(buffer: DeviceBuffer): void {
+  try {
+    buffer.dispose();
+  } catch {
+    // The first error is the one to report.
+  }
+}
+
+/**
+ * Sets up `core`'s starting state on `stream` when cuRAND has it pending and `stream` can run
+ * it (it is not capturing, and belongs to the generator's context): binds first, so the setup
+ * is ordered after the generator's earlier work.
+ */
+function prepareOutsideCapture(core: GeneratorCore, stream: Stream): void {
+  if (!core.statePending || stream.capturing || stream.context !== core.context) return;
+  core.bind(stream);
+  core.prepareState();
 }
 
 /** One cuRAND generation call, wrapped for the operation observer. */
@@ -416,4 +478,5 @@ function issue(
         : api[routine](handle, pointer, count, first, second);
   endOperation(token);
   check(status, routine);
+  core.statePending = false;
 }

@@ -54,6 +54,8 @@ export function defaultCore(stream: Stream): GeneratorCore {
     core.setSeed(nextSeed());
     core.epoch = epoch;
   }
+  // Set up ahead of the generation where possible: inside a capture cuRAND could not.
+  if (core.statePending && !stream.capturing) core.prepareState();
   return core;
 }
 

@@ -124,6 +124,8 @@ describeGpu('cuBLAS, cuRAND and cuSOLVER inside a graph capture', () => {
       using c = DeviceArray.zeros('float64', [n, n]);
       using generator = new Generator({ seed: 1 });
       using counts = DeviceArray.empty('uint32', 16);
+      using reseeded = new Generator({ seed: 4 });
+      using noise = DeviceArray.zeros('float64', 64);
       let captureStream: Stream | undefined;
       const refused: string[] = [];
       // Refused inside the capture (caught): the capture goes on to a working graph.
@@ -134,6 +136,11 @@ describeGpu('cuBLAS, cuRAND and cuSOLVER inside a graph capture', () => {
           () => svd(da),
           () => solve(da, c), // without { info }: its status would be read back
           async () => generator.poisson(counts, 4),
+          // Reseeded inside: cuRAND would set the new state up with calls a capture forbids.
+          async () => {
+            reseeded.setSeed(5);
+            reseeded.normal(noise);
+          },
         ]) {
           try {
             await attempt();
@@ -147,7 +154,20 @@ describeGpu('cuBLAS, cuRAND and cuSOLVER inside a graph capture', () => {
         'cusolverDnDgesvd',
         'cusolverDnDgetrf and cusolverDnDgetrs',
         'curandGeneratePoisson',
+        'curandGenerateNormalDouble',
       ]);
+      // Prepared outside, the reseeded generator then captures and replays what it draws eagerly.
+      reseeded.prepare();
+      const drawing = await capture(() => {
+        reseeded.normal(noise);
+      });
+      drawing.launch();
+      await synchronize();
+      const replayed = await noise.toHost();
+      using eager = new Generator({ seed: 5 });
+      using expected = eager.normal(DeviceArray.zeros('float64', 64));
+      expect(replayed).toEqual(await expected.toHost());
+      drawing.dispose();
       graph.launch();
       await synchronize();
       const product = await c.toHost();

@@ -111,6 +111,8 @@ export const curand = lazyBindings(() => {
     curandSetGeneratorOffset: lib.func(
       'int curandSetGeneratorOffset(void *generator, unsigned long long offset)',
     ),
+    // curandStatus_t curandGenerateSeeds(curandGenerator_t generator);
+    curandGenerateSeeds: lib.func('int curandGenerateSeeds(void *generator)'),
     // curandStatus_t curandSetGeneratorOrdering(curandGenerator_t generator, curandOrdering_t order);
     curandSetGeneratorOrdering: lib.func(
       'int curandSetGeneratorOrdering(void *generator, int order)',
