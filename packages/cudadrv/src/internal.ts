@@ -2,7 +2,8 @@
  * @cuda-tasks/cudadrv/internal: what the sibling packages of cuda-tasks (the task runtime, the
  * cuBLAS, cuRAND and cuSOLVER wrappers, the examples and benchmarks) share beyond the public
  * API: the scratch arena, handle conversion for koffi, the operation observer hooks, the
- * current-stream provider slot, stream-disposal listeners and the waiter's tuning.
+ * current-stream provider slot, stream-disposal listeners, the waiter's tuning and the
+ * allocation-free launch of a resolved stream (`launchOn`).
  *
  * NOT PUBLIC API: anything here may change or go in any release, minor and patch included.
  * Use `@cuda-tasks/cudadrv` instead.
@@ -14,6 +15,7 @@ export {
   setCurrentStreamProvider,
 } from './context/provider.js';
 export { ffiValue, Scratch, scratch, stickyError } from './driver.js';
+export { launchOn } from './kernel/launch.js';
 export { releaseStreamCache } from './memory/block-cache.js';
 export {
   compatibleVersion,

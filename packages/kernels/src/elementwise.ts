@@ -9,17 +9,19 @@ import {
   DeviceArray,
   type DType,
   type KernelArgument,
-  type LaunchConfig,
-  launch,
   resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
+import { launchOn } from '@cuda-tasks/cudadrv/internal';
 import {
   type CallOptions,
   checkArray,
   checkSameShape,
+  clearList,
   describe,
   isOptions,
+  sameShape,
+  scalarFits,
   scalarValue,
 } from './arguments.js';
 import {
@@ -29,7 +31,7 @@ import {
   generateElementwise,
   type ResolvedParameter,
 } from './codegen-elementwise.js';
-import { CompiledSource } from './compiled.js';
+import { CompiledSource, type LoadedKernel } from './compiled.js';
 import { CTYPES, DTYPE_BY_CODE } from './ctypes.js';
 import { assigns, checkCode, type Parameter, parseSignature, type Signature } from './signature.js';
 
@@ -73,11 +75,14 @@ export interface ElementwiseKernel<S extends string = string> {
 class Variant {
   readonly compiled: CompiledSource;
   readonly parameters: readonly ResolvedParameter[];
-  /** Reused launch configuration and argument list (a launch allocates nothing of ours). */
-  readonly config: LaunchConfig & { grid: number; block: number };
+  /** Reused argument list (a launch allocates nothing of ours). */
   readonly args: KernelArgument[];
   /** The output that is passed as its input (in place), or -1. */
   readonly aliasOutput: number;
+  /** The grid of the last launch, for `gridKernel` and `gridCount` elements. */
+  grid = 1;
+  gridKernel: LoadedKernel | undefined;
+  gridCount = -1;
 
   constructor(
     name: string,
@@ -93,9 +98,23 @@ class Variant {
       { name: entry, parameters: elementwiseParameters(source) },
     ]);
     this.parameters = [...inputs, ...outputs];
-    this.config = { grid: 1, block: 1, stream: undefined };
     this.aliasOutput = alias?.output ?? -1;
     this.args = new Array(inputs.length + outputs.length + (alias ? 0 : 1)).fill(0);
+  }
+
+  /**
+   * The grid for `count` elements with `loaded`: enough blocks for ELEMENTWISE_UNROLL elements
+   * a thread (all loaded at once), at most one full wave (past that each thread loops).
+   * Computed once per (kernel, count) in a row.
+   */
+  gridFor(loaded: LoadedKernel, count: number): number {
+    if (count !== this.gridCount || loaded !== this.gridKernel) {
+      const blocks = Math.ceil(count / (loaded.blockSize * ELEMENTWISE_UNROLL));
+      this.grid = Math.min(blocks, loaded.fullGrid);
+      this.gridKernel = loaded;
+      this.gridCount = count;
+    }
+    return this.grid;
   }
 }
 
@@ -117,6 +136,15 @@ export class ElementwiseProgram {
   readonly #shapeOf: (DeviceArray | undefined)[];
   /** The last resolved call's in-place pair: 0, or 1 + output * inputs + input. */
   #aliasCode = 0;
+  /**
+   * The last call `run` resolved, which the next call of the same pattern reuses without
+   * binding anything again: its variant, its in-place pair, and per parameter (inputs, then
+   * outputs) the dtype of the array passed, or undefined for a number (an input) or for an
+   * output not passed.
+   */
+  #lastVariant: Variant | undefined;
+  #lastAlias = 0;
+  readonly #lastDtypes: (DType | undefined)[];
   /** Per parameter (inputs, then outputs): its name, its label in messages, its declared
    * dtype (undefined for a type variable) and its type variable (-1 for a dtype). */
   readonly #names: string[];
@@ -143,6 +171,7 @@ export class ElementwiseProgram {
     const count = this.signature.inputs.length + this.signature.outputs.length;
     this.#bound = new Array(this.signature.variables.length).fill(undefined);
     this.#codes = new Array(count).fill(0);
+    this.#lastDtypes = new Array(count).fill(undefined);
     this.#shapeOf = new Array(1).fill(undefined);
     const parameters = [...this.signature.inputs, ...this.signature.outputs];
     const inputCount = this.signature.inputs.length;
@@ -222,7 +251,7 @@ export class ElementwiseProgram {
   ): number {
     const inputCount = this.signature.inputs.length;
     const outputCount = this.signature.outputs.length;
-    this.#bound.fill(undefined);
+    clearList(this.#bound, undefined);
     let reference: DeviceArray | undefined;
     let referenceIndex = -1;
     for (let j = 0; j < inputCount; j++) {
@@ -261,24 +290,98 @@ export class ElementwiseProgram {
       key += codes[j]! * factor;
       factor *= 16;
     }
-    // In place: the first output that is the same array as an input shares its pointer.
-    let aliasCode = 0;
-    if (inputCount + outputCount <= MAX_ALIASED_PARAMETERS) {
-      for (let j = 0; j < outputCount && aliasCode === 0; j++) {
-        const value = outputStart + j < outputEnd ? outputs[outputStart + j] : undefined;
-        if (value === undefined) continue;
-        for (let k = 0; k < inputCount; k++) {
-          if (inputs[k] === value) {
-            aliasCode = 1 + j * inputCount + k;
-            break;
-          }
-        }
-      }
-    }
+    const aliasCode = this.aliasCode(inputs, outputs, outputStart, outputEnd);
     this.#aliasCode = aliasCode;
     key += aliasCode * factor;
     this.#shapeOf[0] = reference;
     return key;
+  }
+
+  /**
+   * The in-place pair: the first output that is the same array as an input shares its
+   * pointer. 0 for none, else 1 + output * inputs + input.
+   */
+  private aliasCode(
+    inputs: ArrayLike<unknown>,
+    outputs: ArrayLike<unknown>,
+    outputStart: number,
+    outputEnd: number,
+  ): number {
+    const inputCount = this.signature.inputs.length;
+    const outputCount = this.signature.outputs.length;
+    if (inputCount + outputCount > MAX_ALIASED_PARAMETERS) return 0;
+    for (let j = 0; j < outputCount; j++) {
+      const value = outputStart + j < outputEnd ? outputs[outputStart + j] : undefined;
+      if (value === undefined) continue;
+      for (let k = 0; k < inputCount; k++) if (inputs[k] === value) return 1 + j * inputCount + k;
+    }
+    return 0;
+  }
+
+  /**
+   * The shape reference when this call has the pattern of the last call `run` resolved (the
+   * same dtypes, the same inputs as numbers, the same outputs passed, the same in-place pair)
+   * and passes every check (arrays usable, contiguous and of one shape; numbers in range);
+   * else undefined, and `resolve` decides, with its errors. Allocates nothing.
+   */
+  private matchLast(
+    variant: Variant,
+    inputs: ArrayLike<unknown>,
+    outputs: ArrayLike<unknown>,
+    outputStart: number,
+    outputEnd: number,
+  ): DeviceArray | undefined {
+    const inputCount = this.signature.inputs.length;
+    const count = this.#lastDtypes.length;
+    const dtypes = this.#lastDtypes;
+    let reference: DeviceArray | undefined;
+    for (let j = 0; j < count; j++) {
+      const at = outputStart + j - inputCount;
+      const value = j < inputCount ? inputs[j] : at < outputEnd ? outputs[at] : undefined;
+      const dtype = dtypes[j];
+      if (dtype === undefined) {
+        if (j < inputCount) {
+          if (typeof value !== 'number' || !scalarFits(value, variant.parameters[j]!.dtype)) {
+            return undefined;
+          }
+        } else if (value !== undefined) return undefined;
+      } else if (reference === undefined || value !== reference || reference.dtype !== dtype) {
+        // (The reference itself, passed again in place, was checked already.)
+        if (
+          !DeviceArray.isInstance(value) ||
+          value.dtype !== dtype ||
+          value.disposed ||
+          !value.contiguous
+        ) {
+          return undefined;
+        }
+        if (reference === undefined) reference = value;
+        else if (!sameShape(value, reference)) return undefined;
+      }
+    }
+    if (this.aliasCode(inputs, outputs, outputStart, outputEnd) !== this.#lastAlias) {
+      return undefined;
+    }
+    return reference;
+  }
+
+  /** Makes the call just resolved the pattern `matchLast` compares the next call with. */
+  private remember(
+    variant: Variant,
+    inputs: ArrayLike<unknown>,
+    outputs: ArrayLike<unknown>,
+    outputStart: number,
+    outputEnd: number,
+  ): void {
+    const inputCount = this.signature.inputs.length;
+    const dtypes = this.#lastDtypes;
+    for (let j = 0; j < dtypes.length; j++) {
+      const at = outputStart + j - inputCount;
+      const value = j < inputCount ? inputs[j] : at < outputEnd ? outputs[at] : undefined;
+      dtypes[j] = DeviceArray.isInstance(value) ? value.dtype : undefined;
+    }
+    this.#lastAlias = this.#aliasCode;
+    this.#lastVariant = variant;
   }
 
   private variant(key: number): Variant {
@@ -339,20 +442,30 @@ export class ElementwiseProgram {
     outputStart = 0,
     outputEnd = outputs.length,
   ): DeviceArray | DeviceArray[] {
-    const variant = this.variant(this.resolve(inputs, outputs, outputStart, outputEnd));
-    const reference = this.#shapeOf[0]!;
-    this.#shapeOf[0] = undefined;
+    // A call of the last call's pattern skips binding and the variant lookup.
+    let variant = this.#lastVariant;
+    let reference =
+      variant === undefined
+        ? undefined
+        : this.matchLast(variant, inputs, outputs, outputStart, outputEnd);
+    if (reference === undefined) {
+      variant = this.variant(this.resolve(inputs, outputs, outputStart, outputEnd));
+      reference = this.#shapeOf[0]!;
+      this.#shapeOf[0] = undefined;
+      this.remember(variant, inputs, outputs, outputStart, outputEnd);
+    }
     const target = resolveStream(stream);
-    const parameters = variant.parameters;
-    const args = variant.args;
+    const parameters = variant!.parameters;
+    const args = variant!.args;
     const inputCount = this.signature.inputs.length;
     const outputCount = this.signature.outputs.length;
     const n = reference.length;
     // Compiled (or found) before anything is allocated: a CompileError leaves nothing behind.
-    const loaded = n > 0 ? variant.compiled.kernels(target.context)[0]! : undefined;
+    const loaded = n > 0 ? variant!.compiled.kernels(target.context)[0]! : undefined;
     let single: DeviceArray | undefined;
     let several: DeviceArray[] | undefined;
     if (outputCount > 1) several = new Array(outputCount);
+    const alias = variant!.aliasOutput;
     for (let j = 0; j < outputCount; j++) {
       let output = (outputStart + j < outputEnd ? outputs[outputStart + j] : undefined) as
         | DeviceArray
@@ -363,7 +476,6 @@ export class ElementwiseProgram {
         });
       }
       // Outputs after the inputs, less the one passed as its input (in place).
-      const alias = variant.aliasOutput;
       if (j !== alias) args[alias >= 0 && j > alias ? inputCount + j - 1 : inputCount + j] = output;
       if (several === undefined) single = output;
       else several[j] = output;
@@ -378,20 +490,12 @@ export class ElementwiseProgram {
         ) as KernelArgument;
       }
       args[args.length - 1] = n;
-      const config = variant.config;
-      // Enough blocks for ELEMENTWISE_UNROLL elements a thread (all loaded at once), at most
-      // one full wave: past that each thread loops.
-      const blocks = Math.ceil(n / (loaded.blockSize * ELEMENTWISE_UNROLL));
-      config.grid = Math.min(blocks, loaded.fullGrid);
-      config.block = loaded.blockSize;
-      config.stream = target;
       try {
-        launch(loaded.kernel, config, ...args);
+        launchOn(loaded.kernel, target, variant!.gridFor(loaded, n), loaded.blockSize, 0, args);
       } finally {
-        config.stream = undefined;
-        args.fill(0);
+        clearList(args, 0);
       }
-    } else args.fill(0);
+    } else clearList(args, 0);
     return several ?? single!;
   }
 }

@@ -4,7 +4,14 @@
  * use; a call allocates nothing but a missing output.
  */
 import { CudaArgumentError, DeviceArray, type DType, type Shape } from '@cuda-tasks/cudadrv';
-import { type CallOptions, checkArray, checkDType, describe, isOptions } from './arguments.js';
+import {
+  type CallOptions,
+  checkArray,
+  checkDType,
+  clearList,
+  describe,
+  isOptions,
+} from './arguments.js';
 import { isInteger } from './ctypes.js';
 import { ElementwiseProgram } from './elementwise.js';
 
@@ -86,7 +93,7 @@ function run(program: ElementwiseProgram, inputs: unknown[], options: CallOption
   try {
     return program.run(inputs, out, options?.stream) as DeviceArray;
   } finally {
-    inputs.fill(undefined);
+    clearList(inputs, undefined);
     out[0] = undefined;
   }
 }
@@ -115,6 +122,25 @@ export function map<D extends DType>(
   out?: DeviceArray<D> | CallOptions,
   options?: CallOptions,
 ): DeviceArray<D> {
+  // The last (function, dtype) seen skips the checks that found its program.
+  const program =
+    fn === lastMap.fn && DeviceArray.isInstance(x) && x.dtype === lastMap.dtype
+      ? lastMap.program!
+      : mapProgram(x, fn);
+  const stream = trailing(out, options);
+  one[0] = x;
+  return run(program, one, stream) as DeviceArray<D>;
+}
+
+/** The last `map` call's function and dtype, and their program. */
+const lastMap: {
+  fn: UnaryFunction | undefined;
+  dtype: DType | undefined;
+  program: ElementwiseProgram | undefined;
+} = { fn: undefined, dtype: undefined, program: undefined };
+
+/** Checks `map`'s function and array; returns their program (and remembers it). */
+function mapProgram(x: DeviceArray, fn: UnaryFunction): ElementwiseProgram {
   const expressions = typeof fn === 'string' && Object.hasOwn(UNARY, fn) ? UNARY[fn] : undefined;
   if (expressions === undefined) {
     throw new CudaArgumentError(
@@ -126,9 +152,11 @@ export function map<D extends DType>(
   const dtype = array.dtype;
   const allowed = expressions.int === undefined ? FLOAT_DTYPES : ELEMENTWISE_DTYPES;
   if (!allowed.includes(dtype)) checkDType(dtype, allowed, `map ${fn}`, 'x');
-  const stream = trailing(out, options);
-  one[0] = array;
-  return run(unaryProgram(fn, dtype), one, stream) as DeviceArray<D>;
+  const program = unaryProgram(fn, dtype);
+  lastMap.fn = fn;
+  lastMap.dtype = dtype;
+  lastMap.program = program;
+  return program;
 }
 
 /** @internal The program of `map(x, fn)` for `dtype` (made on first use). */
@@ -166,11 +194,16 @@ function binary(
       `${operation}: x or y must be a DeviceArray (got ${describe(x)} and ${describe(y)})`,
     );
   }
-  checkDType(dtype, ELEMENTWISE_DTYPES, operation, arrayOperand === x ? 'x' : 'y');
+  // A program exists only for a dtype that passed the check.
+  let program = binaryPrograms[operation]?.[dtype];
+  if (program === undefined) {
+    checkDType(dtype, ELEMENTWISE_DTYPES, operation, arrayOperand === x ? 'x' : 'y');
+    program = makeBinaryProgram(operation, dtype);
+  }
   const stream = trailing(outOrOptions, options);
   two[0] = x;
   two[1] = y;
-  return run(binaryProgram(operation, dtype), two, stream);
+  return run(program, two, stream);
 }
 
 /** @internal The program of a binary operation for `dtype` (made on first use). */
@@ -402,7 +435,7 @@ export function arange(
     result.dispose();
     throw error;
   } finally {
-    two.fill(undefined);
+    clearList(two, undefined);
     out[0] = undefined;
   }
 }

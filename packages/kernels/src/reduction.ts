@@ -17,6 +17,7 @@ import {
   type CallOptions,
   checkArray,
   checkSameShape,
+  clearList,
   describe,
   isOptions,
   scalarValue,
@@ -142,7 +143,7 @@ export class ReductionProgram {
   ): { key: number; reference: DeviceArray; given: DeviceArray | undefined } {
     const { signature, what } = this;
     const bound = this.#bound;
-    bound.fill(undefined);
+    clearList(bound, undefined);
     const bind = (parameter: Parameter, dtype: DType, label: string) => {
       const type = parameter.type;
       if ('dtype' in type) {
@@ -328,7 +329,7 @@ export class ReductionProgram {
             ...args,
           );
         } finally {
-          args.fill(0);
+          clearList(args, 0);
         }
       } else {
         const block = threads.blockSize;
@@ -361,7 +362,7 @@ export class ReductionProgram {
           const grid = Math.min(Math.ceil((segments * parts) / block), MAX_GRID);
           launch(threads.kernel, { grid, block, stream }, ...args);
         } finally {
-          args.fill(0);
+          clearList(args, 0);
         }
       }
       if (parts > 1) {
@@ -375,7 +376,7 @@ export class ReductionProgram {
           const block = Math.min(partials.blockSize, MAX_REDUCTION_BLOCK);
           launch(partials.kernel, { grid: Math.min(segments, MAX_GRID), block, stream }, ...args);
         } finally {
-          args.fill(0);
+          clearList(args, 0);
         }
       }
     } catch (error) {

@@ -14,7 +14,7 @@ import {
   resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { type CallOptions, checkArray, checkDType, describe } from './arguments.js';
+import { type CallOptions, checkArray, checkDType, clearList, describe } from './arguments.js';
 import { generateTopk, TOPK_DTYPES, TOPK_ENTRY, topkParameters } from './codegen-topk.js';
 import { CompiledSource } from './compiled.js';
 
@@ -247,7 +247,7 @@ export function topk<D extends DType>(
       parts = Math.ceil(parts / MERGE_WIDTH);
     }
   } finally {
-    args.fill(0);
+    clearList(args, 0);
     inputValues?.dispose();
     inputIndices?.dispose();
   }

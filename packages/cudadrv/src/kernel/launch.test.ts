@@ -6,7 +6,7 @@ import { koffi } from '../ffi/library.js';
 import { DeviceArray } from '../memory/array.js';
 import type { DeviceBuffer } from '../memory/memory.js';
 import type { Stream } from '../stream/stream.js';
-import { Kernel, type KernelArgument, type KernelParameter, launch } from './launch.js';
+import { Kernel, type KernelArgument, type KernelParameter, launch, launchOn } from './launch.js';
 import type { Module } from './module.js';
 
 // No GPU here: a Kernel only needs koffi for its argument arena, so a fake module and a
@@ -450,6 +450,53 @@ describe('launch: a rejected call leaves no trace (issue 14, bug 4)', () => {
     // The fake stream has no driver behind it: the call gets as far as the native launch.
     const stream = { ...fakeStream, context, assertUsable() {} } as unknown as Stream;
     const reached = thrown(() => launch(kernel, { grid: 1, block: 32, stream }, ...args));
+    expect(reached).not.toBeInstanceOf(CudaArgumentError);
+    expect(y.buffer.usedOn).toEqual([stream]);
+    expect(x.buffer.usedOn).toEqual([stream]);
+  });
+});
+
+describe('launchOn (a resolved stream, a computed geometry): the checks of launch', () => {
+  const kernel = makeKernel('scale', ['float32*', 'const float32*', 'float32', 'int32']);
+  function operands() {
+    const y = fakeArray('float32', 4, 0x1000n);
+    const x = fakeArray('float32', 4, 0x2000n);
+    return { y, x, args: [y.array, x.array, 2, 4] as KernelArgument[] };
+  }
+
+  it('refuses bad arguments, a disposed module and another context, leaving no trace', () => {
+    const { y, x, args } = operands();
+    expect(() => launchOn(kernel, fakeStream, 1, 32, 0, args.slice(0, 3))).toThrow(
+      'kernel scale takes 4 arguments (float32*, const float32*, float32, int32), got 3',
+    );
+    args[3] = 1.5;
+    expect(() => launchOn(kernel, fakeStream, 1, 32, 0, args)).toThrow(
+      'kernel scale: argument 3 must be an integer in the int32 range, got 1.5',
+    );
+    args[3] = 4;
+    const orphan = new Kernel({ context, disposed: true } as unknown as Module, 'orphan', 1n, [
+      'int32',
+    ]);
+    expect(() => launchOn(orphan, fakeStream, 1, 1, 0, [1])).toThrow(DisposedError);
+    const otherStream = { context: { name: 'other' }, assertUsable() {} } as unknown as Stream;
+    expect(() => launchOn(kernel, otherStream, 1, 32, 0, args)).toThrow(
+      /^launch: kernel scale belongs to/,
+    );
+    const disposedStream = {
+      context,
+      assertUsable() {
+        throw new DisposedError('Stream');
+      },
+    } as unknown as Stream;
+    expect(() => launchOn(kernel, disposedStream, 1, 32, 0, args)).toThrow(DisposedError);
+    expect(y.buffer.usedOn).toEqual([]);
+    expect(x.buffer.usedOn).toEqual([]);
+  });
+
+  it('a good call declares every pointer used on the stream once', () => {
+    const { y, x, args } = operands();
+    const stream = { ...fakeStream, context, assertUsable() {} } as unknown as Stream;
+    const reached = thrown(() => launchOn(kernel, stream, 1, 32, 0, args));
     expect(reached).not.toBeInstanceOf(CudaArgumentError);
     expect(y.buffer.usedOn).toEqual([stream]);
     expect(x.buffer.usedOn).toEqual([stream]);

@@ -410,13 +410,6 @@ function checkDim3(what: string, value: Dim3): void {
  */
 export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgument[]): void {
   const stream = resolveStream(config.stream);
-  stream.assertUsable();
-  if (kernel.module.disposed) throw new DisposedError(`kernel ${kernel.name}'s module`);
-  if (stream.context !== kernel.module.context) {
-    throw new CudaArgumentError(
-      `launch: kernel ${kernel.name} belongs to ${kernel.module.context}, the stream to ${stream.context}`,
-    );
-  }
   // The geometry first, then the arguments (marshal checks them all before declaring any
   // use): a rejected launch leaves no trace on any buffer or stream.
   const grid = config.grid;
@@ -453,10 +446,58 @@ export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgu
       sharedMemory <= 0xffff_ffff
     )
   ) {
+    stream.assertUsable();
+    checkKernel(kernel, stream);
     checkDim3('grid', grid);
     checkDim3('block', block);
     checkLimits([gx, gy, gz], [bx, by, bz], sharedMemory);
   }
+  issue(kernel, stream, gx, gy, gz, bx, by, bz, sharedMemory, args);
+}
+
+/**
+ * `launch` for a caller that has resolved the stream (`resolveStream`) and computed
+ * a one-dimensional geometry itself (`grid` and `block` positive integers within the limits,
+ * `sharedMemory` a byte count that fits): the arguments come as a list the caller reuses, so
+ * the call makes no array. Checks the stream, the module and the arguments as `launch` does
+ * (before any buffer is declared used). The kernels package launches its cached kernels
+ * through it; only `@cuda-tasks/cudadrv/internal` exports it.
+ */
+export function launchOn(
+  kernel: Kernel,
+  stream: Stream,
+  grid: number,
+  block: number,
+  sharedMemory: number,
+  args: readonly KernelArgument[],
+): void {
+  issue(kernel, stream, grid, 1, 1, block, 1, 1, sharedMemory, args);
+}
+
+function checkKernel(kernel: Kernel, stream: Stream): void {
+  if (kernel.module.disposed) throw new DisposedError(`kernel ${kernel.name}'s module`);
+  if (stream.context !== kernel.module.context) {
+    throw new CudaArgumentError(
+      `launch: kernel ${kernel.name} belongs to ${kernel.module.context}, the stream to ${stream.context}`,
+    );
+  }
+}
+
+/** Checks the stream, the module and the arguments, then issues cuLaunchKernelEx. */
+function issue(
+  kernel: Kernel,
+  stream: Stream,
+  gx: number,
+  gy: number,
+  gz: number,
+  bx: number,
+  by: number,
+  bz: number,
+  sharedMemory: number,
+  args: readonly KernelArgument[],
+): void {
+  stream.assertUsable();
+  checkKernel(kernel, stream);
   kernel.marshal(args, stream);
   // A captured kernel needs its module loaded for as long as the graph lives.
   stream.capture?.retainModule(kernel.module);

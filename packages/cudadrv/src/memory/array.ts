@@ -89,6 +89,8 @@ export class DeviceArray<D extends DType = DType> {
   /** The first element's address as `ffiValue` gives it (0 for an empty buffer). */
   readonly #address: number | bigint;
   #pointer: bigint | undefined;
+  /** Whether the elements are laid out column-major without gaps (kernels check it per call). */
+  readonly #contiguous: boolean;
 
   /** @internal Use `DeviceArray.empty`, `zeros`, `fromHost` or a view method. */
   constructor(
@@ -106,6 +108,13 @@ export class DeviceArray<D extends DType = DType> {
     this.offset = offset;
     this.length = checkShape(shape);
     this.owner = owner;
+    let stride = 1;
+    let contiguous = true;
+    for (let i = 0; i < shape.length; i++) {
+      if (shape[i]! > 1 && strides[i] !== stride) contiguous = false;
+      stride *= shape[i]!;
+    }
+    this.#contiguous = contiguous;
     const base = buffer.byteLength === 0 ? 0 : buffer.address;
     const offsetBytes = offset * dtypeBytes(dtype);
     this.#address =
@@ -260,12 +269,7 @@ export class DeviceArray<D extends DType = DType> {
 
   /** True when the elements are dense in column-major order. */
   get contiguous(): boolean {
-    let stride = 1;
-    for (let i = 0; i < this.shape.length; i++) {
-      if (this.shape[i]! > 1 && this.strides[i] !== stride) return false;
-      stride *= this.shape[i]!;
-    }
-    return true;
+    return this.#contiguous;
   }
 
   /**
