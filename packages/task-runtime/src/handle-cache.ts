@@ -12,7 +12,12 @@ import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
 import { onStreamReleased } from './pool.js';
 import { processWide } from './process-wide.js';
-import { currentTaskState, type TaskResourceOwner, type TaskState } from './state.js';
+import {
+  currentTaskState,
+  type TaskLease,
+  type TaskResourceOwner,
+  type TaskState,
+} from './state.js';
 import { StreamBinding } from './stream-binding.js';
 
 /** A per-(handle, stream) workspace: how big, and how the library is told about it. */
@@ -114,10 +119,9 @@ class HandleRecord<H> implements HandleBinding<H> {
   }
 }
 
-/** A task's lease of one handle; a task's leases of one cache form a chain, one per context. */
-interface Lease<H> {
+/** A task's lease of one handle of this cache (one per cache and context), in its lease list. */
+interface Lease<H> extends TaskLease {
   readonly record: HandleRecord<H>;
-  readonly next: Lease<H> | undefined;
 }
 
 /** The handles of one context. */
@@ -252,9 +256,16 @@ export class HandleCache<H> implements TaskResourceOwner {
     stream.assertUsable();
     const task = currentTaskState();
     const context = stream.context;
-    let lease = task.leases.get(this) as Lease<H> | undefined;
-    while (lease !== undefined && lease.record.context !== context) lease = lease.next;
-    const record = lease === undefined ? this.#lease(task, context, stream) : lease.record;
+    // The task's leases (one per cache and context it used): a short list, walked in place.
+    let lease = task.leases;
+    while (
+      lease !== undefined &&
+      (lease.owner !== this || (lease as Lease<H>).record.context !== context)
+    ) {
+      lease = lease.next;
+    }
+    const record =
+      lease === undefined ? this.#lease(task, context, stream) : (lease as Lease<H>).record;
     if (record.binding.stream !== stream) this.#bind(record, stream);
     return record;
   }
@@ -384,31 +395,22 @@ export class HandleCache<H> implements TaskResourceOwner {
     }
     record.leases++;
     this.#leased++;
-    task.leases.set(this, { record, next: task.leases.get(this) as Lease<H> | undefined });
+    const lease: Lease<H> = { owner: this, record, next: task.leases };
+    task.leases = lease;
     return record;
   }
 
   /**
-   * @internal Gives back a settled task's leases (called by the runtime). A handle whose last
-   * lease this was goes idle: its hand-off event is recorded, its workspaces freed on their
-   * streams; beyond the idle bound (or after `dispose()`) it is destroyed. Each lease in its
-   * own try; throws what failed (an AggregateError for several) once all are back.
+   * @internal Gives back one lease of a settled task (called by the runtime). A handle whose
+   * last lease this was goes idle: its hand-off event is recorded, its workspaces freed on
+   * their streams; beyond the idle bound (or after `dispose()`) it is destroyed. Throws what
+   * failed, after the lease is given back.
    */
-  releaseTask(task: TaskState): void {
-    const errors: unknown[] = [];
-    let lease = task.leases.get(this) as Lease<H> | undefined;
-    while (lease !== undefined) {
-      const record = lease.record;
-      lease = lease.next;
-      this.#leased--;
-      if (--record.leases > 0) continue;
-      try {
-        this.#idle(record);
-      } catch (error) {
-        errors.push(error);
-      }
-    }
-    throwCollected(errors, `${this.name}: giving back handles failed`);
+  releaseLease(_task: TaskState, lease: TaskLease): void {
+    const record = (lease as Lease<H>).record;
+    this.#leased--;
+    if (--record.leases > 0) return;
+    this.#idle(record);
   }
 
   /** A handle nobody leases any more: hand-off, free workspaces, then idle or destroy. */

@@ -120,8 +120,22 @@ const state = processWide<PoolState>('stream-pool', () => ({
   trimTimer: undefined,
 }));
 
+/**
+ * The pool `poolOf` found last (pools are never removed, so it stays valid): a process of one
+ * context and one priority finds its pool with two comparisons, no map lookup.
+ */
+let lastPool: ContextStreamPool | undefined;
+
 /** The pool of (context, priority), created empty on first use. */
 function poolOf(context: Context, priority: number): ContextStreamPool {
+  const last = lastPool;
+  if (last !== undefined && last.context === context && last.priority === priority) return last;
+  const pool = findPool(context, priority);
+  lastPool = pool;
+  return pool;
+}
+
+function findPool(context: Context, priority: number): ContextStreamPool {
   let byPriority = state.pools.get(context);
   if (byPriority === undefined) state.pools.set(context, (byPriority = new Map()));
   let pool = byPriority.get(priority);
@@ -257,12 +271,15 @@ export function releaseStream(entry: PooledStream, busy = false): void {
   if (--entry.holders > 0) return;
   entry.exclusive = false;
   entry.epoch++;
-  const errors: unknown[] = [];
-  for (const listener of state.releasedListeners) {
-    try {
-      listener(entry.stream);
-    } catch (error) {
-      errors.push(error);
+  let errors: unknown[] | undefined;
+  const listeners = state.releasedListeners;
+  if (listeners.size !== 0) {
+    for (const listener of listeners) {
+      try {
+        listener(entry.stream);
+      } catch (error) {
+        (errors ??= []).push(error);
+      }
     }
   }
   const pool = entry.pool;
@@ -276,6 +293,7 @@ export function releaseStream(entry: PooledStream, busy = false): void {
   } else {
     retire(entry);
   }
+  if (errors === undefined) return;
   if (errors.length === 1) throw errors[0];
   if (errors.length > 1) {
     throw new AggregateError(errors, `${errors.length} stream-released listeners failed`);

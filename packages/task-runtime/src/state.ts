@@ -15,15 +15,36 @@ const taskIds = processWide('task-ids', () => ({ next: 0 }));
  */
 export type TaskPriority = 'high' | 'normal' | 'low';
 
+/**
+ * A resource a task holds until it settles: an entry of the task's lease list (see
+ * `TaskState.leases`). Owners extend it with what they need to give the resource back.
+ */
+export interface TaskLease {
+  /** Who gives it back when the task settles. */
+  readonly owner: TaskResourceOwner;
+  /** The lease the task took before this one (of any owner), or undefined. */
+  readonly next: TaskLease | undefined;
+}
+
 /** Something that holds per-task resources and gives them back when the task settles. */
 export interface TaskResourceOwner {
-  /** Gives back what `task` holds (called once, when the task settles). */
-  releaseTask(task: TaskState): void;
+  /** Gives back `lease`, one of `task`'s from this owner (called once per lease, when the task settles). */
+  releaseLease(task: TaskState, lease: TaskLease): void;
+}
+
+/** What a trace recorder hears of a task (see trace.ts). */
+export interface TaskObserver {
+  /** The task starts (before its function runs). */
+  taskStarted(task: TaskState): void;
+  /** The task's function has settled (before its resources go back). */
+  taskSettled(task: TaskState): void;
 }
 
 /**
  * A task's state: its streams (one per device, taken lazily from the pool), its library
- * handle leases, and its place in the task tree.
+ * handle leases, and its place in the task tree. A task that runs on one device and makes no
+ * library call keeps all of it in the record's own fields: starting and settling it allocates
+ * no array, map or closure.
  */
 export class TaskState {
   readonly id: number;
@@ -37,12 +58,18 @@ export class TaskState {
    * nothing). Once aborted, every GPU operation issued from the task throws its reason.
    */
   readonly signal: AbortSignal | undefined;
-  /** The task's stream per device ordinal (taken on first use). */
-  readonly streams: (Stream | undefined)[] = [];
-  /** The pool's records of `streams`, per device ordinal. */
-  readonly pooled: (PooledStream | undefined)[] = [];
-  /** Per-owner lease records (handle caches store their lease chains here). */
-  readonly leases = new Map<TaskResourceOwner, unknown>();
+  /** The device ordinal of `ownStream` (-1 while the task has taken no stream). */
+  ownOrdinal = -1;
+  /** The task's stream on the first device it used (from the pool; undefined before). */
+  ownStream: Stream | undefined = undefined;
+  /** The pool's record of `ownStream`. */
+  ownPooled: PooledStream | undefined = undefined;
+  /** Its pool streams on further devices, per ordinal (undefined until it uses a second device). */
+  otherStreams: (PooledStream | undefined)[] | undefined = undefined;
+  /** The resources it holds (handle leases), newest first; undefined while it holds none. */
+  leases: TaskLease | undefined = undefined;
+  /** The trace recorder that saw it start (told when it settles), or null. */
+  observer: TaskObserver | null = null;
   settled = false;
 
   constructor(
@@ -61,46 +88,64 @@ export class TaskState {
 
   /** The task's stream on `device`: the context's default stream for the root task, a pooled stream otherwise. */
   streamFor(device: Device): Stream {
-    const own = this.streams[device.ordinal];
-    if (own !== undefined) return own;
+    const ordinal = device.ordinal;
+    if (ordinal === this.ownOrdinal) return this.ownStream!;
+    const other = this.otherStreams?.[ordinal];
+    if (other !== undefined) return other.stream;
     const context = device.primaryContext();
     // The root task, and code that outlives its task, use the context's default stream.
     if (this.isRoot || this.settled) return context.defaultStream;
     const entry = acquireStream(context, streamPriority(context, this.priority));
-    this.pooled[device.ordinal] = entry;
-    this.streams[device.ordinal] = entry.stream;
+    if (this.ownOrdinal < 0) {
+      this.ownOrdinal = ordinal;
+      this.ownStream = entry.stream;
+      this.ownPooled = entry;
+    } else {
+      (this.otherStreams ??= [])[ordinal] = entry;
+    }
     return entry.stream;
   }
 
   /**
    * Returns leases, then streams (so handle caches can unbind from the streams first). Each
-   * owner and each stream is given back in its own try: one failure (a destroy after a sticky
+   * lease and each stream is given back in its own try: one failure (a destroy after a sticky
    * error) strands nothing else. Never throws: failures go to `onCleanupError` listeners (or
    * become process warnings), so they never replace the task's own outcome.
    */
   settle(): void {
     if (this.settled) return;
     this.settled = true;
-    for (const owner of this.leases.keys()) {
+    let lease = this.leases;
+    this.leases = undefined;
+    while (lease !== undefined) {
+      const next = lease.next;
       try {
-        owner.releaseTask(this);
+        lease.owner.releaseLease(this, lease);
       } catch (error) {
         reportCleanupError(error, this);
       }
+      lease = next;
     }
-    this.leases.clear();
-    const aborted = this.signal?.aborted === true;
-    for (let i = 0; i < this.pooled.length; i++) {
-      const entry = this.pooled[i];
-      if (entry === undefined) continue;
-      this.pooled[i] = undefined;
-      this.streams[i] = undefined;
-      try {
-        // A cancelled task's stream may still run its queued work: handed out last.
-        releaseStream(entry, aborted);
-      } catch (error) {
-        reportCleanupError(error, this);
-      }
+    const own = this.ownPooled;
+    if (own !== undefined) {
+      this.ownPooled = undefined;
+      this.ownStream = undefined;
+      this.ownOrdinal = -1;
+      this.#release(own);
+    }
+    const others = this.otherStreams;
+    if (others !== undefined) {
+      this.otherStreams = undefined;
+      for (const entry of others) if (entry !== undefined) this.#release(entry);
+    }
+  }
+
+  #release(entry: PooledStream): void {
+    try {
+      // A cancelled task's stream may still run its queued work: handed out last.
+      releaseStream(entry, this.signal?.aborted === true);
+    } catch (error) {
+      reportCleanupError(error, this);
     }
   }
 
@@ -183,6 +228,18 @@ export function currentTaskState(): TaskState {
   return task.settled ? runtime.root.task : task;
 }
 
+/** The default device's object, as `defaultDevice()` last found it. */
+let lastDefaultDevice: Device | undefined;
+
+/** The device of `runtime.defaultDevice` (a field read and a comparison, once found). */
+function defaultDevice(): Device {
+  const last = lastDefaultDevice;
+  if (last !== undefined && last.ordinal === runtime.defaultDevice) return last;
+  const found = Device.get(runtime.defaultDevice);
+  lastDefaultDevice = found;
+  return found;
+}
+
 /** The device that code outside any `withDevice` uses (default 0). */
 export function setDefaultDevice(device: Device | number): void {
   runtime.defaultDevice = typeof device === 'number' ? Device.get(device).ordinal : device.ordinal;
@@ -191,7 +248,7 @@ export function setDefaultDevice(device: Device | number): void {
 /** The device the running code uses: the innermost `withDevice`, else the default device. */
 export function device(): Device {
   const frame = storage.getStore() ?? runtime.root;
-  return frame.device ?? Device.get(runtime.defaultDevice);
+  return frame.device ?? defaultDevice();
 }
 
 /**
@@ -205,7 +262,11 @@ export function device(): Device {
  * without the override: its task's own stream, or the default stream after that task settled.
  */
 export function stream(): Stream {
-  const frame = storage.getStore() ?? runtime.root;
+  return streamOf(storage.getStore() ?? runtime.root);
+}
+
+/** @internal `stream()` for the code running in `frame` (see `currentFrame`). */
+export function streamOf(frame: Frame): Stream {
   const task = frame.task;
   const signal = task.signal;
   // A cancelled task issues nothing more: every operation resolves its stream here first.
@@ -215,9 +276,8 @@ export function stream(): Stream {
     const pooled = frame.pooled;
     if (pooled === undefined || pooled.epoch === frame.epoch) return override;
   }
-  const target = frame.device ?? Device.get(runtime.defaultDevice);
-  const own = task.streams[target.ordinal];
-  return own !== undefined ? own : task.streamFor(target);
+  const target = frame.device ?? defaultDevice();
+  return target.ordinal === task.ownOrdinal ? task.ownStream! : task.streamFor(target);
 }
 
 /** The running task's AbortSignal (see `TaskState.signal`), for the driver layer's checks. */

@@ -157,6 +157,32 @@ describe('the stream an async context sees', () => {
     expect(streamPoolStatistics().idle).toBe(idle);
   });
 
+  it('a task whose fn returns a promise of another class settles with its value, then gives its stream back', async () => {
+    class OtherPromise<T> extends Promise<T> {}
+    const idle = streamPoolStatistics().idle;
+    let used: Stream | undefined;
+    const value = await task(() => {
+      used = stream();
+      return new OtherPromise<number>((resolve) => setTimeout(resolve, 1, 7));
+    });
+    expect(value).toBe(7);
+    expect(streamPoolStatistics().idle).toBe(idle);
+    expect(await task(() => stream())).toBe(used);
+  });
+
+  it('microtasks a synchronous fn queued run before the task settles, on its stream', async () => {
+    let own: Stream | undefined;
+    let queued: Stream | undefined;
+    await task(() => {
+      own = stream();
+      queueMicrotask(() => {
+        queued = stream();
+      });
+    });
+    expect(queued).toBe(own);
+    expect(own).not.toBe(context0.defaultStream);
+  });
+
   it('a synchronous throw in a task becomes a rejection', async () => {
     const promise = task(() => {
       throw new Error('sync boom');
@@ -341,6 +367,23 @@ describe('withDevice', () => {
     expect(again1).toBe(own1);
     expect(own0).not.toBe(own1);
     // Both streams went back to the pool.
+    expect(streamPoolStatistics().idle).toBe(idleBefore + (created() - before));
+  });
+
+  it('a task that uses device 1 first, then device 0, holds one stream on each and gives both back', async () => {
+    const before = created();
+    const idleBefore = streamPoolStatistics().idle;
+    const [first1, own0, again1, again0] = await task(async () => {
+      const first1 = withDevice(1, () => stream());
+      const own0 = stream();
+      await sleep(1);
+      return [first1, own0, withDevice(1, () => stream()), stream()];
+    });
+    expect((first1 as unknown as InstanceType<typeof fake.FakeStream>).context).toBe(context1);
+    expect((own0 as unknown as InstanceType<typeof fake.FakeStream>).context).toBe(context0);
+    expect(own0).not.toBe(context0.defaultStream);
+    expect(again1).toBe(first1);
+    expect(again0).toBe(own0);
     expect(streamPoolStatistics().idle).toBe(idleBefore + (created() - before));
   });
 

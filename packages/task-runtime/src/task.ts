@@ -16,6 +16,7 @@ import {
   storage,
   stream,
   streamFrame,
+  streamOf,
   type TaskPriority,
   TaskState,
 } from './state.js';
@@ -107,17 +108,47 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
     pooled: undefined,
     epoch: 0,
   };
-  return storage.run(frame, async () => {
-    const observer = taskObserver();
-    observer?.taskStarted(state);
-    try {
-      return await fn();
-    } finally {
-      // settle() never throws: a cleanup failure is reported, and fn's outcome stands.
-      observer?.taskSettled(state);
-      state.settle();
-    }
-  });
+  return storage.run(frame, startTask, fn, state) as Promise<T>;
+}
+
+/**
+ * Runs the task's `fn` in its frame (the store of `storage.run`), and settles the task when
+ * what `fn` returns settles: one reaction on fn's promise, no async wrapper (which would add
+ * two promises per task, each paying the async-local storage's hooks).
+ */
+function startTask<T>(fn: () => T | Promise<T>, state: TaskState): Promise<T> {
+  const observer = taskObserver();
+  if (observer !== null) {
+    state.observer = observer;
+    observer.taskStarted(state);
+  }
+  let result: T | Promise<T>;
+  try {
+    result = fn();
+  } catch (error) {
+    finishTask(state);
+    return Promise.reject(error);
+  }
+  // Promise.resolve gives a native promise back as it is. The reactions run in the task's
+  // frame (the async context of this call), where they find the task: nothing is allocated
+  // per task for them.
+  return Promise.resolve(result).then(taskFulfilled, taskRejected);
+}
+
+function taskFulfilled<T>(value: T): T {
+  finishTask((storage.getStore() as Frame).task);
+  return value;
+}
+
+function taskRejected(error: unknown): never {
+  finishTask((storage.getStore() as Frame).task);
+  throw error;
+}
+
+/** The task's function has settled: tell the trace, give its resources back (never throws). */
+function finishTask(state: TaskState): void {
+  state.observer?.taskSettled(state);
+  state.settle();
 }
 
 /**
@@ -195,9 +226,10 @@ export function currentTask(): TaskInfo {
  * @example launch(kernel, config, x); await synchronize();
  */
 export function synchronize(): Promise<void> {
+  const frame = currentFrame();
   let current: Stream;
   try {
-    current = stream(); // throws the reason in a cancelled task
+    current = streamOf(frame); // throws the reason in a cancelled task
   } catch (error) {
     return Promise.reject(error);
   }
@@ -209,7 +241,7 @@ export function synchronize(): Promise<void> {
       ),
     );
   }
-  const signal = currentFrame().task.signal;
+  const signal = frame.task.signal;
   return signal === undefined ? waitForStream(current) : waitForStream(current, { signal });
 }
 

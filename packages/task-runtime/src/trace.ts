@@ -4,13 +4,13 @@ import { type OperationObserver, setOperationObserver } from '@cuda-tasks/cudadr
 import { pooledStream } from './pool.js';
 import { priorityLabel } from './priority.js';
 import { processWide } from './process-wide.js';
-import { currentTaskState, device, type TaskPriority, type TaskState } from './state.js';
-
-/** Task lifecycle hooks the recorder needs. */
-interface TaskObserver {
-  taskStarted(task: TaskState): void;
-  taskSettled(task: TaskState): void;
-}
+import {
+  currentTaskState,
+  device,
+  type TaskObserver,
+  type TaskPriority,
+  type TaskState,
+} from './state.js';
 
 // Process-wide: tasks started through a second loaded copy of this package are traced too.
 const slot = processWide('trace-recorder', () => ({ active: null as TaskObserver | null }));
