@@ -73,6 +73,7 @@ import {
   pendingWaits,
   SPIN_BUDGET_PER_TURN,
   SPIN_QUERIES,
+  SPIN_QUERIES_PER_PASS,
   waitForStream,
 } from './wait.js';
 
@@ -380,6 +381,83 @@ describe('the round-robin spin', () => {
     fake.state.done.add(second.handle);
     await waiting;
     expect(pendingWaits().polled).toBe(0);
+  });
+
+  it('one pending stream is queried back to back, SPIN_QUERIES_PER_PASS queries per microtask', async () => {
+    const s = stream();
+    const waiting = waitForStream(s);
+    // The spin's microtask was queued by the wait, this continuation after it.
+    await Promise.resolve();
+    expect(fake.state.queries).toBe(SPIN_QUERIES_PER_PASS);
+    await Promise.resolve();
+    expect(fake.state.queries).toBe(2 * SPIN_QUERIES_PER_PASS);
+    fake.state.done.add(s.handle);
+    await waiting;
+    expect(fake.state.queries).toBeLessThanOrEqual(3 * SPIN_QUERIES_PER_PASS);
+  });
+
+  it('many pending streams get one round per microtask', async () => {
+    const streams = Array.from({ length: SPIN_QUERIES_PER_PASS + 2 }, stream);
+    const waiting = Promise.all(streams.map((s) => waitForStream(s)));
+    await Promise.resolve();
+    expect(fake.state.queryLog).toEqual(streams.map((s) => s.handle));
+    for (const s of streams) fake.state.done.add(s.handle);
+    await waiting;
+  });
+
+  it('a round that finds a stream done ends the microtask: the next round comes after its continuation', async () => {
+    const [busy, quick] = [stream(), stream()];
+    const waitingBusy = waitForStream(busy);
+    const waitingQuick = waitForStream(quick);
+    let queriesAtContinuation = -1;
+    const continued = waitingQuick.then(() => {
+      queriesAtContinuation = fake.state.queries;
+    });
+    // Found done by the third round's query: rounds 1 and 2 ran back to back (nothing settled).
+    let rounds = 0;
+    const query = fake.api.cuStreamQuery;
+    fake.api.cuStreamQuery = (handle: bigint) => {
+      if (handle === quick.handle && ++rounds === 3) fake.state.done.add(quick.handle);
+      return query(handle);
+    };
+    onTestFinished(() => {
+      fake.api.cuStreamQuery = query;
+    });
+    await continued;
+    expect(queriesAtContinuation).toBe(6); // three rounds of two; none after the settling one
+    expect(fake.state.queryLog.slice(0, 6)).toEqual([
+      busy.handle,
+      quick.handle,
+      busy.handle,
+      quick.handle,
+      busy.handle,
+      quick.handle,
+    ]);
+    fake.state.done.add(busy.handle);
+    await waitingBusy;
+  });
+
+  it('a waiter record reused after its wait settled serves its next wait only', async () => {
+    // Settled waits give their records back; the next waits take them.
+    const done = Array.from({ length: 4 }, stream);
+    for (const s of done) fake.state.done.add(s.handle);
+    await Promise.all(done.map((s) => waitForStream(s)));
+    const failing = stream();
+    fake.state.failing.set(failing.handle, 700);
+    await expect(waitForStream(failing)).rejects.toMatchObject({ call: 'cuStreamQuery' });
+    const [busy, other] = [stream(), stream()];
+    let busyResolved = false;
+    const waitingBusy = waitForStream(busy).then(() => {
+      busyResolved = true;
+    });
+    fake.state.done.add(other.handle);
+    await waitForStream(other);
+    await Promise.resolve();
+    expect(busyResolved).toBe(false);
+    fake.state.done.add(busy.handle);
+    await waitingBusy;
+    expect(busyResolved).toBe(true);
+    expect(busy.completedThrough).toBe(useClock.value);
   });
 
   it('a failure rejects only its own waiter; the others go on spinning', async () => {

@@ -31,6 +31,11 @@ import type { Stream } from './stream.js';
 export const SPIN_QUERIES = 64;
 /** Queries all waiters together may spin in one turn of the event loop. */
 export const SPIN_BUDGET_PER_TURN = 256;
+/**
+ * Queries one spin microtask makes back to back while none of them finds work done (one or a
+ * few streams pending); many waiters get one round per microtask.
+ */
+export const SPIN_QUERIES_PER_PASS = 8;
 /** Blocking waits in flight on libuv's pool at once. */
 export const MAX_BLOCKING_WAITS = 2;
 const POLL_FAST_MS = 2;
@@ -118,31 +123,55 @@ export function waitForStream(stream: Stream, options?: WaitOptions): Promise<vo
   if (signal?.aborted) return Promise.reject(signal.reason);
   // No query here: right after a launch the stream is busy, and the other tasks should issue
   // their work before anyone spins (the spin pass runs in a microtask).
-  return new Promise<void>((resolve, reject) => {
-    const waiter: Waiter = { stream, resolve, reject, spun: 0, abandoned: false };
-    if (signal !== undefined) {
-      const onAbort = () => {
-        // The waiter is dropped where it is (spinning, polled, or on a worker thread, whose
-        // blocking call ends with the work): only its promise settles now.
-        waiter.abandoned = true;
-        reject(signal.reason);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      waiter.resolve = () => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      waiter.reject = (error) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      };
-    }
-    waitState.spinning.push(waiter);
-    if (!waitState.spinPassScheduled) {
-      waitState.spinPassScheduled = true;
-      queueMicrotask(spinPass);
-    }
-  });
+  const promise = new Promise<void>(takeSettlers);
+  const resolve = settlers.resolve!;
+  const reject = settlers.reject!;
+  settlers.resolve = settlers.reject = undefined;
+  let waiter: Waiter;
+  if (signal === undefined) {
+    // A wait without a signal reuses a waiter record that the spin is done with.
+    waiter = freeWaiters.pop() ?? newWaiter();
+    waiter.stream = stream;
+    waiter.resolve = resolve;
+    waiter.reject = reject;
+  } else {
+    waiter = { stream, resolve, reject, spun: 0, abandoned: false, reusable: false };
+    const onAbort = () => {
+      // The waiter is dropped where it is (spinning, polled, or on a worker thread, whose
+      // blocking call ends with the work): only its promise settles now.
+      waiter.abandoned = true;
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    waiter.resolve = () => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    };
+    waiter.reject = (error) => {
+      signal.removeEventListener('abort', onAbort);
+      reject(error);
+    };
+  }
+  waitState.spinning.push(waiter);
+  if (!waitState.spinPassScheduled) {
+    waitState.spinPassScheduled = true;
+    scheduleSpinPass();
+  }
+  return promise;
+}
+
+/**
+ * The resolving functions of the promise being made (see `takeSettlers`): taken from one
+ * shared executor, so that a wait allocates no closure for its promise's executor.
+ */
+const settlers: {
+  resolve: (() => void) | undefined;
+  reject: ((error: unknown) => void) | undefined;
+} = { resolve: undefined, reject: undefined };
+
+function takeSettlers(resolve: () => void, reject: (error: unknown) => void): void {
+  settlers.resolve = resolve;
+  settlers.reject = reject;
 }
 
 interface Waiter {
@@ -153,13 +182,59 @@ interface Waiter {
   spun: number;
   /** Its signal aborted: its promise is settled, nothing more is done for it. */
   abandoned: boolean;
+  /**
+   * A waiter without a signal: once the spin has settled it, nothing refers to it any more
+   * and it goes back to `freeWaiters` (one that moved on to polling never comes back).
+   */
+  reusable: boolean;
+}
+
+function settledNothing(): void {}
+
+function newWaiter(): Waiter {
+  return {
+    stream: undefined as unknown as Stream,
+    resolve: settledNothing,
+    reject: settledNothing,
+    spun: 0,
+    abandoned: false,
+    reusable: true,
+  };
+}
+
+/** Waiter records the spin has settled, for the next waits without a signal. */
+const freeWaiters: Waiter[] = [];
+/** More than this many free waiter records are left to the garbage collector. */
+const MAX_FREE_WAITERS = 256;
+
+/** Gives a settled waiter's record back (it must no longer be referred to anywhere). */
+function recycle(waiter: Waiter): void {
+  if (!waiter.reusable || freeWaiters.length >= MAX_FREE_WAITERS) return;
+  waiter.stream = undefined as unknown as Stream;
+  waiter.resolve = settledNothing;
+  waiter.reject = settledNothing;
+  waiter.spun = 0;
+  freeWaiters.push(waiter);
 }
 
 /**
- * One round of the spin phase: queries each spinning waiter's stream once (round-robin, as a
- * C loop that serves many streams from one thread does), resolves the ones that are done, and
- * schedules the next round behind their continuations (their next launches and waits), or in
- * the next turn of the event loop once the turn's budget is spent.
+ * Queues the next spin pass as a microtask: a reaction on a settled promise, which costs less
+ * than `queueMicrotask` (that one makes an async resource per call) and runs in the same
+ * order, after the reactions queued before it.
+ */
+function scheduleSpinPass(): void {
+  settledPromise.then(spinPass);
+}
+
+const settledPromise = Promise.resolve();
+
+/**
+ * The spin phase's microtask: rounds of `spinRound`. The next round runs at once while the
+ * rounds so far settled no waiter and made fewer than `SPIN_QUERIES_PER_PASS` queries (one or
+ * a few streams pending: they are queried back to back, as a C loop polls them, instead of
+ * paying a microtask per query); otherwise it is scheduled behind the continuations of the
+ * waiters just settled (their next launches and waits), or in the next turn of the event
+ * loop once the turn's budget is spent.
  */
 function spinPass(): void {
   waitState.spinPassScheduled = false;
@@ -167,9 +242,33 @@ function spinPass(): void {
     waitState.budgetResetScheduled = true;
     setImmediate(resetSpinBudget);
   }
+  let queried = 0;
+  for (;;) {
+    const budget = waitState.spinBudget;
+    const settled = spinRound();
+    if (waitState.spinning.length === 0) return;
+    queried += budget - waitState.spinBudget;
+    if (settled || queried >= SPIN_QUERIES_PER_PASS || waitState.spinBudget <= 0) break;
+  }
+  waitState.spinPassScheduled = true;
+  // A microtask queued now runs after the reactions of the promises just settled: the tasks
+  // whose work is done issue their next work before the next round queries.
+  if (waitState.spinBudget > 0) scheduleSpinPass();
+  // The turn's spinning is used up (many waiters, or a chain of awaits that never yields):
+  // let the event loop run, then go on spinning in the next turn.
+  else setImmediate(spinPass);
+}
+
+/**
+ * One round of the spin phase: queries each spinning waiter's stream once (round-robin, as a
+ * C loop that serves many streams from one thread does) and settles the ones that are done.
+ * Returns whether it settled any (their continuations are then queued).
+ */
+function spinRound(): boolean {
   const api = driver();
   const spinning = waitState.spinning;
   let kept = 0;
+  let settled = false;
   const count = spinning.length;
   for (let i = 0; i < count; i++) {
     const waiter = spinning[i]!;
@@ -194,25 +293,22 @@ function spinPass(): void {
     if (result === CUresult.CUDA_SUCCESS) {
       stream.markCompleted(stamp);
       waiter.resolve();
+      recycle(waiter);
+      settled = true;
     } else if (result !== CUresult.CUDA_ERROR_NOT_READY) {
       waiter.reject(cudaError(result, 'cuStreamQuery'));
+      recycle(waiter);
+      settled = true;
     } else if (waiter.spun >= SPIN_QUERIES) {
       startPolling(waiter);
     } else {
       spinning[kept++] = waiter;
     }
   }
-  // Waiters added during the pass (none today: resolving runs no code at once) stay queued.
+  // Waiters added during the round (none today: settling runs no code at once) stay queued.
   for (let i = count; i < spinning.length; i++) spinning[kept++] = spinning[i]!;
   spinning.length = kept;
-  if (kept === 0) return;
-  waitState.spinPassScheduled = true;
-  // A microtask queued now runs after the reactions of the promises just resolved: the tasks
-  // whose work is done issue their next work before the next round queries.
-  if (waitState.spinBudget > 0) queueMicrotask(spinPass);
-  // The turn's spinning is used up (many waiters, or a chain of awaits that never yields):
-  // let the event loop run, then go on spinning in the next turn.
-  else setImmediate(spinPass);
+  return settled;
 }
 
 /**
