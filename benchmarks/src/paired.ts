@@ -10,8 +10,9 @@
  * the median of the per-pair ratios ours/C and `ratio_lo`..`ratio_hi` its 95% interval
  * (order statistics, no assumption on the distribution).
  *
- * Usage: tsx --conditions=@cuda-tasks/source src/paired.ts path/to/libinproc.so [--only graphs]
- * (`--only graphs`: the graph rows alone, see `runGraphPairs`)
+ * Usage: tsx --conditions=@cuda-tasks/source src/paired.ts path/to/libinproc.so
+ * [--only graphs|tasks100] (`--only graphs`: the graph rows alone, see `runGraphPairs`;
+ * `--only tasks100`: the 100-task rows alone, see `runTasksPairs`)
  */
 
 import { readFileSync } from 'node:fs';
@@ -148,7 +149,6 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
     seed: lib.func(
       'double inproc_seed(uint64_t h1, uint64_t h2, uint64_t s1, uint64_t s2, uint64_t sin_f, int n, uint64_t a1, uint64_t b1, uint64_t c1, uint64_t a2, uint64_t b2, uint64_t c2, int concurrent)',
     ),
-    tasks: lib.func('double inproc_tasks(uint64_t f, const uint64_t *streams, int count)'),
   };
 
   const lines: PairedLine[] = [];
@@ -475,25 +475,123 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
     cs2.dispose();
   }
 
-  // 100 streams: C launches on 100 streams of its own and synchronizes each; ours starts 100
-  // tasks that launch and await synchronize().
-  {
-    const streams = Array.from({ length: 100 }, (_, i) => Stream.create({ name: `paired-${i}` }));
-    const handles = BigUint64Array.from(streams.map((x) => x.handle));
-    const round = tasksRound(empty, config);
-    await warmJit(round, 30);
-    lines.push(
-      await pair(
-        'tasks100',
-        'cuLaunchKernel on 100 streams, then cuStreamSynchronize each',
-        () => checked('tasks', C.tasks(empty.handle, handles, 100)),
-        timedOnce(round),
-      ),
-    );
-    for (const x of streams) x.dispose();
-  }
   module.dispose();
+  lines.push(...(await runTasksPairs(lib)));
   lines.push(...(await runGraphPairs(lib)));
+  return lines;
+}
+
+/** Tasks in the `tasks100` rows' batch. */
+const TASKS = 100;
+
+/**
+ * A CUlaunchConfig for a 1 x 1 launch on `on` (56 bytes: 3 + 3 dimensions, shared memory, the
+ * stream at byte 32, no attributes), as launch() keeps one. Free it with koffi.free.
+ */
+function launchConfigOn(on: Stream): bigint {
+  const pointer = koffi.alloc('uint8_t', 64) as bigint;
+  const view = koffi.view(pointer, 64);
+  new Uint32Array(view).set([1, 1, 1, 1, 1, 1, 0, 0]);
+  new BigUint64Array(view).set([on.handle, 0n, 0n, 0n], 4);
+  return pointer;
+}
+
+/**
+ * The 100-task rows. `tasks100`: C launches an empty kernel on each of 100 streams of its own,
+ * then cuStreamSynchronize each; ours starts 100 tasks that each `launch()` it and
+ * `await synchronize()`, Promise.all. `tasks100_bare_koffi`, the floor under any per-task
+ * await from JavaScript: 100 async functions, each the bare koffi cuLaunchKernelEx that
+ * launch() makes (on the same 100 streams as C) and an await of a promise that a round-robin
+ * of bare cuStreamQuery calls resolves (one round per microtask), Promise.all; no runtime
+ * around them, but their promises pay AsyncLocalStorage's hooks as every promise of a process
+ * that runs tasks does. `tasks100_over_floor`: ours against that floor (no C in that pair).
+ */
+export async function runTasksPairs(lib: ReturnType<typeof koffi.load>): Promise<PairedLine[]> {
+  const tasksC = lib.func('double inproc_tasks(uint64_t f, const uint64_t *streams, int count)');
+  const lines: PairedLine[] = [];
+  const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+  const empty = module.kernel('empty_kernel', []);
+  const config = { grid: 1, block: 1 };
+  const streams = Array.from({ length: TASKS }, (_, i) => Stream.create({ name: `paired-${i}` }));
+  const handles = BigUint64Array.from(streams.map((x) => x.handle));
+  const c = () => checked('tasks', tasksC(empty.handle, handles, TASKS));
+  const round = tasksRound(empty, config);
+  await warmJit(round, 30);
+
+  const api = driver();
+  const parameters = empty.ffiArgumentArray;
+  const configs = streams.map(launchConfigOn);
+  const configAddresses = configs.map(Number);
+  const ffiStreams = streams.map((x) => x.ffiHandle);
+  // The floor's waits: pending streams and their promises' settlers, queried round-robin.
+  const pendingStreams: (number | bigint)[] = [];
+  const pendingResolves: (() => void)[] = [];
+  const pendingRejects: ((error: Error) => void)[] = [];
+  let spinScheduled = false;
+  const spin = () => {
+    spinScheduled = false;
+    let kept = 0;
+    for (let i = 0; i < pendingStreams.length; i++) {
+      const result = api.cuStreamQuery(pendingStreams[i]!);
+      if (result === 0) pendingResolves[i]!();
+      else if (result !== 600) pendingRejects[i]!(new Error(`cuStreamQuery returned ${result}`));
+      else {
+        pendingStreams[kept] = pendingStreams[i]!;
+        pendingResolves[kept] = pendingResolves[i]!;
+        pendingRejects[kept++] = pendingRejects[i]!;
+      }
+    }
+    pendingStreams.length = pendingResolves.length = pendingRejects.length = kept;
+    if (kept > 0) {
+      spinScheduled = true;
+      queueMicrotask(spin);
+    }
+  };
+  const bareWait = (index: number) =>
+    new Promise<void>((resolve, reject) => {
+      pendingStreams.push(ffiStreams[index]!);
+      pendingResolves.push(resolve);
+      pendingRejects.push(reject);
+      if (!spinScheduled) {
+        spinScheduled = true;
+        queueMicrotask(spin);
+      }
+    });
+  const bareTask = async (index: number) => {
+    const result = api.cuLaunchKernelEx(configAddresses[index]!, empty.ffiHandle, parameters, 0);
+    if (result !== 0) throw new Error(`cuLaunchKernelEx returned ${result}`);
+    await bareWait(index);
+  };
+  const bareRound = () => Promise.all(Array.from({ length: TASKS }, (_, i) => bareTask(i)));
+  await warmJit(bareRound, 30);
+
+  lines.push(
+    await pair(
+      'tasks100',
+      'cuLaunchKernel on 100 streams, then cuStreamSynchronize each',
+      c,
+      timedOnce(round),
+    ),
+  );
+  lines.push(
+    await pair(
+      'tasks100_bare_koffi',
+      'cuLaunchKernel on 100 streams, then cuStreamSynchronize each',
+      c,
+      timedOnce(bareRound),
+    ),
+  );
+  lines.push(
+    await pair(
+      'tasks100_over_floor',
+      'tasks100_bare_koffi (JavaScript, not C)',
+      timedOnce(bareRound),
+      timedOnce(round),
+    ),
+  );
+  for (const pointer of configs) koffi.free(pointer);
+  for (const x of streams) x.dispose();
+  module.dispose();
   return lines;
 }
 
@@ -620,12 +718,13 @@ export async function runGraphPairs(lib: ReturnType<typeof koffi.load>): Promise
 if (import.meta.url === `file://${process.argv[1]}`) {
   const path = process.argv[2];
   const only = process.argv[3] === '--only' ? process.argv[4] : undefined;
-  if (!path || (process.argv.length > 3 && only !== 'graphs')) {
-    console.error('usage: paired.ts path/to/libinproc.so [--only graphs]');
+  if (!path || (process.argv.length > 3 && only !== 'graphs' && only !== 'tasks100')) {
+    console.error('usage: paired.ts path/to/libinproc.so [--only graphs|tasks100]');
     process.exit(2);
   }
   try {
     if (only === 'graphs') await runGraphPairs(koffi.load(path));
+    else if (only === 'tasks100') await runTasksPairs(koffi.load(path));
     else await runPaired(path);
     process.exit(0);
   } catch (error) {

@@ -160,6 +160,21 @@ describe('same-process table', () => {
     expect(row('sgemm_8')).toMatch(/0\.97x\s+0\.95-0\.99\s+1\.08x PASS clear/);
   });
 
+  it('formatPaired holds tasks100 to 1.15x C; its floor rows have no target', () => {
+    const lines = parseLines(
+      [
+        '{"name":"tasks100","paired":true,"ours_us":700,"c_us":530,"ratio":1.32,"ratio_lo":1.3,"ratio_hi":1.35,"pairs":25,"c_call":"c"}',
+        '{"name":"tasks100_bare_koffi","paired":true,"ours_us":600,"c_us":530,"ratio":1.13,"pairs":25,"c_call":"c"}',
+        '{"name":"tasks100_over_floor","paired":true,"ours_us":700,"c_us":600,"ratio":1.17,"pairs":25,"c_call":"f"}',
+      ].join('\n'),
+    );
+    const text = formatPaired(lines);
+    const row = (name: string) => text.split('\n').find((l) => l.startsWith(`${name} `))!;
+    expect(row('tasks100')).toMatch(/1\.32x\s+1\.30-1\.35\s+1\.15x FAIL clear/);
+    expect(row('tasks100_bare_koffi')).not.toMatch(/PASS|FAIL/);
+    expect(row('tasks100_over_floor')).not.toMatch(/PASS|FAIL/);
+  });
+
   it('pairedVerdict: by the median; clear when the interval does not reach across the target', () => {
     expect(pairedVerdict(1.04, 1.02, 1.05, 1.05)).toBe('PASS clear');
     expect(pairedVerdict(1.04, 1.02, 1.06, 1.05)).toBe('PASS');
