@@ -385,6 +385,42 @@ describe('a workspace per (handle, stream)', () => {
     });
   });
 
+  it('workspaces of two handles on a pool stream, one freed before: the stream going back frees the other', async () => {
+    const { cache, resize } = workspaceCache();
+    let other!: Stream;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const otherTask = task(async () => {
+      other = stream();
+      await gate;
+    });
+    await sleep(1);
+    // Two tasks, each with a handle of its own and a workspace on the other task's stream.
+    let first!: Buffer;
+    let second!: Buffer;
+    let releaseSecond!: () => void;
+    const secondGate = new Promise<void>((resolve) => (releaseSecond = resolve));
+    const holder = task(async () => {
+      second = withStream(other, () => cache.bind()).workspace as unknown as Buffer;
+      await secondGate;
+    });
+    await task(async () => {
+      first = withStream(other, () => cache.bind()).workspace as unknown as Buffer;
+      // 0 bytes at the next bind: this handle's workspace there is freed now.
+      cache.invalidate();
+      resize(0);
+      withStream(other, () => cache.bind());
+      resize(bytes);
+    });
+    expect(first.disposed).toBe(true);
+    expect(second.disposed).toBe(false);
+    release();
+    await otherTask; // its stream goes back to the pool: the second handle's workspace goes
+    expect(second.disposed).toBe(true);
+    releaseSecond();
+    await holder;
+  });
+
   it('the next task on the same stream gets the block back at the same address: nothing to set', async () => {
     const { cache, set } = workspaceCache();
     const s = userStream(context0, 'pooled');

@@ -192,6 +192,11 @@ export class HandleCache<H> implements TaskResourceOwner {
   readonly #ordered: boolean;
   readonly #contexts = new Map<Context, ContextHandles<H>>();
   readonly #records = new Map<H, HandleRecord<H>>();
+  /**
+   * Per stream, how many handles hold a workspace there: a stream going back to the pool
+   * where none does (nearly always) costs one lookup, not a walk over every handle.
+   */
+  readonly #workspaceHolders = new Map<Stream, number>();
   readonly #removeListeners: (() => void)[];
   #maxHandles: number | undefined;
   #maxIdle: number | undefined;
@@ -318,9 +323,10 @@ export class HandleCache<H> implements TaskResourceOwner {
       workspace = DeviceBuffer.allocate(bytes, { stream });
       if (workspaces === undefined) record.workspaces = workspaces = new Map();
       workspaces.set(stream, workspace);
+      if (old === undefined) this.#holdsWorkspace(stream, 1);
       old?.dispose();
     } else if (bytes === 0 && workspace !== undefined) {
-      workspaces!.delete(stream);
+      this.#dropWorkspace(record, stream);
       workspace.dispose();
       workspace = undefined;
     }
@@ -434,7 +440,8 @@ export class HandleCache<H> implements TaskResourceOwner {
     record.workspace = undefined;
     if (workspaces === undefined || workspaces.size === 0) return;
     const errors: unknown[] = [];
-    for (const workspace of workspaces.values()) {
+    for (const [stream, workspace] of workspaces) {
+      this.#holdsWorkspace(stream, -1);
       try {
         workspace.dispose();
       } catch (error) {
@@ -443,6 +450,18 @@ export class HandleCache<H> implements TaskResourceOwner {
     }
     workspaces.clear();
     throwCollected(errors, `${this.name}: freeing workspaces failed`);
+  }
+
+  /** Counts a handle more (`change` 1) or less (-1) holding a workspace on `stream`. */
+  #holdsWorkspace(stream: Stream, change: 1 | -1): void {
+    const holders = (this.#workspaceHolders.get(stream) ?? 0) + change;
+    if (holders > 0) this.#workspaceHolders.set(stream, holders);
+    else this.#workspaceHolders.delete(stream);
+  }
+
+  /** Takes `record`'s workspace on `stream` out of its map (the caller frees it). */
+  #dropWorkspace(record: HandleRecord<H>, stream: Stream): void {
+    if (record.workspaces?.delete(stream)) this.#holdsWorkspace(stream, -1);
   }
 
   /** Destroys a handle; it is gone from the cache even when a step throws. */
@@ -469,7 +488,7 @@ export class HandleCache<H> implements TaskResourceOwner {
       try {
         const workspace = record.workspaces?.get(stream);
         if (workspace !== undefined) {
-          record.workspaces!.delete(stream);
+          this.#dropWorkspace(record, stream);
           if (record.workspace === workspace) record.workspace = undefined;
           // The library may still point at it: the next bind sets a live one.
           record.nativeWorkspace = -1;
@@ -489,11 +508,12 @@ export class HandleCache<H> implements TaskResourceOwner {
    * ordered on it; a handle bound there rebinds at its next use. Never throws.
    */
   #streamReleased(stream: Stream): void {
+    if (!this.#workspaceHolders.has(stream)) return;
     for (const record of this.#records.values()) {
       const workspace = record.workspaces?.get(stream);
       if (workspace === undefined) continue;
       try {
-        record.workspaces!.delete(stream);
+        this.#dropWorkspace(record, stream);
         if (record.workspace === workspace) record.workspace = undefined;
         if (record.binding.stream === stream) record.binding.invalidate();
         workspace.dispose();
