@@ -11,7 +11,7 @@ vi.mock('@cuda-tasks/cudadrv', () => fake.module);
 vi.mock('@cuda-tasks/cudadrv/internal', () => fake.module);
 
 import { configureStreams, onStreamReleased, streamPoolStatistics } from './pool.js';
-import { device, stream } from './state.js';
+import { currentTaskState, device, stream } from './state.js';
 import { currentTask, synchronize, task, withDevice, withStream } from './task.js';
 
 const device0 = fake.devices[0]!;
@@ -146,6 +146,18 @@ describe('the stream an async context sees', () => {
     });
     expect(own).not.toBe(context0.defaultStream);
     expect(await late).toBe(context0.defaultStream);
+  });
+
+  it('a task on one device without library calls keeps its stream in its own record', async () => {
+    const [own, record, others, leases] = await task(() => {
+      const own = stream();
+      const record = currentTaskState();
+      return [own, record.ownStream, record.otherStreams, record.leases] as const;
+    });
+    expect(record).toBe(own);
+    // Nothing allocated beside the record: no per-device array, no lease list.
+    expect(others).toBeUndefined();
+    expect(leases).toBeUndefined();
   });
 
   it('a task that does no GPU work takes no stream', async () => {
