@@ -82,8 +82,14 @@ describeGpu('cuBLAS, cuRAND and cuSOLVER inside a graph capture', () => {
           using db = DeviceArray.fromHost(b, [n, n]);
           const eager = outputs();
           const eagerGenerator = new Generator({ seed: 77 });
-          await step(da, db, eager, eagerGenerator);
-          await synchronize();
+          // Three eager steps: the generator's sequence goes on from one to the next.
+          const draws: Float64Array[] = [];
+          for (let k = 0; k < 3; k++) {
+            await step(da, db, eager, eagerGenerator);
+            await synchronize();
+            draws.push(await eager.r.toHost());
+          }
+          expect(draws[1]).not.toEqual(draws[0]);
           const expected = await read(eager);
           expect(Array.from(expected.status)).toEqual([0, 0]);
           expect(maxDifference(expected.x, b)).toBeLessThan(1e-10);
@@ -100,8 +106,9 @@ describeGpu('cuBLAS, cuRAND and cuSOLVER inside a graph capture', () => {
             const got = await read(captured);
             expect(Array.from(got.status)).toEqual([0, 0]);
             expect(maxDifference(got.c, expected.c)).toBeLessThanOrEqual(1e-12 * n);
-            // Each replay generates what the capture's generation would have: the same numbers.
-            expect(got.r).toEqual(expected.r);
+            // cuRAND keeps the generator's state on the device and each replay advances it:
+            // replay k draws what the k-th eager step drew.
+            expect(got.r).toEqual(draws[replay]);
             expect(maxDifference(got.x, expected.x)).toBeLessThan(1e-12);
             expect(maxDifference(got.x, b)).toBeLessThan(1e-10);
           }
