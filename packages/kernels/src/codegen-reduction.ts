@@ -1,18 +1,24 @@
 /**
  * CUDA C for a reduction: `map` turns each element into an accumulator value, `reduce`
  * combines two of them, `identity` starts each partial result, `post` turns the final value
- * into the output. Three entry points share them:
+ * into the output. The entry points share them:
  *
- * - `ct_reduce_blocks`: a block per (segment, part) of contiguous elements (full reductions,
- *   and along axis 0 of a column-major matrix, whose columns are contiguous). Each thread
- *   accumulates a strided share in order, then the block combines its threads' values in a
- *   fixed tree in shared memory.
+ * - `ct_reduce_vectors` (full reductions of one array of 4- or 8-byte elements): each thread
+ *   reads 16-byte vectors, four at a time, into four accumulators (loads in flight, no chain of
+ *   dependent adds); the elements before the first 16-byte boundary and after the last whole
+ *   vector go to the first threads one each. A grid of at most one full wave of blocks; block
+ *   b's value is part b.
+ * - `ct_reduce_blocks`: a block per (segment, part) of contiguous elements (full reductions of
+ *   other inputs, and along axis 0 of a column-major matrix, whose columns are contiguous).
+ *   Each thread accumulates a strided share in order.
  * - `ct_reduce_threads`: a thread per (segment, part) for any strides (along axis 1, where
  *   neighbouring threads then read neighbouring rows, and short columns).
  * - `ct_reduce_partials`: a block per segment combines the parts' values, when a segment was
  *   split into parts to fill the GPU.
  *
- * No atomics: for a given shape (and device) the order of every combination is fixed, so the
+ * Blocks combine their threads' values with warp shuffles (a fixed tree in each warp, then over
+ * the warps). No atomics: for a given shape (and device, and for `ct_reduce_vectors` the
+ * input's offset from a 16-byte boundary) the order of every combination is fixed, so the
  * result is the same bits every run.
  */
 import type { KernelParameter } from '@cuda-tasks/cudadrv';
@@ -41,11 +47,12 @@ export interface ReductionSource {
   readonly post: string;
 }
 
-/** The three entry points. */
+/** The entry points (`vectors` only in the sources of reductions that `vectorizable` takes). */
 export const REDUCTION_ENTRIES = {
   blocks: 'ct_reduce_blocks',
   threads: 'ct_reduce_threads',
   partials: 'ct_reduce_partials',
+  vectors: 'ct_reduce_vectors',
 } as const;
 
 /** Threads per block at most (the shared-memory tree is sized for it). */
@@ -57,6 +64,38 @@ export const MAX_REDUCTION_BLOCK = 1024;
  * reach the memory's bandwidth (Little's law: about 4.8 TB/s x 0.7 us over 132 SMs is 25 KB).
  */
 const UNROLL = 8;
+
+/** Bytes of one vector load of `ct_reduce_vectors`. */
+export const VECTOR_BYTES = 16;
+
+/** Vectors each thread of `ct_reduce_vectors` loads before combining them (one accumulator each). */
+export const VECTOR_UNROLL = 4;
+
+/** Threads per block of `ct_reduce_vectors`. */
+export const VECTOR_BLOCK = 256;
+
+/**
+ * The element size `ct_reduce_vectors` reads the reduction's array in, or undefined when it
+ * does not apply: exactly one array input (numbers beside it are fine), of 4- or 8-byte
+ * elements (a float4-, int4- or double2-sized load).
+ */
+export function vectorizable(source: Pick<ReductionSource, 'inputs'>): number | undefined {
+  const arrays = source.inputs.filter((input) => !input.scalar);
+  if (arrays.length !== 1) return undefined;
+  const bytes = ELEMENT_BYTES[arrays[0]!.dtype];
+  return bytes === 4 || bytes === 8 ? bytes : undefined;
+}
+
+const ELEMENT_BYTES: Record<string, number> = {
+  float32: 4,
+  float64: 8,
+  int32: 4,
+  uint32: 4,
+  int8: 1,
+  uint8: 1,
+  float16: 2,
+  bfloat16: 2,
+};
 
 function inputParameters(inputs: readonly ResolvedParameter[]): KernelParameter[] {
   return inputs.map((input) =>
@@ -87,6 +126,8 @@ export function reductionParameters(
     ],
     // partials, y, length, segments, parts
     partials: ['const pointer', output, 'uint64', 'uint64', 'uint64'],
+    // inputs, y, partials, length, head (elements before the first 16-byte boundary)
+    vectors: [...inputs, output, 'pointer', 'uint64', 'uint64'],
   };
 }
 
@@ -135,19 +176,36 @@ export function generateReduction(source: ReductionSource): string {
     '  }',
     '}',
     '',
-    "// Combines the block's values in a fixed tree (blockDim.x a power of two).",
-    '__device__ ct_acc ct_block_reduce(const ct_acc a) {',
-    `  __shared__ ct_acc ct_shared[${MAX_REDUCTION_BLOCK}];`,
-    '  const unsigned int t = threadIdx.x;',
-    '  ct_shared[t] = a;',
+    '// One 32-bit word of a warp shuffle down (width 32).',
+    '__device__ __forceinline__ unsigned int ct_shuffle_word(const unsigned int w, const unsigned int d) {',
+    '  unsigned int r;',
+    '  asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(w), "r"(d));',
+    '  return r;',
+    '}',
+    '',
+    '// The accumulator of the lane d above, 32 bits at a time (any accumulator type).',
+    '__device__ __forceinline__ ct_acc ct_shuffle_down(const ct_acc a, const unsigned int d) {',
+    '  union { ct_acc value; unsigned int words[(sizeof(ct_acc) + 3) / 4]; } u;',
+    '  for (unsigned int w = 0; w < (sizeof(ct_acc) + 3) / 4; w++) u.words[w] = 0;',
+    '  u.value = a;',
+    '  for (unsigned int w = 0; w < (sizeof(ct_acc) + 3) / 4; w++) u.words[w] = ct_shuffle_word(u.words[w], d);',
+    '  return u.value;',
+    '}',
+    '',
+    "// Combines the block's values (blockDim.x a multiple of 32, at most 1024) in a fixed tree:",
+    "// within each warp by shuffles, then the warps' values in warp 0. The result is thread 0's.",
+    '__device__ ct_acc ct_block_reduce(ct_acc a) {',
+    '  __shared__ ct_acc ct_warps[32];',
+    '  const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;',
+    '  for (unsigned int d = 16; d > 0; d >>= 1) a = ct_reduce(a, ct_shuffle_down(a, d));',
+    '  if (lane == 0) ct_warps[warp] = a;',
     '  __syncthreads();',
-    '  for (unsigned int half = blockDim.x >> 1; half > 0; half >>= 1) {',
-    '    if (t < half) ct_shared[t] = ct_reduce(ct_shared[t], ct_shared[t + half]);',
-    '    __syncthreads();',
+    '  if (warp == 0) {',
+    '    a = lane < (blockDim.x >> 5) ? ct_warps[lane] : ct_identity();',
+    '    for (unsigned int d = 16; d > 0; d >>= 1) a = ct_reduce(a, ct_shuffle_down(a, d));',
     '  }',
-    '  const ct_acc result = ct_shared[0];',
     '  __syncthreads();',
-    '  return result;',
+    '  return a;',
     '}',
     '',
   );
@@ -248,7 +306,94 @@ export function generateReduction(source: ReductionSource): string {
     '  }',
     '}',
   );
+  const elementBytes = vectorizable(source);
+  if (elementBytes !== undefined) lines.push('', ...vectorsKernel(source, elementBytes, mapCall));
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * `ct_reduce_vectors`: the full reduction of the one array input, read as 16-byte vectors from
+ * its first 16-byte boundary (`head` elements in). The vectors go in tiles of VECTOR_UNROLL
+ * vectors per thread, tile t to block t % gridDim.x; each thread loads its VECTOR_UNROLL
+ * vectors of a tile (a block's loads are contiguous) before adding each into its own
+ * accumulator. The head and the elements after the last whole vector are taken by the first
+ * threads, one each. Block b's value is part b of gridDim.x.
+ */
+function vectorsKernel(
+  source: ReductionSource,
+  elementBytes: number,
+  mapCall: (
+    address: string,
+    index: string,
+    loaded?: (input: ResolvedParameter) => string,
+  ) => string,
+): string[] {
+  const { inputs, output } = source;
+  const array = inputs.find((input) => !input.scalar)!;
+  const x = `ct_${array.name}`;
+  const storage = CTYPES[array.dtype].storage;
+  const width = VECTOR_BYTES / elementBytes;
+  const kernelInputs = inputs.map((input) =>
+    input.scalar
+      ? `const ${CTYPES[input.dtype].value} ct_${input.name}`
+      : `const ${storage} *__restrict__ ${x}`,
+  );
+  const accumulators = Array.from({ length: VECTOR_UNROLL }, (_, u) => `a${u}`);
+  const at = (u: number) => (u === 0 ? 'k' : `k + ${u === 1 ? '' : `${u} * `}blockDim.x`);
+  const lines = [
+    `// ${VECTOR_BYTES} bytes of ${storage}: one vector load.`,
+    `struct alignas(${VECTOR_BYTES}) ct_vector { ${storage} lane[${width}]; };`,
+    '',
+    `extern "C" __global__ void ${REDUCTION_ENTRIES.vectors}(${[...kernelInputs, `${CTYPES[output.dtype].storage} *ct_y`].join(', ')},`,
+    '    ct_acc *ct_partials, const unsigned long long length, const unsigned long long head) {',
+    `  const unsigned long long vectors = (length - head) / ${width};`,
+    `  const ct_vector *__restrict__ ct_vectors = (const ct_vector *)(${x} + head);`,
+    `  const unsigned long long tile = (unsigned long long)blockDim.x * ${VECTOR_UNROLL};`,
+    '  const unsigned long long step = tile * gridDim.x;',
+    `  ct_acc ${accumulators.map((a) => `${a} = ct_identity()`).join(', ')};`,
+    '  unsigned long long k = blockIdx.x * tile + threadIdx.x;',
+    `  for (; ${at(VECTOR_UNROLL - 1)} < vectors; k += step) {`,
+    `    const ct_vector ${accumulators.map((_, u) => `v${u} = ct_vectors[${at(u)}]`).join(', ')};`,
+  ];
+  accumulators.forEach((a, u) => {
+    const index = `head + ${width} * ${u === 0 ? 'k' : `(${at(u)})`}`;
+    for (let lane = 0; lane < width; lane++) {
+      const element = lane === 0 ? index : `${index} + ${lane}`;
+      lines.push(
+        `    ${a} = ct_reduce(${a}, ${mapCall('', element, () => `v${u}.lane[${lane}]`)});`,
+      );
+    }
+  });
+  lines.push(
+    '  }',
+    '  // The last tile, when it is not whole (its block only).',
+    '  for (; k < vectors; k += blockDim.x) {',
+    '    const ct_vector v0 = ct_vectors[k];',
+  );
+  for (let lane = 0; lane < width; lane++) {
+    const index = `head + ${width} * k${lane === 0 ? '' : ` + ${lane}`}`;
+    lines.push(`    a0 = ct_reduce(a0, ${mapCall('', index, () => `v0.lane[${lane}]`)});`);
+  }
+  lines.push(
+    '  }',
+    '  // The elements before the first vector and after the last: one each for the first threads.',
+    '  const unsigned long long thread = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;',
+    `  const unsigned long long tail = head + ${width} * vectors;`,
+    `  if (thread < head) a1 = ct_reduce(a1, ${mapCall('thread', 'thread')});`,
+    `  if (thread < length - tail) a2 = ct_reduce(a2, ${mapCall('tail + thread', 'tail + thread')});`,
+    `  ct_acc a = ${combine(accumulators)};`,
+    '  a = ct_block_reduce(a);',
+    '  if (threadIdx.x == 0) ct_finish(a, ct_y, ct_partials, 0, blockIdx.x, gridDim.x, length);',
+    '}',
+  );
+  return lines;
+}
+
+/** `ct_reduce` over the accumulators, pairwise: ct_reduce(ct_reduce(a0, a1), ct_reduce(a2, a3)). */
+function combine(values: readonly string[]): string {
+  if (values.length === 1) return values[0]!;
+  const half = values.length >> 1;
+  return `ct_reduce(${combine(values.slice(0, half))}, ${combine(values.slice(half))})`;
 }
 
 /** Bytes of an accumulator of C type `accumulator` (the partials' element size). */

@@ -24,7 +24,10 @@ export interface LoadedKernel {
   readonly kernel: Kernel;
   /** Threads per block (cuOccupancyMaxPotentialBlockSize's choice). */
   readonly blockSize: number;
-  /** Blocks that fill the device at that block size (one full wave). */
+  /**
+   * Blocks that fill the device at that block size (one full wave): the multiprocessors times
+   * the blocks resident on each, from the occupancy calculator.
+   */
   readonly fullGrid: number;
 }
 
@@ -35,8 +38,14 @@ function largestPowerOfTwoAtMost(value: number): number {
 function loadEntry(module: ReturnType<typeof loadModule>, entry: EntryPoint): LoadedKernel {
   const kernel = module.kernel(entry.name, entry.parameters);
   if (entry.blockSize !== undefined) {
-    const { minGridSize } = kernel.suggestBlockSize(0, entry.blockSize);
-    return { kernel, blockSize: entry.blockSize, fullGrid: Math.max(1, minGridSize) };
+    // The resident blocks of exactly that size on every multiprocessor.
+    const perMultiprocessor = kernel.maxActiveBlocksPerMultiprocessor(entry.blockSize);
+    const multiprocessors = module.context.device.multiprocessorCount();
+    return {
+      kernel,
+      blockSize: entry.blockSize,
+      fullGrid: Math.max(1, perMultiprocessor * multiprocessors),
+    };
   }
   let { blockSize, minGridSize } = kernel.suggestBlockSize();
   if (entry.powerOfTwo && largestPowerOfTwoAtMost(blockSize) !== blockSize) {

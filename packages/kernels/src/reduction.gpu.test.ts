@@ -201,6 +201,84 @@ describeGpu(
   },
 );
 
+/**
+ * `operation` over the view `start..start + length` of a larger array against the reference
+ * of the view's values: the vectorized full reduction's head (elements before a 16-byte
+ * boundary), vectors and tail; indices are the view's own.
+ */
+async function checkView(
+  operation: ReductionOperation,
+  dtype: DType,
+  start: number,
+  length: number,
+  seed: number,
+): Promise<void> {
+  const integer = dtype === 'int32';
+  const whole = randomArray(
+    dtype,
+    [start + length + 5],
+    seed,
+    integer ? -1000 : -1,
+    integer ? 1000 : 1,
+  );
+  const view = whole.array.slice(start, length);
+  const values = whole.values.subarray(start, start + length);
+  const result = OPERATIONS[operation](view);
+  const have = ((await result.toHost()) as ArrayLike<number>)[0]!;
+  const indices = Array.from({ length }, (_, i) => i);
+  const { value, tolerance } = expectedOf(operation, dtype, values, indices);
+  const ok = Number.isNaN(value) ? Number.isNaN(have) : Math.abs(have - value) <= tolerance;
+  expect(
+    ok,
+    `${operation} ${dtype} elements ${start}..${start + length}: got ${have}, expected ${value} +- ${tolerance}`,
+  ).toBe(true);
+  whole.array.dispose();
+  result.dispose();
+}
+
+describeGpu('full reductions read in 16-byte vectors: head, vectors and tail', () => {
+  // Starts 0..3 put the view at every offset from a 16-byte boundary (float64: 0 and 8 bytes);
+  // lengths below, at and above multiples of the vector width and of a block's share, tiny
+  // ones (all head or tail), one block's worth, and several blocks' (a partial each).
+  const lengths = [1, 2, 3, 4, 5, 7, 8, 9, 31, 1023, 1024, 1025, 4099, 65_537, 1_000_003];
+  const cases: [ReductionOperation, DType][] = [];
+  for (const operation of Object.keys(OPERATIONS) as ReductionOperation[]) {
+    for (const dtype of ['float32', 'float64', 'int32'] as DType[]) cases.push([operation, dtype]);
+  }
+  it.each(cases)('%s %s at every start and length', async (operation, dtype) => {
+    let seed = 100;
+    for (const start of [0, 1, 2, 3]) {
+      for (const length of lengths) await checkView(operation, dtype, start, length, seed++);
+    }
+  });
+
+  it('argmax and argmin find an extreme in the head, in a vector and in the tail', async () => {
+    const n = 4096 + 6;
+    for (const start of [1, 2, 3]) {
+      for (const position of [0, 1, 2, 2049, n - 1, n - 2]) {
+        const host = new Float32Array(start + n).fill(0.5);
+        host[start + position] = 2;
+        host[start + ((position + 7) % n)] = -2;
+        const whole = DeviceArray.fromHost(host);
+        const view = whole.slice(start, n);
+        expect(Array.from((await argmax(view).toHost()) as Int32Array)).toEqual([position]);
+        expect(Array.from((await argmin(view).toHost()) as Int32Array)).toEqual([
+          (position + 7) % n,
+        ]);
+        whole.dispose();
+      }
+    }
+  });
+
+  it('deterministic on an unaligned view: the same bits on every run', async () => {
+    const { array } = randomArray('float32', [10_000_021], 31);
+    const view = array.slice(3, 10_000_017);
+    const runs = await Promise.all([0, 1, 2].map(() => sum(view).toHost()));
+    expect(new Set(runs.map((r) => r[0])).size).toBe(1);
+    array.dispose();
+  });
+});
+
 describeGpu('user reductions', () => {
   it('an L2 norm with post, over all elements and along both axes', async () => {
     const l2norm = reduction('x: T -> y: T', {

@@ -9,10 +9,10 @@ import {
   DeviceBuffer,
   type DType,
   type KernelArgument,
-  launch,
   resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
+import { launchOn } from '@cuda-tasks/cudadrv/internal';
 import {
   type CallOptions,
   checkArray,
@@ -30,6 +30,10 @@ import {
   REDUCTION_ENTRIES,
   type ReductionSource,
   reductionParameters,
+  VECTOR_BLOCK,
+  VECTOR_BYTES,
+  VECTOR_UNROLL,
+  vectorizable,
 } from './codegen-reduction.js';
 import { CompiledSource, type LoadedKernel } from './compiled.js';
 import { CTYPES, DTYPE_BY_CODE } from './ctypes.js';
@@ -79,6 +83,9 @@ class Variant {
   readonly blocksArgs: KernelArgument[];
   readonly threadsArgs: KernelArgument[];
   readonly partialsArgs: KernelArgument[] = [0, 0, 0, 0, 0];
+  /** The array input's element size when the source has `ct_reduce_vectors`, else undefined. */
+  readonly vectorElementBytes: number | undefined;
+  readonly vectorsArgs: KernelArgument[];
   readonly outputDType: DType;
 
   constructor(
@@ -90,16 +97,41 @@ class Variant {
   ) {
     const source: ReductionSource = { signature, inputs, output, ...parts };
     const parameters = reductionParameters(source);
+    this.vectorElementBytes = vectorizable(source);
     this.compiled = new CompiledSource(name, generateReduction(source), [
       { name: REDUCTION_ENTRIES.blocks, parameters: parameters.blocks, powerOfTwo: true },
       { name: REDUCTION_ENTRIES.threads, parameters: parameters.threads },
       { name: REDUCTION_ENTRIES.partials, parameters: parameters.partials, powerOfTwo: true },
+      ...(this.vectorElementBytes === undefined
+        ? []
+        : [
+            {
+              name: REDUCTION_ENTRIES.vectors,
+              parameters: parameters.vectors,
+              blockSize: VECTOR_BLOCK,
+            },
+          ]),
     ]);
     this.accumulatorBytes = accumulatorBytes(parts.accumulator);
     this.blocksArgs = new Array(parameters.blocks.length).fill(0);
     this.threadsArgs = new Array(parameters.threads.length).fill(0);
+    this.vectorsArgs = new Array(parameters.vectors.length).fill(0);
     this.outputDType = output.dtype;
   }
+}
+
+/**
+ * Elements of `array` before its first 16-byte boundary (at most its length), or undefined
+ * when its address is not a multiple of its element size (never for an array of this package).
+ */
+function headOf(array: DeviceArray, elementBytes: number): number | undefined {
+  if (array.length === 0) return 0;
+  const address = array.buffer.address;
+  const base =
+    typeof address === 'number' ? address % VECTOR_BYTES : Number(address % BigInt(VECTOR_BYTES));
+  const misaligned = (base + ((array.offset * elementBytes) % VECTOR_BYTES)) % VECTOR_BYTES;
+  if (misaligned % elementBytes !== 0) return undefined;
+  return Math.min(array.length, ((VECTOR_BYTES - misaligned) % VECTOR_BYTES) / elementBytes);
 }
 
 /** Options of a reduction program. */
@@ -290,16 +322,44 @@ export class ReductionProgram {
     const output = given ?? DeviceArray.empty(variant.outputDType, layout.shape, { stream });
     if (kernels === undefined) return output;
     const inputCount = this.signature.inputs.length;
-    const [blocks, threads, partials] = kernels as [LoadedKernel, LoadedKernel, LoadedKernel];
+    const [blocks, threads, partials, vectors] = kernels as LoadedKernel[];
     const { segments, length } = layout;
     const useBlocks = layout.axis === undefined || (layout.axis === 0 && length >= SHORT_SEGMENT);
+    // A full reduction of one array of 4- or 8-byte elements reads it in 16-byte vectors.
+    const head =
+      vectors !== undefined && layout.axis === undefined
+        ? headOf(reference, variant.vectorElementBytes!)
+        : undefined;
     let parts: number;
     let chunk: number;
     let scratch: DeviceBuffer | undefined;
     try {
-      if (useBlocks) {
-        const block = Math.min(blocks.blockSize, Math.max(32, largestPowerOfTwoAtMost(length)));
-        const fullGrid = Math.max(1, Math.floor((blocks.fullGrid * blocks.blockSize) / block));
+      if (head !== undefined) {
+        // At most one full wave of blocks (the device's resident blocks, from the occupancy
+        // calculator), fewer when there are not enough vectors for them: one partial each.
+        const width = VECTOR_BYTES / variant.vectorElementBytes!;
+        const vectorCount = Math.floor((length - head) / width);
+        const block = vectors!.blockSize;
+        parts = Math.max(
+          1,
+          Math.min(vectors!.fullGrid, Math.ceil(vectorCount / (block * VECTOR_UNROLL))),
+        );
+        if (parts > 1)
+          scratch = DeviceBuffer.allocate(parts * variant.accumulatorBytes, { stream });
+        const args = variant.vectorsArgs;
+        this.fillInputs(args, inputs, inputCount);
+        args[inputCount] = output;
+        args[inputCount + 1] = scratch ?? 0n;
+        args[inputCount + 2] = length;
+        args[inputCount + 3] = head;
+        try {
+          launchOn(vectors!.kernel, stream, parts, block, 0, args);
+        } finally {
+          clearList(args, 0);
+        }
+      } else if (useBlocks) {
+        const block = Math.min(blocks!.blockSize, Math.max(32, largestPowerOfTwoAtMost(length)));
+        const fullGrid = Math.max(1, Math.floor((blocks!.fullGrid * blocks!.blockSize) / block));
         parts =
           segments >= fullGrid || length === 0
             ? 1
@@ -323,17 +383,13 @@ export class ReductionProgram {
         args[inputCount + 4] = parts;
         args[inputCount + 5] = chunk;
         try {
-          launch(
-            blocks.kernel,
-            { grid: Math.min(segments * parts, MAX_GRID), block, stream },
-            ...args,
-          );
+          launchOn(blocks!.kernel, stream, Math.min(segments * parts, MAX_GRID), block, 0, args);
         } finally {
           clearList(args, 0);
         }
       } else {
-        const block = threads.blockSize;
-        const resident = threads.fullGrid * block;
+        const block = threads!.blockSize;
+        const resident = threads!.fullGrid * block;
         parts =
           segments >= resident || length === 0
             ? 1
@@ -360,7 +416,7 @@ export class ReductionProgram {
         args[inputCount + 7] = layout.axis === 0 ? 1 : rows;
         try {
           const grid = Math.min(Math.ceil((segments * parts) / block), MAX_GRID);
-          launch(threads.kernel, { grid, block, stream }, ...args);
+          launchOn(threads!.kernel, stream, grid, block, 0, args);
         } finally {
           clearList(args, 0);
         }
@@ -373,8 +429,13 @@ export class ReductionProgram {
         args[3] = segments;
         args[4] = parts;
         try {
-          const block = Math.min(partials.blockSize, MAX_REDUCTION_BLOCK);
-          launch(partials.kernel, { grid: Math.min(segments, MAX_GRID), block, stream }, ...args);
+          // A block per segment, its threads a few parts each (a power of two, 32 at least).
+          const block = Math.min(
+            partials!.blockSize,
+            MAX_REDUCTION_BLOCK,
+            Math.max(32, largestPowerOfTwoAtMost(Math.ceil(parts / 4))),
+          );
+          launchOn(partials!.kernel, stream, Math.min(segments, MAX_GRID), block, 0, args);
         } finally {
           clearList(args, 0);
         }

@@ -289,6 +289,11 @@ export const cuda = lazyBindings(() => {
     cuOccupancyMaxPotentialBlockSize: lib.func(
       'int cuOccupancyMaxPotentialBlockSize(_Out_ int *minGridSize, _Out_ int *blockSize, void *func, void *blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)',
     ),
+    // CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func,
+    //   int blockSize, size_t dynamicSMemSize);
+    cuOccupancyMaxActiveBlocksPerMultiprocessor: lib.func(
+      'int cuOccupancyMaxActiveBlocksPerMultiprocessor(_Out_ int *numBlocks, void *func, int blockSize, size_t dynamicSMemSize)',
+    ),
   };
 });
 

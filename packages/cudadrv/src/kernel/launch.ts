@@ -241,6 +241,26 @@ export class Kernel {
   }
 
   /**
+   * How many blocks of `blockSize` threads (and `sharedMemory` bytes of dynamic shared memory)
+   * fit on one multiprocessor at once (cuOccupancyMaxActiveBlocksPerMultiprocessor): times the
+   * device's multiprocessor count, the blocks of one full wave.
+   */
+  maxActiveBlocksPerMultiprocessor(blockSize: number, sharedMemory = 0): number {
+    this.module.context.makeCurrent();
+    const blocks = [0];
+    check(
+      driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        blocks,
+        this.handle,
+        blockSize,
+        sharedMemory,
+      ),
+      'cuOccupancyMaxActiveBlocksPerMultiprocessor',
+    );
+    return blocks[0]!;
+  }
+
+  /**
    * @internal Writes the arguments into the arena and returns the `void**` for cuLaunchKernel.
    * Every argument is checked before any buffer is declared used on `stream`: a rejected call
    * leaves no trace on a buffer or a stream (the arena is rewritten by each call anyway).

@@ -37,19 +37,36 @@ __device__ __forceinline__ void ct_finish(const ct_acc a, float *ct_y, ct_acc *c
   }
 }
 
-// Combines the block's values in a fixed tree (blockDim.x a power of two).
-__device__ ct_acc ct_block_reduce(const ct_acc a) {
-  __shared__ ct_acc ct_shared[1024];
-  const unsigned int t = threadIdx.x;
-  ct_shared[t] = a;
+// One 32-bit word of a warp shuffle down (width 32).
+__device__ __forceinline__ unsigned int ct_shuffle_word(const unsigned int w, const unsigned int d) {
+  unsigned int r;
+  asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(w), "r"(d));
+  return r;
+}
+
+// The accumulator of the lane d above, 32 bits at a time (any accumulator type).
+__device__ __forceinline__ ct_acc ct_shuffle_down(const ct_acc a, const unsigned int d) {
+  union { ct_acc value; unsigned int words[(sizeof(ct_acc) + 3) / 4]; } u;
+  for (unsigned int w = 0; w < (sizeof(ct_acc) + 3) / 4; w++) u.words[w] = 0;
+  u.value = a;
+  for (unsigned int w = 0; w < (sizeof(ct_acc) + 3) / 4; w++) u.words[w] = ct_shuffle_word(u.words[w], d);
+  return u.value;
+}
+
+// Combines the block's values (blockDim.x a multiple of 32, at most 1024) in a fixed tree:
+// within each warp by shuffles, then the warps' values in warp 0. The result is thread 0's.
+__device__ ct_acc ct_block_reduce(ct_acc a) {
+  __shared__ ct_acc ct_warps[32];
+  const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (unsigned int d = 16; d > 0; d >>= 1) a = ct_reduce(a, ct_shuffle_down(a, d));
+  if (lane == 0) ct_warps[warp] = a;
   __syncthreads();
-  for (unsigned int half = blockDim.x >> 1; half > 0; half >>= 1) {
-    if (t < half) ct_shared[t] = ct_reduce(ct_shared[t], ct_shared[t + half]);
-    __syncthreads();
+  if (warp == 0) {
+    a = lane < (blockDim.x >> 5) ? ct_warps[lane] : ct_identity();
+    for (unsigned int d = 16; d > 0; d >>= 1) a = ct_reduce(a, ct_shuffle_down(a, d));
   }
-  const ct_acc result = ct_shared[0];
   __syncthreads();
-  return result;
+  return a;
 }
 
 extern "C" __global__ void ct_reduce_blocks(const unsigned short *ct_x, const unsigned short *ct_w, const float ct_s, float *ct_y, ct_acc *ct_partials,
