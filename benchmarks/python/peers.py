@@ -6,7 +6,7 @@ prints the same JSON lines, with an extra "peer" field:
 
     {"name": "<id>", "median_us": <number>, "unit": "us/op", "note": "...", "peer": "cupy"}
 
-Usage: python3 peers.py path/to/kernels.cu [cupy] [torch]
+Usage: python3 peers.py path/to/kernels.cu [cupy] [torch] [--only id,id,...]
 (no peer names: both, in this process, CuPy first).
 
 Each benchmark is warmed up, then run REPEATS times; the value is the median,
@@ -56,10 +56,16 @@ def repeat_median(run):
     return statistics.median(run() for _ in range(REPEATS))
 
 
+# The benchmark ids to run (--only id,id,...), or None for all of them.
+ONLY = None
+
+
 def run_all(peer, benches):
     """benches: list of (id, run, note[, {"bytes": n}]). A failing benchmark becomes a _skip
     line. With bytes, the line carries the bandwidth reached (extra.bandwidth_gbs)."""
     for bench_id, run, note, *options in benches:
+        if ONLY is not None and bench_id not in ONLY:
+            continue
         try:
             median_us = repeat_median(run)
             extra = None
@@ -477,8 +483,9 @@ def run_torch(kernels_cu):
         return
     if no_sleep:
         for bench_id in ("launch_empty", "launch_switch", "launch_sync"):
-            skip("torch", "torch.cuda._sleep is not available: torch has no empty kernel",
-                 bench_id)
+            if ONLY is None or bench_id in ONLY:
+                skip("torch", "torch.cuda._sleep is not available: torch has no empty kernel",
+                     bench_id)
     run_all("torch", benches)
     print(json.dumps({"name": "_meta", "peer": "torch", **meta}), flush=True)
 
@@ -487,8 +494,17 @@ PEERS = {"cupy": run_cupy, "torch": run_torch}
 
 
 def main(argv):
+    global ONLY
+    if "--only" in argv:
+        at = argv.index("--only")
+        if at + 1 >= len(argv):
+            print("--only needs a list of benchmark ids, e.g. --only sin_1m,sum_64m", file=sys.stderr)
+            return 2
+        ONLY = set(filter(None, argv[at + 1].split(",")))
+        argv = argv[:at] + argv[at + 2:]
     if len(argv) < 2:
-        print(f"usage: {argv[0]} path/to/kernels.cu [cupy] [torch]", file=sys.stderr)
+        print(f"usage: {argv[0]} path/to/kernels.cu [cupy] [torch] [--only id,id,...]",
+              file=sys.stderr)
         return 2
     kernels_cu, peers = argv[1], argv[2:] or list(PEERS)
     unknown = [p for p in peers if p not in PEERS]

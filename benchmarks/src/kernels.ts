@@ -132,5 +132,7 @@ export async function runKernels(): Promise<Result[]> {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
+  // As a program of its own (`pnpm bench --only kernels` runs it each round): exit once done.
   await runKernels();
+  process.exit(0);
 }

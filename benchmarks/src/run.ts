@@ -5,8 +5,8 @@
  * into the output folder.
  *
  * Usage: pnpm bench [--out DIR] [--from DIR] [--rounds N] [--skip-c] [--skip-python]
- *        [--skip-ours] [--skip-paired] [--skip-scaling] [--only scaling] [--peers cupy,torch]
- *        [--help]
+ *        [--skip-ours] [--skip-paired] [--skip-scaling] [--only scaling|kernels]
+ *        [--peers cupy,torch] [--help]
  *
  * --rounds N  runs the C baseline and ours N times each, alternating (default 3), and reports
  *             per benchmark the median of the rounds: the host drifts over a run, and this
@@ -22,6 +22,10 @@
  * The concurrency scaling benchmark (src/scaling*.ts, c/scaling.cu, python/scaling.py) runs
  * last and writes scaling.json and scaling.svg beside bench.json; `--only scaling` runs it
  * alone (with --from: rebuilds it from DIR/raw/scaling.jsonl), `--skip-scaling` leaves it out.
+ *
+ * `--only kernels` runs the expression kernels' rows alone (src/kernels.ts for ours, each
+ * round; the Python peers' sin_1m, sin_64m and sum_64m; no C, no same-process comparison, no
+ * scaling) and reports them with their targets (kernels_sin_issue, kernels_sum_vs_peers).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -70,8 +74,11 @@ interface RunArguments {
   rounds: number;
   skipPaired: boolean;
   skipScaling: boolean;
-  /** `scaling`: run only the concurrency scaling benchmark. */
-  only?: 'scaling';
+  /**
+   * `scaling`: run only the concurrency scaling benchmark; `kernels`: only the expression
+   * kernels' rows (ours and the Python peers).
+   */
+  only?: 'scaling' | 'kernels';
 }
 
 /** The suite's flags (`pnpm bench --help`). */
@@ -90,7 +97,11 @@ export const benchCommandLine = {
     'skip-ours': { type: 'boolean', description: 'leave out ours' },
     'skip-paired': { type: 'boolean', description: 'leave out the same-process comparison' },
     'skip-scaling': { type: 'boolean', description: 'leave out the concurrency scaling part' },
-    only: { type: 'string', placeholder: 'scaling', description: 'run only that part' },
+    only: {
+      type: 'string',
+      placeholder: 'scaling|kernels',
+      description: 'run only that part',
+    },
     peers: { type: 'string', placeholder: 'cupy,torch', description: 'which Python peers' },
   },
 } as const;
@@ -109,18 +120,22 @@ export function parseBenchArguments(argv: readonly string[]): RunArguments {
       usage(benchCommandLine),
     );
   }
-  if (values.only !== undefined && values.only !== 'scaling') {
-    throw new CommandLineError(`--only takes scaling, got ${values.only}`, usage(benchCommandLine));
+  if (values.only !== undefined && values.only !== 'scaling' && values.only !== 'kernels') {
+    throw new CommandLineError(
+      `--only takes scaling or kernels, got ${values.only}`,
+      usage(benchCommandLine),
+    );
   }
+  const kernelsOnly = values.only === 'kernels';
   return {
     out: values.out === undefined ? join(packageRoot, 'out') : resolve(values.out),
     ...(values.from === undefined ? {} : { from: resolve(values.from) }),
-    skipC: values['skip-c'] === true,
+    skipC: values['skip-c'] === true || kernelsOnly,
     skipPython: values['skip-python'] === true,
     skipOurs: values['skip-ours'] === true,
-    skipPaired: values['skip-paired'] === true,
-    skipScaling: values['skip-scaling'] === true,
-    ...(values.only === 'scaling' ? { only: 'scaling' as const } : {}),
+    skipPaired: values['skip-paired'] === true || kernelsOnly,
+    skipScaling: values['skip-scaling'] === true || kernelsOnly,
+    ...(values.only === undefined ? {} : { only: values.only }),
     peers: (values.peers ?? '').split(',').filter(Boolean),
     rounds,
   };
@@ -199,10 +214,14 @@ async function runC(
   return parseLines(result.stdout);
 }
 
+/** The Python peers' benchmarks of the expression kernels (what `--only kernels` runs of them). */
+export const KERNEL_PEER_IDS = ['sin_1m', 'sin_64m', 'sum_64m'] as const;
+
 async function runPython(
   collected: Collected,
   raw: Record<string, string>,
   peers: readonly string[],
+  only?: readonly string[],
 ): Promise<void> {
   const probe = spawnSync('python3', ['--version'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
@@ -214,7 +233,12 @@ async function runPython(
   const result = await runProgram(
     'python',
     'python3',
-    [join(packageRoot, 'python/peers.py'), kernelsSource, ...peers],
+    [
+      join(packageRoot, 'python/peers.py'),
+      kernelsSource,
+      ...peers,
+      ...(only === undefined ? [] : ['--only', only.join(',')]),
+    ],
     240_000,
   );
   raw.python = result.stdout;
@@ -231,10 +255,20 @@ async function runPython(
  * One round of ours, as a program of its own (src/ours.ts, under the same loader as this
  * one), so that every round starts from a fresh process as C's does. Returns its lines.
  */
-async function runOurs(collected: Collected, raw: string[], round: number): Promise<BenchLine[]> {
-  if (round === 1)
-    console.log('[ours] driver and runtime benchmarks, then libraries and the seed workload');
-  const script = join(packageRoot, 'src/ours.ts');
+async function runOurs(
+  collected: Collected,
+  raw: string[],
+  round: number,
+  kernelsOnly = false,
+): Promise<BenchLine[]> {
+  if (round === 1) {
+    console.log(
+      kernelsOnly
+        ? '[ours] the expression kernels (src/kernels.ts)'
+        : '[ours] driver and runtime benchmarks, then libraries and the seed workload',
+    );
+  }
+  const script = join(packageRoot, kernelsOnly ? 'src/kernels.ts' : 'src/ours.ts');
   const result = await runProgram(
     `ours ${round}`,
     process.execPath,
@@ -483,10 +517,15 @@ async function main(): Promise<number> {
     const oursRaw: string[] = [];
     // The Python peers first, once: what a heavy process leaves behind (CPU state, the
     // driver's) then precedes C and ours alike.
-    if (!options.skipPython) await runPython(collected, raw, options.peers);
+    const kernelsOnly = options.only === 'kernels';
+    if (!options.skipPython) {
+      await runPython(collected, raw, options.peers, kernelsOnly ? KERNEL_PEER_IDS : undefined);
+    }
     for (let round = 1; round <= options.rounds; round++) {
       if (binary !== undefined) cRounds.push(await runC(binary, collected, cRaw, round));
-      if (!options.skipOurs) oursRounds.push(await runOurs(collected, oursRaw, round));
+      if (!options.skipOurs) {
+        oursRounds.push(await runOurs(collected, oursRaw, round, kernelsOnly));
+      }
     }
     if (cRounds.length > 0) {
       addLines(collected, 'c', mergeRounds(cRounds));

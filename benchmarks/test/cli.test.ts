@@ -28,4 +28,23 @@ describe('pnpm bench command line', () => {
       '--rounds needs a positive integer, got 0',
     );
   });
+
+  it('--only kernels: the kernels rows alone (no C, no same-process part, no scaling)', () => {
+    expect(parseBenchArguments(['--only', 'kernels', '--rounds', '2'])).toMatchObject({
+      only: 'kernels',
+      rounds: 2,
+      skipC: true,
+      skipPaired: true,
+      skipScaling: true,
+      skipPython: false,
+      skipOurs: false,
+    });
+    expect(parseBenchArguments(['--only', 'scaling'])).toMatchObject({
+      only: 'scaling',
+      skipC: false,
+    });
+    expect(() => parseBenchArguments(['--only', 'sum'])).toThrow(
+      '--only takes scaling or kernels, got sum',
+    );
+  });
 });
