@@ -370,3 +370,38 @@ describeGpu('axpby, fill, arange', () => {
     for (const array of [integers, fractions, empty]) array.dispose();
   });
 });
+
+describeGpu('repeated calls: each call of its own pattern', () => {
+  it('one kernel called in place, into another output, on another dtype, with a number, and back', async () => {
+    const shift = elementwise('x: T, s: T -> y: T', 'y = x * 2 + s');
+    const n = 4099;
+    const a = randomArray('float32', [n], 41);
+    const b = randomArray('float32', [n], 42);
+    const d = randomArray('float64', [n], 43);
+    const out = DeviceArray.empty('float32', [n]);
+    // Every call's result against the reference of the values its inputs hold then.
+    const expectValues = async (array: DeviceArray, expected: Float64Array, dtype: DType) => {
+      const got = await host(array);
+      expect(mismatchReport(firstMismatch(got, expected, dtype, 0), got, expected)).toBe('ok');
+    };
+    const twice = (x: Float64Array, s: ArrayLike<number> | number, dtype: DType) =>
+      x.map((v, i) => roundTo(dtype, roundTo(dtype, v * 2) + (typeof s === 'number' ? s : s[i]!)));
+
+    const other = DeviceArray.empty('float32', [n]);
+    shift(a.array, b.array, out); // into another output
+    shift(b.array, a.array, other); // the same pattern again, other arrays
+    await expectValues(out, twice(a.values, b.values, 'float32'), 'float32');
+    await expectValues(other, twice(b.values, a.values, 'float32'), 'float32');
+    shift(a.array, b.array, a.array); // in place
+    const inPlace = twice(a.values, b.values, 'float32');
+    await expectValues(a.array, inPlace, 'float32');
+    shift(a.array, 0.5, a.array); // a number, in place
+    const withNumber = twice(inPlace, 0.5, 'float32');
+    await expectValues(a.array, withNumber, 'float32');
+    shift(d.array, 0.25, d.array); // another dtype
+    await expectValues(d.array, twice(d.values, 0.25, 'float64'), 'float64');
+    shift(b.array, a.array, out); // back to separate arrays, the roles swapped
+    await expectValues(out, twice(b.values, withNumber, 'float32'), 'float32');
+    for (const array of [a.array, b.array, d.array, out, other]) array.dispose();
+  });
+});
