@@ -30,7 +30,6 @@ import {
   Stream,
 } from '@cuda-tasks/cudadrv';
 import { stickyError } from '@cuda-tasks/cudadrv/internal';
-import { defaultGenerator } from '@cuda-tasks/curand';
 import { SingularMatrixError, solve } from '@cuda-tasks/cusolver';
 import { prewarm, type TaskOptions, task, withStream } from '@cuda-tasks/task-runtime';
 import {
@@ -40,6 +39,7 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
+import { drawUniform } from './draw.js';
 import {
   DEFAULT_DEADLINES_MS,
   type RequestCancellation,
@@ -299,14 +299,13 @@ async function runSolveRandom(
   request: SolveRandomRequest,
 ): Promise<{ n: number; seed: number; residual: number; x: number[] }> {
   const { n, seed } = request;
-  const generator = defaultGenerator();
-  generator.setSeed(seed);
-  const a = generator.uniform(DeviceArray.empty('float64', [n, n]));
+  // A first, then b: draws 0..n^2-1 and n^2..n^2+n-1 of the seed (draw.ts).
+  const a = drawUniform(DeviceArray.empty('float64', [n, n]), seed, 0);
   let b: DeviceArray<'float64'> | undefined;
   let x: DeviceArray<'float64'> | undefined;
   let r: DeviceArray<'float64'> | undefined;
   try {
-    b = generator.uniform(DeviceArray.empty('float64', [n, 1]));
+    b = drawUniform(DeviceArray.empty('float64', [n, 1]), seed, n * n);
     x = await solve(a, b);
     r = b.copy();
     gemv(a, x, r, { alpha: -1, beta: 1 }); // r = b - A x
