@@ -341,7 +341,9 @@ export function buildTable(collected: Collected): TableRow[] {
             map.get(label === 'ours' ? spec.ours : (peerId ?? ''))?.extra?.bandwidth_gbs,
           ] as const,
       )
-      .filter(([, gbs]) => gbs !== undefined)
+      // A bandwidth that JSON could not carry (a zero time's Infinity comes back as null) is
+      // left out rather than printed.
+      .filter(([, gbs]) => typeof gbs === 'number' && Number.isFinite(gbs))
       .map(
         ([label, gbs]) =>
           `${label} ${gbs!.toFixed(0)} (${((100 * gbs!) / PEAK_BANDWIDTH_GBS).toFixed(0)}%)`,

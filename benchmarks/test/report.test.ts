@@ -255,6 +255,18 @@ describe('the expression-kernel rows and targets', () => {
     expect(total.notes).toContain('GB/s of 4800: ours 3728 (78%), cupy 3835 (80%)');
   });
 
+  it('leaves out a bandwidth that is not a finite number (a zero time read back from JSON)', () => {
+    const collected = emptyCollected();
+    addLines(collected, 'ours', [
+      { ...line('sum_64m', 0), extra: { bandwidth_gbs: null as unknown as number } },
+    ]);
+    addLines(collected, 'cupy', [
+      { name: 'sum_64m', peer: 'cupy', median_us: 70, extra: { bandwidth_gbs: 3835 } },
+    ]);
+    const total = buildTable(collected).find((row) => row.operation === 'sum_64m')!;
+    expect(total.notes).toContain('GB/s of 4800: cupy 3835 (80%)');
+  });
+
   it('targets: issue cost <= 1.05x the hand-written launch; sum <= 1.1x the faster peer', () => {
     const targets = buildTargets(kernelsCollected());
     const issue = targets.find((target) => target.name === 'kernels_sin_issue')!;
