@@ -1,7 +1,7 @@
 import type { Stream } from '@cuda-tasks/cudadrv';
 import { task } from '@cuda-tasks/task-runtime';
-import { failureOf, hostOnlyArray } from '@cuda-tasks/testing';
-import { describe, expect, it, vi } from 'vitest';
+import { describeCancelledEntries, hostOnlyArray } from '@cuda-tasks/testing';
+import { vi } from 'vitest';
 
 // In a task whose signal has aborted, every cuRAND entry throws the signal's reason before any
 // native call, on the task's stream and on an explicit one: cudadrv's native door (koffi, and
@@ -35,22 +35,4 @@ const entries: Record<string, (options: { stream?: Stream }) => unknown> = {
   'new Generator': () => new Generator(),
 };
 
-describe('in a cancelled task, cuRAND entries throw the reason before any native call', () => {
-  for (const [name, entry] of Object.entries(entries)) {
-    it(name, async () => {
-      for (const options of [{}, { stream: {} as Stream }]) {
-        const controller = new AbortController();
-        const reason = new Error(`cancelled before ${name}`);
-        const error = await task(
-          () => {
-            controller.abort(reason);
-            return failureOf(() => entry(options));
-          },
-          { signal: controller.signal },
-        );
-        expect(error).toBe(reason);
-      }
-      expect(native.calls).toEqual([]);
-    });
-  }
-});
+describeCancelledEntries('cuRAND entries', entries, { task, nativeCalls: () => native.calls });

@@ -1,7 +1,7 @@
 import type { Stream } from '@cuda-tasks/cudadrv';
 import { task } from '@cuda-tasks/task-runtime';
-import { failureOf, hostOnlyArray } from '@cuda-tasks/testing';
-import { describe, expect, it, vi } from 'vitest';
+import { describeCancelledEntries, hostOnlyArray } from '@cuda-tasks/testing';
+import { vi } from 'vitest';
 
 // In a task whose signal has aborted, every kernel of this package throws the signal's reason
 // before any native call (NVRTC included), on the task's stream and on an explicit one:
@@ -63,22 +63,4 @@ const entries: Record<string, (options: { stream?: Stream }) => unknown> = {
   reduction: (options) => sumOfSquares(x, options),
 };
 
-describe('in a cancelled task, the kernels throw the reason before any native call', () => {
-  for (const [name, entry] of Object.entries(entries)) {
-    it(name, async () => {
-      for (const options of [{}, { stream: {} as Stream }]) {
-        const controller = new AbortController();
-        const reason = new Error(`cancelled before ${name}`);
-        const error = await task(
-          () => {
-            controller.abort(reason);
-            return failureOf(() => entry(options));
-          },
-          { signal: controller.signal },
-        );
-        expect(error).toBe(reason);
-      }
-      expect(native.calls).toEqual([]);
-    });
-  }
-});
+describeCancelledEntries('the kernels', entries, { task, nativeCalls: () => native.calls });

@@ -3,6 +3,11 @@
  * data, float64 CPU references, a host-only DeviceArray for argument checks, the driver test
  * double for the runtime's unit tests, and a CUDA header locator.
  */
+export {
+  type CancellableEntry,
+  describeCancelledEntries,
+  type TaskWithSignal,
+} from './cancelled-entries.js';
 export { findCudaHeader } from './cuda-headers.js';
 export { createFakeDriver } from './fake-driver.js';
 export { describeGpu, gpuAvailable } from './gpu.js';
