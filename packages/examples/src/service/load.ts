@@ -44,12 +44,13 @@ import {
   type ScheduleResult,
 } from './client-process.js';
 import { createServer, type ServerOptions } from './server.js';
-import { formatNumber, formatTable } from './statistics.js';
+import { formatNumber } from './statistics.js';
 import {
   HEAD_OF_LINE_MODES,
   type HeadOfLineRow,
   headOfLineReport,
   headOfLineSchedule,
+  resultsTable,
   type SearchRow,
   searchReport,
 } from './workloads.js';
@@ -262,18 +263,8 @@ const MODE_LABELS: Record<string, string> = {
 
 /** The results table (and a comparison line when both in-process modes ran). */
 export function report(results: readonly ModeResult[]): string {
-  const table = formatTable(
-    ['mode', 'requests', 'errors', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'loop delay max ms'],
-    results.map((result) => [
-      MODE_LABELS[result.mode] ?? result.mode,
-      String(result.completed),
-      String(result.errors),
-      formatNumber(result.requestsPerSecond),
-      formatNumber(result.p50, 2),
-      formatNumber(result.p99, 2),
-      formatNumber(result.max, 2),
-      formatNumber(result.loopDelayMax, 2),
-    ]),
+  const table = resultsTable(
+    results.map((result) => ({ label: MODE_LABELS[result.mode] ?? result.mode, result })),
   );
   const task = results.find((result) => result.mode === 'task');
   const shared = results.find((result) => result.mode === 'shared');

@@ -155,12 +155,12 @@ export interface SearchRow {
 }
 
 /**
- * The shared-data table (requests, errors, req/s, p50, p99, max, loop delay per mode) and the
- * verdict: a stream per request must give at least the shared stream's throughput and a lower
- * p99.
+ * A closed-loop run's table, a row per labelled result: requests, errors, req/s, p50, p99,
+ * max and the server's largest event-loop delay.
+ * @example resultsTable([{ label: 'one shared stream', result }]);
  */
-export function searchReport(rows: readonly SearchRow[]): string {
-  const table = formatTable(
+export function resultsTable(rows: readonly SearchRow[]): string {
+  return formatTable(
     ['mode', 'requests', 'errors', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'loop delay max ms'],
     rows.map(({ label, result }) => [
       label,
@@ -173,6 +173,15 @@ export function searchReport(rows: readonly SearchRow[]): string {
       formatNumber(result.loopDelayMax, 2),
     ]),
   );
+}
+
+/**
+ * The shared-data table (requests, errors, req/s, p50, p99, max, loop delay per mode) and the
+ * verdict: a stream per request must give at least the shared stream's throughput and a lower
+ * p99.
+ */
+export function searchReport(rows: readonly SearchRow[]): string {
+  const table = resultsTable(rows);
   const shared = rows.find((row) => row.result.mode === 'shared')?.result;
   const task = rows.find((row) => row.result.mode === 'task')?.result;
   if (shared === undefined || task === undefined || !(shared.requestsPerSecond > 0)) return table;
