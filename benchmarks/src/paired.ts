@@ -32,6 +32,7 @@ import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { concurrentIteration, serialIteration } from '@cuda-tasks/examples/seed';
 import { capture, stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
+import { bareStreamWaiter } from './bare.js';
 import { launchBatch, seedWorkload, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { median, medianInterval, nowUs, warmJit } from './harness.js';
 
@@ -502,7 +503,7 @@ function launchConfigOn(on: Stream): bigint {
  * `await synchronize()`, Promise.all. `tasks100_bare_koffi`, the floor under any per-task
  * await from JavaScript: 100 async functions, each the bare koffi cuLaunchKernelEx that
  * launch() makes (on the same 100 streams as C) and an await of a promise that a round-robin
- * of bare cuStreamQuery calls resolves (one round per microtask), Promise.all; no runtime
+ * of bare cuStreamQuery calls resolves (`bareStreamWaiter`), Promise.all; no runtime
  * around them, but their promises pay AsyncLocalStorage's hooks as every promise of a process
  * that runs tasks does. `tasks100_over_floor`: ours against that floor (no C in that pair).
  */
@@ -523,40 +524,9 @@ export async function runTasksPairs(lib: ReturnType<typeof koffi.load>): Promise
   const configs = streams.map(launchConfigOn);
   const configAddresses = configs.map(Number);
   const ffiStreams = streams.map((x) => x.ffiHandle);
-  // The floor's waits: pending streams and their promises' settlers, queried round-robin.
-  const pendingStreams: (number | bigint)[] = [];
-  const pendingResolves: (() => void)[] = [];
-  const pendingRejects: ((error: Error) => void)[] = [];
-  let spinScheduled = false;
-  const spin = () => {
-    spinScheduled = false;
-    let kept = 0;
-    for (let i = 0; i < pendingStreams.length; i++) {
-      const result = api.cuStreamQuery(pendingStreams[i]!);
-      if (result === 0) pendingResolves[i]!();
-      else if (result !== 600) pendingRejects[i]!(new Error(`cuStreamQuery returned ${result}`));
-      else {
-        pendingStreams[kept] = pendingStreams[i]!;
-        pendingResolves[kept] = pendingResolves[i]!;
-        pendingRejects[kept++] = pendingRejects[i]!;
-      }
-    }
-    pendingStreams.length = pendingResolves.length = pendingRejects.length = kept;
-    if (kept > 0) {
-      spinScheduled = true;
-      queueMicrotask(spin);
-    }
-  };
-  const bareWait = (index: number) =>
-    new Promise<void>((resolve, reject) => {
-      pendingStreams.push(ffiStreams[index]!);
-      pendingResolves.push(resolve);
-      pendingRejects.push(reject);
-      if (!spinScheduled) {
-        spinScheduled = true;
-        queueMicrotask(spin);
-      }
-    });
+  // The floor's waits: bare cuStreamQuery calls, round-robin over the pending streams.
+  const waitFor = bareStreamWaiter((x) => api.cuStreamQuery(x));
+  const bareWait = (index: number) => waitFor(ffiStreams[index]!);
   const bareTask = async (index: number) => {
     const result = api.cuLaunchKernelEx(configAddresses[index]!, empty.ffiHandle, parameters, 0);
     if (result !== 0) throw new Error(`cuLaunchKernelEx returned ${result}`);

@@ -16,7 +16,14 @@ import {
 } from './scaling-config.js';
 
 /** Who ran the jobs. */
-export type ScalingSystem = 'ours' | 'ours_graph' | 'c_threads' | 'c_polling' | 'cupy' | 'torch';
+export type ScalingSystem =
+  | 'ours'
+  | 'ours_graph'
+  | 'ours_floor'
+  | 'c_threads'
+  | 'c_polling'
+  | 'cupy'
+  | 'torch';
 
 /** Every system in report order, with its label and chart color. */
 export const SCALING_SYSTEMS: readonly {
@@ -27,6 +34,9 @@ export const SCALING_SYSTEMS: readonly {
   { key: 'ours', label: 'ours (K tasks)', color: '#4e79a7' },
   // The latency-bound shape only: its steps captured once per task and replayed.
   { key: 'ours_graph', label: 'ours, graph replays', color: '#76b7b2' },
+  // The latency-bound shape only: the same launches and waits as bare koffi calls from plain
+  // async functions, no runtime (the floor under ours from JavaScript).
+  { key: 'ours_floor', label: 'Node floor, bare koffi', color: '#b07aa1' },
   { key: 'c_threads', label: 'C, K threads', color: '#555555' },
   { key: 'c_polling', label: 'C, one thread polling', color: '#a0a0a0' },
   { key: 'cupy', label: 'CuPy, K threads', color: '#f28e2b' },
@@ -216,6 +226,13 @@ export interface ScalingTarget {
   worst?: { k: number; ratio: number };
   /** K values checked. */
   checked: number[];
+  /**
+   * `vs_c`, where the floor ran (`ours_floor`: the same calls from JavaScript with no
+   * runtime) at the worst K: the floor over the better C variant, and ours over the floor. A
+   * floor below the target says the target lies below what any JavaScript caller of the
+   * driver reaches from one thread in this process.
+   */
+  floor?: { ratio: number; oursOverFloor: number };
 }
 
 /** ours >= this fraction of the better C variant's jobs/s, at every K. */
@@ -259,6 +276,19 @@ export function scalingTargets(results: readonly ScalingShapeResult[]): ScalingT
       }
       if (target.worst !== undefined) {
         target.met = strict ? target.worst.ratio > limit : target.worst.ratio >= limit;
+        const row = result.rows.find((candidate) => candidate.k === target.worst!.k)!;
+        const floor = row.cells.ours_floor?.jobsPerSecond;
+        if (floor !== undefined) {
+          const best = Math.max(
+            ...others
+              .map((system) => row.cells[system]?.jobsPerSecond)
+              .filter((rate): rate is number => rate !== undefined),
+          );
+          target.floor = {
+            ratio: floor / best,
+            oursOverFloor: row.cells.ours!.jobsPerSecond / floor,
+          };
+        }
       }
       return target;
     };
@@ -318,7 +348,14 @@ export function formatScaling(
     const info = SHAPES[result.shape];
     out.push('');
     out.push(`${info.title}${config ? `: ${info.describe(config)}` : ''}`);
-    const header = ['K', ...systems.map((system) => system.label), 'ours/C', 'ours/py'];
+    const hasFloor = result.rows.some((row) => row.cells.ours_floor !== undefined);
+    const header = [
+      'K',
+      ...systems.map((system) => system.label),
+      'ours/C',
+      'ours/py',
+      ...(hasFloor ? ['ours/floor'] : []),
+    ];
     const ratio = (row: ScalingRow, others: readonly ScalingSystem[]) => {
       const ours = row.cells.ours?.jobsPerSecond;
       const rates = others
@@ -335,12 +372,14 @@ export function formatScaling(
       }),
       formatRatio(ratio(row, ['c_threads', 'c_polling'])),
       formatRatio(ratio(row, ['cupy', 'torch'])),
+      ...(hasFloor ? [formatRatio(ratio(row, ['ours_floor']))] : []),
     ]);
     body.push([
       'serial',
       ...systems.map((system) => formatRate(result.serial[system.key]?.jobsPerSecond)),
       '',
       '',
+      ...(hasFloor ? [''] : []),
     ]);
     const widths = header.map((title, column) =>
       Math.max(title.length, ...body.map((cells) => cells[column]!.length)),
@@ -358,13 +397,17 @@ export function formatScaling(
   }
   out.push('');
   out.push(
-    'ours/C: ours over the better C variant; ours/py: over the better of CuPy and PyTorch; serial: jobs one after another on one stream',
+    'ours/C: ours over the better C variant; ours/py: over the better of CuPy and PyTorch; ours/floor: over the Node floor (the same driver calls as bare koffi calls from plain async functions, one thread, no runtime); serial: jobs one after another on one stream',
   );
   for (const target of targets) {
     const worst =
       target.worst === undefined
         ? ''
-        : ` (lowest ${formatRatio(target.worst.ratio)} at K = ${target.worst.k})`;
+        : ` (lowest ${formatRatio(target.worst.ratio)} at K = ${target.worst.k}${
+            target.floor === undefined
+              ? ''
+              : `; there the Node floor is ${formatRatio(target.floor.ratio)} of C, and ours ${formatRatio(target.floor.oursOverFloor)} of the floor`
+          })`;
     out.push(`${SHAPES[target.shape].title}: ${target.description}: ${verdict(target)}${worst}`);
   }
   return out.join('\n');

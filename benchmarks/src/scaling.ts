@@ -5,7 +5,10 @@
  * a synchronize point is `await synchronize()`), and a serial batch (one task running jobs one
  * after another). Prints one JSON line per (shape, K, mode), as c/scaling.cu does. The
  * latency-bound shape runs a second time with its steps captured once per job slot and
- * replayed (`system: 'ours_graph'`), reported beside the eager rows.
+ * replayed (`system: 'ours_graph'`), reported beside the eager rows, and a third time as the
+ * floor under ours from JavaScript (`system: 'ours_floor'`): the same launches as bare koffi
+ * calls on streams of its own and waits on bare `cuStreamQuery` calls, from plain async
+ * functions, no runtime.
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/scaling.ts [key=value ...] (see
  * scaling-config.ts)
@@ -13,10 +16,20 @@
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { gemm } from '@cuda-tasks/cublas';
-import { DeviceArray, type Graph, type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
+import {
+  DeviceArray,
+  driver,
+  type Graph,
+  type Kernel,
+  launch,
+  Module,
+  Stream,
+} from '@cuda-tasks/cudadrv';
 import { Generator } from '@cuda-tasks/curand';
 import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { capture, synchronize, task } from '@cuda-tasks/task-runtime';
+import koffi from 'koffi';
+import { bareStreamWaiter } from './bare.js';
 import { parseScalingArguments, type ShapeName, samplesFor } from './scaling-config.js';
 
 const config = parseScalingArguments(process.argv.slice(2));
@@ -103,6 +116,69 @@ async function latencyGraphJob(slot: Slot): Promise<void> {
   }
 }
 
+/**
+ * The floor under ours from JavaScript on the latency-bound shape: per job slot a stream, a
+ * CUlaunchConfig and two argument arrays (x -> y and y -> x) made once, then per step the bare
+ * koffi `cuLaunchKernelEx` that `launch()` makes, and per synchronize point an await of a bare
+ * `cuStreamQuery` round-robin (`bareStreamWaiter`). No task, no current-stream lookup, no
+ * argument checks, no buffer bookkeeping: what any JavaScript caller of the driver pays in this
+ * process (its promises pay AsyncLocalStorage's hooks, as every promise of a process that runs
+ * tasks does).
+ */
+interface FloorSlot {
+  stream: Stream;
+  ffiStream: number;
+  config: number;
+  /** Argument arrays: [0] y = a x + b, [1] x = a y + b. */
+  args: [number, number];
+  pointers: bigint[];
+}
+
+function makeFloorSlot(slot: Slot): FloorSlot {
+  const stream = Stream.create({ name: 'scaling-floor' });
+  const launchConfig = koffi.alloc('uint8_t', 64) as bigint;
+  const configView = koffi.view(launchConfig, 64);
+  new Uint32Array(configView).set([latencyLaunch.grid, 1, 1, BLOCK, 1, 1, 0, 0]);
+  new BigUint64Array(configView).set([stream.handle, 0n, 0n, 0n], 4);
+  const argumentArray = (to: DeviceArray, from: DeviceArray) => {
+    // [void* x 5][y, x, a, b, n]
+    const pointer = koffi.alloc('uint8_t', 80) as bigint;
+    const view = koffi.view(pointer, 80);
+    const u64 = new BigUint64Array(view);
+    const f32 = new Float32Array(view);
+    for (let i = 0; i < 5; i++) u64[i] = pointer + BigInt(40 + 8 * i);
+    u64[5] = to.pointer;
+    u64[6] = from.pointer;
+    f32[14] = 0.5;
+    f32[16] = 1;
+    u64[9] = BigInt(config.latencyN);
+    return pointer;
+  };
+  const forward = argumentArray(slot.latencyY, slot.latencyX);
+  const backward = argumentArray(slot.latencyX, slot.latencyY);
+  return {
+    stream,
+    ffiStream: Number(stream.handle),
+    config: Number(launchConfig),
+    args: [Number(forward), Number(backward)],
+    pointers: [launchConfig, forward, backward],
+  };
+}
+
+let floorWait: (stream: number | bigint) => Promise<void>;
+
+async function floorLatencyJob(slot: FloorSlot): Promise<void> {
+  const { latencySteps, latencySyncEvery } = config;
+  const api = driver();
+  for (let step = 0; step < latencySteps; step++) {
+    const result = api.cuLaunchKernelEx(slot.config, axpb.ffiHandle, slot.args[step & 1]!, 0);
+    if (result !== 0) throw new Error(`cuLaunchKernelEx returned ${result}`);
+    if ((step + 1) % latencySyncEvery === 0 || step === latencySteps - 1) {
+      await floorWait(slot.ffiStream);
+    }
+  }
+}
+
 /** Mixed: A = uniform, C = A B, B = C / n per step; one await at the end. */
 async function mixedJob(slot: Slot): Promise<void> {
   const scale = 1 / config.mixedN;
@@ -141,7 +217,7 @@ async function measure(samples: number, batch: () => Promise<unknown>): Promise<
 }
 
 function emit(
-  system: 'ours' | 'ours_graph',
+  system: Variant['system'],
   shape: ShapeName,
   k: number,
   mode: 'concurrent' | 'serial',
@@ -163,47 +239,78 @@ function emit(
   );
 }
 
+/** One system's way of running a shape: a serial batch and a batch of K jobs together. */
+interface Variant {
+  system: 'ours' | 'ours_graph' | 'ours_floor';
+  shape: ShapeName;
+  serial: () => Promise<unknown>;
+  concurrent: (k: number) => Promise<unknown>;
+}
+
 async function main(): Promise<void> {
   const module = Module.fromPtx(readFileSync(kernelsPtxPath, 'utf8'));
   axpb = module.kernel('axpb_f32', ['float32*', 'const float32*', 'float32', 'float32', 'uint64']);
   const maxK = Math.max(...config.ks);
   const slots = Array.from({ length: maxK }, (_, index) => makeSlot(index));
   await synchronize();
-  // Each shape as the suite runs it (ours); the latency-bound shape also with its steps
-  // captured once per job slot and replayed (ours_graph), reported beside it.
-  const variants = config.shapes.flatMap((shape) => [
-    { system: 'ours' as const, shape, job: JOBS[shape] },
-    ...(shape === 'latency'
-      ? [{ system: 'ours_graph' as const, shape, job: latencyGraphJob }]
-      : []),
-  ]);
-  // V8 optimizes the launch and library paths after a few thousand calls; C has no JIT to
-  // warm. A serial warm-up per shape, not timed.
-  for (const { shape, job } of variants) {
-    await task(async () => {
-      for (let i = 0; i < (shape === 'control' ? 25 : 200); i++) await job(slots[0]!);
-    });
-  }
-  const histogram = monitorEventLoopDelay({ resolution: 1 });
-  for (const { system, shape, job } of variants) {
-    histogram.reset();
-    histogram.enable();
-    const serial = await measure(config.minSamples, () =>
+  const ofTasks = (
+    system: Variant['system'],
+    shape: ShapeName,
+    job: (slot: Slot) => Promise<void>,
+  ) => ({
+    system,
+    shape,
+    serial: () =>
       task(async () => {
         for (let i = 0; i < config.serialJobs; i++) await job(slots[0]!);
       }),
-    );
+    concurrent: (k: number) =>
+      Promise.all(Array.from({ length: k }, (_, index) => task(() => job(slots[index]!)))),
+  });
+  // Each shape as the suite runs it (ours); the latency-bound shape also with its steps
+  // captured once per job slot and replayed (ours_graph), and as the floor (ours_floor).
+  const variants: Variant[] = [];
+  let floorSlots: FloorSlot[] = [];
+  for (const shape of config.shapes) {
+    variants.push(ofTasks('ours', shape, JOBS[shape]));
+    if (shape !== 'latency') continue;
+    variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
+    floorWait = bareStreamWaiter((stream) => driver().cuStreamQuery(stream));
+    floorSlots = slots.map(makeFloorSlot);
+    variants.push({
+      system: 'ours_floor',
+      shape,
+      serial: async () => {
+        for (let i = 0; i < config.serialJobs; i++) await floorLatencyJob(floorSlots[0]!);
+      },
+      concurrent: (k) =>
+        Promise.all(Array.from({ length: k }, (_, index) => floorLatencyJob(floorSlots[index]!))),
+    });
+  }
+  const histogram = monitorEventLoopDelay({ resolution: 1 });
+  for (const { system, shape, serial, concurrent } of variants) {
+    // V8 optimizes the launch and library paths after a few thousand calls; C has no JIT to
+    // warm. A serial warm-up right before each variant is measured (not timed): another
+    // variant's warm-up in between (captures, bare calls) would leave this one's code to be
+    // optimized again while it is timed.
+    const batches = Math.ceil((shape === 'control' ? 25 : 200) / config.serialJobs);
+    for (let i = 0; i < batches; i++) await serial();
+    histogram.reset();
+    histogram.enable();
+    const serialSeconds = await measure(config.minSamples, serial);
     histogram.disable();
-    emit(system, shape, 1, 'serial', config.serialJobs, serial, histogram.max / 1e6);
+    emit(system, shape, 1, 'serial', config.serialJobs, serialSeconds, histogram.max / 1e6);
     for (const k of config.ks) {
-      const batch = () =>
-        Promise.all(Array.from({ length: k }, (_, index) => task(() => job(slots[index]!))));
       histogram.reset();
       histogram.enable();
-      const seconds = await measure(samplesFor(config, k), batch);
+      const seconds = await measure(samplesFor(config, k), () => concurrent(k));
       histogram.disable();
       emit(system, shape, k, 'concurrent', k, seconds, histogram.max / 1e6);
     }
+  }
+  for (const slot of floorSlots) {
+    slot.stream.dispose();
+    for (const pointer of slot.pointers) koffi.free(pointer);
   }
 }
 

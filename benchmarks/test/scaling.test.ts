@@ -253,6 +253,42 @@ describe('formatScaling', () => {
     expect(scalingTargets(built)).toEqual(scalingTargets(results));
   });
 
+  it('shows the Node floor beside ours, ours over it, and the floor at the worst K of a missed target', () => {
+    // The floor of the latency shape below C threads at K = 8; ours 0.8x C threads there.
+    const floorRates = [1080, 1950, 3700, 6100];
+    const oursRates = [1050, 1900, 3600, 5120];
+    const withFloor = [
+      ...fixtureLines().filter(
+        (l) =>
+          !(
+            (l as { system: string }).system === 'ours' &&
+            (l as { shape: string }).shape === 'latency'
+          ),
+      ),
+      line('ours', 'latency', 1, 1000, 'serial'),
+      ...KS.map((k, index) => line('ours', 'latency', k, oursRates[index]!)),
+      line('ours_floor', 'latency', 1, 1000, 'serial'),
+      ...KS.map((k, index) => line('ours_floor', 'latency', k, floorRates[index]!)),
+    ];
+    const built = buildScaling(parseScalingLines(jsonl(withFloor)).lines);
+    const targets = scalingTargets(built);
+    const latency = targets.find((t) => t.shape === 'latency' && t.name === 'vs_c')!;
+    expect(latency.met).toBe(false);
+    expect(latency.worst).toEqual({ k: 8, ratio: 5120 / 6500 });
+    expect(latency.floor!.ratio).toBeCloseTo(6100 / 6500, 12);
+    expect(latency.floor!.oursOverFloor).toBeCloseTo(5120 / 6100, 12);
+    // No floor ran on the mixed shape: nothing claimed there.
+    expect(targets.find((t) => t.shape === 'mixed' && t.name === 'vs_c')!.floor).toBeUndefined();
+    const table = formatScaling(built, targets, SCALING_DEFAULTS);
+    expect(table).toContain('ours/floor');
+    const k8 = table.split('\n').filter((l) => l.startsWith('8 '));
+    expect(k8[0]).toContain(`${(5120 / 6100).toFixed(2)}x`);
+    expect(k8[1]!.trimEnd().endsWith(`${(2000 / 2100).toFixed(2)}x`)).toBe(true); // mixed: no floor column
+    expect(table).toContain(
+      `FAIL (lowest ${(5120 / 6500).toFixed(2)}x at K = 8; there the Node floor is ${(6100 / 6500).toFixed(2)}x of C, and ours ${(5120 / 6100).toFixed(2)}x of the floor)`,
+    );
+  });
+
   it('formats rates with separators, and "-" for nothing', () => {
     expect(formatRate(123456.7)).toBe('123,457');
     expect(formatRate(42.123)).toBe('42.1');

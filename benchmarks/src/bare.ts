@@ -1,0 +1,59 @@
+/**
+ * The floor rows' waits: what waiting for streams costs from JavaScript with no runtime around
+ * it. Bare `cuStreamQuery` calls, one round-robin over every pending stream, the same tier-1
+ * strategy as the runtime's waiter (decision 0021): rounds repeat in one microtask until one
+ * settles a wait or the microtask has made `queriesPerPass` queries; then the next microtask.
+ * No fallback to events or the libuv pool: the floor rows wait microseconds.
+ */
+
+/** CUDA_ERROR_NOT_READY: the stream is busy. */
+const NOT_READY = 600;
+
+/** Creates a bare waiter over `query` (the driver's `cuStreamQuery` as koffi binds it). */
+export function bareStreamWaiter(
+  query: (stream: number | bigint) => number,
+  queriesPerPass = 8,
+): (stream: number | bigint) => Promise<void> {
+  const streams: (number | bigint)[] = [];
+  const resolves: (() => void)[] = [];
+  const rejects: ((error: Error) => void)[] = [];
+  let scheduled = false;
+  const spin = () => {
+    scheduled = false;
+    let queries = 0;
+    let settled = false;
+    while (!settled && streams.length > 0 && queries < queriesPerPass) {
+      let kept = 0;
+      for (let i = 0; i < streams.length; i++) {
+        const result = query(streams[i]!);
+        queries++;
+        if (result === 0) {
+          resolves[i]!();
+          settled = true;
+        } else if (result !== NOT_READY) {
+          rejects[i]!(new Error(`cuStreamQuery returned ${result}`));
+          settled = true;
+        } else {
+          streams[kept] = streams[i]!;
+          resolves[kept] = resolves[i]!;
+          rejects[kept++] = rejects[i]!;
+        }
+      }
+      streams.length = resolves.length = rejects.length = kept;
+    }
+    if (streams.length > 0) {
+      scheduled = true;
+      queueMicrotask(spin);
+    }
+  };
+  return (stream) =>
+    new Promise<void>((resolve, reject) => {
+      streams.push(stream);
+      resolves.push(resolve);
+      rejects.push(reject);
+      if (!scheduled) {
+        scheduled = true;
+        queueMicrotask(spin);
+      }
+    });
+}

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { bareStreamWaiter } from '../src/bare.js';
+
+describe('bareStreamWaiter', () => {
+  it('queries the pending streams round-robin and settles each when its query returns 0', async () => {
+    // Stream 1 is done at its 3rd query, stream 2 at its 1st, stream 3 fails at its 2nd.
+    const answers = new Map<number, number[]>([
+      [1, [600, 600, 0]],
+      [2, [0]],
+      [3, [600, 700]],
+    ]);
+    const log: number[] = [];
+    const wait = bareStreamWaiter((stream) => {
+      log.push(Number(stream));
+      return answers.get(Number(stream))!.shift()!;
+    });
+    const settled: string[] = [];
+    const waits = [1, 2, 3].map((stream) =>
+      wait(stream).then(
+        () => settled.push(`${stream} done`),
+        (error: Error) => settled.push(`${stream} ${error.message}`),
+      ),
+    );
+    await Promise.all(waits);
+    // Round 1 queries all three and settles 2; round 2 (next microtask) settles 3; round 3, 1.
+    expect(log).toEqual([1, 2, 3, 1, 3, 1]);
+    expect(settled).toEqual(['2 done', '3 cuStreamQuery returned 700', '1 done']);
+  });
+
+  it('queries one pending stream back to back up to queriesPerPass times in one microtask', async () => {
+    let queries = 0;
+    const wait = bareStreamWaiter(() => (++queries >= 12 ? 0 : 600), 4);
+    let done = false;
+    const waited = wait(7).then(() => {
+      done = true;
+    });
+    await Promise.resolve(); // the first pass: 4 queries, not done
+    await Promise.resolve();
+    expect(queries).toBeGreaterThanOrEqual(4);
+    expect(queries % 4).toBe(0);
+    expect(done).toBe(false);
+    await waited;
+    expect(queries).toBe(12);
+  });
+});
