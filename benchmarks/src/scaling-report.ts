@@ -34,8 +34,8 @@ export const SCALING_SYSTEMS: readonly {
   { key: 'ours', label: 'ours (K tasks)', color: '#4e79a7' },
   // The latency-bound shape only: its steps captured once per task and replayed.
   { key: 'ours_graph', label: 'ours, graph replays', color: '#76b7b2' },
-  // The latency-bound shape only: the same launches and waits as bare koffi calls from plain
-  // async functions, no runtime (the floor under ours from JavaScript).
+  // The latency-bound and mixed shapes: C's calls as bare koffi calls from plain async
+  // functions, no runtime (the floor under ours from JavaScript).
   { key: 'ours_floor', label: 'Node floor, bare koffi', color: '#b07aa1' },
   { key: 'c_threads', label: 'C, K threads', color: '#555555' },
   { key: 'c_polling', label: 'C, one thread polling', color: '#a0a0a0' },
@@ -278,7 +278,7 @@ export function scalingTargets(results: readonly ScalingShapeResult[]): ScalingT
         target.met = strict ? target.worst.ratio > limit : target.worst.ratio >= limit;
         const row = result.rows.find((candidate) => candidate.k === target.worst!.k)!;
         const floor = row.cells.ours_floor?.jobsPerSecond;
-        if (floor !== undefined) {
+        if (name === 'vs_c' && floor !== undefined) {
           const best = Math.max(
             ...others
               .map((system) => row.cells[system]?.jobsPerSecond)

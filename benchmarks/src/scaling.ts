@@ -17,6 +17,12 @@ import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { gemm } from '@cuda-tasks/cublas';
 import {
+  CUBLAS_DEFAULT_MATH,
+  CUBLAS_OP_N,
+  CUBLAS_POINTER_MODE_HOST,
+  cublas,
+} from '@cuda-tasks/cublas/ffi';
+import {
   DeviceArray,
   driver,
   type Graph,
@@ -26,6 +32,7 @@ import {
   Stream,
 } from '@cuda-tasks/cudadrv';
 import { Generator } from '@cuda-tasks/curand';
+import { curand } from '@cuda-tasks/curand/ffi';
 import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { capture, synchronize, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
@@ -117,13 +124,14 @@ async function latencyGraphJob(slot: Slot): Promise<void> {
 }
 
 /**
- * The floor under ours from JavaScript on the latency-bound shape: per job slot a stream, a
- * CUlaunchConfig and two argument arrays (x -> y and y -> x) made once, then per step the bare
- * koffi `cuLaunchKernelEx` that `launch()` makes, and per synchronize point an await of a bare
- * `cuStreamQuery` round-robin (`bareStreamWaiter`). No task, no current-stream lookup, no
- * argument checks, no buffer bookkeeping: what any JavaScript caller of the driver pays in this
- * process (its promises pay AsyncLocalStorage's hooks, as every promise of a process that runs
- * tasks does).
+ * The floor under ours from JavaScript (`ours_floor`): per job slot a stream, CUlaunchConfigs
+ * and argument arrays made once, and for the mixed shape a cuBLAS handle and a Philox cuRAND
+ * generator of its own on that stream, as C's slots have. Per step the bare koffi calls: the
+ * `cuLaunchKernelEx` that `launch()` makes, and C's `curandGenerateUniform` and
+ * `cublasSgemm_v2`; per synchronize point an await of a bare `cuStreamQuery` round-robin
+ * (`bareStreamWaiter`). No task, no current-stream lookup, no argument checks, no buffer
+ * bookkeeping: what any JavaScript caller of these libraries pays in this process (its
+ * promises pay AsyncLocalStorage's hooks, as every promise of a process that runs tasks does).
  */
 interface FloorSlot {
   stream: Stream;
@@ -131,16 +139,28 @@ interface FloorSlot {
   config: number;
   /** Argument arrays: [0] y = a x + b, [1] x = a y + b. */
   args: [number, number];
+  /** The mixed shape's launch config and its axpb arguments (B = C / n). */
+  mixedConfig: number;
+  mixedArgs: number;
+  cublas: bigint;
+  curand: bigint;
+  mixed: { a: number; b: number; c: number; aPointer: bigint };
   pointers: bigint[];
 }
 
-function makeFloorSlot(slot: Slot): FloorSlot {
+/** Host scalars of the floor's SGEMMs (pointer mode host): alpha = 1, beta = 0. */
+let floorScalars: { alpha: number; beta: number; pointer: bigint } | undefined;
+
+function makeFloorSlot(slot: Slot, index: number): FloorSlot {
   const stream = Stream.create({ name: 'scaling-floor' });
-  const launchConfig = koffi.alloc('uint8_t', 64) as bigint;
-  const configView = koffi.view(launchConfig, 64);
-  new Uint32Array(configView).set([latencyLaunch.grid, 1, 1, BLOCK, 1, 1, 0, 0]);
-  new BigUint64Array(configView).set([stream.handle, 0n, 0n, 0n], 4);
-  const argumentArray = (to: DeviceArray, from: DeviceArray) => {
+  const launchConfigOf = (grid: number) => {
+    const pointer = koffi.alloc('uint8_t', 64) as bigint;
+    const view = koffi.view(pointer, 64);
+    new Uint32Array(view).set([grid, 1, 1, BLOCK, 1, 1, 0, 0]);
+    new BigUint64Array(view).set([stream.handle, 0n, 0n, 0n], 4);
+    return pointer;
+  };
+  const argumentArray = (to: DeviceArray, from: DeviceArray, a: number, b: number, n: number) => {
     // [void* x 5][y, x, a, b, n]
     const pointer = koffi.alloc('uint8_t', 80) as bigint;
     const view = koffi.view(pointer, 80);
@@ -149,20 +169,76 @@ function makeFloorSlot(slot: Slot): FloorSlot {
     for (let i = 0; i < 5; i++) u64[i] = pointer + BigInt(40 + 8 * i);
     u64[5] = to.pointer;
     u64[6] = from.pointer;
-    f32[14] = 0.5;
-    f32[16] = 1;
-    u64[9] = BigInt(config.latencyN);
+    f32[14] = a;
+    f32[16] = b;
+    u64[9] = BigInt(n);
     return pointer;
   };
-  const forward = argumentArray(slot.latencyY, slot.latencyX);
-  const backward = argumentArray(slot.latencyX, slot.latencyY);
+  const launchConfig = launchConfigOf(latencyLaunch.grid);
+  const forward = argumentArray(slot.latencyY, slot.latencyX, 0.5, 1, config.latencyN);
+  const backward = argumentArray(slot.latencyX, slot.latencyY, 0.5, 1, config.latencyN);
+  const mixedConfig = launchConfigOf(mixedLaunch.grid);
+  const mixedArgs = argumentArray(slot.mixedB, slot.mixedC, 1 / config.mixedN, 0, mixedCount);
+  // C's slot: a cuBLAS handle (host scalars, default math: plain FP32) and a Philox generator
+  // seeded 1000 + slot, both on the slot's stream.
+  const blas = cublas();
+  const handleOut: (bigint | null)[] = [null];
+  floorCheck(blas.cublasCreate_v2(handleOut), 'cublasCreate_v2');
+  const cublasHandle = handleOut[0] as bigint;
+  floorCheck(blas.cublasSetStream_v2(cublasHandle, stream.handle), 'cublasSetStream_v2');
+  floorCheck(
+    blas.cublasSetPointerMode_v2(cublasHandle, CUBLAS_POINTER_MODE_HOST),
+    'cublasSetPointerMode_v2',
+  );
+  floorCheck(blas.cublasSetMathMode(cublasHandle, CUBLAS_DEFAULT_MATH), 'cublasSetMathMode');
+  const rand = curand();
+  const generatorOut: (bigint | null)[] = [null];
+  floorCheck(
+    rand.curandCreateGenerator(generatorOut, CURAND_RNG_PSEUDO_PHILOX4_32_10),
+    'curandCreateGenerator',
+  );
+  const generator = generatorOut[0] as bigint;
+  floorCheck(
+    rand.curandSetPseudoRandomGeneratorSeed(generator, BigInt(config.seed + index)),
+    'curandSetPseudoRandomGeneratorSeed',
+  );
+  floorCheck(rand.curandSetStream(generator, stream.handle), 'curandSetStream');
+  if (floorScalars === undefined) {
+    const pointer = koffi.alloc('float', 2) as bigint;
+    new Float32Array(koffi.view(pointer, 8)).set([1, 0]);
+    floorScalars = { alpha: Number(pointer), beta: Number(pointer) + 4, pointer };
+  }
   return {
     stream,
     ffiStream: Number(stream.handle),
     config: Number(launchConfig),
     args: [Number(forward), Number(backward)],
-    pointers: [launchConfig, forward, backward],
+    mixedConfig: Number(mixedConfig),
+    mixedArgs: Number(mixedArgs),
+    cublas: cublasHandle,
+    curand: generator,
+    mixed: {
+      a: Number(slot.mixedA.pointer),
+      b: Number(slot.mixedB.pointer),
+      c: Number(slot.mixedC.pointer),
+      aPointer: slot.mixedA.pointer,
+    },
+    pointers: [launchConfig, forward, backward, mixedConfig, mixedArgs],
   };
+}
+
+/** curandRngType_t CURAND_RNG_PSEUDO_PHILOX4_32_10. */
+const CURAND_RNG_PSEUDO_PHILOX4_32_10 = 161;
+
+function floorCheck(status: number, call: string): void {
+  if (status !== 0) throw new Error(`${call} returned ${status}`);
+}
+
+function disposeFloorSlot(slot: FloorSlot): void {
+  cublas().cublasDestroy_v2(slot.cublas);
+  curand().curandDestroyGenerator(slot.curand);
+  slot.stream.dispose();
+  for (const pointer of slot.pointers) koffi.free(pointer);
 }
 
 let floorWait: (stream: number | bigint) => Promise<void>;
@@ -177,6 +253,46 @@ async function floorLatencyJob(slot: FloorSlot): Promise<void> {
       await floorWait(slot.ffiStream);
     }
   }
+}
+
+/** The mixed job as C issues it (`issue_segment`), with bare koffi calls; one await at the end. */
+async function floorMixedJob(slot: FloorSlot): Promise<void> {
+  const api = driver();
+  const blas = cublas();
+  const rand = curand();
+  const n = config.mixedN;
+  const { a, b, c, aPointer } = slot.mixed;
+  const scalars = floorScalars!;
+  for (let step = 0; step < config.mixedSteps; step++) {
+    floorCheck(
+      rand.curandGenerateUniform(slot.curand, aPointer, mixedCount),
+      'curandGenerateUniform',
+    );
+    floorCheck(
+      blas.cublasSgemm_v2(
+        slot.cublas,
+        CUBLAS_OP_N,
+        CUBLAS_OP_N,
+        n,
+        n,
+        n,
+        scalars.alpha,
+        a,
+        n,
+        b,
+        n,
+        scalars.beta,
+        c,
+        n,
+      ),
+      'cublasSgemm_v2',
+    );
+    floorCheck(
+      api.cuLaunchKernelEx(slot.mixedConfig, axpb.ffiHandle, slot.mixedArgs, 0),
+      'cuLaunchKernelEx',
+    );
+  }
+  await floorWait(slot.ffiStream);
 }
 
 /** Mixed: A = uniform, C = A B, B = C / n per step; one await at the end. */
@@ -268,23 +384,26 @@ async function main(): Promise<void> {
       Promise.all(Array.from({ length: k }, (_, index) => task(() => job(slots[index]!)))),
   });
   // Each shape as the suite runs it (ours); the latency-bound shape also with its steps
-  // captured once per job slot and replayed (ours_graph), and as the floor (ours_floor).
+  // captured once per job slot and replayed (ours_graph); the latency-bound and mixed shapes
+  // also as the floor (ours_floor).
+  floorWait = bareStreamWaiter((stream) => driver().cuStreamQuery(stream));
+  const floorSlots: FloorSlot[] = config.shapes.some((shape) => shape !== 'control')
+    ? slots.map(makeFloorSlot)
+    : [];
   const variants: Variant[] = [];
-  let floorSlots: FloorSlot[] = [];
   for (const shape of config.shapes) {
     variants.push(ofTasks('ours', shape, JOBS[shape]));
-    if (shape !== 'latency') continue;
-    variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
-    floorWait = bareStreamWaiter((stream) => driver().cuStreamQuery(stream));
-    floorSlots = slots.map(makeFloorSlot);
+    if (shape === 'control') continue;
+    if (shape === 'latency') variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
+    const floorJob = shape === 'latency' ? floorLatencyJob : floorMixedJob;
     variants.push({
       system: 'ours_floor',
       shape,
       serial: async () => {
-        for (let i = 0; i < config.serialJobs; i++) await floorLatencyJob(floorSlots[0]!);
+        for (let i = 0; i < config.serialJobs; i++) await floorJob(floorSlots[0]!);
       },
       concurrent: (k) =>
-        Promise.all(Array.from({ length: k }, (_, index) => floorLatencyJob(floorSlots[index]!))),
+        Promise.all(Array.from({ length: k }, (_, index) => floorJob(floorSlots[index]!))),
     });
   }
   const histogram = monitorEventLoopDelay({ resolution: 1 });
@@ -308,10 +427,7 @@ async function main(): Promise<void> {
       emit(system, shape, k, 'concurrent', k, seconds, histogram.max / 1e6);
     }
   }
-  for (const slot of floorSlots) {
-    slot.stream.dispose();
-    for (const pointer of slot.pointers) koffi.free(pointer);
-  }
+  for (const slot of floorSlots) disposeFloorSlot(slot);
 }
 
 try {

@@ -277,7 +277,10 @@ describe('formatScaling', () => {
     expect(latency.worst).toEqual({ k: 8, ratio: 5120 / 6500 });
     expect(latency.floor!.ratio).toBeCloseTo(6100 / 6500, 12);
     expect(latency.floor!.oursOverFloor).toBeCloseTo(5120 / 6100, 12);
-    // No floor ran on the mixed shape: nothing claimed there.
+    // Only the target against C names the floor; no floor ran on the mixed shape.
+    expect(
+      targets.find((t) => t.shape === 'latency' && t.name === 'vs_peers')!.floor,
+    ).toBeUndefined();
     expect(targets.find((t) => t.shape === 'mixed' && t.name === 'vs_c')!.floor).toBeUndefined();
     const table = formatScaling(built, targets, SCALING_DEFAULTS);
     expect(table).toContain('ours/floor');
