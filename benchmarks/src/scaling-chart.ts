@@ -55,6 +55,7 @@ export function renderScalingSvg(results: readonly ScalingShapeResult[], subtitl
   out.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, &apos;Segoe UI&apos;, Helvetica, Arial, sans-serif">`,
   );
+  out.push(`<title>cuda-tasks concurrency scaling: ${escapeXml(subtitle)}</title>`);
   out.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
   out.push(
     '<text x="16" y="26" font-size="17" font-weight="600" fill="#1f1f1f">Concurrency scaling: speedup over K = 1 (K jobs started together)</text>',

@@ -333,6 +333,10 @@ describe('renderScalingSvg', () => {
     expect(svg.trimEnd().endsWith('</svg>')).toBe(true);
     expect(svg).toContain('Fixture &lt;GPU&gt; &amp; co');
     expect(svg.match(/<g /g)!.length).toBe(svg.match(/<\/g>/g)!.length);
+    // The document's own title (its alternative text), right after the opening tag.
+    expect(svg.split('\n')[2]).toBe(
+      '<title>cuda-tasks concurrency scaling: Fixture &lt;GPU&gt; &amp; co</title>',
+    );
   });
 
   it('draws one panel per shape and one line per system with a point per K', () => {

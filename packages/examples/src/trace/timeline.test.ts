@@ -58,6 +58,11 @@ describe('renderTimelineSvg', () => {
     expect(svg.match(/<svg\b/g)).toHaveLength(1);
     expect(svg.trim().endsWith('</svg>')).toBe(true);
     assertBalanced(svg);
+    // The document's own title (its alternative text) repeats the heading, right after <svg>.
+    const lines = svg.split('\n');
+    expect(lines[1]!.startsWith('<svg ')).toBe(true);
+    const heading = /<text x="16" y="26"[^>]*>([^<]*)<\/text>/.exec(svg)![1];
+    expect(lines[2]).toBe(`<title>${heading}</title>`);
   });
 
   it('labels one row per stream and one per task', () => {

@@ -225,6 +225,7 @@ export function renderTimelineSvg(
   out.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="${escapeXml(FONT)}">`,
   );
+  out.push(`<title>${escapeXml(title)}</title>`);
   out.push(`<rect x="0" y="0" width="${width}" height="${height}" fill="#ffffff"/>`);
   out.push(
     `<text x="16" y="26" font-size="17" font-weight="600" fill="#1f1f1f">${escapeXml(title)}</text>`,
