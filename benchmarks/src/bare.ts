@@ -1,3 +1,19 @@
+import koffi from 'koffi';
+
+/**
+ * A CUlaunchConfig for a one-dimensional launch of `grid` blocks of `block` threads on the
+ * stream `streamHandle` (56 bytes: 3 + 3 dimensions, no shared memory, the stream at byte 32,
+ * no attributes), as launch() keeps one: what the floor rows pass to a bare
+ * `cuLaunchKernelEx`. Free it with koffi.free.
+ */
+export function bareLaunchConfig(streamHandle: bigint, grid = 1, block = 1): bigint {
+  const pointer = koffi.alloc('uint8_t', 64) as bigint;
+  const view = koffi.view(pointer, 64);
+  new Uint32Array(view).set([grid, 1, 1, block, 1, 1, 0, 0]);
+  new BigUint64Array(view).set([streamHandle, 0n, 0n, 0n], 4);
+  return pointer;
+}
+
 /**
  * The floor rows' waits: what waiting for streams costs from JavaScript with no runtime around
  * it. Bare `cuStreamQuery` calls, one round-robin over every pending stream, the same tier-1

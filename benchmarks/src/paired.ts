@@ -18,6 +18,7 @@
 import { readFileSync } from 'node:fs';
 import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
 import {
+  check,
   DeviceArray,
   DeviceBuffer,
   driver,
@@ -32,7 +33,7 @@ import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { concurrentIteration, serialIteration } from '@cuda-tasks/examples/seed';
 import { capture, stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
-import { bareStreamWaiter } from './bare.js';
+import { bareLaunchConfig, bareStreamWaiter } from './bare.js';
 import { launchBatch, seedWorkload, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { median, medianInterval, nowUs, warmJit } from './harness.js';
 
@@ -185,12 +186,8 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
         }),
       );
 
-      // A CUlaunchConfig of our own (56 bytes: 3 + 3 dimensions, shared memory, the stream
-      // at byte 32, no attributes), as launch() keeps one.
-      const configPointer = koffi.alloc('uint8_t', 64) as bigint;
-      const configView = koffi.view(configPointer, 64);
-      new Uint32Array(configView).set([1, 1, 1, 1, 1, 1, 0, 0]);
-      new BigUint64Array(configView).set([s.handle, 0n, 0n, 0n], 4);
+      // A CUlaunchConfig of our own, as launch() keeps one.
+      const configPointer = bareLaunchConfig(s.handle);
       const configAddress = Number(configPointer);
       const bareLaunchEx = () => {
         const t0 = nowUs();
@@ -369,12 +366,7 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
       // The floor under the withStream rows (after them: a launch() config with a `stream` key
       // is a second object shape at launch()'s property reads): the bare koffi call alternating the two streams (a config
       // arena per stream), and launch() given the stream explicitly (no withStream).
-      const configAddresses = [s1, s2].map((on) => {
-        new BigUint64Array(configView).set([on.handle], 4);
-        const copy = koffi.alloc('uint8_t', 64) as bigint;
-        new Uint8Array(koffi.view(copy, 64)).set(new Uint8Array(configView));
-        return copy;
-      });
+      const configAddresses = [s1, s2].map((on) => bareLaunchConfig(on.handle));
       const [config1, config2] = configAddresses.map(Number) as [number, number];
       lines.push(
         await pair(
@@ -486,18 +478,6 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
 const TASKS = 100;
 
 /**
- * A CUlaunchConfig for a 1 x 1 launch on `on` (56 bytes: 3 + 3 dimensions, shared memory, the
- * stream at byte 32, no attributes), as launch() keeps one. Free it with koffi.free.
- */
-function launchConfigOn(on: Stream): bigint {
-  const pointer = koffi.alloc('uint8_t', 64) as bigint;
-  const view = koffi.view(pointer, 64);
-  new Uint32Array(view).set([1, 1, 1, 1, 1, 1, 0, 0]);
-  new BigUint64Array(view).set([on.handle, 0n, 0n, 0n], 4);
-  return pointer;
-}
-
-/**
  * The 100-task rows. `tasks100`: C launches an empty kernel on each of 100 streams of its own,
  * then cuStreamSynchronize each; ours starts 100 tasks that each `launch()` it and
  * `await synchronize()`, Promise.all. `tasks100_bare_koffi`, the floor under any per-task
@@ -521,15 +501,17 @@ export async function runTasksPairs(lib: ReturnType<typeof koffi.load>): Promise
 
   const api = driver();
   const parameters = empty.ffiArgumentArray;
-  const configs = streams.map(launchConfigOn);
+  const configs = streams.map((x) => bareLaunchConfig(x.handle));
   const configAddresses = configs.map(Number);
   const ffiStreams = streams.map((x) => x.ffiHandle);
   // The floor's waits: bare cuStreamQuery calls, round-robin over the pending streams.
   const waitFor = bareStreamWaiter((x) => api.cuStreamQuery(x));
   const bareWait = (index: number) => waitFor(ffiStreams[index]!);
   const bareTask = async (index: number) => {
-    const result = api.cuLaunchKernelEx(configAddresses[index]!, empty.ffiHandle, parameters, 0);
-    if (result !== 0) throw new Error(`cuLaunchKernelEx returned ${result}`);
+    check(
+      api.cuLaunchKernelEx(configAddresses[index]!, empty.ffiHandle, parameters, 0),
+      'cuLaunchKernelEx',
+    );
     await bareWait(index);
   };
   const bareRound = () => Promise.all(Array.from({ length: TASKS }, (_, i) => bareTask(i)));

@@ -15,7 +15,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { gemm } from '@cuda-tasks/cublas';
+import { check as checkCublas, gemm } from '@cuda-tasks/cublas';
 import {
   CUBLAS_DEFAULT_MATH,
   CUBLAS_OP_N,
@@ -23,6 +23,7 @@ import {
   cublas,
 } from '@cuda-tasks/cublas/ffi';
 import {
+  check,
   DeviceArray,
   driver,
   type Graph,
@@ -31,12 +32,12 @@ import {
   Module,
   Stream,
 } from '@cuda-tasks/cudadrv';
-import { Generator } from '@cuda-tasks/curand';
+import { check as checkCurand, Generator } from '@cuda-tasks/curand';
 import { curand } from '@cuda-tasks/curand/ffi';
 import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { capture, synchronize, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
-import { bareStreamWaiter } from './bare.js';
+import { bareLaunchConfig, bareStreamWaiter } from './bare.js';
 import { parseScalingArguments, type ShapeName, samplesFor } from './scaling-config.js';
 
 const config = parseScalingArguments(process.argv.slice(2));
@@ -153,13 +154,6 @@ let floorScalars: { alpha: number; beta: number; pointer: bigint } | undefined;
 
 function makeFloorSlot(slot: Slot, index: number): FloorSlot {
   const stream = Stream.create({ name: 'scaling-floor' });
-  const launchConfigOf = (grid: number) => {
-    const pointer = koffi.alloc('uint8_t', 64) as bigint;
-    const view = koffi.view(pointer, 64);
-    new Uint32Array(view).set([grid, 1, 1, BLOCK, 1, 1, 0, 0]);
-    new BigUint64Array(view).set([stream.handle, 0n, 0n, 0n], 4);
-    return pointer;
-  };
   const argumentArray = (to: DeviceArray, from: DeviceArray, a: number, b: number, n: number) => {
     // [void* x 5][y, x, a, b, n]
     const pointer = koffi.alloc('uint8_t', 80) as bigint;
@@ -174,35 +168,35 @@ function makeFloorSlot(slot: Slot, index: number): FloorSlot {
     u64[9] = BigInt(n);
     return pointer;
   };
-  const launchConfig = launchConfigOf(latencyLaunch.grid);
+  const launchConfig = bareLaunchConfig(stream.handle, latencyLaunch.grid, BLOCK);
   const forward = argumentArray(slot.latencyY, slot.latencyX, 0.5, 1, config.latencyN);
   const backward = argumentArray(slot.latencyX, slot.latencyY, 0.5, 1, config.latencyN);
-  const mixedConfig = launchConfigOf(mixedLaunch.grid);
+  const mixedConfig = bareLaunchConfig(stream.handle, mixedLaunch.grid, BLOCK);
   const mixedArgs = argumentArray(slot.mixedB, slot.mixedC, 1 / config.mixedN, 0, mixedCount);
   // C's slot: a cuBLAS handle (host scalars, default math: plain FP32) and a Philox generator
   // seeded 1000 + slot, both on the slot's stream.
   const blas = cublas();
   const handleOut: (bigint | null)[] = [null];
-  floorCheck(blas.cublasCreate_v2(handleOut), 'cublasCreate_v2');
+  checkCublas(blas.cublasCreate_v2(handleOut), 'cublasCreate_v2');
   const cublasHandle = handleOut[0] as bigint;
-  floorCheck(blas.cublasSetStream_v2(cublasHandle, stream.handle), 'cublasSetStream_v2');
-  floorCheck(
+  checkCublas(blas.cublasSetStream_v2(cublasHandle, stream.handle), 'cublasSetStream_v2');
+  checkCublas(
     blas.cublasSetPointerMode_v2(cublasHandle, CUBLAS_POINTER_MODE_HOST),
     'cublasSetPointerMode_v2',
   );
-  floorCheck(blas.cublasSetMathMode(cublasHandle, CUBLAS_DEFAULT_MATH), 'cublasSetMathMode');
+  checkCublas(blas.cublasSetMathMode(cublasHandle, CUBLAS_DEFAULT_MATH), 'cublasSetMathMode');
   const rand = curand();
   const generatorOut: (bigint | null)[] = [null];
-  floorCheck(
+  checkCurand(
     rand.curandCreateGenerator(generatorOut, CURAND_RNG_PSEUDO_PHILOX4_32_10),
     'curandCreateGenerator',
   );
   const generator = generatorOut[0] as bigint;
-  floorCheck(
+  checkCurand(
     rand.curandSetPseudoRandomGeneratorSeed(generator, BigInt(config.seed + index)),
     'curandSetPseudoRandomGeneratorSeed',
   );
-  floorCheck(rand.curandSetStream(generator, stream.handle), 'curandSetStream');
+  checkCurand(rand.curandSetStream(generator, stream.handle), 'curandSetStream');
   if (floorScalars === undefined) {
     const pointer = koffi.alloc('float', 2) as bigint;
     new Float32Array(koffi.view(pointer, 8)).set([1, 0]);
@@ -230,10 +224,6 @@ function makeFloorSlot(slot: Slot, index: number): FloorSlot {
 /** curandRngType_t CURAND_RNG_PSEUDO_PHILOX4_32_10. */
 const CURAND_RNG_PSEUDO_PHILOX4_32_10 = 161;
 
-function floorCheck(status: number, call: string): void {
-  if (status !== 0) throw new Error(`${call} returned ${status}`);
-}
-
 function disposeFloorSlot(slot: FloorSlot): void {
   cublas().cublasDestroy_v2(slot.cublas);
   curand().curandDestroyGenerator(slot.curand);
@@ -247,8 +237,10 @@ async function floorLatencyJob(slot: FloorSlot): Promise<void> {
   const { latencySteps, latencySyncEvery } = config;
   const api = driver();
   for (let step = 0; step < latencySteps; step++) {
-    const result = api.cuLaunchKernelEx(slot.config, axpb.ffiHandle, slot.args[step & 1]!, 0);
-    if (result !== 0) throw new Error(`cuLaunchKernelEx returned ${result}`);
+    check(
+      api.cuLaunchKernelEx(slot.config, axpb.ffiHandle, slot.args[step & 1]!, 0),
+      'cuLaunchKernelEx',
+    );
     if ((step + 1) % latencySyncEvery === 0 || step === latencySteps - 1) {
       await floorWait(slot.ffiStream);
     }
@@ -264,11 +256,11 @@ async function floorMixedJob(slot: FloorSlot): Promise<void> {
   const { a, b, c, aPointer } = slot.mixed;
   const scalars = floorScalars!;
   for (let step = 0; step < config.mixedSteps; step++) {
-    floorCheck(
+    checkCurand(
       rand.curandGenerateUniform(slot.curand, aPointer, mixedCount),
       'curandGenerateUniform',
     );
-    floorCheck(
+    checkCublas(
       blas.cublasSgemm_v2(
         slot.cublas,
         CUBLAS_OP_N,
@@ -287,7 +279,7 @@ async function floorMixedJob(slot: FloorSlot): Promise<void> {
       ),
       'cublasSgemm_v2',
     );
-    floorCheck(
+    check(
       api.cuLaunchKernelEx(slot.mixedConfig, axpb.ffiHandle, slot.mixedArgs, 0),
       'cuLaunchKernelEx',
     );

@@ -1,5 +1,6 @@
+import koffi from 'koffi';
 import { describe, expect, it } from 'vitest';
-import { bareStreamWaiter } from '../src/bare.js';
+import { bareLaunchConfig, bareStreamWaiter } from '../src/bare.js';
 
 describe('bareStreamWaiter', () => {
   it('queries the pending streams round-robin and settles each when its query returns 0', async () => {
@@ -41,5 +42,30 @@ describe('bareStreamWaiter', () => {
     expect(done).toBe(false);
     await waited;
     expect(queries).toBe(12);
+  });
+});
+
+describe('bareLaunchConfig', () => {
+  it('lays out a CUlaunchConfig as cuda.h does: grid, block, shared memory, stream, no attributes', () => {
+    const stream = 0x7f00_1234_5678n;
+    const pointer = bareLaunchConfig(stream, 256, 128);
+    try {
+      const view = koffi.view(pointer, 64);
+      // gridDim x, y, z, blockDim x, y, z, sharedMemBytes (unsigned ints at bytes 0-24), then
+      // hStream at byte 32, attrs at 40 and numAttrs at 48.
+      expect([...new Uint32Array(view, 0, 7)]).toEqual([256, 1, 1, 128, 1, 1, 0]);
+      const words = new BigUint64Array(view);
+      expect(words[4]).toBe(stream);
+      expect(words[5]).toBe(0n);
+      expect(new Uint32Array(view)[12]).toBe(0);
+    } finally {
+      koffi.free(pointer);
+    }
+    const single = bareLaunchConfig(5n);
+    try {
+      expect([...new Uint32Array(koffi.view(single, 64), 0, 7)]).toEqual([1, 1, 1, 1, 1, 1, 0]);
+    } finally {
+      koffi.free(single);
+    }
   });
 });
