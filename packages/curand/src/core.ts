@@ -144,6 +144,18 @@ export class GeneratorCore {
   }
 
   /**
+   * Sets up the starting state on `stream` now, when cuRAND has it pending and `stream` can
+   * run it (it is not capturing a graph and belongs to the generator's context): binds first,
+   * so that the setup is ordered after the generator's earlier work. Otherwise nothing: inside
+   * a capture cuRAND could not, and the next generation outside one does it.
+   */
+  prepareOn(stream: Stream): void {
+    if (!this.statePending || stream.capturing || stream.context !== this.context) return;
+    this.bind(stream);
+    this.prepareState();
+  }
+
+  /**
    * Destroys the native generator (curandDestroyGenerator frees its device state with
    * cudaFree, which waits for work in flight). Safe to call twice.
    */

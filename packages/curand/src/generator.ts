@@ -129,7 +129,7 @@ export class Generator {
     this.kind = kind;
     this.#core = GeneratorCore.create(context, kind, seed ?? nextSeed(), offset, ordering);
     finalizer.register(this, this.#core, this);
-    if (options.context === undefined) prepareOutsideCapture(this.#core, currentStream());
+    if (options.context === undefined) this.#core.prepareOn(currentStream());
   }
 
   /** @internal The view behind `defaultGenerator()`. */
@@ -251,7 +251,7 @@ export class Generator {
     const stream = resolveStream(options.stream);
     const core = this.#resolve(stream);
     core.setSeed(value);
-    prepareOutsideCapture(core, stream);
+    core.prepareOn(stream);
   }
 
   /** Moves to `offset` in the current seed's sequence (skipping ahead costs nothing). */
@@ -261,7 +261,7 @@ export class Generator {
     const stream = resolveStream(options.stream);
     const core = this.#resolve(stream);
     core.setOffset(value);
-    prepareOutsideCapture(core, stream);
+    core.prepareOn(stream);
   }
 
   /**
@@ -442,17 +442,6 @@ function disposeQuietly(buffer: DeviceBuffer): void {
   } catch {
     // The first error is the one to report.
   }
-}
-
-/**
- * Sets up `core`'s starting state on `stream` when cuRAND has it pending and `stream` can run
- * it (it is not capturing, and belongs to the generator's context): binds first, so the setup
- * is ordered after the generator's earlier work.
- */
-function prepareOutsideCapture(core: GeneratorCore, stream: Stream): void {
-  if (!core.statePending || stream.capturing || stream.context !== core.context) return;
-  core.bind(stream);
-  core.prepareState();
 }
 
 /** One cuRAND generation call, wrapped for the operation observer. */

@@ -55,7 +55,7 @@ export function defaultCore(stream: Stream): GeneratorCore {
     core.epoch = epoch;
   }
   // Set up ahead of the generation where possible: inside a capture cuRAND could not.
-  if (core.statePending && !stream.capturing) core.prepareState();
+  core.prepareOn(stream);
   return core;
 }
 

@@ -336,8 +336,7 @@ export class ElementwiseProgram {
     const dtypes = this.#lastDtypes;
     let reference: DeviceArray | undefined;
     for (let j = 0; j < count; j++) {
-      const at = outputStart + j - inputCount;
-      const value = j < inputCount ? inputs[j] : at < outputEnd ? outputs[at] : undefined;
+      const value = passedFor(j, inputCount, inputs, outputs, outputStart, outputEnd);
       const dtype = dtypes[j];
       if (dtype === undefined) {
         if (j < inputCount) {
@@ -376,8 +375,7 @@ export class ElementwiseProgram {
     const inputCount = this.signature.inputs.length;
     const dtypes = this.#lastDtypes;
     for (let j = 0; j < dtypes.length; j++) {
-      const at = outputStart + j - inputCount;
-      const value = j < inputCount ? inputs[j] : at < outputEnd ? outputs[at] : undefined;
+      const value = passedFor(j, inputCount, inputs, outputs, outputStart, outputEnd);
       dtypes[j] = DeviceArray.isInstance(value) ? value.dtype : undefined;
     }
     this.#lastAlias = this.#aliasCode;
@@ -498,6 +496,24 @@ export class ElementwiseProgram {
     } else clearList(args, 0);
     return several ?? single!;
   }
+}
+
+/**
+ * The value a call passed for parameter `j` (inputs first, then outputs): the input, the
+ * output at `outputStart + j - inputCount` while before `outputEnd`, else undefined (an
+ * output to allocate).
+ */
+function passedFor(
+  j: number,
+  inputCount: number,
+  inputs: ArrayLike<unknown>,
+  outputs: ArrayLike<unknown>,
+  outputStart: number,
+  outputEnd: number,
+): unknown {
+  if (j < inputCount) return inputs[j];
+  const at = outputStart + j - inputCount;
+  return at < outputEnd ? outputs[at] : undefined;
 }
 
 /**
