@@ -99,15 +99,19 @@ async function reduce(
   resultType: DType,
   stream: Stream,
   n: number,
-  x: number | bigint,
+  x: DeviceArray,
   incx: number,
-  y: number | bigint | undefined,
+  y: DeviceArray | undefined,
   incy: number,
 ): Promise<number> {
   const result = DeviceArray.empty(resultType, [1], { stream });
   try {
+    // The handle (which can fail) before the operands are declared used on the stream: a
+    // reduction that throws there leaves no trace on them.
     const handle = acquireFfi(stream);
     const api = cublas();
+    const px = x.ffiAddressOn(stream, 'read');
+    const py = y?.ffiAddressOn(stream, 'read');
     const pointer = result.ffiAddressOn(stream);
     check(
       api.cublasSetPointerMode_v2(handle, CUBLAS_POINTER_MODE_DEVICE),
@@ -117,9 +121,9 @@ async function reduce(
     const token = beginOperation(routine.operation, stream);
     try {
       status =
-        y === undefined
-          ? api[routine.symbol](handle, n, x, incx, pointer)
-          : api[routine.symbol](handle, n, x, incx, y, incy, pointer);
+        py === undefined
+          ? api[routine.symbol](handle, n, px, incx, pointer)
+          : api[routine.symbol](handle, n, px, incx, py, incy, pointer);
     } finally {
       endOperation(token);
       check(
@@ -148,9 +152,7 @@ export async function dot(
   const v = checkVectorPair('dot', x, y, checkedPair);
   const stream = resolveStream(options?.stream);
   if (v.n === 0) return 0;
-  const px = x.ffiAddressOn(stream, 'read');
-  const py = y.ffiAddressOn(stream, 'read');
-  return reduce(DOT[v.dtype], v.dtype, stream, v.n, px, v.incx, py, v.incy);
+  return reduce(DOT[v.dtype], v.dtype, stream, v.n, x, v.incx, y, v.incy);
 }
 
 /**
@@ -161,8 +163,7 @@ export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
   const v = checkVector('nrm2', x, checkedVector);
   const stream = resolveStream(options?.stream);
   if (v.n === 0) return 0;
-  const px = x.ffiAddressOn(stream, 'read');
-  return reduce(NRM2[v.dtype], v.dtype, stream, v.n, px, v.incx, undefined, 0);
+  return reduce(NRM2[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
 }
 
 /**
@@ -173,8 +174,7 @@ export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
   const v = checkVector('asum', x, checkedVector);
   const stream = resolveStream(options?.stream);
   if (v.n === 0) return 0;
-  const px = x.ffiAddressOn(stream, 'read');
-  return reduce(ASUM[v.dtype], v.dtype, stream, v.n, px, v.incx, undefined, 0);
+  return reduce(ASUM[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
 }
 
 /**
@@ -186,7 +186,6 @@ export async function iamax(x: DeviceArray, options: VectorOptions = NO_OPTIONS)
   const v = checkVector('iamax', x, checkedVector);
   const stream = resolveStream(options?.stream);
   if (v.n === 0) return -1;
-  const px = x.ffiAddressOn(stream, 'read');
-  const oneBased = await reduce(IAMAX[v.dtype], 'int32', stream, v.n, px, v.incx, undefined, 0);
+  const oneBased = await reduce(IAMAX[v.dtype], 'int32', stream, v.n, x, v.incx, undefined, 0);
   return oneBased - 1;
 }
