@@ -138,6 +138,37 @@ export function samplesFor(config: Pick<ScalingConfig, 'minSamples' | 'sampleJob
   return Math.max(config.minSamples, Math.ceil(config.sampleJobs / k));
 }
 
+/** Rounds in which ours' variants of one shape take turns at each K (see `interleave`). */
+export const INTERLEAVE_ROUNDS = 3;
+
+/** One timed turn of `interleave`: `samples` batches of variant `variant`. */
+export interface Turn {
+  variant: number;
+  samples: number;
+}
+
+/**
+ * The order in which `variants` systems measured in one process share `samples` timed batches
+ * each: `rounds` rounds, each variant taking one turn per round, every other round in reverse
+ * order. The machine's speed drifts over seconds (a shared host, clock
+ * changes); taking turns lets every variant see the same drift, so their ratio (ours over the
+ * Node floor) does not depend on which one ran first. Every variant gets `samples` batches in
+ * all, split as evenly as the rounds allow (the earlier rounds get the remainder).
+ * @example interleave(2, 3, 7); // turns (variant, samples): 0,3 1,3 | 1,2 0,2 | 0,2 1,2
+ */
+export function interleave(variants: number, rounds: number, samples: number): Turn[] {
+  const turns: Turn[] = [];
+  const used = Math.max(1, Math.min(rounds, samples));
+  for (let round = 0; round < used; round++) {
+    const share = Math.floor(samples / used) + (round < samples % used ? 1 : 0);
+    for (let i = 0; i < variants; i++) {
+      const variant = round % 2 === 0 ? i : variants - 1 - i;
+      turns.push({ variant, samples: share });
+    }
+  }
+  return turns;
+}
+
 /** A shape's title and what one job does, in words. */
 export interface ShapeInfo {
   /** Short title, e.g. "latency-bound". */

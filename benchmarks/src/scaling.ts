@@ -38,7 +38,13 @@ import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { capture, synchronize, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
 import { bareLaunchConfig, bareStreamWaiter } from './bare.js';
-import { parseScalingArguments, type ShapeName, samplesFor } from './scaling-config.js';
+import {
+  INTERLEAVE_ROUNDS,
+  interleave,
+  parseScalingArguments,
+  type ShapeName,
+  samplesFor,
+} from './scaling-config.js';
 
 const config = parseScalingArguments(process.argv.slice(2));
 
@@ -399,24 +405,58 @@ async function main(): Promise<void> {
     });
   }
   const histogram = monitorEventLoopDelay({ resolution: 1 });
-  for (const { system, shape, serial, concurrent } of variants) {
-    // V8 optimizes the launch and library paths after a few thousand calls; C has no JIT to
-    // warm. A serial warm-up right before each variant is measured (not timed): another
-    // variant's warm-up in between (captures, bare calls) would leave this one's code to be
-    // optimized again while it is timed.
-    const batches = Math.ceil((shape === 'control' ? 25 : 200) / config.serialJobs);
-    for (let i = 0; i < batches; i++) await serial();
+  let warmed: Variant | undefined;
+  /** One turn: `samples` timed batches of `batch` into `seconds`, the loop delay into `delay`. */
+  const turn = async (
+    variant: Variant,
+    samples: number,
+    batch: () => Promise<unknown>,
+    seconds: number[],
+    delay: { max: number },
+  ) => {
+    if (warmed !== variant) {
+      // V8 optimizes the launch and library paths after a few thousand calls; C has no JIT to
+      // warm. A serial warm-up right before a variant's turn (not timed): another variant's
+      // calls in between (captures, bare calls) can leave this one's code to be optimized
+      // again while it is timed.
+      const batches = Math.ceil((variant.shape === 'control' ? 25 : 200) / config.serialJobs);
+      for (let i = 0; i < batches; i++) await variant.serial();
+      warmed = variant;
+    }
     histogram.reset();
     histogram.enable();
-    const serialSeconds = await measure(config.minSamples, serial);
+    seconds.push(...(await measure(samples, batch)));
     histogram.disable();
-    emit(system, shape, 1, 'serial', config.serialJobs, serialSeconds, histogram.max / 1e6);
-    for (const k of config.ks) {
-      histogram.reset();
-      histogram.enable();
-      const seconds = await measure(samplesFor(config, k), () => concurrent(k));
-      histogram.disable();
-      emit(system, shape, k, 'concurrent', k, seconds, histogram.max / 1e6);
+    delay.max = Math.max(delay.max, histogram.max / 1e6);
+  };
+  for (const shape of config.shapes) {
+    // The variants of a shape take turns at each row (interleave), so that a drift in the
+    // machine's speed shows in all of them alike and their ratios hold.
+    const ofShape = variants.filter((variant) => variant.shape === shape);
+    const rows = [
+      { mode: 'serial' as const, k: 1, jobs: config.serialJobs, samples: config.minSamples },
+      ...config.ks.map((k) => ({
+        mode: 'concurrent' as const,
+        k,
+        jobs: k,
+        samples: samplesFor(config, k),
+      })),
+    ];
+    for (const row of rows) {
+      const seconds = ofShape.map(() => [] as number[]);
+      const delays = ofShape.map(() => ({ max: 0 }));
+      for (const { variant: index, samples } of interleave(
+        ofShape.length,
+        INTERLEAVE_ROUNDS,
+        row.samples,
+      )) {
+        const variant = ofShape[index]!;
+        const batch = row.mode === 'serial' ? variant.serial : () => variant.concurrent(row.k);
+        await turn(variant, samples, batch, seconds[index]!, delays[index]!);
+      }
+      ofShape.forEach((variant, index) => {
+        emit(variant.system, shape, row.k, row.mode, row.jobs, seconds[index]!, delays[index]!.max);
+      });
     }
   }
   for (const slot of floorSlots) disposeFloorSlot(slot);

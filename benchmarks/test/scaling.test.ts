@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderScalingSvg, speedupRange } from '../src/scaling-chart.js';
 import {
+  interleave,
   parseScalingArguments,
   SCALING_DEFAULTS,
   samplesFor,
@@ -94,6 +95,38 @@ describe('scaling settings', () => {
     expect(() => parseScalingArguments(['ks=1,0'])).toThrow(/ks must be an integer >= 1/);
     expect(() => parseScalingArguments(['mixed_n=2.5'])).toThrow(/mixed_n/);
     expect(() => parseScalingArguments(['ks'])).toThrow(/expected key=value/);
+  });
+
+  it('interleaves the variants of one process in rounds, each getting all its batches', () => {
+    const turns = interleave(3, 3, 10);
+    // Rounds of 4, 3 and 3 batches; the middle round in reverse order.
+    expect(turns.map((t) => `${t.variant}:${t.samples}`)).toEqual([
+      '0:4',
+      '1:4',
+      '2:4',
+      '2:3',
+      '1:3',
+      '0:3',
+      '0:3',
+      '1:3',
+      '2:3',
+    ]);
+    for (const [variants, rounds, samples] of [
+      [2, 3, 7],
+      [1, 3, 9],
+      [3, 3, 2],
+      [2, 1, 5],
+    ] as const) {
+      const total = new Map<number, number>();
+      for (const turn of interleave(variants, rounds, samples)) {
+        expect(turn.samples).toBeGreaterThan(0);
+        total.set(turn.variant, (total.get(turn.variant) ?? 0) + turn.samples);
+      }
+      expect([...total.keys()].sort()).toEqual(Array.from({ length: variants }, (_, i) => i));
+      for (const value of total.values()) expect(value).toBe(samples);
+    }
+    // Fewer batches than rounds: one round per batch, never an empty turn.
+    expect(interleave(2, 3, 2)).toHaveLength(4);
   });
 
   it('gives small K more batches, so that every K times about sampleJobs jobs', () => {
