@@ -143,7 +143,9 @@ export const INTERLEAVE_ROUNDS = 3;
 
 /** One timed turn of `interleave`: `samples` batches of variant `variant`. */
 export interface Turn {
+  /** Which variant times now (an index into the variants of the shape). */
   variant: number;
+  /** How many timed batches it runs in this turn. */
   samples: number;
 }
 
