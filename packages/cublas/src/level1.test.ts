@@ -1,4 +1,4 @@
-import type { Stream } from '@cuda-tasks/cudadrv';
+import { recordingOperand, standInStream } from '@cuda-tasks/testing';
 import { describe, expect, it, vi } from 'vitest';
 
 // cuBLAS replaced by a double whose handle creation fails (as it does after a sticky error, or
@@ -32,35 +32,12 @@ vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => {
 import { CublasError } from './errors.js';
 import { asum, dot, iamax, nrm2 } from './index.js';
 
-/** A stream stand-in: a reduction reads only its context and handle before the native call. */
-const stream = {
-  context: { makeCurrent() {}, device: { ordinal: 0 } },
-  ffiHandle: 0,
-  handle: 0n,
-  disposed: false,
-  assertUsable() {},
-} as unknown as Stream;
+const stream = standInStream();
 
-/** A dense float32 vector shaped like a DeviceArray whose buffer uses are recorded. */
+/** A float32 vector whose uses on a stream are counted. */
 function vector(length: number) {
-  const ffiAddressOn = vi.fn(() => 0x10_0000);
-  const useOn = vi.fn(() => 0x10_0000n);
-  const array = {
-    dtype: 'float32',
-    shape: [length],
-    strides: [1],
-    offset: 0,
-    length,
-    disposed: false,
-    buffer: { byteLength: length * 4, disposed: false },
-    pointer: 0x10_0000n,
-    ffiAddressOn,
-    useOn,
-  };
-  return {
-    array: array as any,
-    uses: () => ffiAddressOn.mock.calls.length + useOn.mock.calls.length,
-  };
+  const { array, uses } = recordingOperand([length]);
+  return { array: array as any, uses };
 }
 
 describe('a reduction that cannot get its cuBLAS handle leaves no trace on its operands', () => {

@@ -1,4 +1,4 @@
-import type { Stream } from '@cuda-tasks/cudadrv';
+import { recordingOperand, standInStream } from '@cuda-tasks/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 // cuBLAS and cuBLASLt replaced by doubles whose handle creation fails (as it does after a
@@ -34,34 +34,12 @@ vi.mock('./lt.js', async (importOriginal) => {
 import { CublasError } from './errors.js';
 import { gemm, setGemmBackend } from './index.js';
 
-/** A stream stand-in: gemm only reads its context and handle before the native call. */
-const stream = {
-  context: { makeCurrent() {}, device: { ordinal: 0 } },
-  ffiHandle: 0,
-  handle: 0n,
-  disposed: false,
-  assertUsable() {},
-} as unknown as Stream;
+const stream = standInStream();
 
-/** A dense float32 operand shaped like a DeviceArray whose buffer uses are recorded. */
+/** A float32 operand whose uses on a stream are counted. */
 function operand(rows: number, columns: number) {
-  const ffiAddressOn = vi.fn(() => 0x10_0000);
-  const useOn = vi.fn(() => 0x10_0000n);
-  const array = {
-    dtype: 'float32',
-    shape: [rows, columns],
-    strides: [1, rows],
-    offset: 0,
-    disposed: false,
-    buffer: { byteLength: rows * columns * 4, disposed: false },
-    pointer: 0x10_0000n,
-    ffiAddressOn,
-    useOn,
-  };
-  return {
-    array: array as any,
-    uses: () => ffiAddressOn.mock.calls.length + useOn.mock.calls.length,
-  };
+  const { array, uses } = recordingOperand([rows, columns]);
+  return { array: array as any, uses };
 }
 
 afterEach(() => {

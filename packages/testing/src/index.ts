@@ -1,6 +1,6 @@
 /**
  * @cuda-tasks/testing (private): what the packages' tests share. GPU gating, seeded random
- * data, float64 CPU references, a host-only DeviceArray for argument checks, the driver test
+ * data, float64 CPU references, a host-only DeviceArray for argument checks, stand-in operands that count their uses, the driver test
  * double for the runtime's unit tests, and a CUDA header locator.
  */
 export {
@@ -14,5 +14,6 @@ export { describeGpu, gpuAvailable } from './gpu.js';
 export { hostOnlyArray } from './host-only-array.js';
 export { probeGpu } from './probe-gpu.js';
 export { randomFloat32, rng } from './random.js';
+export { recordingOperand, standInStream } from './recording-operand.js';
 export * from './reference.js';
 export { failureOf, thrown } from './thrown.js';

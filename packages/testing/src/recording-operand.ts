@@ -1,0 +1,50 @@
+import type { Stream } from '@cuda-tasks/cudadrv';
+
+/**
+ * A stream stand-in for library calls tested without a GPU: the calls read only its context
+ * (whose `makeCurrent` does nothing), its handles and its usability before the native call.
+ */
+export function standInStream(): Stream {
+  return {
+    context: { makeCurrent() {}, device: { ordinal: 0 } },
+    ffiHandle: 0,
+    handle: 0n,
+    disposed: false,
+    assertUsable() {},
+  } as unknown as Stream;
+}
+
+/**
+ * A dense column-major float32 operand shaped like a DeviceArray (enough for the library
+ * packages' argument checks), whose uses on a stream (`ffiAddressOn`, `useOn`) are counted:
+ * `uses()` tells whether a call declared it used. Cast `array` to the call's parameter type.
+ */
+export function recordingOperand(shape: readonly number[]): { array: unknown; uses(): number } {
+  let uses = 0;
+  const length = shape.reduce((product, dimension) => product * dimension, 1);
+  const strides: number[] = [];
+  let stride = 1;
+  for (const dimension of shape) {
+    strides.push(stride);
+    stride *= dimension;
+  }
+  const array = {
+    dtype: 'float32',
+    shape: [...shape],
+    strides,
+    offset: 0,
+    length,
+    disposed: false,
+    buffer: { byteLength: length * 4, disposed: false },
+    pointer: 0x10_0000n,
+    ffiAddressOn: () => {
+      uses++;
+      return 0x10_0000;
+    },
+    useOn: () => {
+      uses++;
+      return 0x10_0000n;
+    },
+  };
+  return { array, uses: () => uses };
+}
