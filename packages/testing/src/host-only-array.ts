@@ -15,16 +15,28 @@ export function hostOnlyArray<D extends DType>(
     byteLength?: number;
   } = {},
 ): DeviceArray<D> {
+  const buffer = {
+    byteLength: options.byteLength ?? 0,
+    address: 0,
+    disposed: options.disposed ?? false,
+  } as unknown as DeviceBuffer;
+  return new DeviceArray(
+    buffer,
+    dtype,
+    shape,
+    options.strides ?? columnMajorStrides(shape),
+    0,
+    false,
+  );
+}
+
+/** The element strides of a dense column-major array of `shape` (the first dimension varies fastest). */
+export function columnMajorStrides(shape: readonly number[]): number[] {
   const strides: number[] = [];
   let stride = 1;
   for (const dimension of shape) {
     strides.push(stride);
     stride *= dimension;
   }
-  const buffer = {
-    byteLength: options.byteLength ?? 0,
-    address: 0,
-    disposed: options.disposed ?? false,
-  } as unknown as DeviceBuffer;
-  return new DeviceArray(buffer, dtype, shape, options.strides ?? strides, 0, false);
+  return strides;
 }

@@ -1,4 +1,5 @@
 import type { Stream } from '@cuda-tasks/cudadrv';
+import { columnMajorStrides } from './host-only-array.js';
 
 /**
  * A stream stand-in for library calls tested without a GPU: the calls read only its context
@@ -22,16 +23,10 @@ export function standInStream(): Stream {
 export function recordingOperand(shape: readonly number[]): { array: unknown; uses(): number } {
   let uses = 0;
   const length = shape.reduce((product, dimension) => product * dimension, 1);
-  const strides: number[] = [];
-  let stride = 1;
-  for (const dimension of shape) {
-    strides.push(stride);
-    stride *= dimension;
-  }
   const array = {
     dtype: 'float32',
     shape: [...shape],
-    strides,
+    strides: columnMajorStrides(shape),
     offset: 0,
     length,
     disposed: false,
