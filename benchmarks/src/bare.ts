@@ -1,3 +1,4 @@
+import type { KernelParameter } from '@cuda-tasks/cudadrv';
 import koffi from 'koffi';
 
 /**
@@ -11,6 +12,41 @@ export function bareLaunchConfig(streamHandle: bigint, grid = 1, block = 1): big
   const view = koffi.view(pointer, 64);
   new Uint32Array(view).set([grid, 1, 1, block, 1, 1, 0, 0]);
   new BigUint64Array(view).set([streamHandle, 0n, 0n, 0n], 4);
+  return pointer;
+}
+
+/** The parameters of `axpb_f32` (y = a x + b) in kernels.ptx, as the benchmarks declare it. */
+export const AXPB_PARAMETERS = [
+  'float32*',
+  'const float32*',
+  'float32',
+  'float32',
+  'uint64',
+] as const satisfies readonly KernelParameter[];
+
+/**
+ * The argument array a bare `cuLaunchKernelEx` of `axpb_f32` takes for y = a x + b over `n`
+ * floats (`to` is y's device address, `from` x's): five `void*` to the five values that follow
+ * them in the same 80 bytes, as `launch()` marshals them. Free it with koffi.free.
+ */
+export function bareAxpbArguments(
+  to: bigint,
+  from: bigint,
+  a: number,
+  b: number,
+  n: number,
+): bigint {
+  // [void* x 5][y, x, a, b, n]
+  const pointer = koffi.alloc('uint8_t', 80) as bigint;
+  const view = koffi.view(pointer, 80);
+  const u64 = new BigUint64Array(view);
+  const f32 = new Float32Array(view);
+  for (let i = 0; i < 5; i++) u64[i] = pointer + BigInt(40 + 8 * i);
+  u64[5] = to;
+  u64[6] = from;
+  f32[14] = a;
+  f32[16] = b;
+  u64[9] = BigInt(n);
   return pointer;
 }
 

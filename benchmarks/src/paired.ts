@@ -33,7 +33,7 @@ import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { concurrentIteration, serialIteration } from '@cuda-tasks/examples/seed';
 import { capture, stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
-import { bareLaunchConfig, bareStreamWaiter } from './bare.js';
+import { AXPB_PARAMETERS, bareLaunchConfig, bareStreamWaiter } from './bare.js';
 import { launchBatch, seedWorkload, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { median, medianInterval, nowUs, warmJit } from './harness.js';
 
@@ -571,13 +571,7 @@ export async function runGraphPairs(lib: ReturnType<typeof koffi.load>): Promise
   };
   const lines: PairedLine[] = [];
   const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
-  const axpb = module.kernel('axpb_f32', [
-    'float32*',
-    'const float32*',
-    'float32',
-    'float32',
-    'uint64',
-  ]);
+  const axpb = module.kernel('axpb_f32', [...AXPB_PARAMETERS]);
   const config = { grid: CHAIN_N / 256, block: 256 };
   const [a, b] = [0.75, 0.01];
   await task(

@@ -429,6 +429,27 @@ export function formatRatio(value: number | undefined): string {
   return `${value >= 10 ? value.toFixed(1) : value.toFixed(2)}x`;
 }
 
+/**
+ * Lines of a text table: the header, a rule of dashes, then `body`; columns two spaces apart,
+ * the first and the last left-aligned (names, notes), the others right-aligned (numbers).
+ * @example alignColumns(['row', 'ours'], [['launch', '310 ns']]).join('\n');
+ */
+export function alignColumns(header: readonly string[], body: readonly string[][]): string[] {
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...body.map((cells) => cells[column]!.length)),
+  );
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, column) =>
+        column === 0 || column === cells.length - 1
+          ? cell.padEnd(widths[column]!)
+          : cell.padStart(widths[column]!),
+      )
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((width) => '-'.repeat(width))), ...body.map(line)];
+}
+
 /** The table as aligned text, with the targets and a short legend under it. */
 export function formatTable(
   rows: readonly TableRow[],
@@ -448,18 +469,7 @@ export function formatTable(
       : `${formatRatio(row.oursOverBestPeer)} ${row.bestPeer === 'cupy' ? 'cp' : 'pt'}`,
     row.notes.join('; '),
   ]);
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...body.map((cells) => cells[column]!.length)),
-  );
-  const line = (cells: readonly string[]) =>
-    cells
-      .map((cell, column) =>
-        column === 0 || column === cells.length - 1
-          ? cell.padEnd(widths[column]!)
-          : cell.padStart(widths[column]!),
-      )
-      .join('  ')
-      .trimEnd();
+  const [headerLine, ruleLine, ...bodyLines] = alignColumns(header, body);
   const out: string[] = [];
   out.push(
     'medians in us per operation (lower is better); ours/peer: against the faster of CuPy (cp) and PyTorch (pt)',
@@ -471,9 +481,7 @@ export function formatTable(
       `${rounds.length} rounds, C and ours alternating: us columns are medians of the rounds; ours/C is the median of the per-round ratios`,
     );
   }
-  out.push(line(header));
-  out.push(widths.map((w) => '-'.repeat(w)).join('  '));
-  for (const cells of body) out.push(line(cells));
+  out.push(headerLine!, ruleLine!, ...bodyLines);
   out.push('');
 
   const { ours, c, cupy, torch } = collected.results;

@@ -37,7 +37,7 @@ import { curand } from '@cuda-tasks/curand/ffi';
 import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { capture, synchronize, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
-import { bareLaunchConfig, bareStreamWaiter } from './bare.js';
+import { AXPB_PARAMETERS, bareAxpbArguments, bareLaunchConfig, bareStreamWaiter } from './bare.js';
 import {
   INTERLEAVE_ROUNDS,
   interleave,
@@ -160,25 +160,29 @@ let floorScalars: { alpha: number; beta: number; pointer: bigint } | undefined;
 
 function makeFloorSlot(slot: Slot, index: number): FloorSlot {
   const stream = Stream.create({ name: 'scaling-floor' });
-  const argumentArray = (to: DeviceArray, from: DeviceArray, a: number, b: number, n: number) => {
-    // [void* x 5][y, x, a, b, n]
-    const pointer = koffi.alloc('uint8_t', 80) as bigint;
-    const view = koffi.view(pointer, 80);
-    const u64 = new BigUint64Array(view);
-    const f32 = new Float32Array(view);
-    for (let i = 0; i < 5; i++) u64[i] = pointer + BigInt(40 + 8 * i);
-    u64[5] = to.pointer;
-    u64[6] = from.pointer;
-    f32[14] = a;
-    f32[16] = b;
-    u64[9] = BigInt(n);
-    return pointer;
-  };
   const launchConfig = bareLaunchConfig(stream.handle, latencyLaunch.grid, BLOCK);
-  const forward = argumentArray(slot.latencyY, slot.latencyX, 0.5, 1, config.latencyN);
-  const backward = argumentArray(slot.latencyX, slot.latencyY, 0.5, 1, config.latencyN);
+  const forward = bareAxpbArguments(
+    slot.latencyY.pointer,
+    slot.latencyX.pointer,
+    0.5,
+    1,
+    config.latencyN,
+  );
+  const backward = bareAxpbArguments(
+    slot.latencyX.pointer,
+    slot.latencyY.pointer,
+    0.5,
+    1,
+    config.latencyN,
+  );
   const mixedConfig = bareLaunchConfig(stream.handle, mixedLaunch.grid, BLOCK);
-  const mixedArgs = argumentArray(slot.mixedB, slot.mixedC, 1 / config.mixedN, 0, mixedCount);
+  const mixedArgs = bareAxpbArguments(
+    slot.mixedB.pointer,
+    slot.mixedC.pointer,
+    1 / config.mixedN,
+    0,
+    mixedCount,
+  );
   // C's slot: a cuBLAS handle (host scalars, default math: plain FP32) and a Philox generator
   // seeded 1000 + slot, both on the slot's stream.
   const blas = cublas();
@@ -363,7 +367,7 @@ interface Variant {
 
 async function main(): Promise<void> {
   const module = Module.fromPtx(readFileSync(kernelsPtxPath, 'utf8'));
-  axpb = module.kernel('axpb_f32', ['float32*', 'const float32*', 'float32', 'float32', 'uint64']);
+  axpb = module.kernel('axpb_f32', [...AXPB_PARAMETERS]);
   const maxK = Math.max(...config.ks);
   const slots = Array.from({ length: maxK }, (_, index) => makeSlot(index));
   await synchronize();

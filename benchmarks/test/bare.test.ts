@@ -1,6 +1,11 @@
 import koffi from 'koffi';
 import { describe, expect, it } from 'vitest';
-import { bareLaunchConfig, bareStreamWaiter } from '../src/bare.js';
+import {
+  AXPB_PARAMETERS,
+  bareAxpbArguments,
+  bareLaunchConfig,
+  bareStreamWaiter,
+} from '../src/bare.js';
 
 describe('bareStreamWaiter', () => {
   it('queries the pending streams round-robin and settles each when its query returns 0', async () => {
@@ -66,6 +71,37 @@ describe('bareLaunchConfig', () => {
       expect([...new Uint32Array(koffi.view(single, 64), 0, 7)]).toEqual([1, 1, 1, 1, 1, 1, 0]);
     } finally {
       koffi.free(single);
+    }
+  });
+});
+
+describe('bareAxpbArguments', () => {
+  it("points five void* at y, x, a, b and n, laid out as launch() marshals axpb_f32's parameters", () => {
+    const y = 0x7f00_0000_1000n;
+    const x = 0x7f00_0000_2000n;
+    const pointer = bareAxpbArguments(y, x, 0.5, -2, 65_536);
+    try {
+      const view = koffi.view(pointer, 80);
+      const words = new BigUint64Array(view);
+      // The five slots follow the five pointers, 8 bytes each.
+      expect([...words.slice(0, 5)]).toEqual(
+        [0, 1, 2, 3, 4].map((i) => pointer + BigInt(40 + 8 * i)),
+      );
+      expect(words[5]).toBe(y);
+      expect(words[6]).toBe(x);
+      const floats = new Float32Array(view);
+      expect(floats[14]).toBe(0.5);
+      expect(floats[16]).toBe(-2);
+      expect(words[9]).toBe(65_536n);
+      expect(AXPB_PARAMETERS).toEqual([
+        'float32*',
+        'const float32*',
+        'float32',
+        'float32',
+        'uint64',
+      ]);
+    } finally {
+      koffi.free(pointer);
     }
   });
 });
