@@ -8,6 +8,7 @@ import {
   DeviceArray,
   DeviceBuffer,
   type DType,
+  type Kernel,
   type KernelArgument,
   resolveStream,
   type Stream,
@@ -132,6 +133,24 @@ function headOf(array: DeviceArray, elementBytes: number): number | undefined {
   const misaligned = (base + ((array.offset * elementBytes) % VECTOR_BYTES)) % VECTOR_BYTES;
   if (misaligned % elementBytes !== 0) return undefined;
   return Math.min(array.length, ((VECTOR_BYTES - misaligned) % VECTOR_BYTES) / elementBytes);
+}
+
+/**
+ * Launches `kernel` with a variant's reused argument list, then clears the list (so that it
+ * holds no buffer after the call), also when the launch throws.
+ */
+function launchList(
+  kernel: Kernel,
+  stream: Stream,
+  grid: number,
+  block: number,
+  args: KernelArgument[],
+): void {
+  try {
+    launchOn(kernel, stream, grid, block, 0, args);
+  } finally {
+    clearList(args, 0);
+  }
 }
 
 /** Options of a reduction program. */
@@ -352,11 +371,7 @@ export class ReductionProgram {
         args[inputCount + 1] = scratch ?? 0n;
         args[inputCount + 2] = length;
         args[inputCount + 3] = head;
-        try {
-          launchOn(vectors!.kernel, stream, parts, block, 0, args);
-        } finally {
-          clearList(args, 0);
-        }
+        launchList(vectors!.kernel, stream, parts, block, args);
       } else if (useBlocks) {
         const block = Math.min(blocks!.blockSize, Math.max(32, largestPowerOfTwoAtMost(length)));
         const fullGrid = Math.max(1, Math.floor((blocks!.fullGrid * blocks!.blockSize) / block));
@@ -382,11 +397,7 @@ export class ReductionProgram {
         args[inputCount + 3] = segments;
         args[inputCount + 4] = parts;
         args[inputCount + 5] = chunk;
-        try {
-          launchOn(blocks!.kernel, stream, Math.min(segments * parts, MAX_GRID), block, 0, args);
-        } finally {
-          clearList(args, 0);
-        }
+        launchList(blocks!.kernel, stream, Math.min(segments * parts, MAX_GRID), block, args);
       } else {
         const block = threads!.blockSize;
         const resident = threads!.fullGrid * block;
@@ -414,12 +425,8 @@ export class ReductionProgram {
         // 1 row s starts at s and its elements are `rows` apart.
         args[inputCount + 6] = layout.axis === 0 ? rows : 1;
         args[inputCount + 7] = layout.axis === 0 ? 1 : rows;
-        try {
-          const grid = Math.min(Math.ceil((segments * parts) / block), MAX_GRID);
-          launchOn(threads!.kernel, stream, grid, block, 0, args);
-        } finally {
-          clearList(args, 0);
-        }
+        const grid = Math.min(Math.ceil((segments * parts) / block), MAX_GRID);
+        launchList(threads!.kernel, stream, grid, block, args);
       }
       if (parts > 1) {
         const args = variant.partialsArgs;
@@ -428,17 +435,13 @@ export class ReductionProgram {
         args[2] = length;
         args[3] = segments;
         args[4] = parts;
-        try {
-          // A block per segment, its threads a few parts each (a power of two, 32 at least).
-          const block = Math.min(
-            partials!.blockSize,
-            MAX_REDUCTION_BLOCK,
-            Math.max(32, largestPowerOfTwoAtMost(Math.ceil(parts / 4))),
-          );
-          launchOn(partials!.kernel, stream, Math.min(segments, MAX_GRID), block, 0, args);
-        } finally {
-          clearList(args, 0);
-        }
+        // A block per segment, its threads a few parts each (a power of two, 32 at least).
+        const block = Math.min(
+          partials!.blockSize,
+          MAX_REDUCTION_BLOCK,
+          Math.max(32, largestPowerOfTwoAtMost(Math.ceil(parts / 4))),
+        );
+        launchList(partials!.kernel, stream, Math.min(segments, MAX_GRID), block, args);
       }
     } catch (error) {
       if (given === undefined) output.dispose();
