@@ -279,6 +279,8 @@ export interface ModeResult {
   p99: number;
   /** Largest latency of the correct answers, in ms. */
   max: number;
+  /** The latencies of the correct answers, in ms, in the order they were answered. */
+  latencies: number[];
   /**
    * The event loop's largest delay during the measured run, in ms: of the process that ran
    * `measure`, and in the load script of the server's process (the client runs in a child).
@@ -360,11 +362,67 @@ export async function measure(
       p50: summary.p50,
       p99: summary.p99,
       max: summary.max,
+      latencies: fired.latencies,
       loopDelayMax: histogram.max / 1e6,
     };
   } finally {
     agent.destroy();
   }
+}
+
+/**
+ * One mode's runs, taken in turns with the other modes', as one result: the answers and errors
+ * of all runs, throughput over their summed measured time, p50 / p99 / max of all their
+ * latencies together, the largest loop delay of any. Throws for no runs or runs of different
+ * modes.
+ * @example pooledResult([round1.task, round2.task, round3.task]).p99;
+ */
+export function pooledResult(runs: readonly ModeResult[]): ModeResult {
+  const first = runs[0];
+  if (first === undefined) throw new RangeError('pooledResult: no runs');
+  const latencies: number[] = [];
+  const messages: string[] = [];
+  let completed = 0;
+  let errors = 0;
+  let seconds = 0;
+  let loopDelayMax = 0;
+  for (const run of runs) {
+    if (run.mode !== first.mode) {
+      throw new RangeError(`pooledResult: runs of ${first.mode} and ${run.mode}`);
+    }
+    for (const latency of run.latencies) latencies.push(latency);
+    for (const message of run.messages) {
+      if (!messages.includes(message)) messages.push(message);
+    }
+    completed += run.completed;
+    errors += run.errors;
+    seconds += run.seconds;
+    loopDelayMax = Math.max(loopDelayMax, run.loopDelayMax);
+  }
+  const summary = summarize(latencies);
+  return {
+    mode: first.mode,
+    completed,
+    errors,
+    messages,
+    seconds,
+    requestsPerSecond: throughput(latencies.length, seconds),
+    p50: summary.p50,
+    p99: summary.p99,
+    max: summary.max,
+    latencies,
+    loopDelayMax,
+  };
+}
+
+/**
+ * The order of `modes` in round `round` (0, 1, ...) of a measurement that takes turns: as
+ * given in even rounds, reversed in odd ones, so that no mode always runs first (the host's
+ * speed drifts within a process; docs/decisions/0025).
+ * @example turnOrder(['task', 'shared'], 1); // ['shared', 'task']
+ */
+export function turnOrder<T>(modes: readonly T[], round: number): T[] {
+  return round % 2 === 0 ? [...modes] : [...modes].reverse();
 }
 
 /**

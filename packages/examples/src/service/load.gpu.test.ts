@@ -34,6 +34,8 @@ describeGpu('the load script (pnpm --filter @cuda-tasks/examples load)', () => {
         '8',
         '--warmup',
         '4',
+        '--rounds',
+        '2',
       ],
       { cwd: packageRoot, encoding: 'utf8', timeout: 170_000 },
     );
@@ -54,6 +56,19 @@ describeGpu('the load script (pnpm --filter @cuda-tasks/examples load)', () => {
     // The shared-data table.
     expect(out).toContain('shared read-only data: POST /search over 50,000 embeddings');
     expect(out).toMatch(/stream per request \/ one shared stream: throughput x[\d.]+, p99 x[\d.]+/);
+    // Its modes in turns: a round not counted, then two, the second in the other order.
+    const runs = [...out.matchAll(/^(warm-up round \(not counted\)|round \d of 2): (.+?) \(/gm)];
+    expect(runs.map(([, round, mode]) => `${round}: ${mode}`)).toEqual([
+      'warm-up round (not counted): stream per request',
+      'warm-up round (not counted): one shared stream',
+      'round 1 of 2: stream per request',
+      'round 1 of 2: one shared stream',
+      'round 2 of 2: one shared stream',
+      'round 2 of 2: stream per request',
+    ]);
+    expect(out).toMatch(
+      /^per round \(stream per request \/ one shared stream\): throughput x[\d.]+, x[\d.]+; p99 x[\d.]+, x[\d.]+$/m,
+    );
     expect(out).not.toContain('error:');
   }, 180_000);
 });

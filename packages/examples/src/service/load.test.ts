@@ -5,8 +5,10 @@ import {
   makeProblem,
   makeRandomRequest,
   parseLoadArguments,
+  pooledResult,
   randomSource,
   report,
+  turnOrder,
 } from './load.js';
 
 describe('parseLoadArguments', () => {
@@ -17,6 +19,7 @@ describe('parseLoadArguments', () => {
       concurrency: 32,
       n: 128,
       modes: ['task', 'shared'],
+      rounds: 3,
       url: undefined,
       warmup: 32,
       problems: 16,
@@ -187,6 +190,7 @@ describe('report', () => {
     p50: 1,
     p99,
     max: 10,
+    latencies: [],
     loopDelayMax: 2,
   });
 
@@ -195,5 +199,82 @@ describe('report', () => {
     expect(text).toContain('stream per request');
     expect(text).toContain('one shared stream');
     expect(text).toContain('throughput x3.00, p99 latency x0.25');
+    expect(text).not.toContain('per round');
+  });
+
+  it('adds the ratios round by round', () => {
+    const text = report(
+      [result('task', 900, 5), result('shared', 300, 20)],
+      [
+        [result('task', 800, 5), result('shared', 400, 20)],
+        [result('task', 1000, 6), result('shared', 250, 12)],
+      ],
+    );
+    expect(text).toContain(
+      'per round (stream per request / one shared stream): throughput x2.00, x4.00; p99 x0.25, x0.50',
+    );
+  });
+});
+
+describe('measuring the modes in turns', () => {
+  const run = (mode: string, latencies: number[], seconds: number, loopDelayMax: number) => ({
+    mode,
+    completed: latencies.length + 1,
+    errors: 1,
+    messages: [`${mode} failed once`],
+    seconds,
+    requestsPerSecond: latencies.length / seconds,
+    p50: Number.NaN,
+    p99: Number.NaN,
+    max: Number.NaN,
+    latencies,
+    loopDelayMax,
+  });
+
+  it('reverses the order every other round', () => {
+    expect(turnOrder(['task', 'shared'], 0)).toEqual(['task', 'shared']);
+    expect(turnOrder(['task', 'shared'], 1)).toEqual(['shared', 'task']);
+    expect(turnOrder(['task', 'shared'], 2)).toEqual(['task', 'shared']);
+    const modes = ['a', 'b', 'c'];
+    expect(turnOrder(modes, 3)).toEqual(['c', 'b', 'a']);
+    expect(modes).toEqual(['a', 'b', 'c']); // not modified
+  });
+
+  it("pools a mode's runs: summed answers and time, statistics of all latencies together", () => {
+    // 100 latencies 1..100 ms split over two runs of 2 s and 3 s.
+    const latencies = Array.from({ length: 100 }, (_, i) => i + 1);
+    const pooled = pooledResult([
+      run(
+        'task',
+        latencies.filter((x) => x % 2 === 0),
+        2,
+        4,
+      ),
+      run(
+        'task',
+        latencies.filter((x) => x % 2 === 1),
+        3,
+        7,
+      ),
+    ]);
+    expect(pooled.mode).toBe('task');
+    expect(pooled.completed).toBe(102);
+    expect(pooled.errors).toBe(2);
+    expect(pooled.messages).toEqual(['task failed once']);
+    expect(pooled.seconds).toBe(5);
+    expect(pooled.requestsPerSecond).toBe(20);
+    // Interpolated percentiles of 1..100: p50 at rank 49.5, p99 at rank 98.01.
+    expect(pooled.p50).toBeCloseTo(50.5, 12);
+    expect(pooled.p99).toBeCloseTo(99.01, 12);
+    expect(pooled.max).toBe(100);
+    expect(pooled.latencies).toHaveLength(100);
+    expect(pooled.loopDelayMax).toBe(7);
+  });
+
+  it('refuses no runs and runs of different modes', () => {
+    expect(() => pooledResult([])).toThrow('pooledResult: no runs');
+    expect(() => pooledResult([run('task', [1], 1, 0), run('shared', [1], 1, 0)])).toThrow(
+      'pooledResult: runs of task and shared',
+    );
   });
 });

@@ -3,15 +3,17 @@
  * n x n systems) from C concurrent clients over loopback, checks every answer on the CPU
  * (the residual of a few rows), and reports per mode the throughput, p50 / p99 latency,
  * errors and the event loop's maximum delay. By default it starts the server in this process
- * twice, first with a stream per request task, then with one shared stream, and prints a
- * comparison table last; `--url` targets a running server instead (loopback only). The client
- * runs in a child process (client-process.ts), so the loop delay is the server's alone; each
- * mode prints its progress every second.
+ * twice, one with a stream per request task, one with one shared stream, and measures them in
+ * turns: a round of each that is not counted (it warms the process), then `--rounds` (3)
+ * rounds, the order reversed every other round; each mode's rounds are pooled into its row of
+ * the comparison table, printed last with the ratios round by round. `--url` targets a running
+ * server instead (loopback only). The client runs in a child process (client-process.ts), so
+ * the loop delay is the server's alone; each run prints its progress every second.
  *
- * Bounded: stops after `--requests N` (default 2000) or `--seconds S` (default 20) per mode,
- * whichever comes first. The warm-up before each mode stops after `--warmup` requests or the
+ * Bounded: a run stops after `--requests N` (default 2000) or `--seconds S` (default 20),
+ * whichever comes first. The warm-up before each run stops after `--warmup` requests or the
  * same `--seconds` budget; a request still in flight when its budget ends is given up
- * `REQUEST_GRACE_MS` later (and counted as an error), so a mode never runs longer than
+ * `REQUEST_GRACE_MS` later (and counted as an error), so a run never takes longer than
  * twice (`--seconds` + the grace).
  *
  * With `--route solve-random` it fires `POST /solve-random {n, seed}` instead: the server draws
@@ -25,7 +27,7 @@
  * reporting the small requests' p50/p99 per stream mode; and `POST /search` over
  * `--rows` x 128 embeddings resident on the GPU, top `--k`, closed loop.
  *
- * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search]`
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search]`
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -36,7 +38,7 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
-import type { ModeResult } from './client.js';
+import { type ModeResult, pooledResult, turnOrder } from './client.js';
 import {
   type ClientMessage,
   type RequestSpec,
@@ -51,6 +53,7 @@ import {
   headOfLineReport,
   headOfLineSchedule,
   resultsTable,
+  roundsLine,
   type SearchRow,
   searchReport,
 } from './workloads.js';
@@ -66,16 +69,18 @@ export {
   makeRandomRequest,
   measure,
   type Problem,
+  pooledResult,
   REQUEST_GRACE_MS,
   type Request,
   randomSource,
+  turnOrder,
 } from './client.js';
 
 /** What the load script does (see `parseLoadArguments`). */
 export interface LoadOptions {
-  /** Requests per mode at most (default 2000). */
+  /** Requests per run (a mode in a round; per mode in head-of-line) at most (default 2000). */
   requests: number;
-  /** Seconds per mode at most (default 20). */
+  /** Seconds per run (per mode in head-of-line) at most (default 20). */
   seconds: number;
   /** Requests in flight at once (default 32). */
   concurrency: number;
@@ -83,6 +88,11 @@ export interface LoadOptions {
   n: number;
   /** Which in-process modes to run (default both). Ignored with `url`. */
   modes: ('task' | 'shared')[];
+  /**
+   * Closed-loop workloads: measured rounds, each a run of every mode, the modes taking turns
+   * (default 3), after one round that is not counted.
+   */
+  rounds: number;
   /** A running server to target instead (loopback only). */
   url: string | undefined;
   /** Requests before each measured run, not counted (default: the concurrency). */
@@ -119,14 +129,19 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 export const loadCommandLine = {
   command: 'load.ts',
   options: {
-    requests: { type: 'string', placeholder: 'N', description: 'requests per mode at most (2000)' },
-    seconds: { type: 'string', placeholder: 'S', description: 'seconds per mode at most (20)' },
+    requests: { type: 'string', placeholder: 'N', description: 'requests per run at most (2000)' },
+    seconds: { type: 'string', placeholder: 'S', description: 'seconds per run at most (20)' },
     concurrency: { type: 'string', placeholder: 'N', description: 'requests in flight (32)' },
     n: { type: 'string', placeholder: 'N', description: 'matrix size (128)' },
     mode: {
       type: 'string',
       placeholder: 'both|task|shared',
       description: 'in-process modes (both)',
+    },
+    rounds: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'measured rounds of the closed-loop modes, taking turns (3)',
     },
     url: { type: 'string', placeholder: 'URL', description: 'a running server (loopback only)' },
     warmup: { type: 'string', placeholder: 'N', description: 'warm-up requests (the concurrency)' },
@@ -180,6 +195,7 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     concurrency: integer('concurrency', 32, 4096),
     n: integer('n', 128, 2048),
     modes: ['task', 'shared'],
+    rounds: integer('rounds', 3, 100),
     url: undefined,
     warmup: values.warmup === '0' ? 0 : integer('warmup', -1, 1_000_000),
     problems: integer('problems', 16, 1024),
@@ -261,18 +277,25 @@ const MODE_LABELS: Record<string, string> = {
   remote: 'remote server',
 };
 
-/** The results table (and a comparison line when both in-process modes ran). */
-export function report(results: readonly ModeResult[]): string {
+/**
+ * The results table (each mode's rounds pooled), a comparison line when both in-process modes
+ * ran, and with `rounds` the ratios round by round (`roundsLine`).
+ */
+export function report(
+  results: readonly ModeResult[],
+  rounds: readonly (readonly ModeResult[])[] = [],
+): string {
   const table = resultsTable(
     results.map((result) => ({ label: MODE_LABELS[result.mode] ?? result.mode, result })),
   );
   const task = results.find((result) => result.mode === 'task');
   const shared = results.find((result) => result.mode === 'shared');
   if (task === undefined || shared === undefined || shared.requestsPerSecond === 0) return table;
+  const perRound = roundsLine(rounds);
   return `${table}\n\nstream per request vs one shared stream: throughput x${formatNumber(
     task.requestsPerSecond / shared.requestsPerSecond,
     2,
-  )}, p99 latency x${formatNumber(task.p99 / shared.p99, 2)}`;
+  )}, p99 latency x${formatNumber(task.p99 / shared.p99, 2)}${perRound === undefined ? '' : `\n${perRound}`}`;
 }
 
 /** The server for one mode (or none with --url), and where to reach it. */
@@ -308,43 +331,66 @@ const printProgress = {
     console.log(progressLine(message)),
 };
 
-/** The closed-loop workloads (`solve`, `search`): one client run per mode. */
+/** A closed-loop workload's result: per mode its runs pooled, and each round's runs. */
+export interface ClosedLoopResult {
+  /** Per mode, its measured runs as one (`pooledResult`), in the modes' order. */
+  pooled: ModeResult[];
+  /** The measured rounds, each a run per mode, in the modes' order. */
+  rounds: ModeResult[][];
+}
+
+/**
+ * The closed-loop workloads (`solve`, `search`). One server per mode, kept for the whole
+ * workload; first a round of every mode that is not counted (it warms the process: the JIT,
+ * the runtime's pools, the handles), then `options.rounds` measured rounds in which the modes
+ * take turns (`turnOrder`). Each run is its own client process, after its own warm-up.
+ */
 async function closedLoop(
   options: LoadOptions,
   requests: RequestSpec,
   serverOptions: ServerOptions,
-): Promise<ModeResult[]> {
-  const results: ModeResult[] = [];
-  const runs: { mode: string; shared: boolean }[] =
+): Promise<ClosedLoopResult> {
+  const modes =
     options.url !== undefined
       ? [{ mode: 'remote', shared: false }]
       : options.modes.map((mode) => ({ mode, shared: mode === 'shared' }));
-  for (const run of runs) {
-    const { url, close: stop } = await serverFor(options, {
-      ...serverOptions,
-      sharedStream: run.shared,
-      priorities: false, // requests of one size: one priority
-    });
-    console.log(`running: ${MODE_LABELS[run.mode]} (${url.origin}) ...`);
-    try {
+  const servers: { url: URL; close: () => Promise<void> }[] = [];
+  try {
+    for (const run of modes) {
+      servers.push(
+        await serverFor(options, {
+          ...serverOptions,
+          sharedStream: run.shared,
+          priorities: false, // requests of one size: one priority
+        }),
+      );
+    }
+    const runOnce = async (index: number, round: string): Promise<ModeResult> => {
+      const run = modes[index]!;
+      const label = MODE_LABELS[run.mode] ?? run.mode;
+      console.log(`${round}: ${label} (${servers[index]!.url.origin}) ...`);
       const { result, loopDelayMaxMs } = await runClient<ModeResult>(
-        {
-          kind: 'closed',
-          url: url.href,
-          label: MODE_LABELS[run.mode] ?? run.mode,
-          requests,
-          options,
-        },
+        { kind: 'closed', url: servers[index]!.url.href, label, requests, options },
         printProgress,
       );
-      const row = { ...result, mode: run.mode, loopDelayMax: loopDelayMaxMs };
-      results.push(row);
-      for (const message of row.messages) console.log(`  error: ${message}`);
-    } finally {
-      await stop();
+      for (const message of result.messages) console.log(`  error: ${message}`);
+      return { ...result, mode: run.mode, loopDelayMax: loopDelayMaxMs };
+    };
+    const order = modes.map((_, index) => index);
+    for (const index of order) await runOnce(index, 'warm-up round (not counted)');
+    const rounds: ModeResult[][] = [];
+    for (let round = 0; round < options.rounds; round++) {
+      const results: ModeResult[] = [];
+      for (const index of turnOrder(order, round)) {
+        results[index] = await runOnce(index, `round ${round + 1} of ${options.rounds}`);
+      }
+      rounds.push(results);
     }
+    const pooled = order.map((index) => pooledResult(rounds.map((results) => results[index]!)));
+    return { pooled, rounds };
+  } finally {
+    for (const server of servers) await server.close();
   }
-  return results;
 }
 
 /** The head-of-line workload: each mode's server, the same schedule from the client. */
@@ -435,15 +481,15 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
   for (const workload of options.workloads) {
     if (workload === 'solve') {
       console.log(
-        `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
+        `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${options.warmup} per run)`,
       );
-      const results = await closedLoop(
+      const { pooled, rounds } = await closedLoop(
         options,
         { route: options.route, n: options.n, problems: options.problems, seed: options.seed },
         {},
       );
-      errors += results.reduce((sum, result) => sum + result.errors, 0);
-      tables.push(`POST /${options.route}, n = ${options.n}:\n${report(results)}`);
+      errors += pooled.reduce((sum, result) => sum + result.errors, 0);
+      tables.push(`POST /${options.route}, n = ${options.n}:\n${report(pooled, rounds)}`);
     } else if (workload === 'head-of-line') {
       const rows = await headOfLine(options);
       for (const row of rows) {
@@ -454,9 +500,9 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
       );
     } else {
       console.log(
-        `POST /search: top ${options.k} of ${options.rows.toLocaleString('en-US')} x 128 float32 embeddings on the GPU, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per mode (warm-up ${options.warmup})`,
+        `POST /search: top ${options.k} of ${options.rows.toLocaleString('en-US')} x 128 float32 embeddings on the GPU, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${options.warmup} per run)`,
       );
-      const results = await closedLoop(
+      const { pooled, rounds } = await closedLoop(
         options,
         {
           route: 'search',
@@ -468,13 +514,13 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
         },
         { search: { rows: options.rows, dim: 128 } },
       );
-      errors += results.reduce((sum, result) => sum + result.errors, 0);
-      const rows: SearchRow[] = results.map((result) => ({
+      errors += pooled.reduce((sum, result) => sum + result.errors, 0);
+      const rows: SearchRow[] = pooled.map((result) => ({
         label: MODE_LABELS[result.mode] ?? result.mode,
         result,
       }));
       tables.push(
-        `shared read-only data: POST /search over ${options.rows.toLocaleString('en-US')} embeddings every request reads:\n${searchReport(rows)}`,
+        `shared read-only data: POST /search over ${options.rows.toLocaleString('en-US')} embeddings every request reads:\n${searchReport(rows, rounds)}`,
       );
     }
   }

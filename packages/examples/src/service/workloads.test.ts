@@ -7,6 +7,7 @@ import {
   type HeadOfLineRow,
   headOfLineReport,
   headOfLineSchedule,
+  roundsLine,
   searchReport,
 } from './workloads.js';
 
@@ -126,6 +127,7 @@ describe('searchReport', () => {
     p50: 1,
     p99,
     max: p99 + 2,
+    latencies: [],
     loopDelayMax: 0.5,
   });
 
@@ -147,6 +149,45 @@ describe('searchReport', () => {
     expect(fail).toContain(
       'throughput x0.90, p99 x0.80 (target: throughput >= x1 and p99 < x1: FAIL)',
     );
+    expect(fail).not.toContain('per round');
+  });
+
+  it('adds the ratios round by round, in whatever order the round ran its modes', () => {
+    const text = searchReport(
+      [
+        { label: 'stream per request', result: result('task', 1200, 8) },
+        { label: 'one shared stream', result: result('shared', 1000, 10) },
+      ],
+      [
+        [result('task', 1100, 9), result('shared', 1000, 10)],
+        [result('shared', 1000, 10), result('task', 1300, 7)],
+      ],
+    );
+    expect(text.split('\n').at(-1)).toBe(
+      'per round (stream per request / one shared stream): throughput x1.10, x1.30; p99 x0.90, x0.70',
+    );
+  });
+});
+
+describe('roundsLine', () => {
+  const result = (mode: string, requestsPerSecond: number, p99: number): ModeResult => ({
+    mode,
+    completed: 1,
+    errors: 0,
+    messages: [],
+    seconds: 1,
+    requestsPerSecond,
+    p50: 1,
+    p99,
+    max: p99,
+    latencies: [],
+    loopDelayMax: 0,
+  });
+
+  it('is undefined without rounds, or when a round lacks a mode', () => {
+    expect(roundsLine([])).toBeUndefined();
+    expect(roundsLine([[result('task', 1, 1)]])).toBeUndefined();
+    expect(roundsLine([[result('remote', 1, 1)]])).toBeUndefined();
   });
 });
 

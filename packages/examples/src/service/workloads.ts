@@ -176,11 +176,34 @@ export function resultsTable(rows: readonly SearchRow[]): string {
 }
 
 /**
- * The shared-data table (requests, errors, req/s, p50, p99, max, loop delay per mode) and the
- * verdict: a stream per request must give at least the shared stream's throughput and a lower
- * p99.
+ * Each measured round's comparison of a stream per request with one shared stream (the
+ * throughput and p99 ratios, round by round), or undefined when a round lacks either mode:
+ * how steady the pooled ratios are.
+ * @example roundsLine(rounds); // 'per round: throughput x1.41, x1.38, x1.45; p99 x0.71, ...'
  */
-export function searchReport(rows: readonly SearchRow[]): string {
+export function roundsLine(rounds: readonly (readonly ModeResult[])[]): string | undefined {
+  const throughputs: string[] = [];
+  const p99s: string[] = [];
+  for (const round of rounds) {
+    const task = round.find((result) => result?.mode === 'task');
+    const shared = round.find((result) => result?.mode === 'shared');
+    if (task === undefined || shared === undefined) return undefined;
+    throughputs.push(`x${formatNumber(task.requestsPerSecond / shared.requestsPerSecond, 2)}`);
+    p99s.push(`x${formatNumber(task.p99 / shared.p99, 2)}`);
+  }
+  if (throughputs.length === 0) return undefined;
+  return `per round (stream per request / one shared stream): throughput ${throughputs.join(', ')}; p99 ${p99s.join(', ')}`;
+}
+
+/**
+ * The shared-data table (requests, errors, req/s, p50, p99, max, loop delay per mode; each
+ * mode's rounds pooled) and the verdict: a stream per request must give at least the shared
+ * stream's throughput and a lower p99. With `rounds`, a line of the ratios round by round.
+ */
+export function searchReport(
+  rows: readonly SearchRow[],
+  rounds: readonly (readonly ModeResult[])[] = [],
+): string {
   const table = resultsTable(rows);
   const shared = rows.find((row) => row.result.mode === 'shared')?.result;
   const task = rows.find((row) => row.result.mode === 'task')?.result;
@@ -188,5 +211,6 @@ export function searchReport(rows: readonly SearchRow[]): string {
   const throughputRatio = task.requestsPerSecond / shared.requestsPerSecond;
   const p99Ratio = task.p99 / shared.p99;
   const pass = throughputRatio >= 1 && p99Ratio < 1;
-  return `${table}\n\nstream per request / one shared stream: throughput x${formatNumber(throughputRatio, 2)}, p99 x${formatNumber(p99Ratio, 2)} (target: throughput >= x1 and p99 < x1: ${pass ? 'PASS' : 'FAIL'})`;
+  const perRound = roundsLine(rounds);
+  return `${table}\n\nstream per request / one shared stream: throughput x${formatNumber(throughputRatio, 2)}, p99 x${formatNumber(p99Ratio, 2)} (target: throughput >= x1 and p99 < x1: ${pass ? 'PASS' : 'FAIL'})${perRound === undefined ? '' : `\n${perRound}`}`;
 }
