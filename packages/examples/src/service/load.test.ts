@@ -8,20 +8,21 @@ import {
   pooledResult,
   randomSource,
   report,
+  runMeasureOptions,
   turnOrder,
 } from './load.js';
 
 describe('parseLoadArguments', () => {
   it('has the documented defaults', () => {
     expect(parseLoadArguments([])).toEqual({
-      requests: 2000,
+      requests: undefined,
       seconds: 20,
       concurrency: 32,
       n: 128,
       modes: ['task', 'shared'],
       rounds: 3,
       url: undefined,
-      warmup: 32,
+      warmup: undefined,
       problems: 16,
       seed: 1,
       route: 'solve',
@@ -93,6 +94,29 @@ describe('parseLoadArguments', () => {
       modes: ['shared'],
       warmup: 0,
     });
+    expect(parseLoadArguments(['--rounds', '5']).rounds).toBe(5);
+    expect(() => parseLoadArguments(['--rounds', '0'])).toThrow(
+      '--rounds must be an integer in 1..100, got 0',
+    );
+  });
+
+  it("gives each closed-loop workload's runs their own defaults", () => {
+    const defaults = parseLoadArguments(['--seconds', '6', '--concurrency', '16']);
+    expect(runMeasureOptions(defaults, 'solve')).toEqual({
+      requests: 2000,
+      seconds: 6,
+      concurrency: 16,
+      warmup: 1000,
+    });
+    expect(runMeasureOptions(defaults, 'search')).toEqual({
+      requests: 6000,
+      seconds: 6,
+      concurrency: 16,
+      warmup: 1000,
+    });
+    const given = parseLoadArguments(['--requests', '300', '--warmup', '0']);
+    expect(runMeasureOptions(given, 'search')).toMatchObject({ requests: 300, warmup: 0 });
+    expect(runMeasureOptions(given, 'solve')).toMatchObject({ requests: 300, warmup: 0 });
   });
 
   it('accepts loopback URLs only', () => {

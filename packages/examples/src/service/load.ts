@@ -10,9 +10,11 @@
  * server instead (loopback only). The client runs in a child process (client-process.ts), so
  * the loop delay is the server's alone; each run prints its progress every second.
  *
- * Bounded: a run stops after `--requests N` (default 2000) or `--seconds S` (default 20),
- * whichever comes first. The warm-up before each run stops after `--warmup` requests or the
- * same `--seconds` budget; a request still in flight when its budget ends is given up
+ * Bounded: a run stops after `--requests N` (default 2000; 6000 for the search workload, whose
+ * requests take a fraction of a solve's time) or `--seconds S` (default 20), whichever comes
+ * first. The warm-up before each run (default 1000 requests: every run's client is a new
+ * process, whose JIT warms up in it) stops after `--warmup` requests or the same `--seconds`
+ * budget; a request still in flight when its budget ends is given up
  * `REQUEST_GRACE_MS` later (and counted as an error), so a run never takes longer than
  * twice (`--seconds` + the grace).
  *
@@ -38,7 +40,7 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
-import { type ModeResult, pooledResult, turnOrder } from './client.js';
+import { type MeasureOptions, type ModeResult, pooledResult, turnOrder } from './client.js';
 import {
   type ClientMessage,
   type RequestSpec,
@@ -78,8 +80,11 @@ export {
 
 /** What the load script does (see `parseLoadArguments`). */
 export interface LoadOptions {
-  /** Requests per run (a mode in a round; per mode in head-of-line) at most (default 2000). */
-  requests: number;
+  /**
+   * Requests per closed-loop run (a mode in a round) at most (default: 2000 for `solve`, 6000
+   * for `search`).
+   */
+  requests: number | undefined;
   /** Seconds per run (per mode in head-of-line) at most (default 20). */
   seconds: number;
   /** Requests in flight at once (default 32). */
@@ -95,8 +100,11 @@ export interface LoadOptions {
   rounds: number;
   /** A running server to target instead (loopback only). */
   url: string | undefined;
-  /** Requests before each measured run, not counted (default: the concurrency). */
-  warmup: number;
+  /**
+   * Requests before each measured run, not counted (default: 1000 for a closed-loop run, the
+   * concurrency of each size for head-of-line).
+   */
+  warmup: number | undefined;
   /** Distinct systems, generated once and cycled through (default 16). */
   problems: number;
   /** Seed of the problem generator (default 1). */
@@ -129,7 +137,11 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 export const loadCommandLine = {
   command: 'load.ts',
   options: {
-    requests: { type: 'string', placeholder: 'N', description: 'requests per run at most (2000)' },
+    requests: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'requests per run at most (2000; search 6000)',
+    },
     seconds: { type: 'string', placeholder: 'S', description: 'seconds per run at most (20)' },
     concurrency: { type: 'string', placeholder: 'N', description: 'requests in flight (32)' },
     n: { type: 'string', placeholder: 'N', description: 'matrix size (128)' },
@@ -144,7 +156,11 @@ export const loadCommandLine = {
       description: 'measured rounds of the closed-loop modes, taking turns (3)',
     },
     url: { type: 'string', placeholder: 'URL', description: 'a running server (loopback only)' },
-    warmup: { type: 'string', placeholder: 'N', description: 'warm-up requests (the concurrency)' },
+    warmup: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'warm-up requests per run (1000; head-of-line: the concurrency)',
+    },
     problems: { type: 'string', placeholder: 'N', description: 'distinct systems (16)' },
     seed: { type: 'string', placeholder: 'N', description: 'seed of the problems (1)' },
     route: { type: 'string', placeholder: 'solve|solve-random', description: 'route (solve)' },
@@ -190,14 +206,19 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     return value;
   };
   const options: LoadOptions = {
-    requests: integer('requests', 2000, 10_000_000),
+    requests: values.requests === undefined ? undefined : integer('requests', 0, 10_000_000),
     seconds: 20,
     concurrency: integer('concurrency', 32, 4096),
     n: integer('n', 128, 2048),
     modes: ['task', 'shared'],
     rounds: integer('rounds', 3, 100),
     url: undefined,
-    warmup: values.warmup === '0' ? 0 : integer('warmup', -1, 1_000_000),
+    warmup:
+      values.warmup === undefined
+        ? undefined
+        : values.warmup === '0'
+          ? 0
+          : integer('warmup', 0, 1_000_000),
     problems: integer('problems', 16, 1024),
     seed: integer('seed', 1, 2 ** 31 - 1),
     route: 'solve',
@@ -250,7 +271,6 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     }
     options.url = url!.origin;
   }
-  if (options.warmup < 0) options.warmup = options.concurrency;
   return options;
 }
 
@@ -331,6 +351,36 @@ const printProgress = {
     console.log(progressLine(message)),
 };
 
+/** Requests a closed-loop run sends at most, unless `--requests` says: per workload. */
+export const DEFAULT_RUN_REQUESTS = { solve: 2000, search: 6000 } as const;
+/**
+ * Warm-up requests before each closed-loop run, unless `--warmup` says: every run's client is
+ * a new process, and its JIT warms up on these (the server's warmed up in the round not counted).
+ */
+export const DEFAULT_CLOSED_LOOP_WARMUP = 1000;
+
+/**
+ * What each run of a closed-loop workload measures: `options` with the workload's defaults for
+ * what the command line left out.
+ * @example runMeasureOptions(parseLoadArguments([]), 'search').requests; // 6000
+ */
+export function runMeasureOptions(
+  options: LoadOptions,
+  workload: 'solve' | 'search',
+): MeasureOptions {
+  return {
+    requests: options.requests ?? DEFAULT_RUN_REQUESTS[workload],
+    seconds: options.seconds,
+    concurrency: options.concurrency,
+    warmup: options.warmup ?? DEFAULT_CLOSED_LOOP_WARMUP,
+  };
+}
+
+/** Warm-up requests of each size before each head-of-line mode: `--warmup`, or the concurrency. */
+function headOfLineWarmup(options: LoadOptions): number {
+  return options.warmup ?? options.concurrency;
+}
+
 /** A closed-loop workload's result: per mode its runs pooled, and each round's runs. */
 export interface ClosedLoopResult {
   /** Per mode, its measured runs as one (`pooledResult`), in the modes' order. */
@@ -347,6 +397,7 @@ export interface ClosedLoopResult {
  */
 async function closedLoop(
   options: LoadOptions,
+  measureOptions: MeasureOptions,
   requests: RequestSpec,
   serverOptions: ServerOptions,
 ): Promise<ClosedLoopResult> {
@@ -370,7 +421,13 @@ async function closedLoop(
       const label = MODE_LABELS[run.mode] ?? run.mode;
       console.log(`${round}: ${label} (${servers[index]!.url.origin}) ...`);
       const { result, loopDelayMaxMs } = await runClient<ModeResult>(
-        { kind: 'closed', url: servers[index]!.url.href, label, requests, options },
+        {
+          kind: 'closed',
+          url: servers[index]!.url.href,
+          label,
+          requests,
+          options: measureOptions,
+        },
         printProgress,
       );
       for (const message of result.messages) console.log(`  error: ${message}`);
@@ -404,7 +461,7 @@ async function headOfLine(options: LoadOptions): Promise<HeadOfLineRow[]> {
   const counts = { small: 0, large: 0 };
   for (const arrival of arrivals) counts[arrival.kind as 'small' | 'large']++;
   console.log(
-    `head-of-line: POST /solve-random, ${counts.small} small (n = ${options.smallN}, ${options.smallRate}/s) and ${counts.large} large (n = ${options.largeN}, every ${options.largeEveryMs} ms) in ${options.seconds} s per mode, after ${options.warmup} warm-up requests of each`,
+    `head-of-line: POST /solve-random, ${counts.small} small (n = ${options.smallN}, ${options.smallRate}/s) and ${counts.large} large (n = ${options.largeN}, every ${options.largeEveryMs} ms) in ${options.seconds} s per mode, after ${headOfLineWarmup(options)} warm-up requests of each`,
   );
   const rows: HeadOfLineRow[] = [];
   const modes = options.url !== undefined ? HEAD_OF_LINE_MODES.slice(1, 2) : HEAD_OF_LINE_MODES;
@@ -450,7 +507,7 @@ async function headOfLine(options: LoadOptions): Promise<HeadOfLineRow[]> {
             },
           },
           arrivals,
-          warmup: options.warmup,
+          warmup: headOfLineWarmup(options),
         },
         printProgress,
       );
@@ -480,11 +537,13 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
   const tables: string[] = [];
   for (const workload of options.workloads) {
     if (workload === 'solve') {
+      const measureOptions = runMeasureOptions(options, 'solve');
       console.log(
-        `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${options.warmup} per run)`,
+        `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${measureOptions.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${measureOptions.warmup} per run)`,
       );
       const { pooled, rounds } = await closedLoop(
         options,
+        measureOptions,
         { route: options.route, n: options.n, problems: options.problems, seed: options.seed },
         {},
       );
@@ -499,11 +558,13 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
         `head-of-line: small requests (n = ${options.smallN}) among large ones (n = ${options.largeN}):\n${headOfLineReport(rows)}`,
       );
     } else {
+      const measureOptions = runMeasureOptions(options, 'search');
       console.log(
-        `POST /search: top ${options.k} of ${options.rows.toLocaleString('en-US')} x 128 float32 embeddings on the GPU, concurrency ${options.concurrency}, at most ${options.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${options.warmup} per run)`,
+        `POST /search: top ${options.k} of ${options.rows.toLocaleString('en-US')} x 128 float32 embeddings on the GPU, concurrency ${options.concurrency}, at most ${measureOptions.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${measureOptions.warmup} per run)`,
       );
       const { pooled, rounds } = await closedLoop(
         options,
+        measureOptions,
         {
           route: 'search',
           dim: 128,
