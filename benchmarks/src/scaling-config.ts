@@ -139,7 +139,7 @@ export function samplesFor(config: Pick<ScalingConfig, 'minSamples' | 'sampleJob
 }
 
 /** Rounds in which ours' variants of one shape take turns at each K (see `interleave`). */
-export const INTERLEAVE_ROUNDS = 3;
+export const INTERLEAVE_ROUNDS = 5;
 
 /** One timed turn of `interleave`: `samples` batches of variant `variant`. */
 export interface Turn {

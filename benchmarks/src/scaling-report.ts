@@ -8,6 +8,7 @@
 import { median } from './harness.js';
 import { formatRatio } from './report.js';
 import {
+  INTERLEAVE_ROUNDS,
   type ScalingConfig,
   SHAPE_NAMES,
   SHAPES,
@@ -61,6 +62,11 @@ export interface ScalingLine {
   jobs: number;
   /** Wall seconds of each timed batch. */
   seconds: number[];
+  /**
+   * Variants that take turns in one process (ours, its graph variant, the floor): how many of
+   * `seconds` each turn timed, in order (they add up to its length).
+   */
+  turns?: number[];
   /** Ours: the event loop's largest delay over the batches (warm-ups included), ms. */
   loop_delay_max_ms?: number;
 }
@@ -147,6 +153,8 @@ export interface ScalingCell {
   speedup?: number;
   /** Ours: the event loop's largest delay over the batches, ms. */
   loopDelayMaxMs?: number;
+  /** Variants that took turns: the median batch time of each turn, s, in order. */
+  turnMedians?: number[];
 }
 
 /** One K of one shape. */
@@ -167,8 +175,27 @@ export interface ScalingShapeResult {
   serial: Partial<Record<ScalingSystem, ScalingCell>>;
 }
 
+/**
+ * The median of each turn's batches, when `turns` splits `seconds` into turns of at least one
+ * batch each; undefined otherwise.
+ */
+function turnMediansOf(line: ScalingLine): number[] | undefined {
+  const turns = line.turns;
+  if (!Array.isArray(turns) || turns.length === 0) return undefined;
+  if (!turns.every((count) => Number.isSafeInteger(count) && count > 0)) return undefined;
+  if (turns.reduce((sum, count) => sum + count, 0) !== line.seconds.length) return undefined;
+  const medians: number[] = [];
+  let at = 0;
+  for (const count of turns) {
+    medians.push(median(line.seconds.slice(at, at + count)));
+    at += count;
+  }
+  return medians;
+}
+
 function cellOf(line: ScalingLine): ScalingCell {
   const medianSeconds = median(line.seconds);
+  const turnMedians = turnMediansOf(line);
   return {
     jobsPerSecond: line.jobs / medianSeconds,
     medianSeconds,
@@ -176,7 +203,25 @@ function cellOf(line: ScalingLine): ScalingCell {
     ...(typeof line.loop_delay_max_ms === 'number'
       ? { loopDelayMaxMs: line.loop_delay_max_ms }
       : {}),
+    ...(turnMedians === undefined ? {} : { turnMedians }),
   };
+}
+
+/**
+ * `a`'s jobs/s over `b`'s, for two cells of one row (the same jobs per batch). When both took
+ * the same number of turns in one process, the median over the rounds of the ratio within each
+ * round: a step in the machine's speed then shifts one round's ratio, not the whole figure
+ * (the pooled medians can fall on opposite sides of such a step). Otherwise the ratio of the
+ * cells' medians.
+ * @example turnRatio(row.cells.ours!, row.cells.ours_floor!); // ours over the floor
+ */
+export function turnRatio(a: ScalingCell, b: ScalingCell): number {
+  const ta = a.turnMedians;
+  const tb = b.turnMedians;
+  if (ta === undefined || tb === undefined || ta.length !== tb.length) {
+    return a.jobsPerSecond / b.jobsPerSecond;
+  }
+  return median(ta.map((seconds, round) => tb[round]! / seconds));
 }
 
 /**
@@ -286,7 +331,7 @@ export function scalingTargets(results: readonly ScalingShapeResult[]): ScalingT
           );
           target.floor = {
             ratio: floor / best,
-            oursOverFloor: row.cells.ours!.jobsPerSecond / floor,
+            oursOverFloor: turnRatio(row.cells.ours!, row.cells.ours_floor!),
           };
         }
       }
@@ -363,6 +408,11 @@ export function formatScaling(
         .filter((rate): rate is number => rate !== undefined);
       return ours === undefined || rates.length === 0 ? undefined : ours / Math.max(...rates);
     };
+    const floorRatio = (row: ScalingRow) => {
+      const ours = row.cells.ours;
+      const floor = row.cells.ours_floor;
+      return ours === undefined || floor === undefined ? undefined : turnRatio(ours, floor);
+    };
     const body = result.rows.map((row) => [
       String(row.k),
       ...systems.map((system) => {
@@ -372,7 +422,7 @@ export function formatScaling(
       }),
       formatRatio(ratio(row, ['c_threads', 'c_polling'])),
       formatRatio(ratio(row, ['cupy', 'torch'])),
-      ...(hasFloor ? [formatRatio(ratio(row, ['ours_floor']))] : []),
+      ...(hasFloor ? [formatRatio(floorRatio(row))] : []),
     ]);
     body.push([
       'serial',
@@ -397,7 +447,7 @@ export function formatScaling(
   }
   out.push('');
   out.push(
-    'ours/C: ours over the better C variant; ours/py: over the better of CuPy and PyTorch; ours/floor: over the Node floor (the same driver calls as bare koffi calls from plain async functions, one thread, no runtime); serial: jobs one after another on one stream',
+    'ours/C: ours over the better C variant; ours/py: over the better of CuPy and PyTorch; ours/floor: over the Node floor (the same driver calls as bare koffi calls from plain async functions, one thread, no runtime), the median of the ratios within each round of their turns; serial: jobs one after another on one stream',
   );
   for (const target of targets) {
     const worst =
@@ -435,7 +485,7 @@ export function scalingJson(
   const bySystem = (cells: Partial<Record<ScalingSystem, ScalingCell>>) =>
     Object.fromEntries(SCALING_SYSTEMS.map((system) => [system.key, cell(cells[system.key])]));
   return {
-    method: `K jobs started together, wall time from the start to the last job's end; per (system, shape, K) ${config.warmups} untimed batches, then max(${config.minSamples}, ${config.sampleJobs}/K) timed ones; jobs/s = K / the median batch time; speedup = jobs/s over the same system's at K = 1; serial: ${config.serialJobs} jobs one after another on one stream`,
+    method: `K jobs started together, wall time from the start to the last job's end; per (system, shape, K) ${config.warmups} untimed batches, then max(${config.minSamples}, ${config.sampleJobs}/K) timed ones; jobs/s = K / the median batch time; speedup = jobs/s over the same system's at K = 1; serial: ${config.serialJobs} jobs one after another on one stream; ours, its graph variant and the Node floor take turns in one process (${INTERLEAVE_ROUNDS} rounds, every other one reversed), and ours/floor is the median of the ratios within each round`,
     config,
     systems: SCALING_SYSTEMS.map(({ key, label }) => ({ key, label })),
     shapes: results.map((result) => ({

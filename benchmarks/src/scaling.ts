@@ -341,6 +341,7 @@ function emit(
   mode: 'concurrent' | 'serial',
   jobs: number,
   seconds: readonly number[],
+  turns: readonly number[],
   loopDelayMaxMs: number,
 ): void {
   console.log(
@@ -352,6 +353,7 @@ function emit(
       mode,
       jobs,
       seconds: seconds.map((value) => Number(value.toPrecision(9))),
+      turns,
       loop_delay_max_ms: Math.round(loopDelayMaxMs * 1000) / 1000,
     }),
   );
@@ -448,6 +450,7 @@ async function main(): Promise<void> {
     ];
     for (const row of rows) {
       const seconds = ofShape.map(() => [] as number[]);
+      const turns = ofShape.map(() => [] as number[]);
       const delays = ofShape.map(() => ({ max: 0 }));
       for (const { variant: index, samples } of interleave(
         ofShape.length,
@@ -457,9 +460,19 @@ async function main(): Promise<void> {
         const variant = ofShape[index]!;
         const batch = row.mode === 'serial' ? variant.serial : () => variant.concurrent(row.k);
         await turn(variant, samples, batch, seconds[index]!, delays[index]!);
+        turns[index]!.push(samples);
       }
       ofShape.forEach((variant, index) => {
-        emit(variant.system, shape, row.k, row.mode, row.jobs, seconds[index]!, delays[index]!.max);
+        emit(
+          variant.system,
+          shape,
+          row.k,
+          row.mode,
+          row.jobs,
+          seconds[index]!,
+          turns[index]!,
+          delays[index]!.max,
+        );
       });
     }
   }

@@ -20,6 +20,7 @@ import {
   type ScalingSystem,
   scalingJson,
   scalingTargets,
+  turnRatio,
 } from '../src/scaling-report.js';
 
 // The concurrency scaling report on fixture lines: parsing, jobs/s and speedups from the
@@ -323,6 +324,58 @@ describe('formatScaling', () => {
     expect(table).toContain(
       `FAIL (lowest ${(5120 / 6500).toFixed(2)}x at K = 8; there the Node floor is ${(6100 / 6500).toFixed(2)}x of C, and ours ${(5120 / 6100).toFixed(2)}x of the floor)`,
     );
+  });
+
+  it('takes ours over the floor within each round of their turns, so a step in the host speed moves one round only', () => {
+    // Three rounds (ours, floor | floor, ours | ours, floor); the host slowed down by 40% just
+    // before ours' second turn. Pooled, ours' median falls among its slow batches and the
+    // floor's among its fast ones; round by round, ours is 0.92x, 0.64x and 0.89x the floor.
+    const us = (value: number) => value / 1e6;
+    const turn = (value: number, count: number) => Array.from({ length: count }, () => us(value));
+    const ours = {
+      name: 'scaling',
+      system: 'ours',
+      shape: 'latency',
+      k: 1,
+      mode: 'concurrent',
+      jobs: 1,
+      seconds: [...turn(104, 5), ...turn(145, 5), ...turn(145, 5)],
+      turns: [5, 5, 5],
+    };
+    const floor = {
+      ...ours,
+      system: 'ours_floor',
+      seconds: [...turn(96, 5), ...turn(93, 5), ...turn(129, 5)],
+    };
+    const built = buildScaling(parseScalingLines(jsonl([ours, floor])).lines);
+    const row = built[0]!.rows[0]!;
+    expect(row.cells.ours!.turnMedians!.map((s) => s * 1e6)).toEqual(
+      [104, 145, 145].map((v) => expect.closeTo(v, 9)),
+    );
+    expect(row.cells.ours!.jobsPerSecond / row.cells.ours_floor!.jobsPerSecond).toBeCloseTo(
+      96 / 145,
+      12,
+    );
+    expect(turnRatio(row.cells.ours!, row.cells.ours_floor!)).toBeCloseTo(129 / 145, 12);
+    const table = formatScaling(built, scalingTargets(built), SCALING_DEFAULTS);
+    expect(
+      table
+        .split('\n')
+        .find((l) => l.startsWith('1 '))!
+        .trimEnd(),
+    ).toMatch(new RegExp(`${(129 / 145).toFixed(2)}x$`));
+    // Without turns (or with turns that do not add up), the ratio of the pooled medians.
+    const plain = buildScaling(
+      parseScalingLines(
+        jsonl([
+          { ...ours, turns: undefined },
+          { ...floor, turns: [5, 5, 4] },
+        ]),
+      ).lines,
+    )[0]!.rows[0]!;
+    expect(plain.cells.ours!.turnMedians).toBeUndefined();
+    expect(plain.cells.ours_floor!.turnMedians).toBeUndefined();
+    expect(turnRatio(plain.cells.ours!, plain.cells.ours_floor!)).toBeCloseTo(96 / 145, 12);
   });
 
   it('formats rates with separators, and "-" for nothing', () => {
