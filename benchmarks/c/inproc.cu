@@ -192,6 +192,37 @@ double inproc_tasks(uint64_t f, const uint64_t* streams, int count) {
   return now_us() - t0;
 }
 
+// The scaling benchmark's latency-bound job at K = 1 (scaling.cu's, one job at a time on one
+// stream): `steps` axpb_f32 launches over n floats, y <- a x + b and x <- a y + b in turn, and
+// after every `sync_every` of them (and after the last) a wait for the stream: a cuStreamQuery
+// spin with `poll` (scaling.cu's one thread polling, its faster variant at K = 1), else
+// cuStreamSynchronize. `jobs` jobs one after another; host time per job, every wait included.
+double inproc_latency_jobs(uint64_t f, uint64_t s, uint64_t x, uint64_t y, unsigned long long n,
+                           unsigned grid, unsigned block, float a, float b, int steps,
+                           int sync_every, int poll, int jobs) {
+  CUdeviceptr xs = x, ys = y;
+  void* to_y[] = {&ys, &xs, &a, &b, &n};
+  void* to_x[] = {&xs, &ys, &a, &b, &n};
+  double t0 = now_us();
+  for (int j = 0; j < jobs; j++) {
+    for (int i = 0; i < steps; i++) {
+      TRY(cuLaunchKernel(fn(f), grid, 1, 1, block, 1, 1, 0, st(s), i % 2 == 0 ? to_y : to_x,
+                         nullptr));
+      if ((i + 1) % sync_every == 0 || i == steps - 1) {
+        if (poll) {
+          CUresult r;
+          while ((r = cuStreamQuery(st(s))) == CUDA_ERROR_NOT_READY) {
+          }
+          TRY(r);
+        } else {
+          TRY(cuStreamSynchronize(st(s)));
+        }
+      }
+    }
+  }
+  return (now_us() - t0) / jobs;
+}
+
 // A chain of `steps` axpb_f32 kernels (y = a x + b over n floats), as paired.ts's: scratch <-
 // a x + b, out <- a scratch + b, scratch <- ..., the last writing `out`. `chains` chains issued
 // back to back, then drained; host time from the first issue until drained, per chain.

@@ -11,8 +11,9 @@
  * (order statistics, no assumption on the distribution).
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/paired.ts path/to/libinproc.so
- * [--only graphs|tasks100] (`--only graphs`: the graph rows alone, see `runGraphPairs`;
- * `--only tasks100`: the 100-task rows alone, see `runTasksPairs`)
+ * [--only graphs|tasks100|latency] (`--only graphs`: the graph rows alone, see `runGraphPairs`;
+ * `--only tasks100`: the 100-task rows alone, see `runTasksPairs`; `--only latency`: the
+ * latency-bound job's rows alone, see `runLatencyPairs`)
  */
 
 import { readFileSync } from 'node:fs';
@@ -33,7 +34,7 @@ import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { concurrentIteration, serialIteration } from '@cuda-tasks/examples/seed';
 import { capture, stream, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
-import { AXPB_PARAMETERS, bareLaunchConfig, bareStreamWaiter } from './bare.js';
+import { AXPB_PARAMETERS, bareAxpbArguments, bareLaunchConfig, bareStreamWaiter } from './bare.js';
 import { launchBatch, seedWorkload, tasksRound, timedOnce, withStreamBatch } from './batches.js';
 import { median, medianInterval, nowUs, warmJit } from './harness.js';
 
@@ -470,6 +471,7 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
 
   module.dispose();
   lines.push(...(await runTasksPairs(lib)));
+  lines.push(...(await runLatencyPairs(lib)));
   lines.push(...(await runGraphPairs(lib)));
   return lines;
 }
@@ -545,6 +547,187 @@ export async function runTasksPairs(lib: ReturnType<typeof koffi.load>): Promise
   for (const x of streams) x.dispose();
   module.dispose();
   return lines;
+}
+
+/** The latency-bound job of the scaling benchmark (scaling-config.ts's defaults): its launches. */
+const LATENCY_STEPS = 20;
+/** A wait after every this many launches (and after the last). */
+const LATENCY_SYNC_EVERY = 5;
+/** Floats each launch reads and writes. */
+const LATENCY_N = 65536;
+/** Jobs per batch, one after another. */
+const LATENCY_JOBS = 20;
+
+/**
+ * The latency-bound job of the scaling benchmark at K = 1, in one process: 20 `axpb_f32`
+ * launches over 65,536 floats (y <- 0.5 x + 1 and x <- 0.5 y + 1 in turn), a wait after every
+ * 5; a batch is 20 jobs one after another, microseconds per job. `latency_job`: ours, each job
+ * its own task as the scaling benchmark starts it at K = 1 (`Promise.all` of one `task()`,
+ * `launch()`, `await synchronize()`), against C's one thread polling (cuLaunchKernel, a
+ * cuStreamQuery spin), its faster variant at K = 1; `latency_job_c_sync`: ours against C
+ * waiting with cuStreamSynchronize (its K-threads variant at K = 1). `latency_job_bare_koffi`:
+ * the Node floor (bare koffi cuLaunchKernelEx, a round-robin of bare cuStreamQuery, no runtime)
+ * against C's polling; `latency_job_over_floor`: ours against that floor. The scaling
+ * benchmark's target at K = 1 (ours >= 0.9x the better C variant's jobs/s) is ours' time
+ * <= 1.11x C's here. The results are checked once against a float64 CPU run of the same steps.
+ */
+export async function runLatencyPairs(lib: ReturnType<typeof koffi.load>): Promise<PairedLine[]> {
+  const latencyC = lib.func(
+    'double inproc_latency_jobs(uint64_t f, uint64_t s, uint64_t x, uint64_t y, unsigned long long n, unsigned int grid, unsigned int block, float a, float b, int steps, int sync_every, int poll, int jobs)',
+  );
+  const lines: PairedLine[] = [];
+  const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+  const axpb = module.kernel('axpb_f32', [...AXPB_PARAMETERS]);
+  const block = 256;
+  const grid = LATENCY_N / block;
+  const config = { grid, block };
+  const [a, b] = [0.5, 1];
+  const start = Float32Array.from({ length: LATENCY_N }, (_, i) => (i % 97) / 97);
+  // Ours' buffers, and C's and the floor's (raw addresses on a stream of their own).
+  const oursX = DeviceArray.fromHost(start);
+  const oursY = DeviceArray.fromHost(start);
+  const bareX = DeviceArray.fromHost(start);
+  const bareY = DeviceArray.fromHost(start);
+  const bareStream = Stream.create({ name: 'paired-latency' });
+  await synchronize();
+  const job = async () => {
+    for (let step = 0; step < LATENCY_STEPS; step++) {
+      if (step % 2 === 0) launch(axpb, config, oursY, oursX, a, b, LATENCY_N);
+      else launch(axpb, config, oursX, oursY, a, b, LATENCY_N);
+      if ((step + 1) % LATENCY_SYNC_EVERY === 0 || step === LATENCY_STEPS - 1) {
+        await synchronize();
+      }
+    }
+  };
+  const ours = async () => {
+    const t0 = nowUs();
+    for (let i = 0; i < LATENCY_JOBS; i++) await Promise.all([task(job)]);
+    return (nowUs() - t0) / LATENCY_JOBS;
+  };
+  const c = (poll: boolean) => () =>
+    checked(
+      'latency_jobs',
+      latencyC(
+        axpb.handle,
+        bareStream.handle,
+        bareX.pointer,
+        bareY.pointer,
+        LATENCY_N,
+        grid,
+        block,
+        a,
+        b,
+        LATENCY_STEPS,
+        LATENCY_SYNC_EVERY,
+        poll ? 1 : 0,
+        LATENCY_JOBS,
+      ),
+    );
+  const api = driver();
+  const launchConfig = bareLaunchConfig(bareStream.handle, grid, block);
+  const launchConfigAddress = Number(launchConfig);
+  const bareArguments = [
+    bareAxpbArguments(bareY.pointer, bareX.pointer, a, b, LATENCY_N),
+    bareAxpbArguments(bareX.pointer, bareY.pointer, a, b, LATENCY_N),
+  ];
+  const bareArgumentAddresses = bareArguments.map(Number);
+  const waitFor = bareStreamWaiter((x) => api.cuStreamQuery(x));
+  const bareJob = async () => {
+    for (let step = 0; step < LATENCY_STEPS; step++) {
+      check(
+        api.cuLaunchKernelEx(
+          launchConfigAddress,
+          axpb.ffiHandle,
+          bareArgumentAddresses[step & 1]!,
+          0,
+        ),
+        'cuLaunchKernelEx',
+      );
+      if ((step + 1) % LATENCY_SYNC_EVERY === 0 || step === LATENCY_STEPS - 1) {
+        await waitFor(bareStream.ffiHandle);
+      }
+    }
+  };
+  const floor = async () => {
+    const t0 = nowUs();
+    for (let i = 0; i < LATENCY_JOBS; i++) await bareJob();
+    return (nowUs() - t0) / LATENCY_JOBS;
+  };
+  try {
+    // One job each, checked against float64 on the CPU: the same steps, rounded to float32.
+    await Promise.all([task(job)]);
+    await bareJob();
+    const reference = latencyReference(start, a, b);
+    for (const [label, array] of [
+      ['ours', oursX],
+      ['the floor', bareX],
+    ] as const) {
+      const got = await array.toHost();
+      for (let i = 0; i < LATENCY_N; i++) {
+        if (Math.abs(got[i]! - reference[i]!) > 1e-5 * Math.max(1, Math.abs(reference[i]!))) {
+          throw new Error(
+            `latency job (${label}): x[${i}] = ${got[i]}, expected ${reference[i]} (float64 on the CPU)`,
+          );
+        }
+      }
+    }
+    await warmJit(ours, 100);
+    await warmJit(floor, 100);
+    lines.push(
+      await pair(
+        'latency_job',
+        '20 x cuLaunchKernel (axpb, 65,536 floats), a cuStreamQuery spin every 5',
+        c(true),
+        ours,
+      ),
+    );
+    lines.push(
+      await pair(
+        'latency_job_c_sync',
+        '20 x cuLaunchKernel (axpb, 65,536 floats), cuStreamSynchronize every 5',
+        c(false),
+        ours,
+      ),
+    );
+    lines.push(
+      await pair(
+        'latency_job_bare_koffi',
+        '20 x cuLaunchKernel (axpb, 65,536 floats), a cuStreamQuery spin every 5',
+        c(true),
+        floor,
+      ),
+    );
+    lines.push(
+      await pair(
+        'latency_job_over_floor',
+        'latency_job_bare_koffi (JavaScript, not C)',
+        floor,
+        ours,
+      ),
+    );
+  } finally {
+    koffi.free(launchConfig);
+    for (const pointer of bareArguments) koffi.free(pointer);
+    for (const array of [oursX, oursY, bareX, bareY]) array.dispose();
+    bareStream.dispose();
+    module.dispose();
+  }
+  return lines;
+}
+
+/**
+ * x after one latency-bound job from x = y = `start`, in float64 with each step rounded to
+ * float32 as the kernel stores it: y <- a x + b, x <- a y + b, ... (`LATENCY_STEPS` steps; the
+ * last, an odd step, writes x).
+ */
+export function latencyReference(start: Float32Array, a: number, b: number): Float64Array {
+  const x = Float64Array.from(start);
+  const y = Float64Array.from(start);
+  for (let step = 0; step < LATENCY_STEPS; step++) {
+    const [to, from] = step % 2 === 0 ? [y, x] : [x, y];
+    for (let i = 0; i < to.length; i++) to[i] = Math.fround(a * from[i]! + b);
+  }
+  return x;
 }
 
 /** Kernels in the graph benchmarks' chain. */
@@ -664,13 +847,17 @@ export async function runGraphPairs(lib: ReturnType<typeof koffi.load>): Promise
 if (import.meta.url === `file://${process.argv[1]}`) {
   const path = process.argv[2];
   const only = process.argv[3] === '--only' ? process.argv[4] : undefined;
-  if (!path || (process.argv.length > 3 && only !== 'graphs' && only !== 'tasks100')) {
-    console.error('usage: paired.ts path/to/libinproc.so [--only graphs|tasks100]');
+  if (
+    !path ||
+    (process.argv.length > 3 && only !== 'graphs' && only !== 'tasks100' && only !== 'latency')
+  ) {
+    console.error('usage: paired.ts path/to/libinproc.so [--only graphs|tasks100|latency]');
     process.exit(2);
   }
   try {
     if (only === 'graphs') await runGraphPairs(koffi.load(path));
     else if (only === 'tasks100') await runTasksPairs(koffi.load(path));
+    else if (only === 'latency') await runLatencyPairs(koffi.load(path));
     else await runPaired(path);
     process.exit(0);
   } catch (error) {

@@ -175,6 +175,23 @@ describe('same-process table', () => {
     expect(row('tasks100_over_floor')).not.toMatch(/PASS|FAIL/);
   });
 
+  it('formatPaired holds the latency-bound job to 1.11x C (0.9x its jobs/s); its other rows have no target', () => {
+    const lines = parseLines(
+      [
+        '{"name":"latency_job","paired":true,"ours_us":110,"c_us":100,"ratio":1.1,"ratio_lo":1.08,"ratio_hi":1.13,"pairs":25,"c_call":"c"}',
+        '{"name":"latency_job_c_sync","paired":true,"ours_us":110,"c_us":120,"ratio":0.92,"ratio_lo":0.9,"ratio_hi":0.94,"pairs":25,"c_call":"c"}',
+        '{"name":"latency_job_bare_koffi","paired":true,"ours_us":100,"c_us":100,"ratio":1.0,"pairs":25,"c_call":"c"}',
+        '{"name":"latency_job_over_floor","paired":true,"ours_us":110,"c_us":100,"ratio":1.1,"pairs":25,"c_call":"f"}',
+      ].join('\n'),
+    );
+    const text = formatPaired(lines);
+    const row = (name: string) => text.split('\n').find((l) => l.startsWith(`${name} `))!;
+    expect(row('latency_job')).toMatch(/1\.10x\s+1\.08-1\.13\s+1\.11x PASS\s/);
+    for (const name of ['latency_job_c_sync', 'latency_job_bare_koffi', 'latency_job_over_floor']) {
+      expect(row(name)).not.toMatch(/PASS|FAIL/);
+    }
+  });
+
   it('pairedVerdict: by the median; clear when the interval does not reach across the target', () => {
     expect(pairedVerdict(1.04, 1.02, 1.05, 1.05)).toBe('PASS clear');
     expect(pairedVerdict(1.04, 1.02, 1.06, 1.05)).toBe('PASS');
