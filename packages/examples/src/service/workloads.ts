@@ -185,8 +185,8 @@ export function roundsLine(rounds: readonly (readonly ModeResult[])[]): string |
   const throughputs: string[] = [];
   const p99s: string[] = [];
   for (const round of rounds) {
-    const task = round.find((result) => result?.mode === 'task');
-    const shared = round.find((result) => result?.mode === 'shared');
+    const task = round.find((result) => result.mode === 'task');
+    const shared = round.find((result) => result.mode === 'shared');
     if (task === undefined || shared === undefined) return undefined;
     throughputs.push(`x${formatNumber(task.requestsPerSecond / shared.requestsPerSecond, 2)}`);
     p99s.push(`x${formatNumber(task.p99 / shared.p99, 2)}`);
