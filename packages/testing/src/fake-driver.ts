@@ -86,12 +86,26 @@ export function createFakeDriver() {
     assertUsable(): void {
       if (this.disposed) throw new DisposedError(String(this));
     }
-    /** Runs the disposed listeners, as the real Stream does before destroying. */
+    /**
+     * Runs the disposed listeners, as the real Stream does before destroying: each in its own
+     * try, their errors thrown once the stream is disposed (an AggregateError for several).
+     */
     dispose(): void {
       if (this.disposed) return;
-      for (const listener of disposedListeners) listener(this);
+      const errors: unknown[] = [];
+      for (const listener of disposedListeners) {
+        try {
+          listener(this);
+        } catch (error) {
+          errors.push(error);
+        }
+      }
       this.disposed = true;
       state.disposed.push(this);
+      if (errors.length === 1) throw errors[0];
+      if (errors.length > 1) {
+        throw new AggregateError(errors, `${errors.length} stream-disposed listeners failed`);
+      }
     }
     /** Orders this stream after `other`'s work so far (logged in `state.gpuLog`). */
     waitFor(other: FakeStream): void {

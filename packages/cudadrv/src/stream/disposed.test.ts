@@ -53,7 +53,7 @@ import {
   type PinnedHostBuffer,
 } from '../memory/memory.js';
 import { Event } from './event.js';
-import { Stream } from './stream.js';
+import { onStreamDisposed, Stream } from './stream.js';
 import { waitForStream } from './wait.js';
 
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
@@ -153,5 +153,53 @@ describe('a disposed stream is refused at every entry, before any native call', 
     expect(error.message).toBe(
       `Stream(0x${unnamed.handle.toString(16)}) has been disposed and cannot be used`,
     );
+  });
+});
+
+describe('stream-disposed listeners', () => {
+  it('one that throws stops neither the others nor the disposal; its error comes after', () => {
+    const stream = Stream.create({ context, name: 'listened' });
+    const heard: string[] = [];
+    const failure = new Error('listener failed');
+    const off = [
+      onStreamDisposed((s) => heard.push(`first ${s.name}`)),
+      onStreamDisposed(() => {
+        throw failure;
+      }),
+      onStreamDisposed((s) => heard.push(`third ${s.name} disposed=${s.disposed}`)),
+    ];
+    fake.state.calls.length = 0;
+    try {
+      expect(thrown(() => stream.dispose())).toBe(failure);
+      expect(heard).toEqual(['first listened', 'third listened disposed=false']);
+      expect(stream.disposed).toBe(true);
+      expect(fake.state.calls).toContain('cuStreamDestroy_v2');
+      // Disposed once: a second call does nothing and throws nothing.
+      fake.state.calls.length = 0;
+      stream.dispose();
+      expect(fake.state.calls).toEqual([]);
+      expect(heard).toHaveLength(2);
+    } finally {
+      for (const unregister of off) unregister();
+    }
+  });
+
+  it('several that throw give an AggregateError of their errors', () => {
+    const stream = Stream.create({ context, name: 'twice' });
+    const errors = [new Error('a'), new Error('b')];
+    const off = errors.map((error) =>
+      onStreamDisposed(() => {
+        throw error;
+      }),
+    );
+    try {
+      const error = thrown(() => stream.dispose());
+      expect(error).toBeInstanceOf(AggregateError);
+      expect((error as AggregateError).errors).toEqual(errors);
+      expect(error.message).toBe('2 stream-disposed listeners failed');
+      expect(stream.disposed).toBe(true);
+    } finally {
+      for (const unregister of off) unregister();
+    }
   });
 });

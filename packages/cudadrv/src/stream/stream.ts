@@ -29,7 +29,8 @@ const disposedListeners = cudadrvState(
 
 /**
  * Registers a callback that runs when a stream is disposed, before it is destroyed (library
- * handles bound to it unbind there). Returns a function that unregisters it.
+ * handles bound to it unbind there). One that throws does not stop the disposal: `dispose()`
+ * throws its error after the stream is gone. Returns a function that unregisters it.
  */
 export function onStreamDisposed(listener: (stream: Stream) => void): () => void {
   disposedListeners.add(listener);
@@ -339,12 +340,25 @@ export class Stream {
    * for or destroy: an event recorded on it now marks the last work issued through the
    * wrapper, and later hand-offs and frees of buffers it used wait for that event on the GPU.
    * Either way the stream takes no more work. Safe to call twice. A stream that is capturing
-   * cannot be disposed (a CaptureError): end the capture first.
+   * cannot be disposed (a CaptureError): end the capture first. A stream-disposed listener
+   * that throws (`onStreamDisposed`) does not stop the others or the disposal: its error is
+   * thrown once the stream is gone (an AggregateError for several).
    */
   dispose(): void {
     if (this.#disposed) return;
     if (this.capture !== null) throw this.capturingError('Stream.dispose');
-    for (const listener of disposedListeners) listener(this);
+    // Each listener in its own try: one that throws neither stops the others nor keeps the
+    // stream alive; what they threw comes after the stream is gone.
+    let errors: unknown[] | undefined;
+    if (disposedListeners.size !== 0) {
+      for (const listener of disposedListeners) {
+        try {
+          listener(this);
+        } catch (error) {
+          (errors ??= []).push(error);
+        }
+      }
+    }
     this.#disposed = true;
     const api = driver();
     const resources = this.resources;
@@ -372,6 +386,9 @@ export class Stream {
       api.cuEventDestroy_v2(resources.captureEvent);
       resources.captureEvent = 0n;
     }
+    if (errors === undefined) return;
+    if (errors.length === 1) throw errors[0];
+    throw new AggregateError(errors, `${errors.length} stream-disposed listeners failed`);
   }
 
   [Symbol.dispose](): void {
