@@ -502,3 +502,89 @@ describe('launchOn (a resolved stream, a computed geometry): the checks of launc
     expect(x.buffer.usedOn).toEqual([stream]);
   });
 });
+
+describe('launch marshals as Kernel.marshal does, without an argument array', () => {
+  // The fake stream has no driver behind it: each call gets as far as the native launch, with
+  // the arguments written into the kernel's arena.
+  const stream = { ...fakeStream, context, assertUsable() {} } as unknown as Stream;
+  const arenaBytes = (kernel: Kernel) => {
+    const count = kernel.parameters.length;
+    const { slots } = readSlots(BigInt(kernel.ffiArgumentArray), count);
+    return slots.map((slot) => slot.getBigUint64(0, true));
+  };
+
+  it('every scalar type and pointers, arguments one by one: the same slots as the list', () => {
+    const parameters: KernelParameter[] = [
+      'int8',
+      'uint16',
+      'int32',
+      'uint32',
+      'int64',
+      'uint64',
+      'float32',
+      'float64',
+    ];
+    const kernel = makeKernel('scalars', parameters);
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    for (let trial = 0; trial < 50; trial++) {
+      const args: KernelArgument[] = [
+        Math.floor(random() * 256) - 128,
+        Math.floor(random() * 65536),
+        Math.floor(random() * 2 ** 32) - 2 ** 31,
+        Math.floor(random() * 2 ** 32),
+        trial % 2 === 0 ? Math.floor((random() - 0.5) * 2 ** 53) : -(2n ** 62n) + BigInt(trial),
+        trial % 2 === 0 ? Math.floor(random() * 2 ** 53) : 2n ** 64n - 1n - BigInt(trial),
+        (random() - 0.5) * 1e6,
+        (random() - 0.5) * 1e300,
+      ];
+      kernel.marshal(args, stream);
+      const expected = arenaBytes(kernel);
+      kernel.marshal(
+        args.map(() => 0),
+        stream,
+      ); // clear the slots
+      thrown(() => launch(kernel, { grid: 1, block: 1, stream }, ...args));
+      expect(arenaBytes(kernel)).toEqual(expected);
+    }
+    const { y, x } = { y: fakeArray('float32', 4, 0x1000n), x: fakeArray('float32', 4, 0x2000n) };
+    const pointers = makeKernel('pointers', ['float32*', 'const float32*', 'pointer', 'int32']);
+    thrown(() => launch(pointers, { grid: 1, block: 1, stream }, y.array, x.array, 0x3000n, 4));
+    expect(arenaBytes(pointers)).toEqual([0x1000n, 0x2000n, 0x3000n, 4n]);
+    expect(y.buffer.usedOn).toEqual([stream]);
+    expect(x.buffer.usedOn).toEqual([stream]);
+  });
+
+  it('a kernel of more than eight parameters takes its arguments as a list', () => {
+    const wide = makeKernel(
+      'wide',
+      Array.from({ length: 10 }, () => 'int32' as const),
+    );
+    const args = Array.from({ length: 10 }, (_, i) => 100 + i);
+    const reached = thrown(() => launch(wide, { grid: 1, block: 1, stream }, ...args));
+    expect(reached).not.toBeInstanceOf(CudaArgumentError);
+    expect(arenaBytes(wide)).toEqual(args.map((value) => BigInt(value)));
+    expect(() => launch(wide, { grid: 1, block: 1, stream }, ...args.slice(0, 9))).toThrow(
+      /^kernel wide takes 10 arguments \(int32, .*\), got 9$/,
+    );
+    expect(() => launch(wide, { grid: 1, block: 1, stream }, ...args.slice(0, 3))).toThrow(
+      /takes 10 arguments .*got 3$/,
+    );
+  });
+
+  it('more than eight arguments to a kernel of fewer parameters: the count error', () => {
+    const small = makeKernel('small', ['int32', 'int32']);
+    expect(() =>
+      launch(small, { grid: 1, block: 1, stream }, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+    ).toThrow('kernel small takes 2 arguments (int32, int32), got 10');
+    expect(() => launch(small, { grid: 1, block: 1, stream }, 1, 2, 3)).toThrow(
+      'kernel small takes 2 arguments (int32, int32), got 3',
+    );
+    expect(() => launch(small, { grid: 1, block: 1, stream })).toThrow(
+      'kernel small takes 2 arguments (int32, int32), got 0',
+    );
+  });
+});
