@@ -107,27 +107,12 @@ export class Kernel {
   readonly ffiArgumentArray: number | bigint;
   /** The declared parameter list `launch` checks its arguments against. */
   readonly parameters: readonly KernelParameter[];
-  /** Writer code per parameter. */
-  readonly #writers: Uint8Array;
-  /** 1 where a pointer parameter is only read (declared `const`). */
-  readonly #readOnly: Uint8Array;
   /** dtype a pointer parameter requires, or undefined. */
   readonly #pointerDTypes: (DType | undefined)[];
   /** Address of the `void*[]` array. */
   readonly #argumentArray: bigint;
-  readonly #slotBase: number;
-  readonly #i8: Int8Array;
-  readonly #u8: Uint8Array;
-  readonly #i16: Int16Array;
-  readonly #u16: Uint16Array;
-  readonly #i32: Int32Array;
-  readonly #u32: Uint32Array;
-  readonly #u64: BigUint64Array;
-  readonly #i64: BigInt64Array;
-  readonly #f32: Float32Array;
-  readonly #f64: Float64Array;
   /** This kernel's own marshaller of an argument list (see `compileMarshal`). */
-  readonly #marshal: (args: readonly KernelArgument[], stream: Stream) => void;
+  readonly #marshal: ListMarshal;
   /**
    * @internal The same, taking the count and up to `MAX_POSITIONAL` arguments one by one (so
    * that `launch` makes no array); undefined for a kernel of more parameters.
@@ -147,8 +132,9 @@ export class Kernel {
     this.ffiHandle = ffiValue(handle);
     this.parameters = Object.freeze([...parameters]);
     const count = parameters.length;
-    this.#writers = new Uint8Array(count);
-    this.#readOnly = new Uint8Array(count);
+    // Writer code per parameter, and 1 where a pointer parameter is only read (`const`).
+    const writers = new Uint8Array(count);
+    const readOnly = new Uint8Array(count);
     this.#pointerDTypes = new Array(count);
     parameters.forEach((declared, i) => {
       let parameter: string = declared;
@@ -159,7 +145,7 @@ export class Kernel {
             `kernel ${name}: only pointers can be const, got ${JSON.stringify(declared)}`,
           );
         }
-        this.#readOnly[i] = 1;
+        readOnly[i] = 1;
       }
       if (typeof parameter === 'string' && parameter.endsWith('*')) {
         const dtype = parameter.slice(0, -1);
@@ -179,7 +165,7 @@ export class Kernel {
             `kernel ${name}: unknown parameter type ${JSON.stringify(declared)}`,
           );
         }
-        this.#writers[i] = W_PTR;
+        writers[i] = W_PTR;
         this.#pointerDTypes[i] = dtype as DType;
       } else {
         const writer = Object.hasOwn(writerOf, parameter) ? writerOf[parameter] : undefined;
@@ -187,7 +173,7 @@ export class Kernel {
           throw new CudaArgumentError(
             `kernel ${name}: unknown parameter type ${JSON.stringify(declared)}`,
           );
-        this.#writers[i] = writer;
+        writers[i] = writer;
       }
     });
     // Layout: [void* x count][8-byte slot x count]. The pointer array is written once.
@@ -195,45 +181,27 @@ export class Kernel {
     const bytes = Math.max(16, count * 16);
     const arena = k.alloc('uint8_t', bytes) as bigint;
     const view = k.view(arena, bytes);
-    this.#slotBase = count * 8;
-    this.#i8 = new Int8Array(view);
-    this.#u8 = new Uint8Array(view);
-    this.#i16 = new Int16Array(view);
-    this.#u16 = new Uint16Array(view);
-    this.#i32 = new Int32Array(view);
-    this.#u32 = new Uint32Array(view);
-    this.#u64 = new BigUint64Array(view);
-    this.#i64 = new BigInt64Array(view);
-    this.#f32 = new Float32Array(view);
-    this.#f64 = new Float64Array(view);
-    for (let i = 0; i < count; i++) this.#u64[i] = arena + BigInt(this.#slotBase + i * 8);
+    const slotBase = count * 8;
+    const views: ArenaViews = {
+      i8: new Int8Array(view),
+      u8: new Uint8Array(view),
+      i16: new Int16Array(view),
+      u16: new Uint16Array(view),
+      i32: new Int32Array(view),
+      u32: new Uint32Array(view),
+      i64: new BigInt64Array(view),
+      u64: new BigUint64Array(view),
+      f32: new Float32Array(view),
+      f64: new Float64Array(view),
+    };
+    for (let i = 0; i < count; i++) views.u64[i] = arena + BigInt(slotBase + i * 8);
     // Never NULL, even without parameters: koffi passes non-null pointers on its fast path.
     this.#argumentArray = arena;
     this.ffiArgumentArray = ffiValue(arena);
-    const views = {
-      i8: this.#i8,
-      u8: this.#u8,
-      i16: this.#i16,
-      u16: this.#u16,
-      i32: this.#i32,
-      u32: this.#u32,
-      i64: this.#i64,
-      u64: this.#u64,
-      f32: this.#f32,
-      f64: this.#f64,
-    };
-    this.#marshal = compileMarshal(
-      this,
-      this.#writers,
-      this.#readOnly,
-      this.#slotBase,
-      views,
-      false,
-    );
+    const layout = { kernel: this, writers, readOnly, slotBase, views };
+    this.#marshal = compileMarshal(layout, false) as ListMarshal;
     this.marshalPositional =
-      count <= MAX_POSITIONAL
-        ? compileMarshal(this, this.#writers, this.#readOnly, this.#slotBase, views, true)
-        : undefined;
+      count <= MAX_POSITIONAL ? (compileMarshal(layout, true) as PositionalMarshal) : undefined;
   }
 
   /** The largest block this kernel can be launched with. */
@@ -365,6 +333,21 @@ type PositionalMarshal = (
   a7: unknown,
 ) => void;
 
+/** A marshaller taking the arguments as a list. */
+type ListMarshal = (args: readonly KernelArgument[], stream: Stream) => void;
+
+/** What a kernel's marshaller is made from. */
+interface ArgumentLayout {
+  kernel: Kernel;
+  /** Writer code per parameter. */
+  writers: Uint8Array;
+  /** 1 where a pointer parameter is only read (declared `const`). */
+  readOnly: Uint8Array;
+  /** Byte offset of the first argument slot in the arena (after the `void*` array). */
+  slotBase: number;
+  views: ArenaViews;
+}
+
 /** The typed views of a kernel's argument arena. */
 interface ArenaViews {
   i8: Int8Array;
@@ -390,29 +373,9 @@ interface ArenaViews {
  * declared type) before any pointer argument is declared used on `stream`.
  */
 function compileMarshal(
-  kernel: Kernel,
-  writers: Uint8Array,
-  readOnly: Uint8Array,
-  slotBase: number,
-  views: ArenaViews,
-  positional: false,
-): (args: readonly KernelArgument[], stream: Stream) => void;
-function compileMarshal(
-  kernel: Kernel,
-  writers: Uint8Array,
-  readOnly: Uint8Array,
-  slotBase: number,
-  views: ArenaViews,
-  positional: true,
-): PositionalMarshal;
-function compileMarshal(
-  kernel: Kernel,
-  writers: Uint8Array,
-  readOnly: Uint8Array,
-  slotBase: number,
-  views: ArenaViews,
+  { kernel, writers, readOnly, slotBase, views }: ArgumentLayout,
   positional: boolean,
-): unknown {
+): ListMarshal | PositionalMarshal {
   const count = writers.length;
   const lines: string[] = positional
     ? [`if (count !== ${count}) kernel.wrongCount(count);`]
@@ -487,44 +450,22 @@ function compileMarshal(
       `} else u64[${offset >> 3}] = ${p};`,
     );
   }
+  const parameters = positional
+    ? `stream, count, ${Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ')}`
+    : 'args, stream';
   const factory = new Function(
     'kernel',
-    'i8',
-    'u8',
-    'i16',
-    'u16',
-    'i32',
-    'u32',
-    'i64',
-    'u64',
-    'f32',
-    'f64',
+    'views',
     'INT64_MIN',
     'INT64_MAX',
     'UINT64_MAX',
-    `'use strict';\nreturn function marshal(${
-      positional
-        ? `stream, count, ${Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ')}`
-        : 'args, stream'
-    }) {\n${lines.join('\n')}\n};`,
-  ) as (...parts: unknown[]) => unknown;
-  const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;
-  return factory(
-    kernel,
-    i8,
-    u8,
-    i16,
-    u16,
-    i32,
-    u32,
-    i64,
-    u64,
-    f32,
-    f64,
-    INT64_MIN,
-    INT64_MAX,
-    UINT64_MAX,
-  );
+    `'use strict';
+const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;
+return function marshal(${parameters}) {
+${lines.join('\n')}
+};`,
+  ) as (...parts: unknown[]) => ListMarshal | PositionalMarshal;
+  return factory(kernel, views, INT64_MIN, INT64_MAX, UINT64_MAX);
 }
 
 function describe(declared: KernelParameter): string {
