@@ -1,7 +1,7 @@
 import { type Context, CudaArgumentError, Graph, StreamCapture } from '@cuda-tasks/cudadrv';
 import { acquireExclusiveStream, releaseStream } from './pool.js';
 import { streamPriority } from './priority.js';
-import { currentFrame, device, storage, streamFrame } from './state.js';
+import { currentFrame, device, enterFrame, streamFrame } from './state.js';
 
 /** Options for `capture`. */
 export interface CaptureOptions {
@@ -70,7 +70,7 @@ export async function capture(fn: () => unknown, options: CaptureOptions = {}): 
   try {
     // Code of fn that outlives the capture (a timer it started) falls back to the task's
     // stream once the capture stream is back in the pool (see streamFrame).
-    await storage.run(streamFrame(frame.task, captureStream), fn);
+    await enterFrame(streamFrame(frame.task, captureStream), fn);
   } catch (error) {
     failure = { error };
   }

@@ -1,4 +1,4 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { AsyncLocalStorage, executionAsyncId } from 'node:async_hooks';
 import { CudaArgumentError, Device, DisposedError, type Stream } from '@cuda-tasks/cudadrv';
 import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
@@ -174,20 +174,29 @@ interface RuntimeState {
   storage: AsyncLocalStorage<Frame>;
   root: Frame;
   defaultDevice: number;
+  /** The async id (`executionAsyncId()`) `frameCache` was found under; -1: none. */
+  frameCacheId: number;
+  /** The frame the code running under `frameCacheId` sees (see `currentFrame`). */
+  frameCache: Frame;
 }
 
 // Process-wide: a second loaded copy of this package shares the same storage and root task.
-const runtime = processWide<RuntimeState>('runtime', () => ({
-  storage: new AsyncLocalStorage<Frame>(),
-  root: {
+const runtime = processWide<RuntimeState>('runtime', () => {
+  const root: Frame = {
     task: new TaskState('root', undefined),
     device: undefined,
     stream: undefined,
     pooled: undefined,
     epoch: 0,
-  },
-  defaultDevice: 0,
-}));
+  };
+  return {
+    storage: new AsyncLocalStorage<Frame>(),
+    root,
+    defaultDevice: 0,
+    frameCacheId: -1,
+    frameCache: root,
+  };
+});
 
 /**
  * @internal A frame that makes `stream` current for `task` on the stream's device. A disposed
@@ -214,17 +223,55 @@ export function streamFrame(task: TaskState, stream: Stream): Frame {
   };
 }
 
-/** @internal The async-local storage of frames. */
+/** @internal The async-local storage of frames (entered through `enterFrame` only). */
 export const storage = runtime.storage;
 
-/** @internal The frame of the running code (the root frame outside any task). */
+/**
+ * @internal The frame of the running code (the root frame outside any task).
+ *
+ * Every launch, copy and library call looks it up (through `stream()`), and the storage's
+ * lookup costs tens of nanoseconds (it finds the running async resource, then the store on
+ * it). The frame is kept for the async id it was found under instead: code running under the
+ * same id sees the same frame, because the id names the running async resource (each promise
+ * reaction, timer or callback its own, ids never reused) and the store of a resource changes
+ * only inside `storage.run`, which `enterFrame` brackets by dropping the kept frame on entry
+ * and on exit. A launch after the first in the same synchronous run then costs a read of the
+ * id and a comparison. Id 0 (code that runs outside any async resource) is never kept.
+ */
 export function currentFrame(): Frame {
-  return storage.getStore() ?? runtime.root;
+  const id = executionAsyncId();
+  if (id === runtime.frameCacheId) return runtime.frameCache;
+  const frame = storage.getStore() ?? runtime.root;
+  if (id > 0) {
+    runtime.frameCacheId = id;
+    runtime.frameCache = frame;
+  }
+  return frame;
+}
+
+/** @internal Runs `fn()` with `frame` as the current frame (see `currentFrame`). */
+export function enterFrame<R>(frame: Frame, fn: () => R): R {
+  runtime.frameCacheId = -1;
+  try {
+    return storage.run(frame, fn);
+  } finally {
+    runtime.frameCacheId = -1;
+  }
+}
+
+/** @internal `enterFrame` for a function of two arguments (no closure made to pass them). */
+export function enterFrameWith<R, A, B>(frame: Frame, fn: (a: A, b: B) => R, a: A, b: B): R {
+  runtime.frameCacheId = -1;
+  try {
+    return storage.run(frame, fn, a, b);
+  } finally {
+    runtime.frameCacheId = -1;
+  }
 }
 
 /** @internal The running task's state; code that outlives its task counts as the root task's. */
 export function currentTaskState(): TaskState {
-  const task = (storage.getStore() ?? runtime.root).task;
+  const task = currentFrame().task;
   return task.settled ? runtime.root.task : task;
 }
 
@@ -247,7 +294,7 @@ export function setDefaultDevice(device: Device | number): void {
 
 /** The device the running code uses: the innermost `withDevice`, else the default device. */
 export function device(): Device {
-  const frame = storage.getStore() ?? runtime.root;
+  const frame = currentFrame();
   return frame.device ?? defaultDevice();
 }
 
@@ -262,7 +309,7 @@ export function device(): Device {
  * without the override: its task's own stream, or the default stream after that task settled.
  */
 export function stream(): Stream {
-  return streamOf(storage.getStore() ?? runtime.root);
+  return streamOf(currentFrame());
 }
 
 /** @internal `stream()` for the code running in `frame` (see `currentFrame`). */
@@ -282,7 +329,7 @@ export function streamOf(frame: Frame): Stream {
 
 /** The running task's AbortSignal (see `TaskState.signal`), for the driver layer's checks. */
 export function currentSignal(): AbortSignal | undefined {
-  return (storage.getStore() ?? runtime.root).task.signal;
+  return currentFrame().task.signal;
 }
 
 // On import: every driver operation without an explicit stream uses the task's stream, and

@@ -32,6 +32,80 @@ function expectSame(actual: readonly unknown[], expected: readonly unknown[]): v
   for (let i = 0; i < actual.length; i++) expect(actual[i]).toBe(expected[i]);
 }
 
+describe('the current frame, kept per async id (currentFrame)', () => {
+  it('a scope entered and left in one synchronous run: the stream before it, after it', async () => {
+    const mine = userStream(context0, 'mine');
+    const theirs = userStream(context0, 'theirs');
+    await task(async () => {
+      const own = stream();
+      // Looked up (and kept) before the scope, in the same synchronous run as all of it.
+      expect(stream()).toBe(own);
+      const inside = withStream(mine, () => {
+        const first = stream();
+        const nested = withStream(theirs, () => stream());
+        return [first, nested, stream()];
+      });
+      expectSame(inside, [mine, theirs, mine]);
+      expect(stream()).toBe(own);
+      // A scope that throws is left as well.
+      expect(() =>
+        withStream(mine, () => {
+          expect(stream()).toBe(mine);
+          throw new Error('out');
+        }),
+      ).toThrow('out');
+      expect(stream()).toBe(own);
+    });
+  });
+
+  it('a task started and a device entered synchronously: the caller sees its own again', async () => {
+    await task(async () => {
+      const own = stream();
+      let child: Stream | undefined;
+      const running = task(async () => {
+        child = stream();
+        await Promise.resolve();
+        return stream();
+      });
+      // The child's synchronous part ran (and looked up its frame) under the caller's id.
+      expect(child).toBeDefined();
+      expect(child).not.toBe(own);
+      expect(stream()).toBe(own);
+      expect(await running).toBe(child);
+      const onOne = withDevice(1, () => stream());
+      expect(onOne.context).toBe(context1);
+      expect(device()).toBe(device0);
+      expect(stream()).toBe(own);
+    });
+    // Outside any task, in the test's own async run.
+    expect(stream()).toBe(context0.defaultStream);
+  });
+
+  it('interleaved tasks each see their own stream at every step', async () => {
+    const steps = 50;
+    const run = () =>
+      task(async () => {
+        const own = stream();
+        const seen: Stream[] = [];
+        for (let i = 0; i < steps; i++) {
+          seen.push(stream());
+          if (i % 3 === 0) await Promise.resolve();
+          else if (i % 3 === 1) await sleep(0);
+          else await new Promise((resolve) => setImmediate(resolve));
+          seen.push(stream());
+        }
+        return { own, seen };
+      });
+    const results = await Promise.all(Array.from({ length: 8 }, run));
+    const owns = new Set(results.map((r) => r.own));
+    expect(owns.size).toBe(8);
+    for (const { own, seen } of results) {
+      expect(seen).toHaveLength(2 * steps);
+      for (const s of seen) expect(s).toBe(own);
+    }
+  });
+});
+
 describe('the stream an async context sees', () => {
   it('the runtime installs its provider on import', () => {
     expect(fake.state.streamProvider).toBe(stream);

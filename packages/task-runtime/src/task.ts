@@ -12,8 +12,9 @@ import { streamPriority, TASK_PRIORITIES } from './priority.js';
 import {
   currentFrame,
   device,
+  enterFrame,
+  enterFrameWith,
   type Frame,
-  storage,
   stream,
   streamFrame,
   streamOf,
@@ -108,7 +109,7 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
     pooled: undefined,
     epoch: 0,
   };
-  return storage.run(frame, startTask, fn, state) as Promise<T>;
+  return enterFrameWith(frame, startTask<T>, fn, state);
 }
 
 /**
@@ -136,12 +137,12 @@ function startTask<T>(fn: () => T | Promise<T>, state: TaskState): Promise<T> {
 }
 
 function taskFulfilled<T>(value: T): T {
-  finishTask((storage.getStore() as Frame).task);
+  finishTask(currentFrame().task);
   return value;
 }
 
 function taskRejected(error: unknown): never {
-  finishTask((storage.getStore() as Frame).task);
+  finishTask(currentFrame().task);
   throw error;
 }
 
@@ -167,9 +168,7 @@ function finishTask(state: TaskState): void {
  * @example withStream(myStream, () => launch(kernel, { grid: 1, block: 1 }));
  */
 export function withStream<T>(s: Stream, fn: () => T): T {
-  const frame = storage.getStore();
-  const task = frame === undefined ? currentFrame().task : frame.task;
-  return storage.run(streamFrame(task, s), fn);
+  return enterFrame(streamFrame(currentFrame().task, s), fn);
 }
 
 /**
@@ -181,7 +180,7 @@ export function withStream<T>(s: Stream, fn: () => T): T {
 export function withDevice<T>(d: Device | number, fn: () => T): T {
   const target = typeof d === 'number' ? Device.get(d) : d;
   const frame = currentFrame();
-  return storage.run(
+  return enterFrame(
     { task: frame.task, device: target, stream: undefined, pooled: undefined, epoch: 0 },
     fn,
   );

@@ -114,10 +114,12 @@ export class Kernel {
   /** This kernel's own marshaller of an argument list (see `compileMarshal`). */
   readonly #marshal: ListMarshal;
   /**
-   * @internal The same, taking the count and up to `MAX_POSITIONAL` arguments one by one (so
-   * that `launch` makes no array); undefined for a kernel of more parameters.
+   * @internal The whole launch on a checked stream and geometry: the count and up to
+   * `MAX_POSITIONAL` arguments one by one (so that `launch` makes no array), checked, stored,
+   * declared used, then cuLaunchKernelEx with the kernel's own launch configuration;
+   * undefined for a kernel of more parameters.
    */
-  readonly marshalPositional: PositionalMarshal | undefined;
+  readonly launchPositional: PositionalLaunch | undefined;
 
   /** @internal Use `module.kernel(name, parameters)`. */
   constructor(
@@ -178,7 +180,9 @@ export class Kernel {
     });
     // Layout: [void* x count][8-byte slot x count]. The pointer array is written once.
     const k = koffi();
-    const bytes = Math.max(16, count * 16);
+    // [void* per parameter][an 8-byte slot per parameter][the CUlaunchConfig, 64 bytes]
+    const configBase = Math.max(16, count * 16);
+    const bytes = configBase + LAUNCH_CONFIG_BYTES;
     const arena = k.alloc('uint8_t', bytes) as bigint;
     const view = k.view(arena, bytes);
     const slotBase = count * 8;
@@ -195,13 +199,24 @@ export class Kernel {
       f64: new Float64Array(view),
     };
     for (let i = 0; i < count; i++) views.u64[i] = arena + BigInt(slotBase + i * 8);
+    // The launch configuration: no attributes (attrs = NULL, numAttrs = 0) until written.
+    views.u8.fill(0, configBase, bytes);
     // Never NULL, even without parameters: koffi passes non-null pointers on its fast path.
     this.#argumentArray = arena;
     this.ffiArgumentArray = ffiValue(arena);
-    const layout = { kernel: this, writers, readOnly, slotBase, views };
+    const layout: ArgumentLayout = {
+      kernel: this,
+      writers,
+      readOnly,
+      dtypes: this.#pointerDTypes,
+      slotBase,
+      views,
+      configBase,
+      configAddress: ffiValue(arena + BigInt(configBase)),
+    };
     this.#marshal = compileMarshal(layout, false) as ListMarshal;
-    this.marshalPositional =
-      count <= MAX_POSITIONAL ? (compileMarshal(layout, true) as PositionalMarshal) : undefined;
+    this.launchPositional =
+      count <= MAX_POSITIONAL ? (compileMarshal(layout, true) as PositionalLaunch) : undefined;
   }
 
   /** The largest block this kernel can be launched with. */
@@ -319,9 +334,22 @@ export class Kernel {
 /** Kernels of up to this many parameters are launched without an argument array. */
 const MAX_POSITIONAL = 8;
 
-/** A marshaller taking the argument count and the arguments one by one. */
-type PositionalMarshal = (
+/** Bytes of a CUlaunchConfig (7 dimensions and sizes, the stream, attrs, numAttrs), rounded up. */
+const LAUNCH_CONFIG_BYTES = 64;
+
+/**
+ * A whole launch taking the geometry (checked), the argument count and the arguments one by
+ * one.
+ */
+type PositionalLaunch = (
   stream: Stream,
+  gx: number,
+  gy: number,
+  gz: number,
+  bx: number,
+  by: number,
+  bz: number,
+  sharedMemory: number,
   count: number,
   a0: unknown,
   a1: unknown,
@@ -343,9 +371,15 @@ interface ArgumentLayout {
   writers: Uint8Array;
   /** 1 where a pointer parameter is only read (declared `const`). */
   readOnly: Uint8Array;
+  /** The dtype a pointer parameter requires, or undefined (any pointer, or not a pointer). */
+  dtypes: readonly (DType | undefined)[];
   /** Byte offset of the first argument slot in the arena (after the `void*` array). */
   slotBase: number;
   views: ArenaViews;
+  /** Byte offset of the kernel's CUlaunchConfig in the arena. */
+  configBase: number;
+  /** Its address as koffi converts it fastest. */
+  configAddress: number | bigint;
 }
 
 /** The typed views of a kernel's argument arena. */
@@ -365,17 +399,21 @@ interface ArenaViews {
 /**
  * A marshaller made for one kernel's parameter list: straight-line code with each parameter's
  * check and store written out (no loop, no switch on the parameter type), so that the checks
- * cost what they would in hand-written code and the branches are the same at every launch.
- * With `launch()` taking its arguments one by one, it brought a launch of a five-parameter
- * kernel from 158 to 118 ns against the stand-in libcuda (the bare koffi call: 55 ns;
- * docs/decisions/0027-launch-marshals-per-kernel.md).
- * Same semantics as before: every argument is checked (an error names the argument and the
- * declared type) before any pointer argument is declared used on `stream`.
+ * cost what they would in hand-written code and the branches are the same at every launch
+ * (docs/decisions/0027-launch-marshals-per-kernel.md).
+ * Every argument is checked (an error names the argument and the declared type) before any
+ * pointer argument is declared used on `stream`.
+ *
+ * `positional`: the whole launch instead (`Kernel.launchPositional`): the arguments one by one,
+ * then the kernel's own CUlaunchConfig written (geometry, stream) and cuLaunchKernelEx called
+ * with the configuration, function and argument addresses as constants of the code, so that
+ * a launch reads no shared configuration and passes nothing on to another function
+ * (docs/decisions/0028-launch-is-one-function-per-kernel.md).
  */
 function compileMarshal(
-  { kernel, writers, readOnly, slotBase, views }: ArgumentLayout,
+  { kernel, writers, readOnly, dtypes, slotBase, views, configBase, configAddress }: ArgumentLayout,
   positional: boolean,
-): ListMarshal | PositionalMarshal {
+): ListMarshal | PositionalLaunch {
   const count = writers.length;
   const lines: string[] = positional
     ? [`if (count !== ${count}) kernel.wrongCount(count);`]
@@ -386,10 +424,19 @@ function compileMarshal(
     const v = `v${i}`;
     if (!positional) lines.push(`const ${v} = args[${i}];`);
     switch (writers[i]) {
-      case W_PTR:
-        lines.push(`kernel.checkPointer(${i}, ${v});`);
+      case W_PTR: {
+        // The valid cases inline (a live DeviceArray of the declared dtype; for an untyped
+        // pointer also a bigint address), checkPointer for the rest: it accepts a live
+        // DeviceBuffer for an untyped pointer and throws the argument's error otherwise.
+        const dtype = dtypes[i];
+        lines.push(
+          dtype === undefined
+            ? `if (typeof ${v} !== 'bigint' && !(DeviceArray.isInstance(${v}) && !${v}.disposed)) kernel.checkPointer(${i}, ${v});`
+            : `if (!DeviceArray.isInstance(${v}) || ${v}.dtype !== ${JSON.stringify(dtype)} || ${v}.disposed) kernel.checkPointer(${i}, ${v});`,
+        );
         pointers.push(i);
         break;
+      }
       case W_F32:
       case W_F64: {
         const view = writers[i] === W_F32 ? `f32[${offset >> 2}]` : `f64[${offset >> 3}]`;
@@ -450,8 +497,34 @@ function compileMarshal(
       `} else u64[${offset >> 3}] = ${p};`,
     );
   }
+  if (positional) {
+    // The launch itself (see `submit`, which the other paths take).
+    const word = configBase >> 2;
+    lines.push(
+      // A captured kernel needs its module loaded for as long as the graph lives.
+      'const capture = stream.capture;',
+      'if (capture !== null) capture.retainModule(module);',
+      'stream.context.makeCurrent();',
+      `u32[${word}] = gx;`,
+      `u32[${word + 1}] = gy;`,
+      `u32[${word + 2}] = gz;`,
+      `u32[${word + 3}] = bx;`,
+      `u32[${word + 4}] = by;`,
+      `u32[${word + 5}] = bz;`,
+      `u32[${word + 6}] = sharedMemory;`,
+      'const streamHandle = stream.ffiHandle;',
+      `if (typeof streamHandle === 'number') {`,
+      `  u32[${word + 8}] = streamHandle >>> 0;`,
+      `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,
+      `} else u64[${(configBase >> 3) + 4}] = streamHandle;`,
+      'const token = beginOperation(name, stream);',
+      'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
+      'endOperation(token);',
+      `if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
+    );
+  }
   const parameters = positional
-    ? `stream, count, ${Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ')}`
+    ? `stream, gx, gy, gz, bx, by, bz, sharedMemory, count, ${Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ')}`
     : 'args, stream';
   const factory = new Function(
     'kernel',
@@ -459,13 +532,26 @@ function compileMarshal(
     'INT64_MIN',
     'INT64_MAX',
     'UINT64_MAX',
+    'launch',
     `'use strict';
 const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;
-return function marshal(${parameters}) {
+const { module, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, DeviceArray } = launch;
+return function ${positional ? 'launchKernel' : 'marshal'}(${parameters}) {
 ${lines.join('\n')}
 };`,
-  ) as (...parts: unknown[]) => ListMarshal | PositionalMarshal;
-  return factory(kernel, views, INT64_MIN, INT64_MAX, UINT64_MAX);
+  ) as (...parts: unknown[]) => ListMarshal | PositionalLaunch;
+  return factory(kernel, views, INT64_MIN, INT64_MAX, UINT64_MAX, {
+    module: kernel.module,
+    name: kernel.name,
+    CONFIG: configAddress,
+    FUNCTION: kernel.ffiHandle,
+    ARGUMENTS: kernel.ffiArgumentArray,
+    driver,
+    check,
+    beginOperation,
+    endOperation,
+    DeviceArray,
+  });
 }
 
 function describe(declared: KernelParameter): string {
@@ -519,17 +605,55 @@ export function launch(
   // biome-ignore lint/complexity/noArguments: the count of the arguments passed, without an array
   const count = arguments.length - 2;
   const stream = resolveStream(config.stream);
-  // The geometry first, then the arguments (marshal checks them all before declaring any
-  // use): a rejected launch leaves no trace on any buffer or stream.
   const grid = config.grid;
   const block = config.block;
+  const sharedMemory = config.sharedMemory ?? 0;
+  const positional = kernel.launchPositional;
+  // The common case first: a one-dimensional geometry (x >>> 0 === x: an integer in
+  // [0, 2^32 - 1]) and a kernel launched without an argument list.
+  if (
+    typeof grid === 'number' &&
+    typeof block === 'number' &&
+    grid >>> 0 === grid &&
+    grid !== 0 &&
+    block >>> 0 === block &&
+    block !== 0 &&
+    sharedMemory >>> 0 === sharedMemory &&
+    positional !== undefined &&
+    count <= MAX_POSITIONAL
+  ) {
+    // The stream, then the arguments (checked before any use is declared): a rejected
+    // launch leaves no trace on any buffer or stream.
+    stream.assertUsable();
+    checkKernel(kernel, stream);
+    positional(
+      stream,
+      grid,
+      1,
+      1,
+      block,
+      1,
+      1,
+      sharedMemory,
+      count,
+      a0,
+      a1,
+      a2,
+      a3,
+      a4,
+      a5,
+      a6,
+      a7,
+    );
+    return;
+  }
+  // The geometry first, then the arguments (checked before any use is declared).
   const gx = typeof grid === 'number' ? grid : (grid[0] ?? 1);
   const bx = typeof block === 'number' ? block : (block[0] ?? 1);
   const gy = typeof grid === 'number' ? 1 : (grid[1] ?? 1);
   const gz = typeof grid === 'number' ? 1 : (grid[2] ?? 1);
   const by = typeof block === 'number' ? 1 : (block[1] ?? 1);
   const bz = typeof block === 'number' ? 1 : (block[2] ?? 1);
-  const sharedMemory = config.sharedMemory ?? 0;
   if (
     !(
       Number.isInteger(gx) &&
@@ -563,14 +687,13 @@ export function launch(
   }
   stream.assertUsable();
   checkKernel(kernel, stream);
-  const positional = kernel.marshalPositional;
   if (positional !== undefined && count <= MAX_POSITIONAL) {
-    positional(stream, count, a0, a1, a2, a3, a4, a5, a6, a7);
+    positional(stream, gx, gy, gz, bx, by, bz, sharedMemory, count, a0, a1, a2, a3, a4, a5, a6, a7);
   } else {
     // biome-ignore lint/complexity/noArguments: a kernel of many parameters: its list
     kernel.marshal(Array.prototype.slice.call(arguments, 2) as KernelArgument[], stream);
+    submit(kernel, stream, gx, gy, gz, bx, by, bz, sharedMemory);
   }
-  submit(kernel, stream, gx, gy, gz, bx, by, bz, sharedMemory);
 }
 
 /**

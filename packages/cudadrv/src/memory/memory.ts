@@ -365,8 +365,33 @@ export class DeviceBuffer {
    * for native functions declared with a `uint64_t` address, on hot paths.
    */
   ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
-    stream.assertUsable();
+    // The common case, small enough to be inlined into a launch: the stream that last wrote
+    // the buffer uses it again, nothing captures, and no other stream reads it (what the
+    // full path below does in that case, and nothing else).
     const allocation = this.#allocation;
+    if (
+      allocation.stream === stream &&
+      allocation.address !== 0 &&
+      stream.capture === null &&
+      allocation.capture === null &&
+      !stream.disposed
+    ) {
+      if (access === 'read') {
+        allocation.stamp = ++useClock.value;
+        return allocation.address;
+      }
+      const readers = allocation.readers;
+      if (readers === null || readers.length === 0) {
+        allocation.stamp = allocation.writeStamp = ++useClock.value;
+        return allocation.address;
+      }
+    }
+    return this.#use(allocation, stream, access);
+  }
+
+  /** `ffiAddressOn` in every case (see there). */
+  #use(allocation: Allocation, stream: Stream, access: 'read' | 'write'): number | bigint {
+    stream.assertUsable();
     if (allocation.address === 0 && this.byteLength > 0) throw unusable(allocation);
     const capture = stream.capture;
     if (capture !== null || allocation.capture !== null) {
