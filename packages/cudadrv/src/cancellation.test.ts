@@ -14,7 +14,7 @@ vi.mock('./ffi/library.js', async (importOriginal) =>
 import { Context, type Device } from './context/device.js';
 import { currentSignal, resolveStream, setCurrentStreamProvider } from './context/provider.js';
 import { Graph } from './graph/graph.js';
-import type { Kernel } from './kernel/launch.js';
+import type { Kernel } from './kernel/kernel.js';
 import { launch } from './kernel/launch.js';
 import { Module } from './kernel/module.js';
 import { DeviceArray } from './memory/array.js';

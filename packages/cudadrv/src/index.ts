@@ -42,14 +42,8 @@ export {
 } from './errors.js';
 export { type BufferAccess, StreamCapture } from './graph/capture.js';
 export { Graph } from './graph/graph.js';
-export {
-  type Dim3,
-  Kernel,
-  type KernelArgument,
-  type KernelParameter,
-  type LaunchConfig,
-  launch,
-} from './kernel/launch.js';
+export { Kernel, type KernelArgument, type KernelParameter } from './kernel/kernel.js';
+export { type Dim3, type LaunchConfig, launch } from './kernel/launch.js';
 export {
   CompileError,
   type CompileOptions,

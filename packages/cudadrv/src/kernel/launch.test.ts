@@ -6,7 +6,8 @@ import { koffi } from '../ffi/library.js';
 import { DeviceArray } from '../memory/array.js';
 import type { DeviceBuffer } from '../memory/memory.js';
 import type { Stream } from '../stream/stream.js';
-import { Kernel, type KernelArgument, type KernelParameter, launch, launchOn } from './launch.js';
+import { Kernel, type KernelArgument, type KernelParameter } from './kernel.js';
+import { launch, launchOn } from './launch.js';
 import type { Module } from './module.js';
 
 // No GPU here: a Kernel only needs koffi for its argument arena, so a fake module and a

@@ -4,7 +4,7 @@ import { check, cudaError, driver } from '../driver.js';
 import { CudaArgumentError, CudaError, DisposedError, markErrorClass } from '../errors.js';
 import { koffi } from '../ffi/library.js';
 import { NVRTC_SUCCESS, nvrtc } from '../ffi/nvrtc.js';
-import { Kernel, type KernelParameter } from './launch.js';
+import { Kernel, type KernelParameter } from './kernel.js';
 
 const CU_JIT_ERROR_LOG_BUFFER = 5;
 const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;

@@ -40,7 +40,8 @@ vi.mock('../driver.js', async (importOriginal) => {
 
 import { Context, type Device } from '../context/device.js';
 import { DisposedError } from '../errors.js';
-import { Kernel, launch } from '../kernel/launch.js';
+import { Kernel } from '../kernel/kernel.js';
+import { launch } from '../kernel/launch.js';
 import type { Module } from '../kernel/module.js';
 import { DeviceArray } from '../memory/array.js';
 import {

@@ -1,0 +1,284 @@
+/**
+ * The code generated for each kernel: its marshaller of an argument list, and its whole launch
+ * (checks, stores, the pointers declared used, cuLaunchKernelEx with the kernel's own launch
+ * configuration). See docs/decisions/0027-launch-marshals-per-kernel.md and
+ * 0028-launch-is-one-function-per-kernel.md.
+ */
+import { check, driver } from '../driver.js';
+import type { DType } from '../dtype.js';
+import { DeviceArray } from '../memory/array.js';
+import { beginOperation, endOperation } from '../stream/observer.js';
+import type { Stream } from '../stream/stream.js';
+import type { Kernel, KernelArgument, KernelParameter } from './kernel.js';
+
+// Writer codes, one per parameter: how the generated code checks and stores its argument.
+const W_I8 = 0;
+const W_U8 = 1;
+const W_I16 = 2;
+const W_U16 = 3;
+const W_I32 = 4;
+const W_U32 = 5;
+const W_I64 = 6;
+const W_U64 = 7;
+const W_F32 = 8;
+const W_F64 = 9;
+export const W_PTR = 10;
+
+export const writerOf: Record<string, number> = {
+  int8: W_I8,
+  uint8: W_U8,
+  int16: W_I16,
+  uint16: W_U16,
+  int32: W_I32,
+  uint32: W_U32,
+  int64: W_I64,
+  uint64: W_U64,
+  float32: W_F32,
+  float64: W_F64,
+  pointer: W_PTR,
+};
+const INTEGER_RANGES: Record<number, [number, number]> = {
+  [W_I8]: [-128, 127],
+  [W_U8]: [0, 255],
+  [W_I16]: [-32768, 32767],
+  [W_U16]: [0, 65535],
+  [W_I32]: [-2147483648, 2147483647],
+  [W_U32]: [0, 4294967295],
+};
+export const TWO_32 = 4294967296;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const UINT64_MAX = 2n ** 64n - 1n;
+
+/** Kernels of up to this many parameters are launched without an argument array. */
+export const MAX_POSITIONAL = 8;
+
+/** Bytes of a CUlaunchConfig (7 dimensions and sizes, the stream, attrs, numAttrs), rounded up. */
+export const LAUNCH_CONFIG_BYTES = 64;
+
+/**
+ * A whole launch taking the geometry (checked), the argument count and the arguments one by
+ * one.
+ */
+export type PositionalLaunch = (
+  stream: Stream,
+  gx: number,
+  gy: number,
+  gz: number,
+  bx: number,
+  by: number,
+  bz: number,
+  sharedMemory: number,
+  count: number,
+  a0: unknown,
+  a1: unknown,
+  a2: unknown,
+  a3: unknown,
+  a4: unknown,
+  a5: unknown,
+  a6: unknown,
+  a7: unknown,
+) => void;
+
+/** A marshaller taking the arguments as a list. */
+export type ListMarshal = (args: readonly KernelArgument[], stream: Stream) => void;
+
+/** What a kernel's marshaller is made from. */
+export interface ArgumentLayout {
+  kernel: Kernel;
+  /** Writer code per parameter. */
+  writers: Uint8Array;
+  /** 1 where a pointer parameter is only read (declared `const`). */
+  readOnly: Uint8Array;
+  /** The dtype a pointer parameter requires, or undefined (any pointer, or not a pointer). */
+  dtypes: readonly (DType | undefined)[];
+  /** Byte offset of the first argument slot in the arena (after the `void*` array). */
+  slotBase: number;
+  views: ArenaViews;
+  /** Byte offset of the kernel's CUlaunchConfig in the arena. */
+  configBase: number;
+  /** Its address as koffi converts it fastest. */
+  configAddress: number | bigint;
+}
+
+/** The typed views of a kernel's argument arena. */
+export interface ArenaViews {
+  i8: Int8Array;
+  u8: Uint8Array;
+  i16: Int16Array;
+  u16: Uint16Array;
+  i32: Int32Array;
+  u32: Uint32Array;
+  i64: BigInt64Array;
+  u64: BigUint64Array;
+  f32: Float32Array;
+  f64: Float64Array;
+}
+
+/**
+ * A marshaller made for one kernel's parameter list: straight-line code with each parameter's
+ * check and store written out (no loop, no switch on the parameter type), so that the checks
+ * cost what they would in hand-written code and the branches are the same at every launch
+ * (docs/decisions/0027-launch-marshals-per-kernel.md).
+ * Every argument is checked (an error names the argument and the declared type) before any
+ * pointer argument is declared used on `stream`.
+ *
+ * `positional`: the whole launch instead (`Kernel.launchPositional`): the arguments one by one,
+ * then the kernel's own CUlaunchConfig written (geometry, stream) and cuLaunchKernelEx called
+ * with the configuration, function and argument addresses as constants of the code, so that
+ * a launch reads no shared configuration and passes nothing on to another function
+ * (docs/decisions/0028-launch-is-one-function-per-kernel.md).
+ */
+export function compileMarshal(
+  { kernel, writers, readOnly, dtypes, slotBase, views, configBase, configAddress }: ArgumentLayout,
+  positional: boolean,
+): ListMarshal | PositionalLaunch {
+  const count = writers.length;
+  const lines: string[] = positional
+    ? [`if (count !== ${count}) kernel.wrongCount(count);`]
+    : [`if (args.length !== ${count}) kernel.wrongCount(args.length);`];
+  const pointers: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const offset = slotBase + i * 8;
+    const v = `v${i}`;
+    if (!positional) lines.push(`const ${v} = args[${i}];`);
+    switch (writers[i]) {
+      case W_PTR: {
+        // The valid cases inline (a live DeviceArray of the declared dtype; for an untyped
+        // pointer also a bigint address), checkPointer for the rest: it accepts a live
+        // DeviceBuffer for an untyped pointer and throws the argument's error otherwise.
+        const dtype = dtypes[i];
+        lines.push(
+          dtype === undefined
+            ? `if (typeof ${v} !== 'bigint' && !(DeviceArray.isInstance(${v}) && !${v}.disposed)) kernel.checkPointer(${i}, ${v});`
+            : `if (!DeviceArray.isInstance(${v}) || ${v}.dtype !== ${JSON.stringify(dtype)} || ${v}.disposed) kernel.checkPointer(${i}, ${v});`,
+        );
+        pointers.push(i);
+        break;
+      }
+      case W_F32:
+      case W_F64: {
+        const view = writers[i] === W_F32 ? `f32[${offset >> 2}]` : `f64[${offset >> 3}]`;
+        lines.push(
+          `if (typeof ${v} !== 'number') kernel.badArgument(${i}, ${v});`,
+          `${view} = ${v};`,
+        );
+        break;
+      }
+      case W_I64:
+      case W_U64: {
+        const signed = writers[i] === W_I64;
+        const bigintCheck = signed
+          ? `${v} < INT64_MIN || ${v} > INT64_MAX`
+          : `${v} < 0n || ${v} > UINT64_MAX`;
+        lines.push(
+          `if (typeof ${v} === 'bigint') {`,
+          `  if (${bigintCheck}) kernel.badArgument(${i}, ${v});`,
+          `  ${signed ? 'i64' : 'u64'}[${offset >> 3}] = ${v};`,
+          `} else if (typeof ${v} === 'number' && Number.isSafeInteger(${v})${signed ? '' : ` && ${v} >= 0`}) {`,
+          `  u32[${offset >> 2}] = ${v} >>> 0;`,
+          `  i32[${(offset >> 2) + 1}] = Math.floor(${v} / ${TWO_32});`,
+          `} else kernel.badArgument(${i}, ${v});`,
+        );
+        break;
+      }
+      default: {
+        const writer = writers[i]!;
+        const [low, high] = INTEGER_RANGES[writer]!;
+        const n = `n${i}`;
+        const view = {
+          [W_I8]: `i8[${offset}]`,
+          [W_U8]: `u8[${offset}]`,
+          [W_I16]: `i16[${offset >> 1}]`,
+          [W_U16]: `u16[${offset >> 1}]`,
+          [W_I32]: `i32[${offset >> 2}]`,
+          [W_U32]: `u32[${offset >> 2}]`,
+        }[writer];
+        lines.push(
+          `const ${n} = typeof ${v} === 'boolean' ? (${v} ? 1 : 0) : ${v};`,
+          `if (typeof ${n} !== 'number' || !Number.isInteger(${n}) || ${n} < ${low} || ${n} > ${high}) kernel.badArgument(${i}, ${v});`,
+          `${view} = ${n};`,
+        );
+      }
+    }
+  }
+  // Every argument has passed: the pointers are declared used (and written).
+  for (const i of pointers) {
+    const offset = slotBase + i * 8;
+    const v = `v${i}`;
+    const p = `p${i}`;
+    const access = readOnly[i] === 1 ? 'read' : 'write';
+    lines.push(
+      `const ${p} = typeof ${v} === 'bigint' ? ${v} : ${v}.ffiAddressOn(stream, '${access}');`,
+      `if (typeof ${p} === 'number') {`,
+      `  u32[${offset >> 2}] = ${p} >>> 0;`,
+      `  u32[${(offset >> 2) + 1}] = (${p} / ${TWO_32}) >>> 0;`,
+      `} else u64[${offset >> 3}] = ${p};`,
+    );
+  }
+  if (positional) {
+    // The launch itself (see `submit`, which the other paths take).
+    const word = configBase >> 2;
+    lines.push(
+      // A captured kernel needs its module loaded for as long as the graph lives.
+      'const capture = stream.capture;',
+      'if (capture !== null) capture.retainModule(module);',
+      'stream.context.makeCurrent();',
+      `u32[${word}] = gx;`,
+      `u32[${word + 1}] = gy;`,
+      `u32[${word + 2}] = gz;`,
+      `u32[${word + 3}] = bx;`,
+      `u32[${word + 4}] = by;`,
+      `u32[${word + 5}] = bz;`,
+      `u32[${word + 6}] = sharedMemory;`,
+      'const streamHandle = stream.ffiHandle;',
+      `if (typeof streamHandle === 'number') {`,
+      `  u32[${word + 8}] = streamHandle >>> 0;`,
+      `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,
+      `} else u64[${(configBase >> 3) + 4}] = streamHandle;`,
+      'const token = beginOperation(name, stream);',
+      'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
+      'endOperation(token);',
+      `if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
+    );
+  }
+  const parameters = positional
+    ? `stream, gx, gy, gz, bx, by, bz, sharedMemory, count, ${Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ')}`
+    : 'args, stream';
+  const factory = new Function(
+    'kernel',
+    'views',
+    'INT64_MIN',
+    'INT64_MAX',
+    'UINT64_MAX',
+    'launch',
+    `'use strict';
+const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;
+const { module, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, DeviceArray } = launch;
+return function ${positional ? 'launchKernel' : 'marshal'}(${parameters}) {
+${lines.join('\n')}
+};`,
+  ) as (...parts: unknown[]) => ListMarshal | PositionalLaunch;
+  return factory(kernel, views, INT64_MIN, INT64_MAX, UINT64_MAX, {
+    module: kernel.module,
+    name: kernel.name,
+    CONFIG: configAddress,
+    FUNCTION: kernel.ffiHandle,
+    ARGUMENTS: kernel.ffiArgumentArray,
+    driver,
+    check,
+    beginOperation,
+    endOperation,
+    DeviceArray,
+  });
+}
+
+export function describe(declared: KernelParameter): string {
+  const parameter = declared.startsWith('const ') ? declared.slice(6) : declared;
+  if (parameter === 'pointer') return 'a DeviceArray, DeviceBuffer or bigint device address';
+  if (parameter.endsWith('*')) return `a DeviceArray of ${parameter.slice(0, -1)}`;
+  if (parameter === 'int64' || parameter === 'uint64')
+    return `an integer (${parameter}, number or bigint)`;
+  if (parameter === 'float32' || parameter === 'float64') return `a number (${parameter})`;
+  return `an integer in the ${parameter} range`;
+}
