@@ -223,8 +223,11 @@ export function streamFrame(task: TaskState, stream: Stream): Frame {
   };
 }
 
-/** @internal The async-local storage of frames (entered through `enterFrame` only). */
-export const storage = runtime.storage;
+/**
+ * The async-local storage of frames. Not exported: it is entered only through `enterFrame`
+ * and `enterFrameWith`, which keep `currentFrame`'s cache right.
+ */
+const storage = runtime.storage;
 
 /**
  * @internal The frame of the running code (the root frame outside any task).

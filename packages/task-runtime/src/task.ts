@@ -113,7 +113,7 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
 }
 
 /**
- * Runs the task's `fn` in its frame (the store of `storage.run`), and settles the task when
+ * Runs the task's `fn` in its frame (entered by `enterFrameWith`), and settles the task when
  * what `fn` returns settles: one reaction on fn's promise, no async wrapper (which would add
  * two promises per task, each paying the async-local storage's hooks).
  */
