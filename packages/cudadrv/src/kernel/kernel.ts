@@ -1,5 +1,5 @@
 import { check, driver, ffiValue } from '../driver.js';
-import type { DType } from '../dtype.js';
+import { DTYPES, type DType } from '../dtype.js';
 import { CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK } from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
@@ -9,11 +9,11 @@ import type { Stream } from '../stream/stream.js';
 import {
   type ArenaViews,
   type ArgumentLayout,
-  compileMarshal,
+  compileLaunch,
+  type DirectLaunch,
   describe,
   LAUNCH_CONFIG_BYTES,
   type ListMarshal,
-  MAX_POSITIONAL,
   type PositionalLaunch,
   W_PTR,
   writerOf,
@@ -67,7 +67,7 @@ export class Kernel {
   readonly #pointerDTypes: (DType | undefined)[];
   /** Address of the `void*[]` array. */
   readonly #argumentArray: bigint;
-  /** This kernel's own marshaller of an argument list (see `compileMarshal`). */
+  /** This kernel's own marshaller of an argument list (see `compileLaunch`). */
   readonly #marshal: ListMarshal;
   /**
    * @internal The whole launch on a checked stream and geometry: the count and up to
@@ -76,6 +76,18 @@ export class Kernel {
    * undefined for a kernel of more parameters.
    */
   readonly launchPositional: PositionalLaunch | undefined;
+  /**
+   * @internal `launchPositional` from `launch()`'s own arguments: it resolves the stream and
+   * checks a one-dimensional geometry itself (false, having done nothing, for any other
+   * geometry); undefined for a kernel of more parameters.
+   */
+  readonly launchDirect: DirectLaunch | undefined;
+  /**
+   * @internal The kernel's own CUlaunchConfig in its arena (no attributes): its address as
+   * koffi converts it fastest and 32- and 64-bit views of it, for the launches that take the
+   * list path (`launchOn`, kernels of more parameters).
+   */
+  readonly launchConfig: { address: number | bigint; u32: Uint32Array; u64: BigUint64Array };
 
   /** @internal Use `module.kernel(name, parameters)`. */
   constructor(
@@ -107,18 +119,7 @@ export class Kernel {
       }
       if (typeof parameter === 'string' && parameter.endsWith('*')) {
         const dtype = parameter.slice(0, -1);
-        if (
-          ![
-            'float32',
-            'float64',
-            'int32',
-            'uint32',
-            'int8',
-            'uint8',
-            'float16',
-            'bfloat16',
-          ].includes(dtype)
-        ) {
+        if (!Object.hasOwn(DTYPES, dtype)) {
           throw new CudaArgumentError(
             `kernel ${name}: unknown parameter type ${JSON.stringify(declared)}`,
           );
@@ -170,9 +171,15 @@ export class Kernel {
       configBase,
       configAddress: ffiValue(arena + BigInt(configBase)),
     };
-    this.#marshal = compileMarshal(layout, false) as ListMarshal;
-    this.launchPositional =
-      count <= MAX_POSITIONAL ? (compileMarshal(layout, true) as PositionalLaunch) : undefined;
+    this.launchConfig = {
+      address: layout.configAddress,
+      u32: new Uint32Array(view, configBase, LAUNCH_CONFIG_BYTES / 4),
+      u64: new BigUint64Array(view, configBase, LAUNCH_CONFIG_BYTES / 8),
+    };
+    const compiled = compileLaunch(layout);
+    this.#marshal = compiled.marshal;
+    this.launchPositional = compiled.positional;
+    this.launchDirect = compiled.direct;
   }
 
   /** The largest block this kernel can be launched with. */
@@ -238,6 +245,19 @@ export class Kernel {
   marshal(args: readonly KernelArgument[], stream: Stream): bigint {
     this.#marshal(args, stream);
     return this.#argumentArray;
+  }
+
+  /**
+   * @internal Throws unless the kernel can be launched on `stream`: its module loaded, and the
+   * stream of the module's context.
+   */
+  checkStream(stream: Stream): void {
+    if (this.module.disposed) throw new DisposedError(`kernel ${this.name}'s module`);
+    if (stream.context !== this.module.context) {
+      throw new CudaArgumentError(
+        `launch: kernel ${this.name} belongs to ${this.module.context}, the stream to ${stream.context}`,
+      );
+    }
   }
 
   /** @internal The argument count error `marshal` throws. */

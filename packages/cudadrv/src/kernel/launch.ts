@@ -1,7 +1,6 @@
 import { resolveStream } from '../context/provider.js';
-import { check, driver, ffiValue } from '../driver.js';
-import { CudaArgumentError, DisposedError } from '../errors.js';
-import { koffi } from '../ffi/library.js';
+import { check, driver } from '../driver.js';
+import { CudaArgumentError } from '../errors.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import type { Kernel, KernelArgument } from './kernel.js';
@@ -62,49 +61,22 @@ export function launch(
 ): void {
   // biome-ignore lint/complexity/noArguments: the count of the arguments passed, without an array
   const count = arguments.length - 2;
+  // The common case: a kernel of up to `MAX_POSITIONAL` parameters, launched with a
+  // one-dimensional geometry; its own launch function does it all (and returns false, having
+  // done nothing, for any other geometry).
+  const direct = kernel.launchDirect;
+  if (
+    direct !== undefined &&
+    count <= MAX_POSITIONAL &&
+    direct(config, count, a0, a1, a2, a3, a4, a5, a6, a7)
+  ) {
+    return;
+  }
   const stream = resolveStream(config.stream);
   const grid = config.grid;
   const block = config.block;
   const sharedMemory = config.sharedMemory ?? 0;
   const positional = kernel.launchPositional;
-  // The common case first: a one-dimensional geometry (x >>> 0 === x: an integer in
-  // [0, 2^32 - 1]) and a kernel launched without an argument list.
-  if (
-    typeof grid === 'number' &&
-    typeof block === 'number' &&
-    grid >>> 0 === grid &&
-    grid !== 0 &&
-    block >>> 0 === block &&
-    block !== 0 &&
-    sharedMemory >>> 0 === sharedMemory &&
-    positional !== undefined &&
-    count <= MAX_POSITIONAL
-  ) {
-    // The stream, then the arguments (checked before any use is declared): a rejected
-    // launch leaves no trace on any buffer or stream.
-    stream.assertUsable();
-    checkKernel(kernel, stream);
-    positional(
-      stream,
-      grid,
-      1,
-      1,
-      block,
-      1,
-      1,
-      sharedMemory,
-      count,
-      a0,
-      a1,
-      a2,
-      a3,
-      a4,
-      a5,
-      a6,
-      a7,
-    );
-    return;
-  }
   // The geometry first, then the arguments (checked before any use is declared).
   const gx = typeof grid === 'number' ? grid : (grid[0] ?? 1);
   const bx = typeof block === 'number' ? block : (block[0] ?? 1);
@@ -138,13 +110,13 @@ export function launch(
     )
   ) {
     stream.assertUsable();
-    checkKernel(kernel, stream);
+    kernel.checkStream(stream);
     checkDim3('grid', grid);
     checkDim3('block', block);
     checkLimits([gx, gy, gz], [bx, by, bz], sharedMemory);
   }
   stream.assertUsable();
-  checkKernel(kernel, stream);
+  kernel.checkStream(stream);
   if (positional !== undefined && count <= MAX_POSITIONAL) {
     positional(stream, gx, gy, gz, bx, by, bz, sharedMemory, count, a0, a1, a2, a3, a4, a5, a6, a7);
   } else {
@@ -171,18 +143,9 @@ export function launchOn(
   args: readonly KernelArgument[],
 ): void {
   stream.assertUsable();
-  checkKernel(kernel, stream);
+  kernel.checkStream(stream);
   kernel.marshal(args, stream);
   submit(kernel, stream, grid, 1, 1, block, 1, 1, sharedMemory);
-}
-
-function checkKernel(kernel: Kernel, stream: Stream): void {
-  if (kernel.module.disposed) throw new DisposedError(`kernel ${kernel.name}'s module`);
-  if (stream.context !== kernel.module.context) {
-    throw new CudaArgumentError(
-      `launch: kernel ${kernel.name} belongs to ${kernel.module.context}, the stream to ${stream.context}`,
-    );
-  }
 }
 
 /**
@@ -203,9 +166,9 @@ function submit(
   // A captured kernel needs its module loaded for as long as the graph lives.
   stream.capture?.retainModule(kernel.module);
   stream.context.makeCurrent();
-  // cuLaunchKernelEx with a CUlaunchConfig in a reused arena: four arguments for koffi to
+  // cuLaunchKernelEx with the kernel's own CUlaunchConfig: four arguments for koffi to
   // convert instead of eleven (measured faster than cuLaunchKernel, in C too).
-  const launchConfig = launchConfiguration();
+  const launchConfig = kernel.launchConfig;
   const words = launchConfig.u32;
   words[0] = gx;
   words[1] = gy;
@@ -228,27 +191,6 @@ function submit(
   );
   endOperation(token);
   if (result !== 0) check(result, `cuLaunchKernelEx(${kernel.name})`);
-}
-
-/** The CUlaunchConfig arena (56 bytes: 7 dimensions and sizes, the stream, no attributes). */
-interface LaunchConfigArena {
-  address: number | bigint;
-  u32: Uint32Array;
-  u64: BigUint64Array;
-}
-
-let launchConfigArena: LaunchConfigArena | undefined;
-
-function launchConfiguration(): LaunchConfigArena {
-  if (launchConfigArena === undefined) {
-    const k = koffi();
-    const pointer = k.alloc('uint8_t', 64) as bigint;
-    const view = k.view(pointer, 64);
-    const u32 = new Uint32Array(view);
-    u32.fill(0); // attrs = NULL, numAttrs = 0
-    launchConfigArena = { address: ffiValue(pointer), u32, u64: new BigUint64Array(view) };
-  }
-  return launchConfigArena;
 }
 
 function checkLimits(grid: number[], block: number[], sharedMemory: number): void {

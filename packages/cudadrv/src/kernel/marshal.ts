@@ -4,12 +4,15 @@
  * configuration). See docs/decisions/0027-launch-marshals-per-kernel.md and
  * 0028-launch-is-one-function-per-kernel.md.
  */
+import { resolveStream } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import type { DType } from '../dtype.js';
 import { DeviceArray } from '../memory/array.js';
+import { useClock } from '../progress.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import type { Kernel, KernelArgument, KernelParameter } from './kernel.js';
+import type { LaunchConfig } from './launch.js';
 
 // Writer codes, one per parameter: how the generated code checks and stores its argument.
 const W_I8 = 0;
@@ -80,6 +83,26 @@ export type PositionalLaunch = (
   a7: unknown,
 ) => void;
 
+/**
+ * The whole launch from `launch()`'s own arguments (`config`, the argument count, the
+ * arguments one by one): the stream resolved, a one-dimensional geometry checked, then what
+ * `PositionalLaunch` does. Returns false, having done nothing, when the geometry is not a
+ * number of blocks and a number of threads within the limits (`launch` then takes the general
+ * path).
+ */
+export type DirectLaunch = (
+  config: LaunchConfig,
+  count: number,
+  a0: unknown,
+  a1: unknown,
+  a2: unknown,
+  a3: unknown,
+  a4: unknown,
+  a5: unknown,
+  a6: unknown,
+  a7: unknown,
+) => boolean;
+
 /** A marshaller taking the arguments as a list. */
 export type ListMarshal = (args: readonly KernelArgument[], stream: Stream) => void;
 
@@ -115,136 +138,217 @@ export interface ArenaViews {
   f64: Float64Array;
 }
 
+/** What `compileLaunch` makes: the list marshaller and, for up to `MAX_POSITIONAL` parameters, the launches. */
+export interface CompiledLaunch {
+  marshal: ListMarshal;
+  positional: PositionalLaunch | undefined;
+  direct: DirectLaunch | undefined;
+}
+
 /**
- * A marshaller made for one kernel's parameter list: straight-line code with each parameter's
+ * The code made for one kernel's parameter list: straight-line code with each parameter's
  * check and store written out (no loop, no switch on the parameter type), so that the checks
  * cost what they would in hand-written code and the branches are the same at every launch
  * (docs/decisions/0027-launch-marshals-per-kernel.md).
  * Every argument is checked (an error names the argument and the declared type) before any
  * pointer argument is declared used on `stream`.
  *
- * `positional`: the whole launch instead (`Kernel.launchPositional`): the arguments one by one,
- * then the kernel's own CUlaunchConfig written (geometry, stream) and cuLaunchKernelEx called
- * with the configuration, function and argument addresses as constants of the code, so that
- * a launch reads no shared configuration and passes nothing on to another function
- * (docs/decisions/0028-launch-is-one-function-per-kernel.md).
+ * - `marshal`: the arguments from a list, stored (`Kernel.marshal`; `launchOn` and kernels of
+ *   more parameters launch through it).
+ * - `positional`: the whole launch on a checked stream and geometry, the arguments one by one;
+ *   the kernel's own CUlaunchConfig is written (geometry, stream) and cuLaunchKernelEx called
+ *   with the configuration, function and argument addresses as constants of the code, so that
+ *   a launch reads no shared configuration and passes nothing on to another function
+ *   (docs/decisions/0028-launch-is-one-function-per-kernel.md).
+ * - `direct`: `positional` from `launch()`'s own arguments: it resolves the stream and checks a
+ *   one-dimensional geometry, the stream and the kernel's module itself
+ *   (docs/decisions/0029-launch-without-layers.md).
+ *
+ * A `DeviceArray` argument of a typed pointer parameter is declared used inline in the common
+ * case (the stream that last wrote it uses it again, nothing captures, no other stream reads
+ * it; what `DeviceBuffer.ffiAddressOn` does then), through `ffiAddressOn` otherwise.
  */
-export function compileMarshal(
-  { kernel, writers, readOnly, dtypes, slotBase, views, configBase, configAddress }: ArgumentLayout,
-  positional: boolean,
-): ListMarshal | PositionalLaunch {
+export function compileLaunch({
+  kernel,
+  writers,
+  readOnly,
+  dtypes,
+  slotBase,
+  views,
+  configBase,
+  configAddress,
+}: ArgumentLayout): CompiledLaunch {
   const count = writers.length;
-  const lines: string[] = positional
-    ? [`if (count !== ${count}) kernel.wrongCount(count);`]
-    : [`if (args.length !== ${count}) kernel.wrongCount(args.length);`];
-  const pointers: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const offset = slotBase + i * 8;
-    const v = `v${i}`;
-    if (!positional) lines.push(`const ${v} = args[${i}];`);
-    switch (writers[i]) {
-      case W_PTR: {
-        // The valid cases inline (a live DeviceArray of the declared dtype; for an untyped
-        // pointer also a bigint address), checkPointer for the rest: it accepts a live
-        // DeviceBuffer for an untyped pointer and throws the argument's error otherwise.
-        const dtype = dtypes[i];
-        lines.push(
-          dtype === undefined
-            ? `if (typeof ${v} !== 'bigint' && !(DeviceArray.isInstance(${v}) && !${v}.disposed)) kernel.checkPointer(${i}, ${v});`
-            : `if (!DeviceArray.isInstance(${v}) || ${v}.dtype !== ${JSON.stringify(dtype)} || ${v}.disposed) kernel.checkPointer(${i}, ${v});`,
-        );
-        pointers.push(i);
-        break;
-      }
-      case W_F32:
-      case W_F64: {
-        const view = writers[i] === W_F32 ? `f32[${offset >> 2}]` : `f64[${offset >> 3}]`;
-        lines.push(
-          `if (typeof ${v} !== 'number') kernel.badArgument(${i}, ${v});`,
-          `${view} = ${v};`,
-        );
-        break;
-      }
-      case W_I64:
-      case W_U64: {
-        const signed = writers[i] === W_I64;
-        const bigintCheck = signed
-          ? `${v} < INT64_MIN || ${v} > INT64_MAX`
-          : `${v} < 0n || ${v} > UINT64_MAX`;
-        lines.push(
-          `if (typeof ${v} === 'bigint') {`,
-          `  if (${bigintCheck}) kernel.badArgument(${i}, ${v});`,
-          `  ${signed ? 'i64' : 'u64'}[${offset >> 3}] = ${v};`,
-          `} else if (typeof ${v} === 'number' && Number.isSafeInteger(${v})${signed ? '' : ` && ${v} >= 0`}) {`,
-          `  u32[${offset >> 2}] = ${v} >>> 0;`,
-          `  i32[${(offset >> 2) + 1}] = Math.floor(${v} / ${TWO_32});`,
-          `} else kernel.badArgument(${i}, ${v});`,
-        );
-        break;
-      }
-      default: {
-        const writer = writers[i]!;
-        const [low, high] = INTEGER_RANGES[writer]!;
-        const n = `n${i}`;
-        const view = {
-          [W_I8]: `i8[${offset}]`,
-          [W_U8]: `u8[${offset}]`,
-          [W_I16]: `i16[${offset >> 1}]`,
-          [W_U16]: `u16[${offset >> 1}]`,
-          [W_I32]: `i32[${offset >> 2}]`,
-          [W_U32]: `u32[${offset >> 2}]`,
-        }[writer];
-        lines.push(
-          `const ${n} = typeof ${v} === 'boolean' ? (${v} ? 1 : 0) : ${v};`,
-          `if (typeof ${n} !== 'number' || !Number.isInteger(${n}) || ${n} < ${low} || ${n} > ${high}) kernel.badArgument(${i}, ${v});`,
-          `${view} = ${n};`,
-        );
+  const positional = count <= MAX_POSITIONAL;
+  /** The checks and stores of every argument (the list form reads `args[i]` first). */
+  const checks = (list: boolean): string[] => {
+    const lines: string[] = list
+      ? [`if (args.length !== ${count}) kernel.wrongCount(args.length);`]
+      : [`if (count !== ${count}) kernel.wrongCount(count);`];
+    for (let i = 0; i < count; i++) {
+      const offset = slotBase + i * 8;
+      const v = `v${i}`;
+      if (list) lines.push(`const ${v} = args[${i}];`);
+      switch (writers[i]) {
+        case W_PTR: {
+          // The valid cases inline (a live DeviceArray of the declared dtype; for an untyped
+          // pointer also a bigint address), checkPointer for the rest: it accepts a live
+          // DeviceBuffer for an untyped pointer and throws the argument's error otherwise. A
+          // live allocation has a nonzero address; at 0, `disposed` tells (an empty buffer,
+          // graph memory).
+          const dtype = dtypes[i];
+          const dead = `(${v}.allocation.address === 0 && ${v}.disposed)`;
+          lines.push(
+            dtype === undefined
+              ? `if (typeof ${v} !== 'bigint' && !(DeviceArray.isInstance(${v}) && !${dead})) kernel.checkPointer(${i}, ${v});`
+              : `if (!DeviceArray.isInstance(${v}) || ${v}.dtype !== ${JSON.stringify(dtype)} || ${dead}) kernel.checkPointer(${i}, ${v});`,
+          );
+          break;
+        }
+        case W_F32:
+        case W_F64: {
+          const view = writers[i] === W_F32 ? `f32[${offset >> 2}]` : `f64[${offset >> 3}]`;
+          lines.push(
+            `if (typeof ${v} !== 'number') kernel.badArgument(${i}, ${v});`,
+            `${view} = ${v};`,
+          );
+          break;
+        }
+        case W_I64:
+        case W_U64: {
+          const signed = writers[i] === W_I64;
+          const bigintCheck = signed
+            ? `${v} < INT64_MIN || ${v} > INT64_MAX`
+            : `${v} < 0n || ${v} > UINT64_MAX`;
+          lines.push(
+            `if (typeof ${v} === 'bigint') {`,
+            `  if (${bigintCheck}) kernel.badArgument(${i}, ${v});`,
+            `  ${signed ? 'i64' : 'u64'}[${offset >> 3}] = ${v};`,
+            `} else if (typeof ${v} === 'number' && Number.isSafeInteger(${v})${signed ? '' : ` && ${v} >= 0`}) {`,
+            `  u32[${offset >> 2}] = ${v} >>> 0;`,
+            `  i32[${(offset >> 2) + 1}] = Math.floor(${v} / ${TWO_32});`,
+            `} else kernel.badArgument(${i}, ${v});`,
+          );
+          break;
+        }
+        default: {
+          const writer = writers[i]!;
+          const [low, high] = INTEGER_RANGES[writer]!;
+          const n = `n${i}`;
+          const view = {
+            [W_I8]: `i8[${offset}]`,
+            [W_U8]: `u8[${offset}]`,
+            [W_I16]: `i16[${offset >> 1}]`,
+            [W_U16]: `u16[${offset >> 1}]`,
+            [W_I32]: `i32[${offset >> 2}]`,
+            [W_U32]: `u32[${offset >> 2}]`,
+          }[writer];
+          lines.push(
+            `const ${n} = typeof ${v} === 'boolean' ? (${v} ? 1 : 0) : ${v};`,
+            `if (typeof ${n} !== 'number' || !Number.isInteger(${n}) || ${n} < ${low} || ${n} > ${high}) kernel.badArgument(${i}, ${v});`,
+            `${view} = ${n};`,
+          );
+        }
       }
     }
-  }
-  // Every argument has passed: the pointers are declared used (and written).
-  for (const i of pointers) {
-    const offset = slotBase + i * 8;
-    const v = `v${i}`;
-    const p = `p${i}`;
-    const access = readOnly[i] === 1 ? 'read' : 'write';
-    lines.push(
-      `const ${p} = typeof ${v} === 'bigint' ? ${v} : ${v}.ffiAddressOn(stream, '${access}');`,
-      `if (typeof ${p} === 'number') {`,
-      `  u32[${offset >> 2}] = ${p} >>> 0;`,
-      `  u32[${(offset >> 2) + 1}] = (${p} / ${TWO_32}) >>> 0;`,
-      `} else u64[${offset >> 3}] = ${p};`,
-    );
-  }
+    // Every argument has passed: the pointers are declared used (and written).
+    const pointers = [...writers.keys()].filter((i) => writers[i] === W_PTR);
+    if (pointers.some((i) => dtypes[i] !== undefined)) {
+      // The inline use needs a stream that is neither capturing nor disposed (checked once).
+      lines.push('const plain = stream.capture === null && !stream.disposed;');
+    }
+    for (const i of pointers) {
+      const offset = slotBase + i * 8;
+      const v = `v${i}`;
+      const p = `p${i}`;
+      const access = readOnly[i] === 1 ? 'read' : 'write';
+      if (dtypes[i] === undefined) {
+        lines.push(
+          `const ${p} = typeof ${v} === 'bigint' ? ${v} : ${v}.ffiAddressOn(stream, '${access}');`,
+        );
+      } else {
+        // A DeviceArray (checked above). A read by the writer stream moves the last use on; a
+        // write also needs no reader on another stream since the last write.
+        const r = `r${i}`;
+        lines.push(
+          `const ${r} = ${v}.allocation;`,
+          `let ${p};`,
+          access === 'read'
+            ? `if (plain && ${r}.stream === stream && ${r}.address !== 0 && ${r}.capture === null) {`
+            : `if (plain && ${r}.stream === stream && ${r}.address !== 0 && ${r}.capture === null && (${r}.readers === null || ${r}.readers.length === 0)) {`,
+          access === 'read'
+            ? `  ${r}.stamp = ++clock.value;`
+            : `  ${r}.stamp = ${r}.writeStamp = ++clock.value;`,
+          `  ${p} = ${v}.ffiAddress;`,
+          `} else ${p} = ${v}.ffiAddressOn(stream, '${access}');`,
+        );
+      }
+      lines.push(
+        `if (typeof ${p} === 'number') {`,
+        `  u32[${offset >> 2}] = ${p} >>> 0;`,
+        `  u32[${(offset >> 2) + 1}] = (${p} / ${TWO_32}) >>> 0;`,
+        `} else u64[${offset >> 3}] = ${p};`,
+      );
+    }
+    return lines;
+  };
+  /** The launch itself (see `submit` in launch.ts, which the list paths take). */
+  const word = configBase >> 2;
+  const issue = [
+    // A captured kernel needs its module loaded for as long as the graph lives.
+    'const capture = stream.capture;',
+    'if (capture !== null) capture.retainModule(module);',
+    'stream.context.makeCurrent();',
+    `u32[${word}] = gx;`,
+    `u32[${word + 1}] = gy;`,
+    `u32[${word + 2}] = gz;`,
+    `u32[${word + 3}] = bx;`,
+    `u32[${word + 4}] = by;`,
+    `u32[${word + 5}] = bz;`,
+    `u32[${word + 6}] = sharedMemory;`,
+    'const streamHandle = stream.ffiHandle;',
+    `if (typeof streamHandle === 'number') {`,
+    `  u32[${word + 8}] = streamHandle >>> 0;`,
+    `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,
+    `} else u64[${(configBase >> 3) + 4}] = streamHandle;`,
+    'const token = beginOperation(name, stream);',
+    'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
+    'endOperation(token);',
+    `if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
+  ];
+  const values = Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ');
+  const source = [
+    "'use strict';",
+    'const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;',
+    'const { module, CONTEXT, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, resolveStream, DeviceArray, clock } = launch;',
+    'function marshal(args, stream) {',
+    ...checks(true),
+    '}',
+  ];
   if (positional) {
-    // The launch itself (see `submit`, which the other paths take).
-    const word = configBase >> 2;
-    lines.push(
-      // A captured kernel needs its module loaded for as long as the graph lives.
-      'const capture = stream.capture;',
-      'if (capture !== null) capture.retainModule(module);',
-      'stream.context.makeCurrent();',
-      `u32[${word}] = gx;`,
-      `u32[${word + 1}] = gy;`,
-      `u32[${word + 2}] = gz;`,
-      `u32[${word + 3}] = bx;`,
-      `u32[${word + 4}] = by;`,
-      `u32[${word + 5}] = bz;`,
-      `u32[${word + 6}] = sharedMemory;`,
-      'const streamHandle = stream.ffiHandle;',
-      `if (typeof streamHandle === 'number') {`,
-      `  u32[${word + 8}] = streamHandle >>> 0;`,
-      `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,
-      `} else u64[${(configBase >> 3) + 4}] = streamHandle;`,
-      'const token = beginOperation(name, stream);',
-      'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
-      'endOperation(token);',
-      `if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
+    source.push(
+      `function launchKernel(stream, gx, gy, gz, bx, by, bz, sharedMemory, count, ${values}) {`,
+      ...checks(false),
+      ...issue,
+      '}',
+      // The stream, a one-dimensional geometry (x >>> 0 === x: an integer in [0, 2^32 - 1]),
+      // the stream's and the module's state, then the arguments: the order `launch` checks in.
+      `function launchDirect(config, count, ${values}) {`,
+      'const stream = resolveStream(config.stream);',
+      'const gx = config.grid;',
+      'const bx = config.block;',
+      'const sharedMemory = config.sharedMemory ?? 0;',
+      "if (typeof gx !== 'number' || typeof bx !== 'number' || gx >>> 0 !== gx || gx === 0 || bx >>> 0 !== bx || bx === 0 || sharedMemory >>> 0 !== sharedMemory) return false;",
+      'if (stream.disposed) stream.assertUsable();',
+      'if (module.disposed || stream.context !== CONTEXT) kernel.checkStream(stream);',
+      'const gy = 1, gz = 1, by = 1, bz = 1;',
+      ...checks(false),
+      ...issue,
+      'return true;',
+      '}',
+      'return { marshal, positional: launchKernel, direct: launchDirect };',
     );
-  }
-  const parameters = positional
-    ? `stream, gx, gy, gz, bx, by, bz, sharedMemory, count, ${Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ')}`
-    : 'args, stream';
+  } else source.push('return { marshal, positional: undefined, direct: undefined };');
   const factory = new Function(
     'kernel',
     'views',
@@ -252,15 +356,11 @@ export function compileMarshal(
     'INT64_MAX',
     'UINT64_MAX',
     'launch',
-    `'use strict';
-const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;
-const { module, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, DeviceArray } = launch;
-return function ${positional ? 'launchKernel' : 'marshal'}(${parameters}) {
-${lines.join('\n')}
-};`,
-  ) as (...parts: unknown[]) => ListMarshal | PositionalLaunch;
+    source.join('\n'),
+  ) as (...parts: unknown[]) => CompiledLaunch;
   return factory(kernel, views, INT64_MIN, INT64_MAX, UINT64_MAX, {
     module: kernel.module,
+    CONTEXT: kernel.module.context,
     name: kernel.name,
     CONFIG: configAddress,
     FUNCTION: kernel.ffiHandle,
@@ -269,7 +369,9 @@ ${lines.join('\n')}
     check,
     beginOperation,
     endOperation,
+    resolveStream,
     DeviceArray,
+    clock: useClock,
   });
 }
 

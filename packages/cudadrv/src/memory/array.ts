@@ -19,12 +19,14 @@ import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import { type WaitOptions, waitForStream } from '../stream/wait.js';
 import {
+  type Allocation,
   copyDeviceToPinned,
   copyHostToDevice,
   DeviceBuffer,
   memset,
   memsetWords,
   type PinnedHostBuffer,
+  recordOf,
   type StreamOption,
   stagingPool,
 } from './memory.js';
@@ -86,8 +88,16 @@ export class DeviceArray<D extends DType = DType> {
   readonly buffer: DeviceBuffer;
   /** Whether this array allocated its buffer (views do not own it). */
   readonly owner: boolean;
-  /** The first element's address as `ffiValue` gives it (0 for an empty buffer). */
-  readonly #address: number | bigint;
+  /**
+   * @internal The first element's address as `ffiValue` gives it (0 for an empty buffer). It
+   * declares no use: pass `ffiAddressOn(stream)` to native calls.
+   */
+  readonly ffiAddress: number | bigint;
+  /**
+   * @internal The buffer's allocation record, which a kernel's launch reads and moves inline
+   * in the common case (see `compileLaunch`).
+   */
+  readonly allocation: Allocation;
   #pointer: bigint | undefined;
   /** Whether the elements are laid out column-major without gaps (kernels check it per call). */
   readonly #contiguous: boolean;
@@ -102,6 +112,7 @@ export class DeviceArray<D extends DType = DType> {
     owner: boolean,
   ) {
     this.buffer = buffer;
+    this.allocation = recordOf(buffer);
     this.dtype = dtype;
     this.shape = Object.freeze([...shape]);
     this.strides = Object.freeze([...strides]);
@@ -117,7 +128,7 @@ export class DeviceArray<D extends DType = DType> {
     this.#contiguous = contiguous;
     const base = buffer.byteLength === 0 ? 0 : buffer.address;
     const offsetBytes = offset * dtypeBytes(dtype);
-    this.#address =
+    this.ffiAddress =
       typeof base === 'number' ? (base === 0 ? 0 : base + offsetBytes) : base + BigInt(offsetBytes);
   }
 
@@ -239,7 +250,7 @@ export class DeviceArray<D extends DType = DType> {
   /** The device address of the first element (throws DisposedError after dispose). */
   get pointer(): bigint {
     if (this.buffer.disposed) throw new DisposedError('DeviceArray');
-    return (this.#pointer ??= BigInt(this.#address));
+    return (this.#pointer ??= BigInt(this.ffiAddress));
   }
 
   /** Whether the memory has been freed. */
@@ -280,7 +291,7 @@ export class DeviceArray<D extends DType = DType> {
   useOn(stream: Stream, access: 'read' | 'write' = 'write'): bigint {
     if (this.buffer.byteLength === 0) return 0n;
     this.buffer.ffiAddressOn(stream, access);
-    return (this.#pointer ??= BigInt(this.#address));
+    return (this.#pointer ??= BigInt(this.ffiAddress));
   }
 
   /**
@@ -290,7 +301,7 @@ export class DeviceArray<D extends DType = DType> {
   ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
     if (this.buffer.byteLength === 0) return 0;
     this.buffer.ffiAddressOn(stream, access);
-    return this.#address;
+    return this.ffiAddress;
   }
 
   /** Throws DisposedError when the memory has been freed (checked before native calls). */

@@ -47,6 +47,10 @@ const fake = vi.hoisted(() => {
     cuCtxSetCurrent() {
       return 0;
     },
+    cuLaunchKernelEx() {
+      state.calls.push('launch');
+      return 0;
+    },
     cuMemFreeAsync(_address: unknown, stream: unknown) {
       state.calls.push(`free on ${name(stream)}`);
       return 0;
@@ -61,7 +65,11 @@ vi.mock('../driver.js', async (importOriginal) => {
 });
 
 import { Context, type Device } from '../context/device.js';
+import { Kernel } from '../kernel/kernel.js';
+import { launch } from '../kernel/launch.js';
+import type { Module } from '../kernel/module.js';
 import { Stream } from '../stream/stream.js';
+import { DeviceArray } from './array.js';
 import { DeviceBuffer } from './memory.js';
 
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
@@ -251,5 +259,111 @@ describe('a disposed stream in later hand-offs (issue 14, bug 2)', () => {
     b.waitFor(owned);
     read.ffiAddressOn(a);
     expect(calls()).toEqual([]);
+  });
+});
+
+describe("a launch's uses of its arrays (decision 0029)", () => {
+  // y <- f(x): the first parameter written, the second read.
+  const kernel = new Kernel({ context, disposed: false } as unknown as Module, 'f', 1n, [
+    'float32*',
+    'const float32*',
+  ]);
+  const array = (stream: Stream) =>
+    new DeviceArray(DeviceBuffer.allocate(256, { stream }), 'float32', [64], [1], 0, true);
+  const on = (stream: Stream, y: DeviceArray, x: DeviceArray) =>
+    launch(kernel, { grid: 1, block: 64, stream }, y, x);
+
+  it('on the stream that wrote both arrays: nothing but the launch', () => {
+    const [y, x] = [array(a), array(a)];
+    on(a, y, x);
+    on(a, y, x);
+    expect(calls()).toEqual(['launch', 'launch']);
+  });
+
+  it('on another stream: the write and the read wait for the busy writer', () => {
+    const [y, x] = [array(a), array(a)];
+    on(b, y, x);
+    expect(calls()).toEqual(['record s1', 'wait s2', 'record s1', 'wait s2', 'launch']);
+    expect(y.buffer.lastStream).toBe(b);
+    expect(x.buffer.readers).toEqual([b]);
+  });
+
+  it('a use by a launch after a synchronize is pending again: a later hand-off waits for it', () => {
+    const [y, x] = [array(a), array(a)];
+    a.synchronize();
+    on(a, y, x);
+    calls();
+    y.buffer.ffiAddressOn(b);
+    x.buffer.ffiAddressOn(c);
+    expect(calls()).toEqual(['record s1', 'wait s2', 'record s1', 'wait s3']);
+  });
+
+  it('a read alone after a synchronize is pending again too', () => {
+    const reads = new Kernel({ context, disposed: false } as unknown as Module, 'g', 2n, [
+      'const float32*',
+    ]);
+    const x = array(a);
+    a.synchronize();
+    launch(reads, { grid: 1, block: 64, stream: a }, x);
+    calls();
+    x.buffer.ffiAddressOn(c);
+    expect(calls()).toEqual(['record s1', 'wait s3']);
+  });
+
+  it('a write by the writer stream waits for a busy reader on another stream', () => {
+    const [y, x] = [array(a), array(a)];
+    y.buffer.ffiAddressOn(b, 'read');
+    calls();
+    on(a, y, x);
+    expect(calls()).toEqual(['record s2', 'wait s1', 'launch']);
+    expect(y.buffer.readers).toEqual([]);
+  });
+
+  it('a random run of launches and synchronizes: the same hand-offs as declaring each use', () => {
+    // mulberry32: a small seeded generator, the same script every run.
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return (((t ^ (t >>> 14)) >>> 0) % 4294967296) % n;
+    };
+    const script = Array.from({ length: 400 }, () => ({
+      stream: streams[random(3)]!,
+      sync: random(4) === 0,
+      swap: random(2) === 0,
+      pick: random(3),
+    }));
+    const run = (viaLaunch: boolean) => {
+      busyAll();
+      const arrays = [array(a), array(b), array(c)];
+      const log: string[] = [];
+      for (const { stream, sync, swap, pick } of script) {
+        if (sync) {
+          stream.synchronize();
+          fake.state.busy.add(Number(stream.handle)); // new work arrives later
+          continue;
+        }
+        const y = arrays[pick]!;
+        const x = arrays[(pick + (swap ? 1 : 2)) % 3]!;
+        if (viaLaunch) on(stream, y, x);
+        else {
+          y.buffer.ffiAddressOn(stream, 'write');
+          x.buffer.ffiAddressOn(stream, 'read');
+        }
+        log.push(calls().filter((call) => call !== 'launch').join(', '));
+        log.push(
+          arrays
+            .map((z) => `${z.buffer.lastStream.name}:${z.buffer.readers.map((r) => r.name)}`)
+            .join(' '),
+        );
+      }
+      return log;
+    };
+    const declared = run(false);
+    expect(run(true)).toEqual(declared);
+    // The run exercised both kinds of use: with and without ordering.
+    expect(declared.some((line) => line.includes('wait'))).toBe(true);
+    expect(declared.filter((line, i) => i % 2 === 0 && line === '').length).toBeGreaterThan(20);
   });
 });

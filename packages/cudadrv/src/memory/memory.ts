@@ -20,7 +20,11 @@ export interface StreamOption {
 }
 
 /** What the FinalizationRegistry needs to free a forgotten buffer (no reference to the buffer). */
-interface Allocation {
+/**
+ * @internal A buffer's allocation record: its address, the stream and clock ticks of its last
+ * uses (see `DeviceBuffer.ffiAddressOn`). Launches read and move it inline in the common case.
+ */
+export interface Allocation {
   /** The device address as `ffiValue` gives it (a Number below 2^53); 0 once freed. */
   address: number | bigint;
   /** The address as a BigInt, made on first request (the public `pointer`). */
@@ -187,6 +191,37 @@ function flushYoung(): void {
 
 /** Reads a buffer's allocation record (set by DeviceBuffer's static block). */
 let allocationOf: (buffer: DeviceBuffer) => Allocation;
+
+/**
+ * The record `recordOf` gives for a buffer without one of this copy of the package (another
+ * loaded copy's, a test's stand-in): address 0, so that a launch never takes its inline path
+ * for it and asks the buffer itself.
+ */
+const untracked: Allocation = Object.freeze({
+  address: 0,
+  pointer: undefined,
+  stream: undefined as unknown as Stream,
+  stamp: 0,
+  writeStamp: 0,
+  readers: null,
+  readerStamps: null,
+  context: undefined as unknown as Context,
+  registered: false,
+  cacheSize: 0,
+  capture: null,
+  graph: null,
+}) as Allocation;
+
+/**
+ * @internal The allocation record a `DeviceArray` keeps for its launches' inline path (see
+ * `compileLaunch`): the buffer's own, or one with address 0 for a buffer of another copy of
+ * the package.
+ */
+export function recordOf(buffer: DeviceBuffer): Allocation {
+  return hasAllocation(buffer) ? allocationOf(buffer) : untracked;
+}
+
+let hasAllocation: (buffer: DeviceBuffer) => boolean;
 
 /**
  * Device memory from the stream-ordered pool. Remembers the stream that last used it: use
@@ -487,6 +522,7 @@ export class DeviceBuffer {
 
   static {
     allocationOf = (buffer) => buffer.#allocation;
+    hasAllocation = (buffer) => #allocation in buffer;
   }
 
   [Symbol.dispose](): void {
