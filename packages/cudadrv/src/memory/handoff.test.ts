@@ -351,7 +351,11 @@ describe("a launch's uses of its arrays (decision 0029)", () => {
           y.buffer.ffiAddressOn(stream, 'write');
           x.buffer.ffiAddressOn(stream, 'read');
         }
-        log.push(calls().filter((call) => call !== 'launch').join(', '));
+        log.push(
+          calls()
+            .filter((call) => call !== 'launch')
+            .join(', '),
+        );
         log.push(
           arrays
             .map((z) => `${z.buffer.lastStream.name}:${z.buffer.readers.map((r) => r.name)}`)

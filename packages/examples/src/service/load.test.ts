@@ -33,6 +33,7 @@ describe('parseLoadArguments', () => {
       largeEveryMs: 250,
       rows: 1_000_000,
       k: 10,
+      inFlight: undefined,
     });
   });
 
@@ -71,6 +72,9 @@ describe('parseLoadArguments', () => {
     expect(() => parseLoadArguments(['--large-n', '9000'])).toThrow(
       /--large-n must be an integer in 1..8192/,
     );
+    expect(parseLoadArguments(['--in-flight', '4']).inFlight).toBe(4);
+    expect(parseLoadArguments(['--in-flight', '0']).inFlight).toBe(0);
+    expect(() => parseLoadArguments(['--in-flight=-1'])).toThrow(/--in-flight must be/);
   });
 
   it('reads --name value and --name=value', () => {

@@ -127,6 +127,11 @@ export interface LoadOptions {
   largeEveryMs: number;
   /** Search: embeddings on the device (default 1,000,000; 128 values each). */
   rows: number;
+  /**
+   * Search: the server's bound on searches running their GPU work at once (undefined: its
+   * default, `DEFAULT_GPU_IN_FLIGHT`; 0: no bound).
+   */
+  inFlight?: number | undefined;
   /** Search: neighbours per query (default 10, at most 100). */
   k: number;
 }
@@ -183,6 +188,12 @@ export const loadCommandLine = {
     },
     rows: { type: 'string', placeholder: 'N', description: 'search: embeddings (1000000)' },
     k: { type: 'string', placeholder: 'K', description: 'search: neighbours per query (10)' },
+    'in-flight': {
+      type: 'string',
+      placeholder: 'N',
+      description:
+        "search: requests whose GPU work runs at once (the server's default 8; 0: no bound)",
+    },
   },
 } as const;
 
@@ -229,6 +240,12 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     largeEveryMs: integer('large-every', 250, 3_600_000),
     rows: integer('rows', 1_000_000, 100_000_000),
     k: integer('k', 10, 100),
+    inFlight:
+      values['in-flight'] === undefined
+        ? undefined
+        : values['in-flight'] === '0'
+          ? 0
+          : integer('in-flight', 0, 4096),
   };
   if (values.workload !== undefined) {
     const names = values.workload.split(',').filter(Boolean);
@@ -573,7 +590,16 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
           queries: options.problems,
           seed: options.seed,
         },
-        { search: { rows: options.rows, dim: 128 } },
+        {
+          search: { rows: options.rows, dim: 128 },
+          ...(options.inFlight === undefined
+            ? {}
+            : {
+                gpuInFlight: {
+                  '/search': options.inFlight === 0 ? Number.POSITIVE_INFINITY : options.inFlight,
+                },
+              }),
+        },
       );
       errors += pooled.reduce((sum, result) => sum + result.errors, 0);
       const rows: SearchRow[] = pooled.map((result) => ({

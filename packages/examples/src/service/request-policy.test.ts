@@ -163,6 +163,15 @@ describe('the server cancels a request past its deadline before its task runs an
     expect(serverErrors).toEqual([]);
   });
 
+  it('refuses a bound on GPU work in flight that is not a positive integer', () => {
+    expect(() => createServer({ gpuInFlight: { '/search': 0 } })).toThrow(
+      /gpuInFlight\['\/search'\] must be a positive integer/,
+    );
+    expect(() =>
+      createServer({ gpuInFlight: { '/search': Number.POSITIVE_INFINITY } }),
+    ).not.toThrow();
+  });
+
   it('refuses a deadline that is not a positive number', () => {
     expect(() => createServer({ deadlinesMs: { '/solve': 0 } })).toThrow(
       /deadlinesMs\['\/solve'\] must be a positive number of milliseconds/,

@@ -39,6 +39,7 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
+import { Admission } from './admission.js';
 import { drawUniform } from './draw.js';
 import {
   DEFAULT_DEADLINES_MS,
@@ -104,7 +105,21 @@ export interface ServerOptions {
    * load script's own rule for which requests are small.
    */
   taskOptionsFor?: (path: string, body: unknown) => TaskOptions;
+  /**
+   * Per route, how many requests may run their GPU work at once, over
+   * `DEFAULT_GPU_IN_FLIGHT` (`Infinity`: no bound). The others wait on the host, in arrival
+   * order, before their task starts (their deadline runs meanwhile; a client that leaves
+   * leaves the line). See admission.ts.
+   */
+  gpuInFlight?: Readonly<Record<string, number>>;
 }
+
+/**
+ * How many requests of a route run their GPU work at once by default: `/search`'s GEMV reads
+ * all the embeddings, so a few searches fill the GPU's memory bandwidth and more only share
+ * it (each then takes longer); the other routes are unbounded.
+ */
+export const DEFAULT_GPU_IN_FLIGHT: Readonly<Record<string, number>> = { '/search': 4 };
 
 /** An HTTP answer for an error: the status and the message of the `{ "error" }` body. */
 export interface ErrorResponse {
@@ -404,6 +419,19 @@ export function createServer(options: ServerOptions = {}): Server {
     }
     deadlines[route] = ms;
   }
+  const gates = new Map<string, Admission>();
+  for (const [route, limit] of Object.entries({
+    ...DEFAULT_GPU_IN_FLIGHT,
+    ...options.gpuInFlight,
+  })) {
+    if (limit === Number.POSITIVE_INFINITY) continue;
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new RangeError(
+        `createServer: gpuInFlight['${route}'] must be a positive integer (or Infinity), got ${String(limit)}`,
+      );
+    }
+    gates.set(route, new Admission(limit));
+  }
   const priorities = options.priorities ?? true;
   // Created on the first request that needs it, so that a server without GPU still starts.
   let shared: Stream | undefined;
@@ -475,19 +503,27 @@ export function createServer(options: ServerOptions = {}): Server {
         response.setHeader(STREAM_HEADER, streamLabel(currentStream()));
         return run();
       };
-      const result = await task(
-        () => {
-          if (!options.sharedStream) return runHere();
-          shared ??= Stream.create({ name: 'service shared stream' });
-          return withStream(shared, runHere);
-        },
-        {
-          name: `${route.method} ${path}`,
-          signal: cancellation.signal,
-          ...(priorities ? { priority: requestPriority(path, body) } : {}),
-          ...options.taskOptionsFor?.(path, body),
-        },
-      );
+      // A route with a bound on its GPU work in flight: wait for a slot (in arrival order).
+      const gate = gates.get(path);
+      if (gate !== undefined) await gate.acquire(cancellation.signal);
+      let result: unknown;
+      try {
+        result = await task(
+          () => {
+            if (!options.sharedStream) return runHere();
+            shared ??= Stream.create({ name: 'service shared stream' });
+            return withStream(shared, runHere);
+          },
+          {
+            name: `${route.method} ${path}`,
+            signal: cancellation.signal,
+            ...(priorities ? { priority: requestPriority(path, body) } : {}),
+            ...options.taskOptionsFor?.(path, body),
+          },
+        );
+      } finally {
+        gate?.release();
+      }
       send(response, 200, result);
     } catch (error) {
       const cancelled =
