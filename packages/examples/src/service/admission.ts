@@ -14,6 +14,7 @@ interface Waiter {
 
 /** At most `limit` holders at once; the others wait in arrival order. */
 export class Admission {
+  /** The most holders at once. */
   readonly limit: number;
   #free: number;
   /** The line, oldest first from `#head` (entries before it are done with). */
