@@ -18,15 +18,15 @@ import type { Kernel } from './kernel/kernel.js';
 import { launch } from './kernel/launch.js';
 import { Module } from './kernel/module.js';
 import { DeviceArray } from './memory/array.js';
+import { DeviceBuffer } from './memory/memory.js';
 import {
   copyDeviceToDevice,
   copyDeviceToPinned,
   copyHostToDevice,
-  DeviceBuffer,
   memset,
   memsetWords,
   PinnedHostBuffer,
-} from './memory/memory.js';
+} from './memory/transfer.js';
 import { Event } from './stream/event.js';
 import { Stream } from './stream/stream.js';
 

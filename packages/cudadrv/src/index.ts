@@ -52,18 +52,17 @@ export {
   ModuleLoadError,
 } from './kernel/module.js';
 export { DeviceArray, type Shape } from './memory/array.js';
+export { DeviceBuffer, type StreamOption } from './memory/memory.js';
+export { MemoryPool, onOutOfMemory, type PoolStatistics } from './memory/memory-pool.js';
 export {
   copyDeviceToDevice,
   copyDeviceToPinned,
   copyHostToDevice,
-  DeviceBuffer,
   type DeviceRegion,
   memset,
   memsetWords,
   PinnedHostBuffer,
-  type StreamOption,
-} from './memory/memory.js';
-export { MemoryPool, onOutOfMemory, type PoolStatistics } from './memory/memory-pool.js';
+} from './memory/transfer.js';
 export { Event, type EventOptions } from './stream/event.js';
 export { Stream, type StreamOptions } from './stream/stream.js';
 export { type WaitOptions, waitForStream } from './stream/wait.js';

@@ -4,7 +4,8 @@ import { driverVersion } from './driver.js';
 import { CudaArgumentError, CudaUnavailableError } from './errors.js';
 import { koffi } from './ffi/library.js';
 import { DeviceArray } from './memory/array.js';
-import { DeviceBuffer, memset } from './memory/memory.js';
+import { DeviceBuffer } from './memory/memory.js';
+import { memset } from './memory/transfer.js';
 import { Event } from './stream/event.js';
 import { Stream } from './stream/stream.js';
 

@@ -7,12 +7,8 @@ import {
   cudaGraph,
 } from '../ffi/graph.js';
 import type { Module } from '../kernel/module.js';
-import {
-  abandonCapturedAllocation,
-  DeviceBuffer,
-  holdAsGraphOutput,
-  type PinnedHostBuffer,
-} from '../memory/memory.js';
+import { abandonCapturedAllocation, DeviceBuffer, holdAsGraphOutput } from '../memory/memory.js';
+import type { PinnedHostBuffer } from '../memory/transfer.js';
 import type { Stream } from '../stream/stream.js';
 import { Graph } from './graph.js';
 

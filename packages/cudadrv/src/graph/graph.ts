@@ -14,10 +14,10 @@ import {
   type GraphMemory,
   graphMemoryOf,
   launchGraphOutput,
-  type PinnedHostBuffer,
   releaseGraphMemory,
   type StreamOption,
 } from '../memory/memory.js';
+import type { PinnedHostBuffer } from '../memory/transfer.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import type { StreamCapture } from './capture.js';

@@ -18,18 +18,15 @@ import { CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import { type WaitOptions, waitForStream } from '../stream/wait.js';
+import { type Allocation, DeviceBuffer, recordOf, type StreamOption } from './memory.js';
 import {
-  type Allocation,
   copyDeviceToPinned,
   copyHostToDevice,
-  DeviceBuffer,
   memset,
   memsetWords,
   type PinnedHostBuffer,
-  recordOf,
-  type StreamOption,
   stagingPool,
-} from './memory.js';
+} from './transfer.js';
 
 const arrayBrand = Symbol.for('@cuda-tasks/DeviceArray');
 

@@ -2,15 +2,15 @@ import { thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import { CudaArgumentError, DisposedError } from '../errors.js';
 import type { Stream } from '../stream/stream.js';
+import type { DeviceBuffer } from './memory.js';
 import {
   copyDeviceToDevice,
   copyDeviceToPinned,
   copyHostToDevice,
-  type DeviceBuffer,
   memset,
   memsetWords,
   PinnedHostBuffer,
-} from './memory.js';
+} from './transfer.js';
 
 // With an explicit stream, range checks run before any native call (there is no libcuda
 // here: reaching the driver would throw CudaUnavailableError instead).

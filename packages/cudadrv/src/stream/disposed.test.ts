@@ -44,15 +44,15 @@ import { Kernel } from '../kernel/kernel.js';
 import { launch } from '../kernel/launch.js';
 import type { Module } from '../kernel/module.js';
 import { DeviceArray } from '../memory/array.js';
+import { DeviceBuffer } from '../memory/memory.js';
 import {
   copyDeviceToDevice,
   copyDeviceToPinned,
   copyHostToDevice,
-  DeviceBuffer,
   memset,
   memsetWords,
   type PinnedHostBuffer,
-} from '../memory/memory.js';
+} from '../memory/transfer.js';
 import { Event } from './event.js';
 import { onStreamDisposed, Stream } from './stream.js';
 import { waitForStream } from './wait.js';

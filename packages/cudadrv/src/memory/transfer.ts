@@ -1,0 +1,279 @@
+/**
+ * Host memory and transfers: page-locked host buffers, the pinned staging pool `toHost()`
+ * copies through, and the copies and memsets between host and device memory.
+ */
+import { resolveStream, throwIfCancelled } from '../context/provider.js';
+import { check, driver } from '../driver.js';
+import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
+import { CU_MEMHOSTALLOC_PORTABLE } from '../ffi/cuda.js';
+import { koffi } from '../ffi/library.js';
+import { cudadrvState } from '../process-state.js';
+import { beginOperation, endOperation } from '../stream/observer.js';
+import type { DeviceBuffer, StreamOption } from './memory.js';
+
+/** Page-locked host memory: the only host memory that copies to and from the device can overlap with. */
+export class PinnedHostBuffer {
+  /** The host address of the pinned memory. */
+  readonly pointer: bigint;
+  /** Size in bytes. */
+  readonly byteLength: number;
+  /** A view of the memory; invalid after dispose(). */
+  readonly bytes: Uint8Array;
+  #disposed = false;
+
+  private constructor(pointer: bigint, byteLength: number) {
+    this.pointer = pointer;
+    this.byteLength = byteLength;
+    this.bytes =
+      byteLength === 0 ? new Uint8Array(0) : new Uint8Array(koffi().view(pointer, byteLength));
+  }
+
+  /**
+   * Allocates pinned memory usable from every context (cuMemHostAlloc, portable). Inside a
+   * cancelled task it throws the task's cancellation reason instead (see `currentSignal`).
+   */
+  static allocate(byteLength: number): PinnedHostBuffer {
+    if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
+      throw new CudaArgumentError(`byteLength must be a non-negative integer, got ${byteLength}`);
+    }
+    throwIfCancelled();
+    if (byteLength === 0) return new PinnedHostBuffer(0n, 0);
+    const pointer: (bigint | null)[] = [null];
+    check(driver().cuMemHostAlloc(pointer, byteLength, CU_MEMHOSTALLOC_PORTABLE), 'cuMemHostAlloc');
+    return new PinnedHostBuffer(pointer[0] as bigint, byteLength);
+  }
+
+  /** Whether `dispose()` has freed the memory. */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** Frees the memory. The caller must make sure no copy still uses it. Safe to call twice. */
+  dispose(): void {
+    if (this.#disposed || this.pointer === 0n) return;
+    this.#disposed = true;
+    check(driver().cuMemFreeHost(this.pointer), 'cuMemFreeHost');
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/**
+ * A cache of pinned staging buffers for device-to-host transfers, by power-of-two size, so
+ * that `toHost()` is truly asynchronous without paying cuMemHostAlloc (milliseconds) each time.
+ */
+class StagingPool {
+  readonly #idle = new Map<number, PinnedHostBuffer[]>();
+  #idleBytes = 0;
+  readonly maxIdleBytes = 256 * 1024 * 1024;
+
+  acquire(byteLength: number): PinnedHostBuffer {
+    const size = Math.max(4096, 2 ** Math.ceil(Math.log2(Math.max(1, byteLength))));
+    const buffer = this.#idle.get(size)?.pop();
+    if (buffer !== undefined) {
+      this.#idleBytes -= size;
+      return buffer;
+    }
+    return PinnedHostBuffer.allocate(size);
+  }
+
+  release(buffer: PinnedHostBuffer): void {
+    if (this.#idleBytes + buffer.byteLength > this.maxIdleBytes) {
+      buffer.dispose();
+      return;
+    }
+    let list = this.#idle.get(buffer.byteLength);
+    if (list === undefined) this.#idle.set(buffer.byteLength, (list = []));
+    list.push(buffer);
+    this.#idleBytes += buffer.byteLength;
+  }
+}
+
+/** @internal The process's pinned staging pool. */
+export const stagingPool: StagingPool = cudadrvState('staging', () => new StagingPool());
+
+/** Anything that names device memory: a DeviceBuffer (with an optional byte offset). */
+export interface DeviceRegion {
+  /** The device buffer. */
+  buffer: DeviceBuffer;
+  /** Where the region starts in the buffer, in bytes (default 0). */
+  byteOffset?: number;
+}
+
+function checkRange(what: string, region: DeviceRegion, byteLength: number): number {
+  const offset = region.byteOffset ?? 0;
+  if (
+    !Number.isSafeInteger(offset) ||
+    offset < 0 ||
+    offset + byteLength > region.buffer.byteLength
+  ) {
+    throw new CudaArgumentError(
+      `${what}: ${byteLength} bytes at offset ${offset} do not fit in a buffer of ${region.buffer.byteLength} bytes`,
+    );
+  }
+  return offset;
+}
+
+/** Copies host memory (a typed array, or pinned memory) to the device, ordered on the stream. */
+export function copyHostToDevice(
+  destination: DeviceRegion,
+  source: ArrayBufferView | PinnedHostBuffer,
+  options: StreamOption & { byteLength?: number } = {},
+): void {
+  const byteLength = options.byteLength ?? source.byteLength;
+  if (byteLength > source.byteLength) {
+    throw new CudaArgumentError(
+      `copyHostToDevice: source has ${source.byteLength} bytes, ${byteLength} asked`,
+    );
+  }
+  const offset = checkRange('copyHostToDevice', destination, byteLength);
+  const stream = resolveStream(options.stream);
+  if (byteLength === 0) return;
+  stream.assertUsable();
+  const capture = stream.capture;
+  if (capture !== null) {
+    if (!(source instanceof PinnedHostBuffer)) {
+      throw new CaptureError(
+        'copyHostToDevice',
+        `${stream} is capturing a graph: a copy from pageable host memory (a typed array) cannot be captured (the driver stages it synchronously, and a replay would read memory the garbage collector may have moved). Copy into device memory before the capture, or from a PinnedHostBuffer, which the graph then reads at each launch`,
+      );
+    }
+    capture.retainHost(source);
+  }
+  const pointer = destination.buffer.useOn(stream) + BigInt(offset);
+  const host = source instanceof PinnedHostBuffer ? source.pointer : asBytes(source);
+  stream.context.makeCurrent();
+  const token = beginOperation('memcpyHtoD', stream);
+  const result = driver().cuMemcpyHtoDAsync_v2(pointer, host, byteLength, stream.ffiHandle);
+  endOperation(token);
+  check(result, 'cuMemcpyHtoDAsync_v2');
+}
+
+/**
+ * Copies device memory into pinned host memory, ordered on the stream. The data is there once
+ * the stream reaches this point (await `waitForStream(stream)`).
+ */
+export function copyDeviceToPinned(
+  destination: PinnedHostBuffer,
+  source: DeviceRegion,
+  byteLength: number,
+  options: StreamOption = {},
+): void {
+  if (destination.disposed) throw new DisposedError('PinnedHostBuffer');
+  if (byteLength > destination.byteLength) {
+    throw new CudaArgumentError(
+      `copyDeviceToPinned: destination has ${destination.byteLength} bytes, ${byteLength} asked`,
+    );
+  }
+  const offset = checkRange('copyDeviceToPinned', source, byteLength);
+  const stream = resolveStream(options.stream);
+  if (byteLength === 0) return;
+  stream.assertUsable();
+  stream.capture?.retainHost(destination);
+  const pointer = source.buffer.useOn(stream, 'read') + BigInt(offset);
+  stream.context.makeCurrent();
+  const token = beginOperation('memcpyDtoH', stream);
+  const result = driver().cuMemcpyDtoHAsync_v2(
+    destination.pointer,
+    pointer,
+    byteLength,
+    stream.ffiHandle,
+  );
+  endOperation(token);
+  check(result, 'cuMemcpyDtoHAsync_v2');
+}
+
+/**
+ * Copies between device buffers, ordered on the stream; across devices it goes through
+ * cuMemcpyPeerAsync (direct where peer access is enabled, staged by the driver otherwise).
+ */
+export function copyDeviceToDevice(
+  destination: DeviceRegion,
+  source: DeviceRegion,
+  byteLength: number,
+  options: StreamOption = {},
+): void {
+  const destinationOffset = checkRange('copyDeviceToDevice (destination)', destination, byteLength);
+  const sourceOffset = checkRange('copyDeviceToDevice (source)', source, byteLength);
+  const stream = resolveStream(options.stream);
+  if (byteLength === 0) return;
+  stream.assertUsable();
+  const to = destination.buffer.useOn(stream) + BigInt(destinationOffset);
+  const from = source.buffer.useOn(stream, 'read') + BigInt(sourceOffset);
+  stream.context.makeCurrent();
+  const api = driver();
+  if (destination.buffer.context === source.buffer.context) {
+    const token = beginOperation('memcpyDtoD', stream);
+    const result = api.cuMemcpyDtoDAsync_v2(to, from, byteLength, stream.ffiHandle);
+    endOperation(token);
+    check(result, 'cuMemcpyDtoDAsync_v2');
+  } else {
+    const token = beginOperation('memcpyPeer', stream);
+    const result = api.cuMemcpyPeerAsync(
+      to,
+      destination.buffer.context.handle,
+      from,
+      source.buffer.context.handle,
+      byteLength,
+      stream.handle,
+    );
+    endOperation(token);
+    check(result, 'cuMemcpyPeerAsync');
+  }
+}
+
+/** Sets `byteLength` bytes to `value` (0-255), ordered on the stream. */
+export function memset(
+  destination: DeviceRegion,
+  value: number,
+  byteLength: number,
+  options: StreamOption = {},
+): void {
+  if (!Number.isInteger(value) || value < 0 || value > 255) {
+    throw new CudaArgumentError(`memset: value must be a byte (0..255), got ${value}`);
+  }
+  const offset = checkRange('memset', destination, byteLength);
+  const stream = resolveStream(options.stream);
+  if (byteLength === 0) return;
+  stream.assertUsable();
+  const pointer = destination.buffer.useOn(stream) + BigInt(offset);
+  stream.context.makeCurrent();
+  const token = beginOperation('memset', stream);
+  const result = driver().cuMemsetD8Async(pointer, value, byteLength, stream.ffiHandle);
+  endOperation(token);
+  check(result, 'cuMemsetD8Async');
+}
+
+/** Sets `count` 16- or 32-bit words to the bit pattern `word`, ordered on the stream. */
+export function memsetWords(
+  destination: DeviceRegion,
+  word: number,
+  count: number,
+  wordBytes: 2 | 4,
+  options: StreamOption = {},
+): void {
+  const offset = checkRange('memsetWords', destination, count * wordBytes);
+  if (offset % wordBytes !== 0)
+    throw new CudaArgumentError(`memsetWords: offset ${offset} is not ${wordBytes}-byte aligned`);
+  const stream = resolveStream(options.stream);
+  if (count === 0) return;
+  stream.assertUsable();
+  const pointer = destination.buffer.useOn(stream) + BigInt(offset);
+  stream.context.makeCurrent();
+  const api = driver();
+  const token = beginOperation('memset', stream);
+  const result =
+    wordBytes === 2
+      ? api.cuMemsetD16Async(pointer, word, count, stream.ffiHandle)
+      : api.cuMemsetD32Async(pointer, word >>> 0, count, stream.ffiHandle);
+  endOperation(token);
+  check(result, wordBytes === 2 ? 'cuMemsetD16Async' : 'cuMemsetD32Async');
+}
+
+function asBytes(view: ArrayBufferView): Uint8Array {
+  return view instanceof Uint8Array
+    ? view
+    : new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
