@@ -59,6 +59,18 @@ export const MAX_POSITIONAL = 8;
 /** Bytes of a CUlaunchConfig (7 dimensions and sizes, the stream, attrs, numAttrs), rounded up. */
 export const LAUNCH_CONFIG_BYTES = 64;
 
+/** Up to `MAX_POSITIONAL` kernel arguments, one by one (undefined past the count). */
+export type PositionalArguments = [
+  a0: unknown,
+  a1: unknown,
+  a2: unknown,
+  a3: unknown,
+  a4: unknown,
+  a5: unknown,
+  a6: unknown,
+  a7: unknown,
+];
+
 /**
  * A whole launch taking the geometry (checked), the argument count and the arguments one by
  * one.
@@ -73,14 +85,7 @@ export type PositionalLaunch = (
   bz: number,
   sharedMemory: number,
   count: number,
-  a0: unknown,
-  a1: unknown,
-  a2: unknown,
-  a3: unknown,
-  a4: unknown,
-  a5: unknown,
-  a6: unknown,
-  a7: unknown,
+  ...args: PositionalArguments
 ) => void;
 
 /**
@@ -93,14 +98,7 @@ export type PositionalLaunch = (
 export type DirectLaunch = (
   config: LaunchConfig,
   count: number,
-  a0: unknown,
-  a1: unknown,
-  a2: unknown,
-  a3: unknown,
-  a4: unknown,
-  a5: unknown,
-  a6: unknown,
-  a7: unknown,
+  ...args: PositionalArguments
 ) => boolean;
 
 /** A marshaller taking the arguments as a list. */

@@ -211,13 +211,9 @@ const untracked: Allocation = Object.freeze({
 /**
  * @internal The allocation record a `DeviceArray` keeps for its launches' inline path (see
  * `compileLaunch`): the buffer's own, or one with address 0 for a buffer of another copy of
- * the package.
+ * the package (set by DeviceBuffer's static block).
  */
-export function recordOf(buffer: DeviceBuffer): Allocation {
-  return hasAllocation(buffer) ? allocationOf(buffer) : untracked;
-}
-
-let hasAllocation: (buffer: DeviceBuffer) => boolean;
+export let recordOf: (buffer: DeviceBuffer) => Allocation;
 
 /**
  * Device memory from the stream-ordered pool. Remembers the stream that last used it: use
@@ -518,7 +514,7 @@ export class DeviceBuffer {
 
   static {
     allocationOf = (buffer) => buffer.#allocation;
-    hasAllocation = (buffer) => #allocation in buffer;
+    recordOf = (buffer) => (#allocation in buffer ? buffer.#allocation : untracked);
   }
 
   [Symbol.dispose](): void {
