@@ -65,4 +65,10 @@ export {
 } from './memory/transfer.js';
 export { Event, type EventOptions } from './stream/event.js';
 export { Stream, type StreamOptions } from './stream/stream.js';
-export { type WaitOptions, waitForStream } from './stream/wait.js';
+export {
+  DEFAULT_POLLING_WINDOW_MS,
+  pollingWindow,
+  setPollingWindow,
+  type WaitOptions,
+  waitForStream,
+} from './stream/wait.js';

@@ -1,7 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { DeviceArray, Event, type Kernel, launch, Module, Stream } from '@cuda-tasks/cudadrv';
+import {
+  DeviceArray,
+  Event,
+  type Kernel,
+  launch,
+  Module,
+  Stream,
+  setPollingWindow,
+} from '@cuda-tasks/cudadrv';
+import { pendingWaits } from '@cuda-tasks/cudadrv/internal';
 import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { beforeAll, expect, it } from 'vitest';
 import {
@@ -206,6 +215,36 @@ describeGpu('task runtime on the GPU', () => {
     histogram.disable();
     const maxMs = histogram.max / 1e6;
     expect(maxMs).toBeLessThan(5);
+  });
+
+  it('a wait inside the polling window is polled on the event loop; past it, it sleeps on a worker', async () => {
+    /** Where a synchronize on a 12 ms kernel is 6 ms in, and when it resolved. */
+    const waitOnce = async () => {
+      let midway: { blocking: number; polled: number } | undefined;
+      const start = performance.now();
+      await task(async () => {
+        launch(spin, { grid: 1, block: 1 }, 12_000_000); // 12 ms
+        setTimeout(() => {
+          midway = pendingWaits();
+        }, 6);
+        await synchronize();
+      });
+      return { midway, ms: performance.now() - start };
+    };
+    // The default window (20 ms): the whole wait is polled.
+    const polled = await waitOnce();
+    expect(polled.midway).toEqual({ blocking: 0, polled: 1 });
+    expect(polled.ms).toBeGreaterThanOrEqual(11.9);
+    // A 1 ms window: by 6 ms the wait sleeps in cuEventSynchronize on a worker thread.
+    const previous = setPollingWindow(1);
+    try {
+      const slept = await waitOnce();
+      expect(slept.midway).toEqual({ blocking: 1, polled: 0 });
+      expect(slept.ms).toBeGreaterThanOrEqual(11.9);
+    } finally {
+      setPollingWindow(previous);
+    }
+    expect(pendingWaits()).toEqual({ blocking: 0, polled: 0 });
   });
 
   it('100 tasks synchronizing at once neither starve the pool nor block the event loop', async () => {

@@ -69,13 +69,24 @@ vi.mock('../ffi/cuda.js', async (importOriginal) => {
 import { useClock } from '../progress.js';
 import type { Stream } from './stream.js';
 import {
+  DEFAULT_POLLING_WINDOW_MS,
   MAX_BLOCKING_WAITS,
   pendingWaits,
+  pollingWindow,
   SPIN_BUDGET_PER_TURN,
   SPIN_QUERIES,
   SPIN_QUERIES_PER_PASS,
+  setPollingWindow,
   waitForStream,
 } from './wait.js';
+
+/** Sets the polling window for the rest of the test (restored after it). */
+function pollingWindowForTest(ms: number): void {
+  const previous = setPollingWindow(ms);
+  onTestFinished(() => {
+    setPollingWindow(previous);
+  });
+}
 
 const context = { makeCurrent() {} };
 let nextStream = 1n;
@@ -199,6 +210,7 @@ describe('waitForStream', () => {
   });
 
   it('moves long waits off the main thread, at most MAX_BLOCKING_WAITS at once', async () => {
+    pollingWindowForTest(2);
     const streams = Array.from({ length: MAX_BLOCKING_WAITS + 3 }, stream);
     const waiting = Promise.all(streams.map((s) => waitForStream(s)));
     await sleep(50);
@@ -264,6 +276,7 @@ describe('waitForStream', () => {
     });
 
     it('rejects at once while a worker thread waits, and the worker ends with the work', async () => {
+      pollingWindowForTest(2);
       const s = stream();
       const controller = new AbortController();
       const reason = new Error('client went away');
@@ -303,6 +316,95 @@ describe('waitForStream', () => {
       expect(fake.state.queries).toBe(0);
       expect([...fake.state.recorded.values()]).not.toContain(s.handle);
     });
+  });
+});
+
+describe('the polling window', () => {
+  /** A clock the test moves by hand. */
+  function handClock(): { advance(ms: number): void } {
+    let now = performance.now();
+    const clock = vi.spyOn(performance, 'now').mockImplementation(() => now);
+    onTestFinished(() => clock.mockRestore());
+    return {
+      advance(ms) {
+        now += ms;
+      },
+    };
+  }
+
+  it('is 20 ms by default; setPollingWindow returns the previous window', () => {
+    expect(DEFAULT_POLLING_WINDOW_MS).toBe(20);
+    expect(pollingWindow()).toBe(DEFAULT_POLLING_WINDOW_MS);
+    expect(setPollingWindow(5)).toBe(DEFAULT_POLLING_WINDOW_MS);
+    expect(pollingWindow()).toBe(5);
+    expect(setPollingWindow(Infinity)).toBe(5);
+    expect(setPollingWindow(DEFAULT_POLLING_WINDOW_MS)).toBe(Infinity);
+  });
+
+  it.each([
+    [-1, '-1'],
+    [Number.NaN, 'NaN'],
+    ['5', '5'],
+    [undefined, 'undefined'],
+  ])('rejects %s with a RangeError and keeps the window', (ms, shown) => {
+    expect(() => setPollingWindow(ms as number)).toThrow(RangeError);
+    expect(() => setPollingWindow(ms as number)).toThrow(
+      `setPollingWindow: ms must be a number >= 0 (Infinity: always poll), got ${shown}`,
+    );
+    expect(pollingWindow()).toBe(DEFAULT_POLLING_WINDOW_MS);
+  });
+
+  it('a wait is polled on the event loop until the window has passed, then sleeps on a worker', async () => {
+    const clock = handClock();
+    pollingWindowForTest(10);
+    const s = stream();
+    const waiting = waitForStream(s);
+    await turn();
+    await turn();
+    expect(pendingWaits()).toEqual({ blocking: 0, polled: 1 });
+    clock.advance(9.9);
+    const polls = fake.state.eventQueries;
+    await turn();
+    await turn();
+    // Still inside the window: polled each turn, no worker.
+    expect(fake.state.eventQueries).toBeGreaterThan(polls);
+    expect(pendingWaits()).toEqual({ blocking: 0, polled: 1 });
+    expect(fake.state.blockingCalls).toBe(0);
+    clock.advance(0.1);
+    await turn();
+    await turn();
+    expect(pendingWaits()).toEqual({ blocking: 1, polled: 0 });
+    expect(fake.state.blockingCalls).toBe(1);
+    fake.state.done.add(s.handle);
+    for (const finish of fake.state.blockingCallbacks.splice(0)) finish();
+    await waiting;
+  });
+
+  it('Infinity polls for as long as the wait lasts; 0 sleeps right after the spin', async () => {
+    const clock = handClock();
+    pollingWindowForTest(Infinity);
+    const polledOnly = stream();
+    const waitingPolled = waitForStream(polledOnly);
+    await turn();
+    await turn();
+    clock.advance(3_600_000);
+    await turn();
+    await turn();
+    expect(pendingWaits()).toEqual({ blocking: 0, polled: 1 });
+    fake.state.done.add(polledOnly.handle);
+    await waitingPolled;
+    expect(fake.state.blockingCalls).toBe(0);
+
+    setPollingWindow(0);
+    const sleeper = stream();
+    const waitingSleeper = waitForStream(sleeper);
+    await turn();
+    await turn();
+    await sleep(5); // out of the window: the next poll is a 1 ms timer
+    expect(pendingWaits()).toEqual({ blocking: 1, polled: 0 });
+    fake.state.done.add(sleeper.handle);
+    for (const finish of fake.state.blockingCallbacks.splice(0)) finish();
+    await waitingSleeper;
   });
 });
 

@@ -19,12 +19,17 @@ import type { Stream } from './stream.js';
  *    on in the next turn), so many waiters, or a chain of awaits that never yields, never hold the
  *    loop for long;
  * 2. then record an event and poll it each turn of the event loop (setImmediate, so other
- *    callbacks run in between) for up to 2 ms: medium waits (a cuBLAS call, a copy) complete
- *    with a few microseconds of latency and the loop stays responsive;
+ *    callbacks run in between) for up to the polling window (`setPollingWindow`, 20 ms by
+ *    default): waits of a few milliseconds (GEMMs, solves, copies) complete with a few
+ *    microseconds of latency and the loop stays responsive, at the price of a busy loop while
+ *    they last;
  * 3. longer waits move off the main thread: a koffi async call of cuEventSynchronize (the event
  *    uses blocking sync, so the worker sleeps). At most `MAX_BLOCKING_WAITS` such calls run at
  *    once, so libuv's pool (4 threads) is never starved; the others go on being polled every
- *    millisecond, each on its own, so no waiter waits behind another's longer work.
+ *    millisecond, each on its own, so no waiter waits behind another's longer work. A sleeping
+ *    wait learns of the work's end 0.1-0.8 ms late on the H200's hosts (a blocking sync's wake-up
+ *    and the callback's way back to the event loop), against a few microseconds when polled:
+ *    docs/decisions/0031-poll-waits-of-milliseconds.md.
  */
 
 /** Queries one waiter spins before leaving the spin phase. */
@@ -38,7 +43,8 @@ export const SPIN_BUDGET_PER_TURN = 256;
 export const SPIN_QUERIES_PER_PASS = 8;
 /** Blocking waits in flight on libuv's pool at once. */
 export const MAX_BLOCKING_WAITS = 2;
-const POLL_FAST_MS = 2;
+/** The default polling window, ms (see `setPollingWindow`). */
+export const DEFAULT_POLLING_WINDOW_MS = 20;
 
 interface PendingWait {
   /** The event handle as `ffiValue` gives it. */
@@ -71,7 +77,37 @@ const waitState = cudadrvState('waiter', () => ({
   /** Waiters in the spin phase, in the order they are queried. */
   spinning: [] as Waiter[],
   spinPassScheduled: false,
+  pollingWindowMs: DEFAULT_POLLING_WINDOW_MS,
 }));
+// A slot made by an older loaded copy of this package has no polling window.
+waitState.pollingWindowMs ??= DEFAULT_POLLING_WINDOW_MS;
+
+/**
+ * Sets how long a wait (`waitForStream`, `synchronize()`, `toHost()`, ...) polls the GPU from
+ * the event loop before it sleeps on a worker thread, in milliseconds; returns the previous
+ * window. Within the window a wait sees its work done within microseconds, and the event loop
+ * turns without pause while any wait is pending (one CPU core busy, the loop still serving
+ * everything else between two polls). Past it the wait sleeps in `cuEventSynchronize` on
+ * libuv's pool: no CPU, but it learns of the end 0.1-0.8 ms late. The default, 20 ms, polls
+ * the waits of a service's requests and sleeps through long batch work; `Infinity` always
+ * polls (as CUDA's own spinning synchronize does), 0 sleeps after the first spin. Process-wide.
+ * @example setPollingWindow(5); // a service that would rather spare the CPU
+ */
+export function setPollingWindow(ms: number): number {
+  if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) {
+    throw new RangeError(
+      `setPollingWindow: ms must be a number >= 0 (Infinity: always poll), got ${String(ms)}`,
+    );
+  }
+  const previous = waitState.pollingWindowMs;
+  waitState.pollingWindowMs = ms;
+  return previous;
+}
+
+/** The polling window in milliseconds (see `setPollingWindow`). */
+export function pollingWindow(): number {
+  return waitState.pollingWindowMs;
+}
 
 function resetSpinBudget(): void {
   waitState.spinBudget = SPIN_BUDGET_PER_TURN;
@@ -413,7 +449,7 @@ function schedulePoll(): void {
   const now = performance.now();
   let youngest = 0;
   for (const wait of waitState.polled) youngest = Math.max(youngest, wait.since);
-  if (now - youngest < POLL_FAST_MS) setImmediate(poll);
+  if (now - youngest < waitState.pollingWindowMs) setImmediate(poll);
   else setTimeout(poll, 1);
 }
 
@@ -421,6 +457,7 @@ function poll(): void {
   waitState.pollScheduled = false;
   const api = driver();
   const now = performance.now();
+  const pollingWindowMs = waitState.pollingWindowMs;
   for (let i = waitState.polled.length - 1; i >= 0; i--) {
     const wait = waitState.polled[i]!;
     if (wait.waiter.abandoned) {
@@ -433,7 +470,7 @@ function poll(): void {
     const result = api.cuEventQuery(wait.event);
     if (result === CUresult.CUDA_ERROR_NOT_READY) {
       // Long waits move off the main thread while a blocking slot is free.
-      if (now - wait.since >= POLL_FAST_MS && waitState.blockingInFlight < MAX_BLOCKING_WAITS) {
+      if (now - wait.since >= pollingWindowMs && waitState.blockingInFlight < MAX_BLOCKING_WAITS) {
         waitState.polled.splice(i, 1);
         waitBlocking(wait);
       }
