@@ -22,6 +22,14 @@ export {
 export { handle, handles, version } from './handle.js';
 export type { StatusOption } from './info.js';
 export {
+  DEFAULT_ISSUE_WORKER_THRESHOLD,
+  type IssueWorkerStatistics,
+  issueWorkerStatistics,
+  issueWorkerThreshold,
+  setIssueWorkerThreshold,
+  startIssueWorker,
+} from './issue-worker.js';
+export {
   type LuFactorization,
   type LuOptions,
   type LuSolveOptions,

@@ -5,7 +5,7 @@ import {
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
-import { GETRF, GETRS, getrf, getrs } from './routines.js';
+import { GETRF, GETRS, getrf, getrfAwaited, getrs } from './routines.js';
 import {
   assertOptions,
   assertPivots,
@@ -69,7 +69,14 @@ export async function lu<D extends SolverDType>(
     factors = a.copy({ stream });
     pivots = DeviceArray.empty('int32', Math.min(m, n), { stream });
     info = status ?? DeviceArray.empty('int32', 1, { stream });
-    getrf(stream, dtype, m, n, factors.useOn(stream), m, pivots.useOn(stream), info.useOn(stream));
+    const pointers = [factors.useOn(stream), pivots.useOn(stream), info.useOn(stream)] as const;
+    if (status === undefined) {
+      // Awaited anyway: a large one is issued from the issue worker (issue-worker.ts).
+      const offThread = getrfAwaited(stream, dtype, m, n, pointers[0], m, pointers[1], pointers[2]);
+      if (offThread !== undefined) await offThread;
+    } else {
+      getrf(stream, dtype, m, n, pointers[0], m, pointers[1], pointers[2]);
+    }
     const pending = info;
     info = undefined;
     if (status === undefined) await checkInfo(pending, stream, 'singular', GETRF[dtype]);
@@ -162,7 +169,22 @@ export async function solve<D extends SolverDType>(
     const infoPointer = info.useOn(stream);
     const factorsPointer = factors.useOn(stream);
     const pivotsPointer = pivots.useOn(stream);
-    getrf(stream, dtype, n, n, factorsPointer, n, pivotsPointer, infoPointer);
+    if (status === undefined) {
+      // Awaited anyway: a large one is issued from the issue worker (issue-worker.ts).
+      const offThread = getrfAwaited(
+        stream,
+        dtype,
+        n,
+        n,
+        factorsPointer,
+        n,
+        pivotsPointer,
+        infoPointer,
+      );
+      if (offThread !== undefined) await offThread;
+    } else {
+      getrf(stream, dtype, n, n, factorsPointer, n, pivotsPointer, infoPointer);
+    }
     getrs(
       stream,
       dtype,

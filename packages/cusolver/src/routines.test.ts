@@ -9,6 +9,12 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 const fake = vi.hoisted(() => {
   const events: string[] = [];
   const state = { lwork: 5, status: 0, queryStatus: 0, nextAddress: 0x1000n };
+  // The issue worker: whether it takes a call of a size, and what it answers.
+  const worker = {
+    threshold: 1024,
+    ready: true,
+    reply: { status: 0 } as { status: number; call?: string; driver?: boolean },
+  };
   const record =
     (name: string, status: () => number) =>
     (...args: unknown[]) => {
@@ -46,6 +52,7 @@ const fake = vi.hoisted(() => {
     api,
     events,
     state,
+    worker,
     DeviceBuffer,
     beginOperation: (name: string) => {
       events.push(`begin ${name}`);
@@ -58,6 +65,10 @@ const fake = vi.hoisted(() => {
 vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => ({
   ...(await importOriginal<typeof import('@cuda-tasks/cudadrv')>()),
   DeviceBuffer: fake.DeviceBuffer,
+  // The driver's CUresult check, without a driver to name the result.
+  check: (result: number, call: string) => {
+    if (result !== 0) throw new Error(`driver check: ${call} gave CUresult ${result}`);
+  },
 }));
 vi.mock('@cuda-tasks/cudadrv/internal', async (importOriginal) => ({
   ...(await importOriginal<typeof import('@cuda-tasks/cudadrv/internal')>()),
@@ -69,6 +80,15 @@ vi.mock('./ffi/cusolver.js', async (importOriginal) => ({
   cusolver: () => fake.api,
 }));
 vi.mock('./handle.js', () => ({ handles: { get: () => 7n } }));
+vi.mock('./issue-worker.js', () => ({
+  offThreadReady: (size: number) => size >= fake.worker.threshold && fake.worker.ready,
+  issueOffThread: async (symbol: string, context: bigint, stream: bigint, args: unknown[]) => {
+    fake.events.push(`worker ${symbol}(${args.join(', ')}) on context ${context} stream ${stream}`);
+    await Promise.resolve();
+    fake.events.push('worker replied');
+    return fake.worker.reply;
+  },
+}));
 
 import { CusolverError } from './errors.js';
 import {
@@ -78,6 +98,7 @@ import {
   GETRS,
   gesvd,
   getrf,
+  getrfAwaited,
   getrs,
   ORGQR,
   POTRF,
@@ -88,12 +109,17 @@ import {
   syevd,
 } from './routines.js';
 
-const stream = { context: { makeCurrent: () => undefined } } as unknown as Stream;
+const stream = {
+  context: { makeCurrent: () => undefined, handle: 11n },
+  ffiHandle: 13n,
+  capture: null,
+} as unknown as Stream;
 const events = () => fake.events.splice(0);
 
 beforeEach(() => {
   events();
   Object.assign(fake.state, { lwork: 5, status: 0, queryStatus: 0, nextAddress: 0x1000n });
+  Object.assign(fake.worker, { threshold: 1024, ready: true, reply: { status: 0 } });
 });
 
 describe('the workspace envelope', () => {
@@ -171,6 +197,56 @@ describe('the workspace envelope', () => {
       /cusolverDnSgetrf_bufferSize failed: CUSOLVER_STATUS_INVALID_VALUE/,
     );
     expect(events()).toEqual(['cusolverDnSgetrf_bufferSize(7, 2, 2, 100, 2, lwork)']);
+  });
+});
+
+describe('getrf for an awaiting caller (the issue worker)', () => {
+  it('at the threshold: sizes and allocates here, issues from the worker, frees after its reply', async () => {
+    await getrfAwaited(stream, 'float64', 1024, 2048, 100n, 1024, 200n, 300n);
+    expect(events()).toEqual([
+      'cusolverDnDgetrf_bufferSize(7, 1024, 2048, 100, 1024, lwork)',
+      'allocate 40 bytes at 4096',
+      'begin cusolver.getrf',
+      // The worker's own handle: the arguments after it, the caller's context and stream.
+      'worker cusolverDnDgetrf(1024, 2048, 100, 1024, 4096, 200, 300) on context 11 stream 13',
+      'worker replied',
+      'end cusolver.getrf',
+      'free 4096',
+    ]);
+  });
+
+  it('below the threshold (min(m, n)), while the worker is not ready, or capturing: inline', async () => {
+    // Inline: issued before it returns, and nothing to await (the caller goes straight on).
+    expect(getrfAwaited(stream, 'float32', 1023, 4096, 100n, 1023, 200n, 300n)).toBeUndefined();
+    fake.worker.ready = false;
+    expect(getrfAwaited(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n)).toBeUndefined();
+    fake.worker.ready = true;
+    const capturing = { ...stream, capture: {} } as unknown as Stream;
+    expect(getrfAwaited(capturing, 'float32', 2048, 2048, 100n, 2048, 200n, 300n)).toBeUndefined();
+    const calls = events().filter((e) => /getrf\(/.test(e));
+    expect(calls).toEqual([
+      'cusolverDnSgetrf(7, 1023, 4096, 100, 1023, 4096, 200, 300)',
+      'cusolverDnSgetrf(7, 2048, 2048, 100, 2048, 8192, 200, 300)',
+      'cusolverDnSgetrf(7, 2048, 2048, 100, 2048, 12288, 200, 300)',
+    ]);
+  });
+
+  it("the worker's failing status is a CusolverError naming its call, after the free", async () => {
+    fake.worker.reply = { status: 7, call: 'cusolverDnSgetrf', driver: false };
+    const failed = getrfAwaited(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n);
+    await expect(failed).rejects.toBeInstanceOf(CusolverError);
+    await expect(failed).rejects.toMatchObject({
+      call: 'cusolverDnSgetrf',
+      status: 'CUSOLVER_STATUS_INTERNAL_ERROR',
+    });
+    expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
+  });
+
+  it('a driver call failing in the worker is a CudaError naming that call', async () => {
+    fake.worker.reply = { status: 1, call: 'cuCtxSetCurrent', driver: true };
+    await expect(
+      getrfAwaited(stream, 'float64', 2048, 2048, 100n, 2048, 200n, 300n),
+    ).rejects.toThrow('driver check: cuCtxSetCurrent gave CUresult 1');
   });
 });
 

@@ -9,7 +9,7 @@
  * on the stream (`useOn`); nothing here waits for the GPU. Internal: the public API
  * validates before it calls these.
  */
-import { DeviceBuffer, dtypeBytes, type Stream } from '@cuda-tasks/cudadrv';
+import { check as checkDriver, DeviceBuffer, dtypeBytes, type Stream } from '@cuda-tasks/cudadrv';
 import { beginOperation, endOperation, Scratch } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import {
@@ -22,6 +22,7 @@ import {
   cusolver,
 } from './ffi/cusolver.js';
 import { handles } from './handle.js';
+import { issueOffThread, type OffThreadSymbol, offThreadReady } from './issue-worker.js';
 import type { SolverDType } from './validate.js';
 
 /** An entry point of libcusolver, as named in cusolverDn.h. */
@@ -161,6 +162,70 @@ export function getrf(
     (getrf, handle, work) => getrf(handle, m, n, a, lda, work, pivots, info),
     (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork),
   );
+}
+
+/**
+ * getrf for a caller that awaits the result anyway (`lu`, `solve`): at or over the issue
+ * worker's threshold (min(m, n)), and outside a capture, the routine is issued from the issue
+ * worker so that its host-side work does not block the event loop (issue-worker.ts); the
+ * workspace is allocated here before and freed after, ordered on the stream. Otherwise (and
+ * while the worker starts) it is `getrf`, inline, and returns undefined: nothing to await, so
+ * the caller's next call is issued right after, as before.
+ */
+export function getrfAwaited(
+  stream: Stream,
+  dtype: SolverDType,
+  m: number,
+  n: number,
+  a: bigint,
+  lda: number,
+  pivots: bigint,
+  info: bigint,
+): Promise<void> | undefined {
+  if (stream.capture !== null || !offThreadReady(Math.min(m, n))) {
+    getrf(stream, dtype, m, n, a, lda, pivots, info);
+    return undefined;
+  }
+  return getrfOffThread(stream, dtype, m, n, a, lda, pivots, info);
+}
+
+async function getrfOffThread(
+  stream: Stream,
+  dtype: SolverDType,
+  m: number,
+  n: number,
+  a: bigint,
+  lda: number,
+  pivots: bigint,
+  info: bigint,
+): Promise<void> {
+  const routine = GETRF[dtype];
+  const api = cusolver();
+  const handle = handles.get(stream);
+  stream.context.makeCurrent();
+  const bufferSize = routine.bufferSize!;
+  const slot = (arena ??= new Scratch(16));
+  slot.i32[0] = 0;
+  check(api[bufferSize](handle, m, n, a, lda, slot.pointer), bufferSize);
+  const lwork = slot.i32[0]!;
+  const work = DeviceBuffer.allocate(Math.max(1, lwork) * routine.elementBytes, { stream });
+  const token = beginOperation(routine.operation, stream);
+  let reply: { status: number; call?: string; driver?: boolean };
+  try {
+    reply = await issueOffThread(
+      routine.symbol as OffThreadSymbol,
+      stream.context.handle,
+      stream.ffiHandle,
+      [m, n, a, lda, work.useOn(stream), pivots, info],
+    );
+  } finally {
+    endOperation(token);
+    work.dispose();
+  }
+  if (reply.status !== 0) {
+    if (reply.driver === true) checkDriver(reply.status, reply.call ?? 'the issue worker');
+    check(reply.status, reply.call ?? routine.symbol);
+  }
 }
 
 /** Solves A X = B (or A^T X = B) with getrf's factors; B is overwritten by X (cusolverDn<t>getrs). */

@@ -8,6 +8,7 @@ export {
   cudaLibraryCandidates,
   funcFirst,
   koffi,
+  koffiModulePath,
   type LibrarySpec,
   lazyBindings,
   loadLibrary,

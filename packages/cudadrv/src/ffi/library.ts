@@ -24,6 +24,21 @@ export function koffi(): Koffi {
   return koffiInstance;
 }
 
+/**
+ * The file koffi is loaded from, for a worker thread that loads koffi too (it must load the
+ * same copy). Throws the CudaUnavailableError of `koffi()` when koffi cannot be found.
+ */
+export function koffiModulePath(): string {
+  try {
+    return createRequire(import.meta.url).resolve('koffi');
+  } catch (error) {
+    throw new CudaUnavailableError(
+      `koffi could not be found (${(error as Error).message}); reinstall the package`,
+      'koffi',
+    );
+  }
+}
+
 /** Where to find one NVIDIA library, and what to tell the user when it is missing. */
 export interface LibrarySpec {
   /** Shown in errors, e.g. "cuBLAS". */

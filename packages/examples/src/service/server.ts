@@ -30,7 +30,7 @@ import {
   Stream,
 } from '@cuda-tasks/cudadrv';
 import { stickyError } from '@cuda-tasks/cudadrv/internal';
-import { SingularMatrixError, solve } from '@cuda-tasks/cusolver';
+import { SingularMatrixError, solve, startIssueWorker } from '@cuda-tasks/cusolver';
 import { prewarm, type TaskOptions, task, withStream } from '@cuda-tasks/task-runtime';
 import {
   CommandLineError,
@@ -605,13 +605,15 @@ export function parseServerArguments(
  * Starts the service on 127.0.0.1 and prints its URL. The port comes from `--port N`, then
  * `$PORT`, then 0 (a random free port); `--shared-stream` forces the one-stream mode,
  * `--no-priorities` runs every request at normal priority. The task streams (of both
- * priorities) and library handles are made at startup, while the GPU is idle. Resolves with
+ * priorities), library handles and cuSOLVER's issue worker are made at startup, while the GPU is idle. Resolves with
  * the listening server; SIGINT / SIGTERM close it.
  */
 export function main(argv: readonly string[] = process.argv.slice(2)): Promise<Server> {
   const { port, sharedStream, priorities } = parseServerArguments(argv);
   try {
     prewarm(0, priorities ? ['normal', 'high'] : ['normal']);
+    // Large solves are issued from cuSOLVER's issue worker: start it now, not on the first one.
+    void startIssueWorker();
   } catch (error) {
     // Without a GPU the service still starts (its GPU routes answer 503; /health says why).
     if (!CudaUnavailableError.isInstance(error)) throw error;

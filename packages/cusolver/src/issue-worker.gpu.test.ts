@@ -1,0 +1,154 @@
+import { performance } from 'node:perf_hooks';
+import { task } from '@cuda-tasks/task-runtime';
+import {
+  describeGpu,
+  diagonallyDominant,
+  luReconstruct,
+  Rng,
+  randomMatrix,
+  relativeError,
+  relativeResidual,
+} from '@cuda-tasks/testing';
+import { afterEach, expect, it } from 'vitest';
+import {
+  DEFAULT_ISSUE_WORKER_THRESHOLD,
+  issueWorkerStatistics,
+  lu,
+  SingularMatrixError,
+  setIssueWorkerThreshold,
+  solve,
+  startIssueWorker,
+} from './index.js';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
+
+const offThread = () => issueWorkerStatistics().offThread;
+
+describeGpu('the issue worker: large LU factorizations issued off the event loop', () => {
+  afterEach(() => {
+    setIssueWorkerThreshold(DEFAULT_ISSUE_WORKER_THRESHOLD);
+  });
+
+  it('starts; solve at the threshold (n = 2048) goes through it, n = 2047 does not', async () => {
+    expect(await startIssueWorker()).toBe(true);
+    expect(issueWorkerStatistics().state).toBe('ready');
+    const rng = new Rng(11);
+    for (const [n, through] of [
+      [2048, 1],
+      [2047, 0],
+    ] as const) {
+      const { array: a, host: hostA } = upload('float64', diagonallyDominant(rng, n), [n, n]);
+      const { array: b, host: hostB } = upload('float64', randomMatrix(rng, n, 2), [n, 2]);
+      const before = offThread();
+      const x = await solve(a, b);
+      expect(offThread() - before).toBe(through);
+      expect(relativeResidual(hostA, await download(x), hostB, n, 2)).toBeLessThan(
+        TOLERANCE.float64.residual,
+      );
+      for (const array of [a, b, x]) array.dispose();
+    }
+  });
+
+  it('every size through it (threshold 0): P L U = A with the pivots of an inline lu, both dtypes', async () => {
+    const rng = new Rng(12);
+    for (const dtype of SOLVER_DTYPES) {
+      for (const [m, n] of [
+        [160, 160],
+        [96, 64],
+        [64, 96],
+      ] as const) {
+        const { array: a, host } = upload(dtype, randomMatrix(rng, m, n), [m, n]);
+        setIssueWorkerThreshold(0);
+        const before = offThread();
+        const worker = await lu(a);
+        expect(offThread() - before).toBe(1);
+        setIssueWorkerThreshold(Number.POSITIVE_INFINITY);
+        const inline = await lu(a);
+        expect(offThread() - before).toBe(1);
+        const pivots = await worker.pivots.toHost();
+        expect(pivots).toEqual(await inline.pivots.toHost());
+        const rebuilt = luReconstruct(await download(worker.lu), pivots, m, n);
+        expect(relativeError(rebuilt, host)).toBeLessThan(TOLERANCE[dtype].reconstruction);
+        for (const array of [a, worker.lu, worker.pivots, inline.lu, inline.pivots]) {
+          array.dispose();
+        }
+      }
+    }
+  });
+
+  it('tasks on their own streams and several solves in one task share it; a singular one rejects', async () => {
+    setIssueWorkerThreshold(0);
+    const rng = new Rng(13);
+    const n = 200;
+    const problems = Array.from({ length: 12 }, () => ({
+      a: upload('float64', diagonallyDominant(rng, n), [n, n]),
+      b: upload('float64', randomMatrix(rng, n, 1), [n, 1]),
+    }));
+    const singular = randomMatrix(rng, n, n);
+    for (let i = 0; i < n; i++) singular[i + 6 * n] = 0; // column 7 (1-based) is zero
+    const bad = upload('float64', singular, [n, n]);
+    const before = offThread();
+    // 4 tasks, 3 solves each at once (one task's solves share its stream and handle lease),
+    // and one task whose matrix is singular.
+    const results = await Promise.all([
+      ...[0, 1, 2, 3].map((t) =>
+        task(() =>
+          Promise.all(
+            problems.slice(3 * t, 3 * t + 3).map(async ({ a, b }) => {
+              const x = await solve(a.array, b.array);
+              const residual = relativeResidual(a.host, await download(x), b.host, n, 1);
+              x.dispose();
+              return residual;
+            }),
+          ),
+        ),
+      ),
+      task(() =>
+        lu(bad.array).then(
+          () => undefined,
+          (error: unknown) => error,
+        ),
+      ),
+    ]);
+    const residuals = results.slice(0, 4).flat() as number[];
+    expect(residuals).toHaveLength(12);
+    for (const residual of residuals) expect(residual).toBeLessThan(TOLERANCE.float64.residual);
+    const error = results[4];
+    expect(error).toBeInstanceOf(SingularMatrixError);
+    expect((error as SingularMatrixError).info).toBe(7);
+    expect(offThread() - before).toBe(13);
+    for (const { a, b } of problems) {
+      a.array.dispose();
+      b.array.dispose();
+    }
+    bad.array.dispose();
+  });
+
+  it('reports how long solve(n = 4096) holds the event loop, inline and through the worker', async () => {
+    const rng = new Rng(14);
+    const n = 4096;
+    const { array: a, host: hostA } = upload('float64', diagonallyDominant(rng, n), [n, n]);
+    const { array: b, host: hostB } = upload('float64', randomMatrix(rng, n, 1), [n, 1]);
+    const held: Record<string, number[]> = { inline: [], worker: [] };
+    for (let round = 0; round < 4; round++) {
+      for (const mode of ['inline', 'worker'] as const) {
+        setIssueWorkerThreshold(mode === 'inline' ? Number.POSITIVE_INFINITY : 0);
+        const start = performance.now();
+        const pending = solve(a, b); // everything up to its first await runs here
+        held[mode]!.push(performance.now() - start);
+        const x = await pending;
+        if (round === 0) {
+          expect(relativeResidual(hostA, await download(x), hostB, n, 1)).toBeLessThan(
+            TOLERANCE.float64.residual,
+          );
+        }
+        x.dispose();
+      }
+    }
+    const median = (values: number[]) => [...values].sort((p, q) => p - q)[values.length >> 1]!;
+    console.log(
+      `solve(n = 4096, float64) holds the event loop for ${median(held.inline!).toFixed(3)} ms inline, ${median(held.worker!).toFixed(3)} ms with the issue worker (median of 4)`,
+    );
+    a.dispose();
+    b.dispose();
+  });
+});

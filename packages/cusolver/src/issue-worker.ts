@@ -1,0 +1,322 @@
+/**
+ * The issue worker: a worker thread that issues large LU factorizations (cusolverDn<t>getrf)
+ * so that their host-side work does not block the event loop. cuSOLVER enqueues a large
+ * factorization as hundreds of kernels from the calling thread: getrf of n = 4096 (float64)
+ * keeps the caller busy for 3.3 ms on the H200, during which a Node service answers nothing
+ * (docs/decisions/0032-issue-large-factorizations-from-a-worker.md). A C service pays the
+ * same on the thread of that one request; the worker gives Node the same: the event loop
+ * only posts a message and awaits the reply.
+ *
+ * The worker owns one cusolverDn handle per context (never the task's lease, so no handle is
+ * used from two threads) and issues the calls one after another, on the caller's stream with
+ * the caller's context current. Work of the worker's handle on one stream is ordered before
+ * its next call on another (an event), as the handle cache does for a task's handle. The
+ * caller allocates the workspace (stream-ordered) before posting and frees it after the
+ * reply, so the free is ordered after the routine's kernels. Only routines whose promise the
+ * caller awaits anyway (`lu`, `solve`) go through it; everything else stays inline.
+ */
+import { Worker } from 'node:worker_threads';
+import { koffiModulePath, libcudaSpec } from '@cuda-tasks/cudadrv/ffi';
+import { libcusolverSpec } from './ffi/cusolver.js';
+
+/** The default of `setIssueWorkerThreshold`: factorizations of n >= 2048 go to the worker. */
+export const DEFAULT_ISSUE_WORKER_THRESHOLD = 2048;
+
+/** The routines the worker declares (the same prototypes as ffi/cusolver.ts). */
+export type OffThreadSymbol = 'cusolverDnSgetrf' | 'cusolverDnDgetrf';
+
+/** What the worker answers for one call: status 0, or the call that failed and its status. */
+export interface OffThreadReply {
+  /** 0, or the failing call's CUresult (`driver`) or cusolverStatus_t. */
+  readonly status: number;
+  /** The call that failed (a cuda* driver function or a cusolverDn routine). */
+  readonly call?: string;
+  /** Whether `status` is a CUresult (else a cusolverStatus_t). */
+  readonly driver?: boolean;
+}
+
+/** How the issue worker stands, from `issueWorkerStatistics`. */
+export interface IssueWorkerStatistics {
+  /** `stopped` (not needed yet), `starting`, `ready`, or `failed` (calls stay inline). */
+  readonly state: 'stopped' | 'starting' | 'ready' | 'failed';
+  /** Calls issued from the worker so far. */
+  readonly offThread: number;
+  /** Calls at or over the threshold issued inline because the worker was not ready yet. */
+  readonly inline: number;
+  /** Why the worker failed to start or stopped (state `failed`). */
+  readonly failure?: string;
+}
+
+interface Pending {
+  resolve(reply: OffThreadReply): void;
+  reject(error: Error): void;
+}
+
+interface WorkerState {
+  threshold: number;
+  worker: Worker | undefined;
+  state: IssueWorkerStatistics['state'];
+  started: Promise<boolean> | undefined;
+  failure: string | undefined;
+  pending: Map<number, Pending>;
+  nextId: number;
+  offThread: number;
+  inline: number;
+}
+
+const STATE_KEY = Symbol.for('@cuda-tasks/cusolver/issue-worker');
+// Process-wide, so that two loaded copies of this package share one worker.
+const state: WorkerState = ((globalThis as any)[STATE_KEY] ??= {
+  threshold: DEFAULT_ISSUE_WORKER_THRESHOLD,
+  worker: undefined,
+  state: 'stopped',
+  started: undefined,
+  failure: undefined,
+  pending: new Map(),
+  nextId: 1,
+  offThread: 0,
+  inline: 0,
+} satisfies WorkerState);
+
+/**
+ * The worker's program (CommonJS, run with `eval`). It loads koffi, libcuda and libcusolver
+ * by the names the main thread uses (already loaded in the process: the same handles), then
+ * answers each `{ id, context, stream, symbol, args }` with `{ id, status, call?, driver? }`.
+ */
+const WORKER_SOURCE = `
+'use strict';
+const { parentPort, workerData } = require('node:worker_threads');
+function load(koffi, names) {
+  const failures = [];
+  for (const name of names) {
+    try { return koffi.load(name); } catch (error) { failures.push(name + ': ' + error.message); }
+  }
+  throw new Error('the worker could not load ' + failures.join('; '));
+}
+let run;
+try {
+  const koffi = require(workerData.koffi);
+  const cuda = load(koffi, workerData.cuda);
+  const solver = load(koffi, workerData.cusolver);
+  const cuCtxSetCurrent = cuda.func('int cuCtxSetCurrent(void *ctx)');
+  const cuEventCreate = cuda.func('int cuEventCreate(_Out_ void **phEvent, unsigned int Flags)');
+  const cuEventRecord = cuda.func('int cuEventRecord(void *hEvent, void *hStream)');
+  const cuStreamWaitEvent = cuda.func('int cuStreamWaitEvent(void *hStream, void *hEvent, unsigned int Flags)');
+  const cusolverDnCreate = solver.func('int cusolverDnCreate(_Out_ void **handle)');
+  const cusolverDnSetStream = solver.func('int cusolverDnSetStream(void *handle, void *streamId)');
+  const routines = {};
+  for (const t of ['S', 'D']) {
+    routines['cusolverDn' + t + 'getrf'] = solver.func('int cusolverDn' + t +
+      'getrf(void *handle, int m, int n, void *A, int lda, void *Workspace, void *devIpiv, void *devInfo)');
+  }
+  const contexts = new Map();
+  let current;
+  const driverFailure = (call, status) => ({ status, call, driver: true });
+  run = (message) => {
+    let status;
+    if (current !== message.context) {
+      status = cuCtxSetCurrent(message.context);
+      if (status !== 0) return driverFailure('cuCtxSetCurrent', status);
+      current = message.context;
+    }
+    let slot = contexts.get(message.context);
+    if (slot === undefined) {
+      const out = [null];
+      status = cusolverDnCreate(out);
+      if (status !== 0) return { status, call: 'cusolverDnCreate', driver: false };
+      const handle = out[0];
+      status = cuEventCreate(out, 2); // CU_EVENT_DISABLE_TIMING
+      if (status !== 0) return driverFailure('cuEventCreate', status);
+      slot = { handle, event: out[0], stream: undefined };
+      contexts.set(message.context, slot);
+    }
+    if (slot.stream !== message.stream) {
+      // The handle's internal buffers: its work on the previous stream comes first.
+      if (slot.stream !== undefined) {
+        status = cuStreamWaitEvent(message.stream, slot.event, 0);
+        if (status !== 0) return driverFailure('cuStreamWaitEvent', status);
+      }
+      status = cusolverDnSetStream(slot.handle, message.stream);
+      if (status !== 0) return { status, call: 'cusolverDnSetStream', driver: false };
+      slot.stream = message.stream;
+    }
+    const routine = routines[message.symbol];
+    if (routine === undefined) return { status: -1, call: String(message.symbol), driver: false };
+    const result = routine(slot.handle, ...message.args);
+    const recorded = cuEventRecord(slot.event, message.stream);
+    if (result !== 0) return { status: result, call: message.symbol, driver: false };
+    if (recorded !== 0) return driverFailure('cuEventRecord', recorded);
+    return { status: 0 };
+  };
+} catch (error) {
+  parentPort.postMessage({ failed: String((error && error.message) || error) });
+}
+if (run !== undefined) {
+  parentPort.on('message', (message) => {
+    let reply;
+    try {
+      reply = run(message);
+    } catch (error) {
+      reply = { status: -1, call: String((error && error.message) || error), driver: false };
+    }
+    reply.id = message.id;
+    parentPort.postMessage(reply);
+  });
+  parentPort.postMessage({ ready: true });
+}
+`;
+
+function libraryNames(spec: {
+  environmentVariable: string;
+  candidates: readonly string[];
+}): string[] {
+  const override = process.env[spec.environmentVariable];
+  return override ? [override] : [...spec.candidates];
+}
+
+function fail(reason: string): void {
+  state.state = 'failed';
+  state.failure = reason;
+  const worker = state.worker;
+  state.worker = undefined;
+  const pending = [...state.pending.values()];
+  state.pending.clear();
+  for (const call of pending) {
+    call.reject(new Error(`the cuSOLVER issue worker stopped during a call: ${reason}`));
+  }
+  void worker?.terminate();
+}
+
+/**
+ * Starts the issue worker if it is not running (it takes some tens of milliseconds; calls
+ * made meanwhile are issued inline). Resolves true once it is ready, false if it could not
+ * start (`issueWorkerStatistics().failure` says why; calls then stay inline). Call it ahead of
+ * a burst, as `prewarm` does for streams and handles.
+ * @example
+ * await startIssueWorker();
+ * const x = await solve(a, b); // n = 4096: issued from the worker
+ */
+export function startIssueWorker(): Promise<boolean> {
+  if (state.started !== undefined) return state.started;
+  state.state = 'starting';
+  state.started = new Promise<boolean>((resolve) => {
+    let worker: Worker;
+    try {
+      worker = new Worker(WORKER_SOURCE, {
+        eval: true,
+        workerData: {
+          koffi: koffiModulePath(),
+          cuda: libraryNames(libcudaSpec),
+          cusolver: libraryNames(libcusolverSpec),
+        },
+        // Its own small heap: it holds a few closures and numbers.
+        resourceLimits: { maxOldGenerationSizeMb: 32 },
+      });
+    } catch (error) {
+      fail((error as Error).message);
+      resolve(false);
+      return;
+    }
+    state.worker = worker;
+    worker.unref(); // referenced only while a call is in flight
+    worker.on('message', (message: Record<string, unknown>) => {
+      if (message.ready === true) {
+        state.state = 'ready';
+        resolve(true);
+        return;
+      }
+      if (typeof message.failed === 'string') {
+        fail(message.failed);
+        resolve(false);
+        return;
+      }
+      const id = message.id as number;
+      const call = state.pending.get(id);
+      if (call === undefined) return;
+      state.pending.delete(id);
+      if (state.pending.size === 0) worker.unref();
+      call.resolve(message as unknown as OffThreadReply);
+    });
+    worker.on('error', (error) => {
+      fail(error.message);
+      resolve(false);
+    });
+    worker.on('exit', (code) => {
+      if (state.worker === worker) fail(`it exited with code ${code}`);
+      resolve(false);
+    });
+  });
+  return state.started;
+}
+
+/**
+ * Whether a factorization of this size goes to the worker; starts the worker the first time
+ * one does (that call and the ones until it is ready are issued inline and counted).
+ */
+export function offThreadReady(size: number): boolean {
+  if (!(size >= state.threshold)) return false;
+  if (state.state === 'ready') return true;
+  if (state.state === 'stopped') void startIssueWorker();
+  if (state.state !== 'failed') state.inline++;
+  return false;
+}
+
+/**
+ * Issues one routine from the worker on `stream` (its CUstream) with `context` (its CUcontext)
+ * current there; resolves with the worker's reply. Only after `offThreadReady` said true.
+ */
+export function issueOffThread(
+  symbol: OffThreadSymbol,
+  context: bigint,
+  stream: number | bigint,
+  args: readonly (number | bigint)[],
+): Promise<OffThreadReply> {
+  const worker = state.worker!;
+  const id = state.nextId++;
+  return new Promise<OffThreadReply>((resolve, reject) => {
+    if (state.pending.size === 0) worker.ref();
+    state.pending.set(id, { resolve, reject });
+    state.offThread++;
+    worker.postMessage({ id, context, stream, symbol, args });
+  });
+}
+
+/**
+ * Sets the size from which LU factorizations (`lu`, `solve`: min(m, n) >= n) are issued from
+ * the issue worker instead of the calling thread; returns the previous one. Default 2048
+ * (`DEFAULT_ISSUE_WORKER_THRESHOLD`); `Infinity` issues everything inline; 0 sends every
+ * factorization to the worker. Process-wide. A RangeError for anything but a number >= 0.
+ * @example
+ * const previous = setIssueWorkerThreshold(Infinity); // all inline
+ * setIssueWorkerThreshold(previous);
+ */
+export function setIssueWorkerThreshold(n: number): number {
+  if (typeof n !== 'number' || !(n >= 0)) {
+    throw new RangeError(
+      `setIssueWorkerThreshold: n must be a number >= 0 (Infinity: never), got ${String(n)}`,
+    );
+  }
+  const previous = state.threshold;
+  state.threshold = n;
+  return previous;
+}
+
+/** The size from which LU factorizations are issued from the worker (see setIssueWorkerThreshold). */
+export function issueWorkerThreshold(): number {
+  return state.threshold;
+}
+
+/**
+ * How the issue worker stands: its state, how many calls it issued, how many large ones were
+ * issued inline while it started, and why it failed if it did.
+ * @example
+ * console.log(issueWorkerStatistics()); // { state: 'ready', offThread: 12, inline: 1 }
+ */
+export function issueWorkerStatistics(): IssueWorkerStatistics {
+  return {
+    state: state.state,
+    offThread: state.offThread,
+    inline: state.inline,
+    ...(state.failure === undefined ? {} : { failure: state.failure }),
+  };
+}
