@@ -9,7 +9,7 @@ import {
   relativeError,
   relativeResidual,
 } from '@cuda-tasks/testing';
-import { afterEach, expect, it } from 'vitest';
+import { afterEach, beforeAll, expect, it } from 'vitest';
 import {
   DEFAULT_ISSUE_WORKER_THRESHOLD,
   issueWorkerStatistics,
@@ -24,12 +24,14 @@ import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js'
 const offThread = () => issueWorkerStatistics().offThread;
 
 describeGpu('the issue worker: large LU factorizations issued off the event loop', () => {
+  beforeAll(async () => {
+    expect(await startIssueWorker()).toBe(true);
+  });
   afterEach(() => {
     setIssueWorkerThreshold(DEFAULT_ISSUE_WORKER_THRESHOLD);
   });
 
-  it('starts; solve at the threshold (n = 2048) goes through it, n = 2047 does not', async () => {
-    expect(await startIssueWorker()).toBe(true);
+  it('is ready; solve at the threshold (n = 2048) goes through it, n = 2047 does not', async () => {
     expect(issueWorkerStatistics().state).toBe('ready');
     const rng = new Rng(11);
     for (const [n, through] of [

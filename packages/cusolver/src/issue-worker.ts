@@ -2,18 +2,18 @@
  * The issue worker: a worker thread that issues large LU factorizations (cusolverDn<t>getrf)
  * so that their host-side work does not block the event loop. cuSOLVER enqueues a large
  * factorization as hundreds of kernels from the calling thread: getrf of n = 4096 (float64)
- * keeps the caller busy for 3.3 ms on the H200, during which a Node service answers nothing
+ * keeps the caller busy for 2-3 ms on the H200, during which a Node service answers nothing
  * (docs/decisions/0032-issue-large-factorizations-from-a-worker.md). A C service pays the
  * same on the thread of that one request; the worker gives Node the same: the event loop
  * only posts a message and awaits the reply.
  *
- * The worker owns one cusolverDn handle per context (never the task's lease, so no handle is
- * used from two threads) and issues the calls one after another, on the caller's stream with
- * the caller's context current. Work of the worker's handle on one stream is ordered before
- * its next call on another (an event), as the handle cache does for a task's handle. The
- * caller allocates the workspace (stream-ordered) before posting and frees it after the
- * reply, so the free is ordered after the routine's kernels. Only routines whose promise the
- * caller awaits anyway (`lu`, `solve`) go through it; everything else stays inline.
+ * The worker owns cusolverDn handles of its own (never the task's lease, so no handle is used
+ * from two threads): one per stream, at most 16 per context. It issues the calls one after
+ * another, on the caller's stream with the caller's context current; before each call the
+ * stream waits for the handle's previous call (an event), as the handle cache does for a
+ * task's handle. The caller allocates the workspace (stream-ordered) before posting and frees
+ * it after the reply, so the free is ordered after the routine's kernels. Only routines whose
+ * promise the caller awaits anyway (`lu`, `solve`) go through it; everything else stays inline.
  */
 import { Worker } from 'node:worker_threads';
 import { koffiModulePath, libcudaSpec } from '@cuda-tasks/cudadrv/ffi';
@@ -33,13 +33,15 @@ export interface OffThreadReply {
   readonly call?: string;
   /** Whether `status` is a CUresult (else a cusolverStatus_t). */
   readonly driver?: boolean;
+  /** The stream began a capture before the worker got to the call: nothing was issued. */
+  readonly capturing?: boolean;
 }
 
 /** How the issue worker stands, from `issueWorkerStatistics`. */
 export interface IssueWorkerStatistics {
   /** `stopped` (not needed yet), `starting`, `ready`, or `failed` (calls stay inline). */
   readonly state: 'stopped' | 'starting' | 'ready' | 'failed';
-  /** Calls issued from the worker so far. */
+  /** Calls the worker issued successfully so far. */
   readonly offThread: number;
   /** Calls at or over the threshold issued inline because the worker was not ready yet. */
   readonly inline: number;
@@ -81,7 +83,12 @@ const state: WorkerState = ((globalThis as any)[STATE_KEY] ??= {
 /**
  * The worker's program (CommonJS, run with `eval`). It loads koffi, libcuda and libcusolver
  * by the names the main thread uses (already loaded in the process: the same handles), then
- * answers each `{ id, context, stream, symbol, args }` with `{ id, status, call?, driver? }`.
+ * answers each `{ id, context, stream, symbol, args }` with `{ id, status, call?, driver? }`
+ * (or `{ id, capturing: true }` for a stream that began a capture before the call got here).
+ * Handles: one per stream, at most `handlesPerContext` per context; past that the least
+ * recently used one moves to the new stream. Before each call its stream waits on the event
+ * recorded after the handle's previous call (the handle's internal buffers; on the same stream
+ * it costs a microsecond and covers a new stream at a disposed one's address).
  */
 const WORKER_SOURCE = `
 'use strict';
@@ -99,6 +106,7 @@ try {
   const cuda = load(koffi, workerData.cuda);
   const solver = load(koffi, workerData.cusolver);
   const cuCtxSetCurrent = cuda.func('int cuCtxSetCurrent(void *ctx)');
+  const cuStreamIsCapturing = cuda.func('int cuStreamIsCapturing(void *hStream, _Out_ int *captureStatus)');
   const cuEventCreate = cuda.func('int cuEventCreate(_Out_ void **phEvent, unsigned int Flags)');
   const cuEventRecord = cuda.func('int cuEventRecord(void *hEvent, void *hStream)');
   const cuStreamWaitEvent = cuda.func('int cuStreamWaitEvent(void *hStream, void *hEvent, unsigned int Flags)');
@@ -109,9 +117,30 @@ try {
     routines['cusolverDn' + t + 'getrf'] = solver.func('int cusolverDn' + t +
       'getrf(void *handle, int m, int n, void *A, int lda, void *Workspace, void *devIpiv, void *devInfo)');
   }
+  const limit = workerData.handlesPerContext;
   const contexts = new Map();
   let current;
+  let clock = 0;
   const driverFailure = (call, status) => ({ status, call, driver: true });
+  // The handle for this stream: its own, a new one, or the least recently used one.
+  const slotFor = (context, stream) => {
+    let slots = contexts.get(context);
+    if (slots === undefined) contexts.set(context, (slots = []));
+    let slot = slots.find((s) => s.stream === stream);
+    if (slot !== undefined) return slot;
+    if (slots.length < limit) {
+      const out = [null];
+      let status = cuEventCreate(out, 2); // CU_EVENT_DISABLE_TIMING
+      if (status !== 0) return driverFailure('cuEventCreate', status);
+      const event = out[0];
+      status = cusolverDnCreate(out);
+      if (status !== 0) return { status, call: 'cusolverDnCreate', driver: false };
+      slot = { handle: out[0], event, stream: undefined, used: false, last: 0 };
+      slots.push(slot);
+      return slot;
+    }
+    return slots.reduce((a, b) => (b.last < a.last ? b : a));
+  };
   run = (message) => {
     let status;
     if (current !== message.context) {
@@ -119,31 +148,27 @@ try {
       if (status !== 0) return driverFailure('cuCtxSetCurrent', status);
       current = message.context;
     }
-    let slot = contexts.get(message.context);
-    if (slot === undefined) {
-      const out = [null];
-      status = cusolverDnCreate(out);
-      if (status !== 0) return { status, call: 'cusolverDnCreate', driver: false };
-      const handle = out[0];
-      status = cuEventCreate(out, 2); // CU_EVENT_DISABLE_TIMING
-      if (status !== 0) return driverFailure('cuEventCreate', status);
-      slot = { handle, event: out[0], stream: undefined };
-      contexts.set(message.context, slot);
+    const capture = [0];
+    status = cuStreamIsCapturing(message.stream, capture);
+    if (status !== 0) return driverFailure('cuStreamIsCapturing', status);
+    if (capture[0] !== 0) return { status: 0, capturing: true };
+    const routine = routines[message.symbol];
+    if (routine === undefined) return { status: -1, call: String(message.symbol), driver: false };
+    const slot = slotFor(message.context, message.stream);
+    if (slot.status !== undefined) return slot;
+    if (slot.used) {
+      status = cuStreamWaitEvent(message.stream, slot.event, 0);
+      if (status !== 0) return driverFailure('cuStreamWaitEvent', status);
     }
     if (slot.stream !== message.stream) {
-      // The handle's internal buffers: its work on the previous stream comes first.
-      if (slot.stream !== undefined) {
-        status = cuStreamWaitEvent(message.stream, slot.event, 0);
-        if (status !== 0) return driverFailure('cuStreamWaitEvent', status);
-      }
       status = cusolverDnSetStream(slot.handle, message.stream);
       if (status !== 0) return { status, call: 'cusolverDnSetStream', driver: false };
       slot.stream = message.stream;
     }
-    const routine = routines[message.symbol];
-    if (routine === undefined) return { status: -1, call: String(message.symbol), driver: false };
+    slot.last = ++clock;
     const result = routine(slot.handle, ...message.args);
     const recorded = cuEventRecord(slot.event, message.stream);
+    slot.used = true;
     if (result !== 0) return { status: result, call: message.symbol, driver: false };
     if (recorded !== 0) return driverFailure('cuEventRecord', recorded);
     return { status: 0 };
@@ -159,12 +184,26 @@ if (run !== undefined) {
     } catch (error) {
       reply = { status: -1, call: String((error && error.message) || error), driver: false };
     }
-    reply.id = message.id;
-    parentPort.postMessage(reply);
+    parentPort.postMessage({ ...reply, id: message.id });
   });
   parentPort.postMessage({ ready: true });
 }
 `;
+
+/** What the worker is started with: where koffi is, the library names to try, the handle bound. */
+export interface IssueWorkerData {
+  /** koffi's module file (`koffiModulePath()`), or a test double's. */
+  readonly koffi: string;
+  /** Names to load libcuda by, in order. */
+  readonly cuda: readonly string[];
+  /** Names to load libcusolver by, in order. */
+  readonly cusolver: readonly string[];
+  /** Handles the worker keeps per context (one per stream up to this). */
+  readonly handlesPerContext: number;
+}
+
+/** At most this many cusolverDn handles per context in the worker, as the handle cache's bound. */
+export const WORKER_HANDLES_PER_CONTEXT = 16;
 
 function libraryNames(spec: {
   environmentVariable: string;
@@ -177,6 +216,7 @@ function libraryNames(spec: {
 function fail(reason: string): void {
   state.state = 'failed';
   state.failure = reason;
+  state.started = undefined; // startIssueWorker() tries again; calls meanwhile stay inline
   const worker = state.worker;
   state.worker = undefined;
   const pending = [...state.pending.values()];
@@ -190,25 +230,44 @@ function fail(reason: string): void {
 /**
  * Starts the issue worker if it is not running (it takes some tens of milliseconds; calls
  * made meanwhile are issued inline). Resolves true once it is ready, false if it could not
- * start (`issueWorkerStatistics().failure` says why; calls then stay inline). Call it ahead of
- * a burst, as `prewarm` does for streams and handles.
+ * start (`issueWorkerStatistics().failure` says why; calls then stay inline until a later
+ * `startIssueWorker()` succeeds). Call it ahead of a burst, as `prewarm` does for streams
+ * and handles.
  * @example
  * await startIssueWorker();
  * const x = await solve(a, b); // n = 4096: issued from the worker
  */
 export function startIssueWorker(): Promise<boolean> {
   if (state.started !== undefined) return state.started;
+  let data: IssueWorkerData;
+  try {
+    data = {
+      koffi: koffiModulePath(),
+      cuda: libraryNames(libcudaSpec),
+      cusolver: libraryNames(libcusolverSpec),
+      handlesPerContext: WORKER_HANDLES_PER_CONTEXT,
+    };
+  } catch (error) {
+    fail((error as Error).message);
+    return Promise.resolve(false);
+  }
+  return startIssueWorkerWith(data);
+}
+
+/**
+ * `startIssueWorker` with the worker's data given: the unit tests start it on a koffi test
+ * double. Internal.
+ */
+export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
+  if (state.started !== undefined) return state.started;
   state.state = 'starting';
-  state.started = new Promise<boolean>((resolve) => {
+  state.failure = undefined;
+  const started = new Promise<boolean>((resolve) => {
     let worker: Worker;
     try {
       worker = new Worker(WORKER_SOURCE, {
         eval: true,
-        workerData: {
-          koffi: koffiModulePath(),
-          cuda: libraryNames(libcudaSpec),
-          cusolver: libraryNames(libcusolverSpec),
-        },
+        workerData: data,
         // Its own small heap: it holds a few closures and numbers.
         resourceLimits: { maxOldGenerationSizeMb: 32 },
       });
@@ -220,6 +279,7 @@ export function startIssueWorker(): Promise<boolean> {
     state.worker = worker;
     worker.unref(); // referenced only while a call is in flight
     worker.on('message', (message: Record<string, unknown>) => {
+      if (state.worker !== worker) return;
       if (message.ready === true) {
         state.state = 'ready';
         resolve(true);
@@ -235,10 +295,11 @@ export function startIssueWorker(): Promise<boolean> {
       if (call === undefined) return;
       state.pending.delete(id);
       if (state.pending.size === 0) worker.unref();
+      if (message.status === 0 && message.capturing !== true) state.offThread++;
       call.resolve(message as unknown as OffThreadReply);
     });
     worker.on('error', (error) => {
-      fail(error.message);
+      if (state.worker === worker) fail(error.message);
       resolve(false);
     });
     worker.on('exit', (code) => {
@@ -246,7 +307,22 @@ export function startIssueWorker(): Promise<boolean> {
       resolve(false);
     });
   });
-  return state.started;
+  state.started = started;
+  return started;
+}
+
+/** Stops the worker and forgets it (the unit tests start one per case). Internal. */
+export async function stopIssueWorker(): Promise<void> {
+  const worker = state.worker;
+  state.worker = undefined;
+  state.started = undefined;
+  state.state = 'stopped';
+  state.failure = undefined;
+  state.offThread = 0;
+  state.inline = 0;
+  for (const call of state.pending.values()) call.reject(new Error('the issue worker was stopped'));
+  state.pending.clear();
+  await worker?.terminate();
 }
 
 /**
@@ -276,7 +352,6 @@ export function issueOffThread(
   return new Promise<OffThreadReply>((resolve, reject) => {
     if (state.pending.size === 0) worker.ref();
     state.pending.set(id, { resolve, reject });
-    state.offThread++;
     worker.postMessage({ id, context, stream, symbol, args });
   });
 }

@@ -73,7 +73,11 @@ export async function lu<D extends SolverDType>(
     if (status === undefined) {
       // Awaited anyway: a large one is issued from the issue worker (issue-worker.ts).
       const offThread = getrfAwaited(stream, dtype, m, n, pointers[0], m, pointers[1], pointers[2]);
-      if (offThread !== undefined) await offThread;
+      if (offThread !== undefined) {
+        await offThread;
+        // Declared again now that the worker has issued its work on the stream.
+        for (const array of [factors, pivots, info]) array.useOn(stream);
+      }
     } else {
       getrf(stream, dtype, m, n, pointers[0], m, pointers[1], pointers[2]);
     }
@@ -181,7 +185,11 @@ export async function solve<D extends SolverDType>(
         pivotsPointer,
         infoPointer,
       );
-      if (offThread !== undefined) await offThread;
+      if (offThread !== undefined) {
+        await offThread;
+        // Declared again now that the worker has issued its work on the stream.
+        for (const array of [factors, pivots, info]) array.useOn(stream);
+      }
     } else {
       getrf(stream, dtype, n, n, factorsPointer, n, pivotsPointer, infoPointer);
     }

@@ -9,7 +9,13 @@
  * on the stream (`useOn`); nothing here waits for the GPU. Internal: the public API
  * validates before it calls these.
  */
-import { check as checkDriver, DeviceBuffer, dtypeBytes, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  CaptureError,
+  check as checkDriver,
+  DeviceBuffer,
+  dtypeBytes,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
 import { beginOperation, endOperation, Scratch } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import {
@@ -22,7 +28,12 @@ import {
   cusolver,
 } from './ffi/cusolver.js';
 import { handles } from './handle.js';
-import { issueOffThread, type OffThreadSymbol, offThreadReady } from './issue-worker.js';
+import {
+  issueOffThread,
+  type OffThreadReply,
+  type OffThreadSymbol,
+  offThreadReady,
+} from './issue-worker.js';
 import type { SolverDType } from './validate.js';
 
 /** An entry point of libcusolver, as named in cusolverDn.h. */
@@ -103,6 +114,30 @@ type Compute = (routine: NativeFunction, handle: bigint, work: bigint, lwork: nu
 // The `int *Lwork` out-parameter of the _bufferSize queries: one reused native slot.
 let arena: Scratch | undefined;
 
+/** Runs a `_bufferSize` query with the handle: the workspace's size in elements. */
+function workspaceSize(
+  api: CusolverBindings,
+  routine: SolverRoutine,
+  handle: bigint,
+  query: Query,
+): number {
+  const bufferSize = routine.bufferSize!;
+  const slot = (arena ??= new Scratch(16));
+  slot.i32[0] = 0;
+  check(query(api[bufferSize], handle, slot.pointer), bufferSize);
+  return slot.i32[0]!;
+}
+
+/** The workspace from the stream-ordered pool: `lwork` elements (at least one) and `extra`. */
+function allocateWorkspace(
+  stream: Stream,
+  routine: SolverRoutine,
+  lwork: number,
+  extra = 0,
+): DeviceBuffer {
+  return DeviceBuffer.allocate((Math.max(1, lwork) + extra) * routine.elementBytes, { stream });
+}
+
 /**
  * Issues one cuSOLVER routine on `stream` (CUDA.jl's `@workspace`): binds the task's handle
  * to the stream with its context current; for a routine with a workspace, runs `query` to
@@ -123,13 +158,8 @@ function issue(
   let lwork = 0;
   let work: DeviceBuffer | undefined;
   if (query !== undefined) {
-    const bufferSize = routine.bufferSize!;
-    const slot = (arena ??= new Scratch(16));
-    slot.i32[0] = 0;
-    check(query(api[bufferSize], handle, slot.pointer), bufferSize);
-    lwork = slot.i32[0]!;
-    const elements = Math.max(1, lwork) + extraElements;
-    work = DeviceBuffer.allocate(elements * routine.elementBytes, { stream });
+    lwork = workspaceSize(api, routine, handle, query);
+    work = allocateWorkspace(stream, routine, lwork, extraElements);
   }
   const token = beginOperation(routine.operation, stream);
   try {
@@ -186,41 +216,52 @@ export function getrfAwaited(
     getrf(stream, dtype, m, n, a, lda, pivots, info);
     return undefined;
   }
-  return getrfOffThread(stream, dtype, m, n, a, lda, pivots, info);
+  return issueOffThreadAwaited(
+    stream,
+    GETRF[dtype],
+    (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork),
+    (work) => [m, n, a, lda, work, pivots, info],
+  );
 }
 
-async function getrfOffThread(
+/**
+ * `issue` from the issue worker: sizes the workspace with the task's handle and allocates it
+ * here, has the worker call the routine with its own handle on the stream (`args`: the
+ * arguments after the handle, given the workspace), then frees the workspace, ordered on the
+ * stream after the routine's kernels. A failing status is thrown under the call that gave it.
+ */
+async function issueOffThreadAwaited(
   stream: Stream,
-  dtype: SolverDType,
-  m: number,
-  n: number,
-  a: bigint,
-  lda: number,
-  pivots: bigint,
-  info: bigint,
+  routine: SolverRoutine,
+  query: Query,
+  args: (work: bigint) => (number | bigint)[],
 ): Promise<void> {
-  const routine = GETRF[dtype];
-  const api = cusolver();
   const handle = handles.get(stream);
   stream.context.makeCurrent();
-  const bufferSize = routine.bufferSize!;
-  const slot = (arena ??= new Scratch(16));
-  slot.i32[0] = 0;
-  check(api[bufferSize](handle, m, n, a, lda, slot.pointer), bufferSize);
-  const lwork = slot.i32[0]!;
-  const work = DeviceBuffer.allocate(Math.max(1, lwork) * routine.elementBytes, { stream });
+  const work = allocateWorkspace(
+    stream,
+    routine,
+    workspaceSize(cusolver(), routine, handle, query),
+  );
   const token = beginOperation(routine.operation, stream);
-  let reply: { status: number; call?: string; driver?: boolean };
+  let reply: OffThreadReply;
   try {
     reply = await issueOffThread(
       routine.symbol as OffThreadSymbol,
       stream.context.handle,
       stream.ffiHandle,
-      [m, n, a, lda, work.useOn(stream), pivots, info],
+      args(work.useOn(stream)),
     );
   } finally {
     endOperation(token);
+    work.useOn(stream); // declared again after the worker's kernels: the free is ordered after them
     work.dispose();
+  }
+  if (reply.capturing === true) {
+    throw new CaptureError(
+      routine.symbol,
+      `${routine.symbol}: the stream began a graph capture before the issue worker issued this call (nothing was issued); await the call before capturing on its stream`,
+    );
   }
   if (reply.status !== 0) {
     if (reply.driver === true) checkDriver(reply.status, reply.call ?? 'the issue worker');
