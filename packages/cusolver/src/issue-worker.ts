@@ -8,7 +8,8 @@
  * only posts a message and awaits the reply.
  *
  * The worker owns cusolverDn handles of its own (never the task's lease, so no handle is used
- * from two threads): one per stream, at most 16 per context. It issues the calls one after
+ * from two threads): one per stream, at most as many per context as the task handles' bound
+ * (`configureHandles`, 16 by default). It issues the calls one after
  * another, on the caller's stream with the caller's context current; before each call the
  * stream waits for the handle's previous call (an event), as the handle cache does for a
  * task's handle. The caller allocates the workspace (stream-ordered) before posting and frees
@@ -18,6 +19,7 @@
 import { Worker } from 'node:worker_threads';
 import { koffiModulePath, libcudaSpec } from '@cuda-tasks/cudadrv/ffi';
 import { libcusolverSpec } from './ffi/cusolver.js';
+import { handles } from './handle.js';
 
 /** The default of `setIssueWorkerThreshold`: factorizations of n >= 2048 go to the worker. */
 export const DEFAULT_ISSUE_WORKER_THRESHOLD = 2048;
@@ -202,9 +204,6 @@ export interface IssueWorkerData {
   readonly handlesPerContext: number;
 }
 
-/** At most this many cusolverDn handles per context in the worker, as the handle cache's bound. */
-export const WORKER_HANDLES_PER_CONTEXT = 16;
-
 function libraryNames(spec: {
   environmentVariable: string;
   candidates: readonly string[];
@@ -245,7 +244,8 @@ export function startIssueWorker(): Promise<boolean> {
       koffi: koffiModulePath(),
       cuda: libraryNames(libcudaSpec),
       cusolver: libraryNames(libcusolverSpec),
-      handlesPerContext: WORKER_HANDLES_PER_CONTEXT,
+      // As many as the task handles' bound (`configureHandles`), read when it starts.
+      handlesPerContext: handles.maxHandlesPerContext,
     };
   } catch (error) {
     fail((error as Error).message);

@@ -2,6 +2,7 @@ import {
   CudaArgumentError,
   DeviceArray,
   resolveStream,
+  type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
@@ -43,6 +44,35 @@ export interface LuSolveOptions extends StreamOption {
 }
 
 /**
+ * getrf on `factors` in place, on the stream. For a caller that awaits the status (`awaited`:
+ * `lu` and `solve` without `{ info }`) a large one is issued from the issue worker and this
+ * returns the promise of its issue, after which the arrays are declared used again (the
+ * worker's kernels came after the first declaration); otherwise it is issued here and this
+ * returns undefined, nothing to await.
+ */
+function factorOn(
+  stream: Stream,
+  m: number,
+  n: number,
+  factors: DeviceArray<SolverDType>,
+  pivots: DeviceArray<'int32'>,
+  info: DeviceArray<'int32'>,
+  awaited: boolean,
+): Promise<void> | undefined {
+  const dtype = factors.dtype;
+  const a = factors.useOn(stream);
+  const ipiv = pivots.useOn(stream);
+  const status = info.useOn(stream);
+  if (!awaited) {
+    getrf(stream, dtype, m, n, a, m, ipiv, status);
+    return undefined;
+  }
+  return getrfAwaited(stream, dtype, m, n, a, m, ipiv, status)?.then(() => {
+    for (const array of [factors, pivots, info]) array.useOn(stream);
+  });
+}
+
+/**
  * LU factorization with partial pivoting of an m x n float32/float64 matrix (cusolverDn
  * getrf) on a copy: `a` is not modified. The promise resolves once the factorization is done
  * (its status is read back without blocking the event loop); an exactly singular matrix
@@ -69,18 +99,8 @@ export async function lu<D extends SolverDType>(
     factors = a.copy({ stream });
     pivots = DeviceArray.empty('int32', Math.min(m, n), { stream });
     info = status ?? DeviceArray.empty('int32', 1, { stream });
-    const pointers = [factors.useOn(stream), pivots.useOn(stream), info.useOn(stream)] as const;
-    if (status === undefined) {
-      // Awaited anyway: a large one is issued from the issue worker (issue-worker.ts).
-      const offThread = getrfAwaited(stream, dtype, m, n, pointers[0], m, pointers[1], pointers[2]);
-      if (offThread !== undefined) {
-        await offThread;
-        // Declared again now that the worker has issued its work on the stream.
-        for (const array of [factors, pivots, info]) array.useOn(stream);
-      }
-    } else {
-      getrf(stream, dtype, m, n, pointers[0], m, pointers[1], pointers[2]);
-    }
+    const issued = factorOn(stream, m, n, factors, pivots, info, status === undefined);
+    if (issued !== undefined) await issued;
     const pending = info;
     info = undefined;
     if (status === undefined) await checkInfo(pending, stream, 'singular', GETRF[dtype]);
@@ -170,41 +190,20 @@ export async function solve<D extends SolverDType>(
     pivots = DeviceArray.empty('int32', n, { stream });
     // Two devInfo words: getrs resets its devInfo, so it must not overwrite getrf's.
     info = status ?? DeviceArray.empty('int32', 2, { stream });
-    const infoPointer = info.useOn(stream);
-    const factorsPointer = factors.useOn(stream);
-    const pivotsPointer = pivots.useOn(stream);
-    if (status === undefined) {
-      // Awaited anyway: a large one is issued from the issue worker (issue-worker.ts).
-      const offThread = getrfAwaited(
-        stream,
-        dtype,
-        n,
-        n,
-        factorsPointer,
-        n,
-        pivotsPointer,
-        infoPointer,
-      );
-      if (offThread !== undefined) {
-        await offThread;
-        // Declared again now that the worker has issued its work on the stream.
-        for (const array of [factors, pivots, info]) array.useOn(stream);
-      }
-    } else {
-      getrf(stream, dtype, n, n, factorsPointer, n, pivotsPointer, infoPointer);
-    }
+    const issued = factorOn(stream, n, n, factors, pivots, info, status === undefined);
+    if (issued !== undefined) await issued;
     getrs(
       stream,
       dtype,
       false,
       n,
       right.columns,
-      factorsPointer,
+      factors.useOn(stream),
       n,
-      pivotsPointer,
+      pivots.useOn(stream),
       x.useOn(stream),
       n,
-      infoPointer + 4n,
+      info.useOn(stream) + 4n,
     );
     disposeAll(factors, pivots);
     factors = pivots = undefined;
