@@ -3,11 +3,15 @@
  * kept in memory and in the on-disk cache, and per context one loaded module. Process-wide
  * state lives on `globalThis`, so two loaded copies of this package share one cache.
  */
-import { readdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { type Context, CudaArgumentError, compileToCubin, Module } from '@cuda-tasks/cudadrv';
 import { nvrtc } from '@cuda-tasks/cudadrv/ffi';
-import { defaultCacheDirectory, readCached, removeCached, writeCached } from './disk-cache.js';
+import {
+  clearCacheFolder,
+  defaultCacheDirectory,
+  readCached,
+  removeCached,
+  writeCached,
+} from './disk-cache.js';
 
 /** What the kernel cache has done since the process started (or since `clearKernelCache`). */
 export interface KernelCacheStatistics {
@@ -17,6 +21,11 @@ export interface KernelCacheStatistics {
   memoryHits: number;
   /** Cubins read from the on-disk cache. */
   diskHits: number;
+  /**
+   * Entries of the on-disk cache not loaded because the trust rules refused them or their
+   * folder, or because they were damaged (each reason is also a `KernelCacheWarning`, once).
+   */
+  diskRefused: number;
   /** Cubins written to the on-disk cache. */
   diskWrites: number;
   /** Writes to the on-disk cache that failed (the kernels still work). */
@@ -56,6 +65,7 @@ function emptyStatistics(): KernelCacheStatistics {
     compiled: 0,
     memoryHits: 0,
     diskHits: 0,
+    diskRefused: 0,
     diskWrites: 0,
     diskWriteFailures: 0,
     modulesLoaded: 0,
@@ -90,8 +100,10 @@ export function kernelCacheStatistics(): KernelCacheStatistics {
 
 /**
  * Forgets the compiled kernels held in memory and resets the counters: the next call of each
- * kernel reads the on-disk cache (or compiles). With `{ disk: true }` it also deletes the
- * cached `.cubin` files. Modules already loaded stay loaded (queued work may still run them).
+ * kernel reads the on-disk cache (or compiles). With `{ disk: true }` it also deletes the disk
+ * cache's own entries (`cuda-tasks-<hex>.kernel`), never other files of the folder, and
+ * nothing in a folder the trust rules refuse. Modules already loaded stay loaded (queued work
+ * may still run them).
  */
 export function clearKernelCache(options: { disk?: boolean } = {}): void {
   state.cubins.clear();
@@ -99,17 +111,7 @@ export function clearKernelCache(options: { disk?: boolean } = {}): void {
   state.generation++;
   state.statistics = emptyStatistics();
   const directory = kernelCacheDirectory();
-  if (options.disk && directory !== null) {
-    let names: string[] = [];
-    try {
-      names = readdirSync(directory);
-    } catch {
-      return;
-    }
-    for (const name of names) {
-      if (name.endsWith('.cubin')) rmSync(join(directory, name), { force: true });
-    }
-  }
+  if (options.disk && directory !== null) clearCacheFolder(directory);
 }
 
 /** @internal The generation kernels were loaded in; they are stale once it moved on. */
@@ -152,10 +154,13 @@ export function loadModule(source: string, context: Context, name: string): Modu
   const directory = kernelCacheDirectory();
   let fromDisk = false;
   if (cubin === undefined && directory !== null) {
-    cubin = readCached(directory, key);
+    const read = readCached(directory, key);
+    cubin = read.cubin;
     if (cubin !== undefined) {
       fromDisk = true;
       state.statistics.diskHits++;
+    } else if (read.refused !== undefined) {
+      state.statistics.diskRefused++;
     }
   }
   let module: Module | undefined;
@@ -163,7 +168,7 @@ export function loadModule(source: string, context: Context, name: string): Modu
     try {
       module = Module.fromCubin(cubin, { context });
     } catch (error) {
-      // A cubin the driver refuses (a damaged file that kept its digest?): compile afresh.
+      // A cubin the driver refuses (written by another NVRTC build?): compile afresh.
       if (!fromDisk) throw error;
       removeCached(directory!, key);
       state.statistics.diskHits--;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import {
 import {
   cacheFileName,
   defaultCacheDirectory,
+  isCacheFileName,
   readCached,
   removeCached,
   writeCached,
@@ -58,27 +60,48 @@ describe('cache files', () => {
 
   it('round-trips a cubin under a name derived from the key', () => {
     const folder = temporaryFolder();
-    expect(readCached(folder, key)).toBeUndefined();
+    expect(readCached(folder, key)).toEqual({});
     expect(writeCached(folder, key, cubin)).toBe(true);
     expect(readdirSync(folder)).toEqual([cacheFileName(key)]);
-    expect(readCached(folder, key)).toEqual(cubin);
-    expect(readCached(folder, `${key} `)).toBeUndefined();
-    expect(cacheFileName(key)).toMatch(/^[0-9a-f]{40}\.cubin$/);
+    expect(readCached(folder, key)).toEqual({ cubin });
+    expect(readCached(folder, `${key} `)).toEqual({});
+    const digest = createHash('sha256').update(key).digest('hex');
+    expect(cacheFileName(key)).toBe(`cuda-tasks-${digest}.kernel`);
+    expect(isCacheFileName(cacheFileName(key))).toBe(true);
+    for (const name of [
+      'gemm_sm90.cubin',
+      `${digest.slice(0, 40)}.cubin`,
+      `x${cacheFileName(key)}`,
+    ]) {
+      expect(isCacheFileName(name)).toBe(false);
+    }
     expect(cacheFileName(`${key} `)).not.toBe(cacheFileName(key));
     removeCached(folder, key);
-    expect(readCached(folder, key)).toBeUndefined();
+    expect(readCached(folder, key)).toEqual({});
   });
 
-  it('a damaged or truncated file is a miss', () => {
+  it('an entry is a header (magic, version, key digest, length, payload digest) and the cubin', () => {
+    const folder = temporaryFolder();
+    writeCached(folder, key, cubin);
+    const bytes = readFileSync(join(folder, cacheFileName(key)));
+    expect(bytes.length).toBe(88 + cubin.length);
+    expect(bytes.subarray(0, 8).toString('latin1')).toBe('CTKERNEL');
+    expect(bytes.readUInt32LE(8)).toBe(1);
+    expect(bytes.readUInt32LE(12)).toBe(88);
+    expect(bytes.subarray(16, 48)).toEqual(createHash('sha256').update(key).digest());
+    expect(bytes.readBigUInt64LE(48)).toBe(300n);
+    expect(bytes.subarray(56, 88)).toEqual(createHash('sha256').update(cubin).digest());
+    expect(new Uint8Array(bytes.subarray(88))).toEqual(cubin);
+  });
+
+  it('an entry of another format version is a quiet miss', () => {
     const folder = temporaryFolder();
     writeCached(folder, key, cubin);
     const path = join(folder, cacheFileName(key));
     const bytes = readFileSync(path);
-    bytes[10] = bytes[10]! ^ 1;
+    bytes.writeUInt32LE(2, 8);
     writeFileSync(path, bytes);
-    expect(readCached(folder, key)).toBeUndefined();
-    writeFileSync(path, bytes.subarray(0, 20));
-    expect(readCached(folder, key)).toBeUndefined();
+    expect(readCached(folder, key)).toEqual({});
   });
 
   it('a folder that cannot be written is a failed write, not an error', () => {
@@ -86,17 +109,19 @@ describe('cache files', () => {
     const blocker = join(folder, 'file');
     writeFileSync(blocker, 'not a folder');
     expect(writeCached(join(blocker, 'kernels'), key, cubin)).toBe(false);
+    expect(readdirSync(folder)).toEqual(['file']);
   });
 
-  it('clearKernelCache({ disk: true }) deletes the cubins only', () => {
+  it('clearKernelCache({ disk: true }) deletes the entries only', () => {
     const folder = temporaryFolder();
     const before = kernelCacheDirectory();
     try {
       setKernelCacheDirectory(folder);
       writeCached(folder, key, cubin);
       writeFileSync(join(folder, 'notes.txt'), 'keep me');
+      writeFileSync(join(folder, 'gemm_sm90.cubin'), 'keep me too');
       clearKernelCache({ disk: true });
-      expect(readdirSync(folder)).toEqual(['notes.txt']);
+      expect(readdirSync(folder).sort()).toEqual(['gemm_sm90.cubin', 'notes.txt']);
       expect(kernelCacheStatistics().compiled).toBe(0);
     } finally {
       setKernelCacheDirectory(before);

@@ -1,15 +1,44 @@
 /**
- * The on-disk kernel cache: one file per compiled source and architecture, named by a SHA-256
- * of what determines the binary (NVRTC's version, the architecture, the options, the source).
- * A file holds the cubin followed by the SHA-256 of the cubin, so a truncated or damaged file
- * is seen as a miss, never handed to the driver. Writes go to a temporary file renamed into
- * place, so concurrent processes never read half a file. Every failure is a miss: the cache
- * only ever saves time.
+ * The on-disk kernel cache. Entry names can be computed by anyone (a hash of NVRTC's version,
+ * the architecture and a source that is the same in every installation), so an entry is loaded
+ * only when nobody but this user (or root) could have put it there (decision 0033):
+ *
+ * - the cache folder (symbolic links resolved) belongs to this user and neither its group nor
+ *   others can write it; the folder holding it belongs to this user or root, and if its group
+ *   or others can write it, it has the sticky bit;
+ * - the entry is a regular file, not a symbolic link, belongs to this user, cannot be written by
+ *   its group or others, and is at most {@link MAX_ENTRY_BYTES}; it is opened with
+ *   `O_NOFOLLOW | O_NONBLOCK` and these checks are made on the opened descriptor;
+ * - its header (magic, format version, SHA-256 of the key, payload length, SHA-256 of the
+ *   payload) matches the key asked for and the bytes that follow.
+ *
+ * Anything else is refused with a warning (once per reason per process) and the kernel is
+ * compiled instead. The cache creates its folders 0700 and its entries 0600 whatever the umask,
+ * writing a temporary file (`O_EXCL`) renamed into place. Every failure is a miss: the cache
+ * only ever saves time. Where the platform has no user ids (Windows), the owner and mode rules
+ * are skipped.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fchmodSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  realpathSync,
+  renameSync,
+  type Stats,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 /** The environment variable naming the cache folder (`0`, `off`, `false` or `none`: no disk cache). */
 export const CACHE_ENVIRONMENT_VARIABLE = 'CUDA_TASKS_KERNEL_CACHE';
@@ -29,53 +58,408 @@ export function defaultCacheDirectory(environment: NodeJS.ProcessEnv = process.e
   return join(base, 'cuda-tasks', 'kernels');
 }
 
-/** The cache file name for a key (what determines the binary). */
+/** The largest entry read or written: generated kernels' cubins are tens of kilobytes. */
+export const MAX_ENTRY_BYTES = 64 * 1024 * 1024;
+
+const ENTRY_PREFIX = 'cuda-tasks-';
+const ENTRY_SUFFIX = '.kernel';
+const ENTRY_NAME = /^cuda-tasks-[0-9a-f]{64}\.kernel$/;
+const TEMPORARY_NAME = /^\.cuda-tasks-[0-9a-f]{64}\.kernel\.[0-9a-f]{16}\.tmp$/;
+
+/** The entry's file name for a key: a fixed prefix, the key's SHA-256 in hex, `.kernel`. */
 export function cacheFileName(key: string): string {
-  return `${createHash('sha256').update(key).digest('hex').slice(0, 40)}.cubin`;
+  return `${ENTRY_PREFIX}${keyDigest(key).toString('hex')}${ENTRY_SUFFIX}`;
 }
 
-const DIGEST_BYTES = 32;
+/** Whether `name` is one of this cache's entries or its unfinished temporary files. */
+export function isCacheFileName(name: string): boolean {
+  return ENTRY_NAME.test(name) || TEMPORARY_NAME.test(name);
+}
 
-/** The cubin stored under `key` in `directory`, or undefined (absent, unreadable or damaged). */
-export function readCached(directory: string, key: string): Uint8Array | undefined {
-  let file: Buffer;
-  try {
-    file = readFileSync(join(directory, cacheFileName(key)));
-  } catch {
-    return undefined;
+function keyDigest(key: string): Buffer {
+  return createHash('sha256').update(key).digest();
+}
+
+// The header: magic, format version, header length, SHA-256 of the key, payload length,
+// SHA-256 of the payload; all integers little-endian.
+const MAGIC = Buffer.from('CTKERNEL', 'latin1');
+const FORMAT_VERSION = 1;
+const HEADER_BYTES = 8 + 4 + 4 + 32 + 8 + 32;
+
+function header(key: string, payload: Uint8Array): Buffer {
+  const bytes = Buffer.alloc(HEADER_BYTES);
+  MAGIC.copy(bytes, 0);
+  bytes.writeUInt32LE(FORMAT_VERSION, 8);
+  bytes.writeUInt32LE(HEADER_BYTES, 12);
+  keyDigest(key).copy(bytes, 16);
+  bytes.writeBigUInt64LE(BigInt(payload.length), 48);
+  createHash('sha256').update(payload).digest().copy(bytes, 56);
+  return bytes;
+}
+
+/**
+ * Why the cache did not load an entry (or use a folder). Each reason is one warning code:
+ * `CUDA_TASKS_KERNEL_CACHE_` followed by the reason in capitals, `-` as `_`.
+ */
+export type KernelCacheRefusal =
+  | 'folder-not-a-folder'
+  | 'folder-owner'
+  | 'folder-writable'
+  | 'parent-owner'
+  | 'parent-writable'
+  | 'entry-symlink'
+  | 'entry-not-regular'
+  | 'entry-owner'
+  | 'entry-writable'
+  | 'entry-too-large'
+  | 'entry-damaged'
+  | 'entry-unreadable';
+
+/** What a read of the cache found: the cubin, nothing, or an entry or folder it refused. */
+export interface CacheReadResult {
+  /** The cubin, when a trusted, intact entry was found. */
+  readonly cubin?: Uint8Array;
+  /** Why the entry or its folder was refused (a warning has been emitted). */
+  readonly refused?: KernelCacheRefusal;
+}
+
+const MISS: CacheReadResult = Object.freeze({});
+
+class Refused extends Error {
+  constructor(
+    readonly reason: KernelCacheRefusal,
+    readonly path: string,
+    readonly why: string,
+    readonly remedy: string,
+  ) {
+    super(why);
   }
-  if (file.length <= DIGEST_BYTES) return undefined;
-  const cubin = file.subarray(0, file.length - DIGEST_BYTES);
-  const digest = createHash('sha256').update(cubin).digest();
-  if (!digest.equals(file.subarray(file.length - DIGEST_BYTES))) return undefined;
-  return new Uint8Array(cubin);
 }
 
-/** Stores `cubin` under `key`; returns false (and leaves no partial file) when it cannot. */
-export function writeCached(directory: string, key: string, cubin: Uint8Array): boolean {
-  const path = join(directory, cacheFileName(key));
-  const temporary = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+const WARNED_KEY = Symbol.for('@cuda-tasks/kernels/cache-warnings@1');
+const warned: Set<KernelCacheRefusal> = ((globalThis as any)[WARNED_KEY] ??= new Set());
+
+function warnOnce(refusal: Refused): void {
+  if (warned.has(refusal.reason)) return;
+  warned.add(refusal.reason);
+  process.emitWarning(
+    `cuda-tasks kernel cache: refused ${refusal.path}: ${refusal.why}; compiling the kernel ` +
+      'instead (this warning is shown once per reason).',
+    {
+      type: 'KernelCacheWarning',
+      code: `CUDA_TASKS_KERNEL_CACHE_${refusal.reason.toUpperCase().replaceAll('-', '_')}`,
+      detail: refusal.remedy,
+    },
+  );
+}
+
+/** @internal Forgets which warnings were emitted, so that each is emitted again (tests). */
+export function resetKernelCacheWarnings(): void {
+  warned.clear();
+}
+
+const userId: number | undefined = process.geteuid?.();
+const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
+const GROUP_OR_OTHERS_WRITE = 0o022;
+const STICKY = 0o1000;
+
+const octal = (mode: number) => (mode & 0o7777).toString(8).padStart(3, '0');
+
+/**
+ * The cache folder's real path once it passes the folder rules; throws Refused, or the
+ * filesystem's error (ENOENT: no cache yet).
+ */
+function trustedFolder(directory: string): string {
+  const real = realpathSync(directory);
+  const folder = statSync(real);
+  if (!folder.isDirectory()) {
+    throw new Refused('folder-not-a-folder', real, 'it is not a folder', 'Name a folder.');
+  }
+  if (userId === undefined) return real;
+  if (folder.uid !== userId) {
+    throw new Refused(
+      'folder-owner',
+      real,
+      `the folder belongs to uid ${folder.uid}, not to this process's user (uid ${userId})`,
+      'Another user could place kernels there. Use a folder of your own ' +
+        '(setKernelCacheDirectory or CUDA_TASKS_KERNEL_CACHE).',
+    );
+  }
+  if ((folder.mode & GROUP_OR_OTHERS_WRITE) !== 0) {
+    throw new Refused(
+      'folder-writable',
+      real,
+      `its group or others can write the folder (mode ${octal(folder.mode)})`,
+      `Another user could place kernels there. Run: chmod go-w '${real}'`,
+    );
+  }
+  const parentPath = dirname(real);
+  if (parentPath === real) return real;
+  const parent = statSync(parentPath);
+  if (parent.uid !== userId && parent.uid !== 0) {
+    throw new Refused(
+      'parent-owner',
+      parentPath,
+      `the folder holding the cache belongs to uid ${parent.uid}, neither this user ` +
+        `(uid ${userId}) nor root`,
+      'Its owner could replace the cache folder. Use a folder inside one of your own.',
+    );
+  }
+  if ((parent.mode & GROUP_OR_OTHERS_WRITE) !== 0 && (parent.mode & STICKY) === 0) {
+    throw new Refused(
+      'parent-writable',
+      parentPath,
+      `its group or others can write the folder holding the cache and it has no sticky bit ` +
+        `(mode ${octal(parent.mode)})`,
+      `Others could replace the cache folder. Run: chmod go-w '${parentPath}' (or +t).`,
+    );
+  }
+  return real;
+}
+
+function checkEntry(path: string, entry: Stats): void {
+  if (entry.isSymbolicLink()) {
+    throw new Refused(
+      'entry-symlink',
+      path,
+      'the entry is a symbolic link',
+      'Entries are only ever regular files written by the cache. Delete it.',
+    );
+  }
+  if (!entry.isFile()) {
+    throw new Refused(
+      'entry-not-regular',
+      path,
+      'the entry is not a regular file (a FIFO, a device or a folder)',
+      'Entries are only ever regular files written by the cache. Delete it.',
+    );
+  }
+  if (userId !== undefined && entry.uid !== userId) {
+    throw new Refused(
+      'entry-owner',
+      path,
+      `the entry belongs to uid ${entry.uid}, not to this process's user (uid ${userId})`,
+      'Entries written by another user are never loaded. Delete it.',
+    );
+  }
+  if (userId !== undefined && (entry.mode & GROUP_OR_OTHERS_WRITE) !== 0) {
+    throw new Refused(
+      'entry-writable',
+      path,
+      `its group or others can write the entry (mode ${octal(entry.mode)})`,
+      'The cache writes its entries 0600. Delete it.',
+    );
+  }
+  if (entry.size > HEADER_BYTES + MAX_ENTRY_BYTES) {
+    throw new Refused(
+      'entry-too-large',
+      path,
+      `the entry holds ${entry.size} bytes, more than the ${MAX_ENTRY_BYTES} a kernel may`,
+      'Delete it.',
+    );
+  }
+}
+
+function damaged(path: string, why: string): Refused {
+  return new Refused(
+    'entry-damaged',
+    path,
+    `the entry is damaged (${why})`,
+    'It is written again after the compile.',
+  );
+}
+
+/** Reads exactly `bytes.length` bytes at `position`; false when the file ends first. */
+function readFully(descriptor: number, bytes: Buffer, position: number): boolean {
+  let done = 0;
+  while (done < bytes.length) {
+    const count = readSync(descriptor, bytes, done, bytes.length - done, position + done);
+    if (count === 0) return false;
+    done += count;
+  }
+  return true;
+}
+
+function readEntry(path: string, key: string): Uint8Array | undefined {
+  // lstat first, so that a FIFO or a device is never opened; the descriptor is checked again.
+  let named: Stats;
   try {
-    mkdirSync(directory, { recursive: true });
-    const digest = createHash('sha256').update(cubin).digest();
-    writeFileSync(temporary, Buffer.concat([cubin, digest]));
-    renameSync(temporary, path);
+    named = lstatSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  checkEntry(path, named);
+  let descriptor: number;
+  try {
+    descriptor = openSync(path, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'ELOOP' || code === 'EMLINK') checkEntry(path, lstatSync(path));
+    throw error;
+  }
+  try {
+    const opened = fstatSync(descriptor);
+    checkEntry(path, opened);
+    if (opened.dev !== named.dev || opened.ino !== named.ino) {
+      throw damaged(path, 'it was replaced while being opened');
+    }
+    if (opened.size < HEADER_BYTES) throw damaged(path, 'shorter than its header');
+    const head = Buffer.alloc(HEADER_BYTES);
+    if (!readFully(descriptor, head, 0)) throw damaged(path, 'shorter than its header');
+    if (!head.subarray(0, 8).equals(MAGIC)) throw damaged(path, 'not a cache entry');
+    // An entry of another format version is a plain miss, rewritten after the compile.
+    if (head.readUInt32LE(8) !== FORMAT_VERSION) return undefined;
+    if (head.readUInt32LE(12) !== HEADER_BYTES) throw damaged(path, 'a wrong header length');
+    if (!head.subarray(16, 48).equals(keyDigest(key))) {
+      throw damaged(path, 'it holds the kernel of another key');
+    }
+    const length = head.readBigUInt64LE(48);
+    if (length > BigInt(MAX_ENTRY_BYTES) || Number(length) !== opened.size - HEADER_BYTES) {
+      throw damaged(path, 'its length does not match its header');
+    }
+    const payload = Buffer.alloc(Number(length));
+    if (!readFully(descriptor, payload, HEADER_BYTES)) throw damaged(path, 'truncated');
+    const digest = createHash('sha256').update(payload).digest();
+    if (!digest.equals(head.subarray(56, 88))) throw damaged(path, 'its digest does not match');
+    return new Uint8Array(payload.buffer, payload.byteOffset, payload.length);
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
+function refusedOr(error: unknown, path: string): CacheReadResult {
+  if (error instanceof Refused) {
+    warnOnce(error);
+    return { refused: error.reason };
+  }
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT' || code === 'ENOTDIR') return MISS;
+  const refusal = new Refused(
+    'entry-unreadable',
+    path,
+    `it cannot be read (${code ?? String(error)})`,
+    'Check the permissions of the cache folder.',
+  );
+  warnOnce(refusal);
+  return { refused: refusal.reason };
+}
+
+/**
+ * The cubin stored under `key` in `directory` if the trust rules accept the folder and the
+ * entry; a miss when there is none; a refusal (warned once per reason) otherwise.
+ */
+export function readCached(directory: string, key: string): CacheReadResult {
+  let path = join(directory, cacheFileName(key));
+  try {
+    path = join(trustedFolder(directory), cacheFileName(key));
+    const cubin = readEntry(path, key);
+    return cubin === undefined ? MISS : { cubin };
+  } catch (error) {
+    return refusedOr(error, path);
+  }
+}
+
+/** Creates the missing folders of `directory`, each 0700 whatever the umask. */
+function createFolders(directory: string): void {
+  const missing: string[] = [];
+  for (let path = resolve(directory); ; path = dirname(path)) {
+    try {
+      statSync(path);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || dirname(path) === path) throw error;
+      missing.push(path);
+    }
+  }
+  for (const path of missing.reverse()) {
+    try {
+      mkdirSync(path, { mode: 0o700 });
+    } catch (error) {
+      // Another process made it first: the trust rules judge it like any other folder.
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') continue;
+      throw error;
+    }
+    chmodSync(path, 0o700);
+  }
+}
+
+/**
+ * Stores `cubin` under `key` in `directory` (created 0700 when missing; an entry 0600 written
+ * to a temporary file and renamed into place). Returns false, leaving no partial file, when the
+ * folder is refused (warned once per reason) or cannot be written.
+ */
+export function writeCached(directory: string, key: string, cubin: Uint8Array): boolean {
+  if (cubin.length > MAX_ENTRY_BYTES) return false;
+  let folder: string;
+  try {
+    createFolders(directory);
+    folder = trustedFolder(directory);
+  } catch (error) {
+    if (error instanceof Refused) warnOnce(error);
+    return false;
+  }
+  const name = cacheFileName(key);
+  const temporary = join(folder, `.${name}.${randomBytes(8).toString('hex')}.tmp`);
+  let descriptor: number | undefined;
+  try {
+    descriptor = openSync(
+      temporary,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | O_NOFOLLOW,
+      0o600,
+    );
+    fchmodSync(descriptor, 0o600);
+    for (const part of [header(key, cubin), cubin]) {
+      let done = 0;
+      while (done < part.length) done += writeSync(descriptor, part, done, part.length - done);
+    }
+    closeSync(descriptor);
+    descriptor = undefined;
+    renameSync(temporary, join(folder, name));
     return true;
   } catch {
+    if (descriptor !== undefined) closeSync(descriptor);
     try {
-      rmSync(temporary, { force: true });
+      unlinkSync(temporary);
     } catch {
-      // Nothing was written, or the folder is gone.
+      // Never created, or the folder is gone.
     }
     return false;
   }
 }
 
-/** Removes the file stored under `key` (a cubin the driver refused). */
+/** Removes the entry stored under `key` (a cubin the driver refused). */
 export function removeCached(directory: string, key: string): void {
   try {
-    rmSync(join(directory, cacheFileName(key)), { force: true });
+    unlinkSync(join(trustedFolder(directory), cacheFileName(key)));
   } catch {
-    // A read-only cache: the next process will find the file damaged too, and compile.
+    // Gone already, or a folder the cache does not use: the next read judges it again.
+  }
+}
+
+/**
+ * Deletes this cache's entries and unfinished temporary files from `directory`, and nothing
+ * else (not a user's own `.cubin` files). A folder the trust rules refuse is left untouched.
+ */
+export function clearCacheFolder(directory: string): void {
+  let folder: string;
+  let names: string[];
+  try {
+    folder = trustedFolder(directory);
+    names = readdirSync(folder);
+  } catch (error) {
+    if (error instanceof Refused) warnOnce(error);
+    return;
+  }
+  for (const name of names) {
+    if (!isCacheFileName(name)) continue;
+    const path = join(folder, name);
+    try {
+      if (!lstatSync(path).isDirectory()) unlinkSync(path);
+    } catch {
+      // Removed by another process meanwhile.
+    }
   }
 }
