@@ -1,5 +1,13 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +24,9 @@ import {
 
 // The kernel cache: NVRTC once per source and architecture, then memory, then disk (also
 // from a second process); the cache folder can be moved or turned off; a body that does not
-// compile is a CompileError with NVRTC's log and the generated source, numbered.
+// compile is a CompileError with NVRTC's log and the generated source, numbered. Entries are
+// written 0700/0600 with a header, read back only when trusted, and an entry that its group or
+// others could write is compiled again instead of loaded.
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
 // A body no earlier run has compiled: the first call must compile.
@@ -42,7 +52,7 @@ describeGpu('the kernel cache', () => {
     const first = elementwise('x: float32 -> y: float32', body);
     const y1 = first(x);
     expect(kernelCacheStatistics()).toMatchObject({ compiled: 1, diskHits: 0, diskWrites: 1 });
-    expect(readdirSync(folder).filter((name) => name.endsWith('.cubin'))).toHaveLength(1);
+    expect(readdirSync(folder).filter((name) => name.endsWith('.kernel'))).toHaveLength(1);
     // Another kernel object with the same source: the module in memory.
     const again = elementwise('x: float32 -> y: float32', body);
     const y2 = again(x);
@@ -54,6 +64,53 @@ describeGpu('the kernel cache', () => {
     expect(Array.from(b)).toEqual(Array.from(a));
     expect(Array.from(c)).toEqual(Array.from(a));
     for (const array of [x, y1, y2, y3]) array.dispose();
+  });
+
+  it('a kernel round-trips through the hardened cache: written 0600, read back, same results', async () => {
+    clearKernelCache({ disk: true });
+    const offset = 1 + Math.floor(Math.random() * 1000);
+    const body = `y = x * 2.5f + ${offset}.0f`;
+    const n = 100_000;
+    const input = Float32Array.from({ length: n }, (_, i) => i - 50_000);
+    // Integers and halves below 2^23 are exact in float32: the float64 reference is exact.
+    const reference = Array.from(input, (value) => value * 2.5 + offset);
+    const x = DeviceArray.fromHost(input);
+
+    let start = performance.now();
+    const compiled = elementwise('x: float32 -> y: float32', body)(x);
+    const compileMs = performance.now() - start;
+    expect(kernelCacheStatistics()).toMatchObject({ compiled: 1, diskWrites: 1, diskRefused: 0 });
+    const [name] = readdirSync(folder).filter((file) => file.endsWith('.kernel'));
+    expect(name).toMatch(/^cuda-tasks-[0-9a-f]{64}\.kernel$/);
+    const path = join(folder, name!);
+    expect((statSync(folder).mode & 0o777).toString(8)).toBe('700');
+    expect((statSync(path).mode & 0o777).toString(8)).toBe('600');
+    const entry = readFileSync(path);
+    expect(entry.subarray(0, 8).toString('latin1')).toBe('CTKERNEL');
+
+    // A fresh cache state: nothing in memory, the entry read back from disk.
+    clearKernelCache();
+    start = performance.now();
+    const fromDisk = elementwise('x: float32 -> y: float32', body)(x);
+    const diskMs = performance.now() - start;
+    expect(kernelCacheStatistics()).toMatchObject({ compiled: 0, diskHits: 1, diskRefused: 0 });
+
+    // An entry its group or others could write is refused and compiled again.
+    chmodSync(path, 0o666);
+    clearKernelCache();
+    const recompiled = elementwise('x: float32 -> y: float32', body)(x);
+    expect(kernelCacheStatistics()).toMatchObject({ compiled: 1, diskHits: 0, diskRefused: 1 });
+    expect((statSync(path).mode & 0o777).toString(8)).toBe('600');
+
+    for (const result of [compiled, fromDisk, recompiled]) {
+      expect(Array.from(await result.toHost())).toEqual(reference);
+      result.dispose();
+    }
+    x.dispose();
+    console.log(
+      `[kernel cache] entry ${entry.length} bytes; first call compiling ${compileMs.toFixed(1)} ms, ` +
+        `from the disk cache ${diskMs.toFixed(1)} ms; results equal the float64 reference (n = ${n})`,
+    );
   });
 
   it('a second process finds the cubin on disk and compiles nothing', () => {
@@ -84,11 +141,16 @@ describeGpu('the kernel cache', () => {
     const body = unique();
     const x = DeviceArray.fromHost(new Float32Array([5]));
     elementwise('x: float32 -> y: float32', body)(x).dispose();
-    const [name] = readdirSync(folder).filter((file) => file.endsWith('.cubin'));
+    const [name] = readdirSync(folder).filter((file) => file.endsWith('.kernel'));
     writeFileSync(join(folder, name!), 'not a cubin at all, but long enough to have a digest');
     clearKernelCache();
     const y = elementwise('x: float32 -> y: float32', body)(x);
-    expect(kernelCacheStatistics()).toMatchObject({ compiled: 1, diskHits: 0, diskWrites: 1 });
+    expect(kernelCacheStatistics()).toMatchObject({
+      compiled: 1,
+      diskHits: 0,
+      diskRefused: 1,
+      diskWrites: 1,
+    });
     expect((await y.toHost())[0]).toBeGreaterThan(0);
     x.dispose();
     y.dispose();
