@@ -14,7 +14,7 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
+import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './ffi/cublas.js';
 import { acquireFfi } from './handle.js';
@@ -39,7 +39,8 @@ const checkedVector: CheckedVector = { dtype: 'float32', n: 0, incx: 0 };
 const checkedPair: CheckedVectorPair = { dtype: 'float32', n: 0, incx: 0, incy: 0 };
 
 /**
- * y = alpha x + y, in place on `y` (cublasSaxpy_v2 / cublasDaxpy_v2). Returns `y`.
+ * y = alpha x + y, in place on `y` (cublasSaxpy_v2 / cublasDaxpy_v2). Returns `y`. x must not
+ * share memory with y (a CudaArgumentError says so).
  * @example axpy(2, x, y); // y += 2 x
  */
 export function axpy<Y extends DeviceArray>(
@@ -49,8 +50,10 @@ export function axpy<Y extends DeviceArray>(
   options: VectorOptions = NO_OPTIONS,
 ): Y {
   assertScalar('axpy', 'alpha', alpha);
-  const v = checkVectorPair('axpy', x, y, checkedPair);
+  const v = checkVectorPair('axpy', x, y, checkedPair, true);
   const stream = resolveStream(options?.stream);
+  assertSameContext('axpy', 'x', x, stream);
+  assertSameContext('axpy', 'y', y, stream);
   if (v.n === 0) return y;
   const routine = AXPY[v.dtype];
   const handle = acquireFfi(stream);
@@ -76,6 +79,7 @@ export function scal<X extends DeviceArray>(
   assertScalar('scal', 'alpha', alpha);
   const v = checkVector('scal', x, checkedVector);
   const stream = resolveStream(options?.stream);
+  assertSameContext('scal', 'x', x, stream);
   if (v.n === 0) return x;
   const routine = SCAL[v.dtype];
   const handle = acquireFfi(stream);
@@ -151,6 +155,8 @@ export async function dot(
 ): Promise<number> {
   const v = checkVectorPair('dot', x, y, checkedPair);
   const stream = resolveStream(options?.stream);
+  assertSameContext('dot', 'x', x, stream);
+  assertSameContext('dot', 'y', y, stream);
   if (v.n === 0) return 0;
   return reduce(DOT[v.dtype], v.dtype, stream, v.n, x, v.incx, y, v.incy);
 }
@@ -162,6 +168,7 @@ export async function dot(
 export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('nrm2', x, checkedVector);
   const stream = resolveStream(options?.stream);
+  assertSameContext('nrm2', 'x', x, stream);
   if (v.n === 0) return 0;
   return reduce(NRM2[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
 }
@@ -173,6 +180,7 @@ export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
 export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('asum', x, checkedVector);
   const stream = resolveStream(options?.stream);
+  assertSameContext('asum', 'x', x, stream);
   if (v.n === 0) return 0;
   return reduce(ASUM[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
 }
@@ -185,6 +193,7 @@ export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
 export async function iamax(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('iamax', x, checkedVector);
   const stream = resolveStream(options?.stream);
+  assertSameContext('iamax', 'x', x, stream);
   if (v.n === 0) return -1;
   const oneBased = await reduce(IAMAX[v.dtype], 'int32', stream, v.n, x, v.incx, undefined, 0);
   return oneBased - 1;

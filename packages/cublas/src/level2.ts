@@ -1,6 +1,6 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
 import { type DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
-import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
+import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { acquireFfi } from './handle.js';
@@ -21,7 +21,8 @@ const checkedGemv = newCheckedGemv();
  * y = alpha op(A) x + beta y, in place on `y` (cublasSgemv_v2 / cublasDgemv_v2), ordered on
  * the stream. A is a 2-D float32 or float64 array (or a `block()` view); x and y are vectors
  * (1-D arrays, or 2-D views with one row or one column) of A's dtype, with op(A)'s column
- * and row counts. Returns `y`.
+ * and row counts; y must not share memory with A or x (a CudaArgumentError says so; views of
+ * one allocation that touch different elements are fine). Returns `y`.
  * @example gemv(a, x, y, { trans: true }); // y = a^T x
  */
 export function gemv<Y extends DeviceArray>(
@@ -32,6 +33,9 @@ export function gemv<Y extends DeviceArray>(
 ): Y {
   const g = checkGemv('gemv', a, x, y, options, checkedGemv);
   const stream = resolveStream(options.stream);
+  assertSameContext('gemv', 'a', a, stream);
+  assertSameContext('gemv', 'x', x, stream);
+  assertSameContext('gemv', 'y', y, stream);
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
   const routine = GEMV[g.dtype];

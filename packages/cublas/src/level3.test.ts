@@ -31,8 +31,9 @@ vi.mock('./lt.js', async (importOriginal) => {
   };
 });
 
+import { CudaArgumentError } from '@cuda-tasks/cudadrv';
 import { CublasError } from './errors.js';
-import { gemm, setGemmBackend } from './index.js';
+import { axpy, dot, gemm, gemv, scal, setGemmBackend } from './index.js';
 
 const stream = standInStream();
 
@@ -67,5 +68,47 @@ describe('a gemm that cannot get its handle or plan leaves no trace on its opera
     const c = operand(4, 5);
     expect(() => gemm(a.array, b.array, c.array, { stream })).toThrow(CublasError);
     expect([a.uses(), b.uses(), c.uses()]).toEqual([0, 0, 0]);
+  });
+});
+
+describe('an operand of another context than the stream is refused before anything native', () => {
+  const otherContext = {
+    makeCurrent() {},
+    device: { ordinal: 1 },
+    toString: () => 'Context(device 1)',
+  };
+  /** A float32 operand whose memory belongs to device 1's context (the stream is device 0's). */
+  function foreign(rows: number, columns: number) {
+    const { array, uses } = recordingOperand([rows, columns]);
+    const record = array as { buffer: object };
+    record.buffer = { ...record.buffer, context: otherContext };
+    return { array: array as any, uses };
+  }
+
+  for (const name of ['a', 'b', 'c'] as const) {
+    it(`gemm with ${name} of device 1 on a device-0 stream: CudaArgumentError naming ${name}`, () => {
+      fake.createStatus = 0;
+      const operands = {
+        a: name === 'a' ? foreign(4, 3) : operand(4, 3),
+        b: name === 'b' ? foreign(3, 5) : operand(3, 5),
+        c: name === 'c' ? foreign(4, 5) : operand(4, 5),
+      };
+      const call = () => gemm(operands.a.array, operands.b.array, operands.c.array, { stream });
+      expect(call).toThrow(CudaArgumentError);
+      expect(call).toThrow(new RegExp(`gemm: ${name} lives in Context\\(device 1\\)`));
+      expect([operands.a.uses(), operands.b.uses(), operands.c.uses()]).toEqual([0, 0, 0]);
+      fake.createStatus = 1;
+    });
+  }
+
+  it('gemv, axpy, scal and dot likewise', async () => {
+    const a = operand(4, 4);
+    const x = foreign(4, 1);
+    const y = operand(4, 1);
+    expect(() => gemv(a.array, x.array, y.array, { stream })).toThrow(/gemv: x lives in/);
+    expect(() => axpy(2, x.array, y.array, { stream })).toThrow(/axpy: x lives in/);
+    expect(() => scal(2, x.array, { stream })).toThrow(/scal: x lives in/);
+    await expect(dot(y.array, x.array, { stream })).rejects.toThrow(/dot: y lives in/);
+    expect([a.uses(), x.uses(), y.uses()]).toEqual([0, 0, 0]);
   });
 });

@@ -4,7 +4,7 @@
  * float64 the D routine.
  */
 import { DeviceArray, type DType, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
-import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
+import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import {
   CUBLAS_COMPUTE_32F,
@@ -77,7 +77,9 @@ function operation(transpose: boolean): number {
  * cublasLtMatmul with an algorithm chosen once per problem and cached (see
  * `setGemmBackend`), or cublasSgemm_v2 / cublasDgemm_v2 where cuBLASLt offers none. op(X) is X or, with `transA` / `transB`, its transpose. A, B, C are 2-D
  * (or 1-D: a column) float32 or float64 arrays of one dtype; views from `block()` work,
- * their leading dimension going to cuBLAS as lda/ldb/ldc. Returns `c`.
+ * their leading dimension going to cuBLAS as lda/ldb/ldc. C must not share memory with A or B
+ * (a CudaArgumentError says so; blocks of one matrix that touch different elements are fine),
+ * and every operand must live in the stream's context. Returns `c`.
  * @example
  * const c = DeviceArray.zeros('float32', [m, n]);
  * gemm(a, b, c, { transB: true, alpha: 2 }); // c = 2 a b^T
@@ -90,6 +92,9 @@ export function gemm<C extends DeviceArray>(
 ): C {
   const g = checkGemm('gemm', a, b, c, options, checkedGemm);
   const stream = resolveStream(options.stream);
+  assertSameContext('gemm', 'a', a, stream);
+  assertSameContext('gemm', 'b', b, stream);
+  assertSameContext('gemm', 'c', c, stream);
   if (g.m === 0 || g.n === 0) return c;
   stream.context.makeCurrent();
   const routine = GEMM[g.dtype];
@@ -191,6 +196,8 @@ export function matmul<D extends DType>(
 ): DeviceArray<D> {
   const { dtype, m, n } = checkMatmul('matmul', a, b, options);
   const stream = resolveStream(options.stream);
+  assertSameContext('matmul', 'a', a, stream);
+  assertSameContext('matmul', 'b', b, stream);
   const c = DeviceArray.empty(dtype as D, [m, n], { stream });
   try {
     return gemm(a, b, c, {
@@ -212,7 +219,7 @@ export function matmul<D extends DType>(
  * arrays [rows, columns, batch] and each X_i is `X[:, :, i]`; a 2-D `a` or `b` is used for
  * every product. `batch`, `strideA`, `strideB`, `strideC` (elements between consecutive
  * matrices) override that. Every matrix must lie in its array's memory and the C matrices
- * must not overlap. Returns `c`.
+ * must not overlap each other nor any A or B matrix. Returns `c`.
  * @example
  * const a = DeviceArray.fromHost(dataA, [m, k, batch]);
  * const b = DeviceArray.fromHost(dataB, [k, n, batch]);
@@ -227,6 +234,9 @@ export function gemmStridedBatched<C extends DeviceArray>(
 ): C {
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options, checkedStridedBatched);
   const stream = resolveStream(options.stream);
+  assertSameContext('gemmStridedBatched', 'a', a, stream);
+  assertSameContext('gemmStridedBatched', 'b', b, stream);
+  assertSameContext('gemmStridedBatched', 'c', c, stream);
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
   const handle = acquireFfi(stream);
   const pa = a.ffiAddressOn(stream, 'read');
@@ -278,6 +288,9 @@ export function gemmEx<C extends DeviceArray>(
 ): C {
   const g = checkGemmEx('gemmEx', a, b, c, options, checkedGemmEx);
   const stream = resolveStream(options.stream);
+  assertSameContext('gemmEx', 'a', a, stream);
+  assertSameContext('gemmEx', 'b', b, stream);
+  assertSameContext('gemmEx', 'c', c, stream);
   if (g.m === 0 || g.n === 0) return c;
   const handle = acquireFfi(stream);
   const pa = a.ffiAddressOn(stream, 'read');

@@ -3,11 +3,23 @@
  * increments and batch strides. Nothing here touches native code, so every rule is unit
  * tested on plain objects; the wrappers call these before any native call.
  *
+ * An output must not share memory with an input (cuBLAS leaves such a call undefined): each
+ * check compares the bytes the routine writes with the bytes it reads, exactly (interleaved
+ * views of one allocation that touch different elements pass). C read with beta and written
+ * (gemm), y in axpy and gemv, and x in scal are in place by definition and allowed.
+ *
  * Each check writes what it finds into the object passed last and returns it: a wrapper
  * passes one it reuses on every call, so checking allocates nothing (messages are built only
  * on failure). Without that argument the check fills a new object.
  */
 import { CudaArgumentError, DisposedError, type DType, dtypeBytes } from '@cuda-tasks/cudadrv';
+import {
+  assertApart,
+  type Footprint,
+  matrixFootprint,
+  newFootprint,
+  vectorFootprint,
+} from '@cuda-tasks/cudadrv/internal';
 
 /** What the checks read from an operand (a DeviceArray has all of it). */
 export interface OperandLike {
@@ -18,6 +30,7 @@ export interface OperandLike {
   /** Offset of the first element in the buffer, in elements. */
   readonly offset: number;
   readonly disposed: boolean;
+  /** The memory the array views (views of one allocation share it: the overlap checks compare it). */
   readonly buffer: { readonly byteLength: number };
 }
 
@@ -305,6 +318,54 @@ const layoutB = newMatrixLayout();
 const layoutC = newMatrixLayout();
 const layoutX: VectorLayout = { length: 0, increment: 0 };
 const layoutY: VectorLayout = { length: 0, increment: 0 };
+const written: Footprint = newFootprint();
+const read: Footprint = newFootprint();
+
+/** The bytes a routine touches of a matrix operand (`blocks` matrices `stride` elements apart). */
+function matrixBytes(
+  out: Footprint,
+  operand: OperandLike,
+  layout: MatrixLayout,
+  blocks = 1,
+  stride = 0,
+): Footprint {
+  return matrixFootprint(
+    out,
+    operand.buffer,
+    operand.offset,
+    dtypeBytes(operand.dtype),
+    layout.rows,
+    layout.columns,
+    layout.leadingDimension,
+    blocks,
+    stride,
+  );
+}
+
+/** The bytes a routine touches of a vector operand. */
+function vectorBytes(out: Footprint, operand: OperandLike, layout: VectorLayout): Footprint {
+  return vectorFootprint(
+    out,
+    operand.buffer,
+    operand.offset,
+    dtypeBytes(operand.dtype),
+    layout.length,
+    layout.increment,
+  );
+}
+
+/** Fails when output matrix C (of `c`) shares a byte with input matrix `layout` of `operand`. */
+function assertMatrixApart(
+  call: string,
+  c: OperandLike,
+  lc: MatrixLayout,
+  name: string,
+  operand: OperandLike,
+  layout: MatrixLayout,
+): void {
+  if (c.buffer !== operand.buffer) return;
+  assertApart(call, 'c', matrixBytes(written, c, lc), name, matrixBytes(read, operand, layout));
+}
 
 /**
  * C = alpha op(A) op(B) + beta C: the cuBLAS dimensions of `a`, `b`, `c` (1-D or 2-D with
@@ -329,6 +390,8 @@ function gemmShape<T extends GemmShape>(
       `c is ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
     );
   }
+  assertMatrixApart(call, c, lc, 'a', a, la);
+  assertMatrixApart(call, c, lc, 'b', b, lb);
   out.lda = la.leadingDimension;
   out.ldb = lb.leadingDimension;
   out.ldc = lc.leadingDimension;
@@ -507,6 +570,17 @@ function stridedBatchedShape<T extends StridedBatchedShape>(
         call,
         `strideC = ${stride} makes the ${batch} result matrices (${lc.rows} x ${lc.columns}, leading dimension ${lc.leadingDimension}) overlap`,
       );
+    }
+  }
+
+  // No C matrix may share a byte with any A or B matrix.
+  if (c.buffer === a.buffer || c.buffer === b.buffer) {
+    matrixBytes(written, c, lc, batch, out.strideC);
+    if (c.buffer === a.buffer) {
+      assertApart(call, 'c', written, 'a', matrixBytes(read, a, la, batch, out.strideA));
+    }
+    if (c.buffer === b.buffer) {
+      assertApart(call, 'c', written, 'b', matrixBytes(read, b, lb, batch, out.strideB));
     }
   }
 
@@ -779,6 +853,11 @@ export function checkGemv(
   if (vy.length !== rows) {
     fail(call, `y has ${vy.length} elements, ${opName('a', trans)} has ${rows} rows`);
   }
+  if (y.buffer === a.buffer || y.buffer === x.buffer) {
+    vectorBytes(written, y, vy);
+    if (y.buffer === a.buffer) assertApart(call, 'y', written, 'a', matrixBytes(read, a, la));
+    if (y.buffer === x.buffer) assertApart(call, 'y', written, 'x', vectorBytes(read, x, vx));
+  }
   out.trans = trans;
   out.m = la.rows;
   out.n = la.columns;
@@ -814,12 +893,16 @@ export interface CheckedVectorPair extends CheckedVector {
   incy: number;
 }
 
-/** Everything a two-vector routine (axpy, dot) checks: two vectors of one length and dtype. */
+/**
+ * Everything a two-vector routine (axpy, dot) checks: two vectors of one length and dtype;
+ * with `writesY` (axpy), that y shares no byte with x.
+ */
 export function checkVectorPair(
   call: string,
   x: unknown,
   y: unknown,
   out: CheckedVectorPair = { dtype: 'float32', n: 0, incx: 0, incy: 0 },
+  writesY = false,
 ): CheckedVectorPair {
   assertOperand(call, 'x', x);
   assertOperand(call, 'y', y);
@@ -828,6 +911,9 @@ export function checkVectorPair(
   const vy = vectorLayout(call, 'y', y, layoutY);
   if (vx.length !== vy.length) {
     fail(call, `x has ${vx.length} elements, y has ${vy.length}`);
+  }
+  if (writesY && x.buffer === y.buffer) {
+    assertApart(call, 'y', vectorBytes(written, y, vy), 'x', vectorBytes(read, x, vx));
   }
   out.n = vx.length;
   out.incx = vx.increment;

@@ -14,6 +14,6 @@ export { describeGpu, gpuAvailable } from './gpu.js';
 export { hostOnlyArray } from './host-only-array.js';
 export { probeGpu } from './probe-gpu.js';
 export { randomFloat32, rng } from './random.js';
-export { recordingOperand, standInStream } from './recording-operand.js';
+export { recordingOperand, STAND_IN_CONTEXT, standInStream } from './recording-operand.js';
 export * from './reference.js';
 export { failureOf, thrown } from './thrown.js';

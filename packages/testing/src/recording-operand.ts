@@ -1,13 +1,16 @@
 import type { Stream } from '@cuda-tasks/cudadrv';
 import { columnMajorStrides } from './host-only-array.js';
 
+/** The context of `standInStream()` and of `recordingOperand`'s buffers (one for all of them). */
+export const STAND_IN_CONTEXT = Object.freeze({ makeCurrent() {}, device: { ordinal: 0 } });
+
 /**
  * A stream stand-in for library calls tested without a GPU: the calls read only its context
  * (whose `makeCurrent` does nothing), its handles and its usability before the native call.
  */
 export function standInStream(): Stream {
   return {
-    context: { makeCurrent() {}, device: { ordinal: 0 } },
+    context: STAND_IN_CONTEXT,
     ffiHandle: 0,
     handle: 0n,
     disposed: false,
@@ -30,7 +33,7 @@ export function recordingOperand(shape: readonly number[]): { array: unknown; us
     offset: 0,
     length,
     disposed: false,
-    buffer: { byteLength: length * 4, disposed: false },
+    buffer: { byteLength: length * 4, disposed: false, context: STAND_IN_CONTEXT },
     pointer: 0x10_0000n,
     ffiAddressOn: () => {
       uses++;
