@@ -52,8 +52,18 @@ describe('argument checks run before any native call', () => {
     await expect(cholesky(f32([3, 3]), { upper: 'yes' as never })).rejects.toThrow(
       /upper must be a boolean/,
     );
-    expect(() => choleskySolve(f32([3, 3]), f32([2]))).toThrow(/b has 2 rows but factor is 3 x 3/);
-    expect(() => choleskySolve(f32([3, 3]), f64([3]) as never)).toThrow(/same dtype/);
+    const lower = { upper: false };
+    expect(() => choleskySolve(f32([3, 3]), f32([2]), lower)).toThrow(
+      /b has 2 rows but factor is 3 x 3/,
+    );
+    expect(() => choleskySolve(f32([3, 3]), f64([3]) as never, lower)).toThrow(/same dtype/);
+    expect(() => choleskySolve({ factor: f32([3, 2]), upper: true }, f32([3]))).toThrow(
+      /factor must be square/,
+    );
+    // A bare factor array must say which triangle it holds.
+    expect(() =>
+      (choleskySolve as (f: unknown, b: unknown) => unknown)(f32([3, 3]), f32([3])),
+    ).toThrow(CudaArgumentError);
   });
 
   it('qr, svd and eigh', async () => {
@@ -86,7 +96,9 @@ describe('argument checks run before any native call', () => {
     await expect(solve(f64([3, 3]), f64([3, 2]), stopAtStream({}))).rejects.toThrow(PastTheChecks);
     await expect(eigh(f32([3, 3]), stopAtStream({ upper: true }))).rejects.toThrow(PastTheChecks);
     expect(() => qr(f32([5, 3]), stopAtStream({}))).toThrow(PastTheChecks);
-    expect(() => choleskySolve(f32([3, 3]), f32([3, 2]), stopAtStream({}))).toThrow(PastTheChecks);
+    expect(() => choleskySolve(f32([3, 3]), f32([3, 2]), stopAtStream({ upper: false }))).toThrow(
+      PastTheChecks,
+    );
     expect(reads).toBe(5);
     // Invalid arguments with the same options: rejected by the checks, the stream never read.
     await expect(lu(f64([4]), stopAtStream({}))).rejects.toThrow(CudaArgumentError);
@@ -95,7 +107,9 @@ describe('argument checks run before any native call', () => {
       CudaArgumentError,
     );
     expect(() => qr(f64([0, 3]), stopAtStream({}))).toThrow(CudaArgumentError);
-    expect(() => choleskySolve(f32([3, 3]), f32([2]), stopAtStream({}))).toThrow(CudaArgumentError);
+    expect(() => choleskySolve(f32([3, 3]), f32([2]), stopAtStream({ upper: false }))).toThrow(
+      CudaArgumentError,
+    );
     expect(reads).toBe(5);
   });
 
@@ -123,7 +137,9 @@ describe('argument checks run before any native call', () => {
       await expect(solve(f64([3, 3]), f64([3, 2]))).rejects.toThrow(CudaUnavailableError);
       await expect(eigh(f32([3, 3]), { upper: true })).rejects.toThrow(CudaUnavailableError);
       expect(() => qr(f32([5, 3]))).toThrow(CudaUnavailableError);
-      expect(() => choleskySolve(f32([3, 3]), f32([3, 2]))).toThrow(CudaUnavailableError);
+      expect(() => choleskySolve({ factor: f32([3, 3]), upper: false }, f32([3, 2]))).toThrow(
+        CudaUnavailableError,
+      );
     } finally {
       if (saved === undefined) delete process.env.CUDA_TASKS_LIBCUDA;
       else process.env.CUDA_TASKS_LIBCUDA = saved;

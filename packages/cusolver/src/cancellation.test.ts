@@ -22,7 +22,7 @@ const pivots = hostOnlyArray('int32', [4], { byteLength: 16 });
 
 const entries: Record<string, (options: { stream?: Stream }) => unknown> = {
   cholesky: (options) => cholesky(a, options),
-  choleskySolve: (options) => choleskySolve(a, b, options),
+  choleskySolve: (options) => choleskySolve({ factor: a, upper: false }, b, options),
   eigh: (options) => eigh(a, options),
   lu: (options) => lu(a, options),
   luSolve: (options) => luSolve({ lu: a, pivots }, b, options),

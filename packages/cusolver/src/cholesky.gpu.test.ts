@@ -32,14 +32,16 @@ describeGpu('Cholesky: cholesky, choleskySolve (potrf/potrs)', () => {
         for (const n of [64, 200]) {
           const { array: a, host } = upload(dtype, symmetricPositiveDefinite(rng, n), [n, n]);
           const { array: b, host: hostB } = upload(dtype, randomMatrix(rng, n, 3), [n, 3]);
-          const factor = await cholesky(a);
+          const factorization = await cholesky(a);
+          expect(factorization.upper).toBe(false);
+          const factor = factorization.factor;
           expect(factor.shape).toEqual([n, n]);
           const l = await download(factor);
           expect(strictTriangleMax(l, n, 'upper')).toBe(0);
           for (let i = 0; i < n; i++) expect(l[i + i * n]).toBeGreaterThan(0);
           const llt = multiply(l, n, n, transpose(l, n, n), n);
           expect(relativeError(llt, host)).toBeLessThan(tolerance.reconstruction);
-          const x = choleskySolve(factor, b);
+          const x = choleskySolve(factorization, b);
           expect(x.shape).toEqual([n, 3]);
           expect(relativeResidual(host, await download(x), hostB, n, 3)).toBeLessThan(
             tolerance.residual,
@@ -60,12 +62,14 @@ describeGpu('Cholesky: cholesky, choleskySolve (potrf/potrs)', () => {
         const { array: a } = upload(dtype, lopsided, [n, n]);
         const { host } = upload(dtype, spd, [n, n]);
         const { array: b, host: hostB } = upload(dtype, randomMatrix(rng, n, 1), [n]);
-        const factor = await cholesky(a, { upper: true });
+        const factorization = await cholesky(a, { upper: true });
+        expect(factorization.upper).toBe(true);
+        const factor = factorization.factor;
         const u = await download(factor);
         expect(strictTriangleMax(u, n, 'lower')).toBe(0);
         const utu = multiply(transpose(u, n, n), n, n, u, n);
         expect(relativeError(utu, host)).toBeLessThan(tolerance.reconstruction);
-        const x = choleskySolve(factor, b); // remembers the upper triangle
+        const x = choleskySolve(factorization, b); // the factorization says: upper
         expect(relativeResidual(host, await download(x), hostB, n, 1)).toBeLessThan(
           tolerance.residual,
         );
@@ -74,6 +78,26 @@ describeGpu('Cholesky: cholesky, choleskySolve (potrf/potrs)', () => {
           tolerance.residual,
         );
         for (const array of [a, b, factor, x, explicit]) array.dispose();
+      });
+
+      it('a copy of an upper factorization solves with U (float64 CPU residual)', async () => {
+        const rng = new Rng(13);
+        const n = 80;
+        const { array: a, host } = upload(dtype, symmetricPositiveDefinite(rng, n), [n, n]);
+        const { array: b, host: hostB } = upload(dtype, randomMatrix(rng, n, 2), [n, 2]);
+        const factorization = await cholesky(a, { upper: true });
+        const copied = { ...factorization, factor: factorization.factor.copy() };
+        const x = choleskySolve(copied, b);
+        const residual = relativeResidual(host, await download(x), hostB, n, 2);
+        // Solved with the lower triangle instead, the residual would be of order 1.
+        const wrong = choleskySolve(copied.factor, b, { upper: false });
+        const wrongResidual = relativeResidual(host, await download(wrong), hostB, n, 2);
+        console.log(
+          `cholesky ${dtype} n=${n}: copy of an upper factorization, residual ${residual.toExponential(2)} (with the wrong triangle: ${wrongResidual.toExponential(2)})`,
+        );
+        expect(residual).toBeLessThan(tolerance.residual);
+        expect(wrongResidual).toBeGreaterThan(1e-3);
+        for (const array of [a, b, factorization.factor, copied.factor, x, wrong]) array.dispose();
       });
 
       it('rejects a matrix that is not positive definite with NotPositiveDefiniteError', async () => {

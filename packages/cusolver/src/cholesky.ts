@@ -1,4 +1,9 @@
-import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
+import {
+  CudaArgumentError,
+  DeviceArray,
+  resolveStream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { POTRF, potrf, potrs } from './routines.js';
@@ -11,36 +16,54 @@ import {
   type SolverDType,
 } from './validate.js';
 
-/** Options for `cholesky` and `choleskySolve`. */
+/** Options for `cholesky`. */
 export interface CholeskyOptions extends StreamOption {
   /**
-   * `cholesky`: compute the upper factor U with A = U^T U, reading A's upper triangle, instead
-   * of the lower factor L with A = L L^T, reading A's lower triangle (default false).
-   * `choleskySolve`: which triangle of the factor to use; defaults to the triangle `cholesky`
-   * computed the factor with (lower for a factor it did not compute).
+   * Compute the upper factor U with A = U^T U, reading A's upper triangle, instead of the
+   * lower factor L with A = L L^T, reading A's lower triangle (default false).
    */
   upper?: boolean;
 }
 
-/** Which triangle each factor returned by `cholesky` holds (true: upper). */
-const factorTriangles = new WeakMap<object, boolean>();
+/**
+ * What `cholesky` resolves to: the triangular factor and which triangle it is. The triangle
+ * travels with the value, so a copy (`{ ...f, factor: f.factor.copy() }`) or one rebuilt from
+ * saved parts solves the same way. Dispose `factor` when done.
+ */
+export interface CholeskyFactorization<D extends SolverDType = SolverDType> {
+  /** The n x n factor, L or U as `upper` says; its other triangle is zero. */
+  readonly factor: DeviceArray<D>;
+  /** true: `factor` is U with A = U^T U; false: L with A = L L^T. */
+  readonly upper: boolean;
+}
+
+/** Options for `choleskySolve`. */
+export interface CholeskySolveOptions extends StreamOption {
+  /**
+   * Which triangle of the factor to use (true: U with A = U^T U, false: L with A = L L^T).
+   * Required when the factor is given as a bare DeviceArray; with a `CholeskyFactorization`
+   * it may be left out, and must agree with the factorization's `upper` when given.
+   */
+  upper?: boolean;
+}
 
 /**
  * Cholesky factorization of a symmetric positive definite float32/float64 matrix
  * (cusolverDn potrf) on a copy: `a` is not modified, and only its lower triangle (or upper,
- * with `upper: true`) is read. Resolves to the triangular factor as a new n x n array whose
- * other triangle is zero: L with A = L L^T (or U with A = U^T U). Rejects with
- * `NotPositiveDefiniteError` (`info` = the order of the first leading minor that is not
- * positive definite) when A is not positive definite. With `{ info }` the status goes to that
- * int32 array instead and nothing waits: the form for a graph capture (else a CaptureError).
+ * with `upper: true`) is read. Resolves to `{ factor, upper }`: the triangular factor as a new
+ * n x n array whose other triangle is zero, L with A = L L^T (or U with A = U^T U), and which
+ * of the two it is. Rejects with `NotPositiveDefiniteError` (`info` = the order of the first
+ * leading minor that is not positive definite) when A is not positive definite. With
+ * `{ info }` the status goes to that int32 array instead and nothing waits: the form for a
+ * graph capture (else a CaptureError).
  * @example
- * const factor = await cholesky(a);
- * const x = choleskySolve(factor, b);
+ * const factorization = await cholesky(a, { upper: true });
+ * const x = choleskySolve(factorization, b); // solves with U
  */
 export async function cholesky<D extends SolverDType>(
   a: DeviceArray<D>,
   options: CholeskyOptions & StatusOption = {},
-): Promise<DeviceArray<D>> {
+): Promise<CholeskyFactorization<D>> {
   const layout = matrixLayout(a, 'a', 'cholesky');
   assertSquare(layout, 'a', 'cholesky');
   assertOptions(options, 'cholesky');
@@ -62,8 +85,7 @@ export async function cholesky<D extends SolverDType>(
     if (status === undefined) {
       await checkInfo(pending, stream, 'notPositiveDefinite', POTRF[dtype]);
     }
-    factorTriangles.set(factor, upper);
-    return factor;
+    return { factor, upper };
   } catch (error) {
     disposeAll(factor, info === status ? undefined : info);
     throw error;
@@ -71,28 +93,81 @@ export async function cholesky<D extends SolverDType>(
 }
 
 /**
- * Solves A X = B from the Cholesky factor of A (cusolverDn potrs). `b` is an n x k matrix or
- * a length-n vector and is not modified; the solution is a new array of b's shape. The solve
- * is only queued on the stream: nothing waits for the GPU.
- * @example
- * const upperFactor = await cholesky(a, { upper: true });
- * const x = choleskySolve(upperFactor, b); // uses the upper triangle, as computed
+ * The factor array and its triangle from `choleskySolve`'s first argument and options: a
+ * `CholeskyFactorization` says its triangle (an `upper` option must agree); a bare array needs
+ * the `upper` option, never a guess.
  */
+function factorAndTriangle(
+  factorization: unknown,
+  options: CholeskySolveOptions,
+): { factor: unknown; upper: boolean } {
+  const stated = options.upper;
+  if (stated !== undefined && typeof stated !== 'boolean') {
+    throw new CudaArgumentError(
+      `choleskySolve: option upper must be a boolean, got ${typeof stated}`,
+    );
+  }
+  if (DeviceArray.isInstance(factorization)) {
+    if (stated === undefined) {
+      throw new CudaArgumentError(
+        'choleskySolve: a bare factor array does not say which triangle holds the factor: pass { upper: true } (U, A = U^T U) or { upper: false } (L, A = L L^T), or the { factor, upper } that cholesky() returns',
+      );
+    }
+    return { factor: factorization, upper: stated };
+  }
+  if (typeof factorization !== 'object' || factorization === null) {
+    throw new CudaArgumentError(
+      'choleskySolve: the first argument must be the { factor, upper } that cholesky() returns, or a factor DeviceArray with { upper } in the options',
+    );
+  }
+  const { factor, upper } = factorization as Partial<CholeskyFactorization>;
+  if (typeof upper !== 'boolean') {
+    throw new CudaArgumentError(
+      `choleskySolve: factorization.upper must be a boolean (true: the factor is U, false: L), got ${typeof upper}`,
+    );
+  }
+  if (stated !== undefined && stated !== upper) {
+    throw new CudaArgumentError(
+      `choleskySolve: option upper (${stated}) contradicts the factorization, whose factor is ${upper ? 'upper (U)' : 'lower (L)'}`,
+    );
+  }
+  return { factor, upper };
+}
+
+/**
+ * Solves A X = B from the Cholesky factor of A (cusolverDn potrs): `cholesky`'s
+ * `{ factor, upper }`, or a factor array with `{ upper }` saying which triangle it is (a
+ * CudaArgumentError without it). `b` is an n x k matrix or a length-n vector and is not
+ * modified; the solution is a new array of b's shape. The solve is only queued on the stream:
+ * nothing waits for the GPU.
+ * @example
+ * const factorization = await cholesky(a, { upper: true });
+ * const x = choleskySolve(factorization, b); // uses U, as computed
+ * const y = choleskySolve(factorization.factor, b, { upper: true }); // the same, stated
+ */
+export function choleskySolve<D extends SolverDType>(
+  factorization: CholeskyFactorization<D>,
+  b: DeviceArray<D>,
+  options?: CholeskySolveOptions,
+): DeviceArray<D>;
 export function choleskySolve<D extends SolverDType>(
   factor: DeviceArray<D>,
   b: DeviceArray<D>,
-  options: CholeskyOptions = {},
+  options: CholeskySolveOptions & { upper: boolean },
+): DeviceArray<D>;
+export function choleskySolve<D extends SolverDType>(
+  factorization: CholeskyFactorization<D> | DeviceArray<D>,
+  b: DeviceArray<D>,
+  options: CholeskySolveOptions = {},
 ): DeviceArray<D> {
+  assertOptions(options, 'choleskySolve');
+  const { factor, upper } = factorAndTriangle(factorization, options);
   const layout = matrixLayout(factor, 'factor', 'choleskySolve');
   assertSquare(layout, 'factor', 'choleskySolve');
   const n = layout.rows;
-  const right = rightHandSideLayout(b, factor, n, 'choleskySolve', 'factor');
-  assertOptions(options, 'choleskySolve');
-  const upper =
-    options.upper === undefined
-      ? (factorTriangles.get(factor) ?? false)
-      : booleanOption(options, 'upper', 'choleskySolve');
+  const right = rightHandSideLayout(b, factor as DeviceArray, n, 'choleskySolve', 'factor');
   const stream = resolveStream(options.stream);
+  const matrix = factor as DeviceArray<D>;
   return solveIntoCopy(b, stream, (x, info) =>
     potrs(
       stream,
@@ -100,7 +175,7 @@ export function choleskySolve<D extends SolverDType>(
       upper,
       n,
       right.columns,
-      factor.useOn(stream, 'read'),
+      matrix.useOn(stream, 'read'),
       layout.leadingDimension,
       x.useOn(stream),
       n,

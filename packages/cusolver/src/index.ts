@@ -7,7 +7,13 @@
  * reported on the device (devInfo) return a promise that resolves without blocking the
  * event loop.
  */
-export { type CholeskyOptions, cholesky, choleskySolve } from './cholesky.js';
+export {
+  type CholeskyFactorization,
+  type CholeskyOptions,
+  type CholeskySolveOptions,
+  cholesky,
+  choleskySolve,
+} from './cholesky.js';
 export { type EighOptions, type EighResult, eigh } from './eigh.js';
 export {
   CusolverError,
