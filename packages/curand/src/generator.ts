@@ -13,7 +13,7 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
+import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { GeneratorCore } from './core.js';
 import { check } from './errors.js';
 import { curand } from './ffi/curand.js';
@@ -345,11 +345,7 @@ export class Generator {
     second: number,
   ): A {
     const stream = resolveStream(requestedStream);
-    if (array.buffer.context !== stream.context) {
-      throw new CudaArgumentError(
-        `${generation.operation}: the array lives on device ${array.buffer.context.device.ordinal}, the stream on device ${stream.context.device.ordinal}`,
-      );
-    }
+    assertSameContext(generation.operation, 'the output', array, stream);
     const core = this.#resolve(stream);
     if (array.length === 0) return array;
     if (core.statePending && stream.capturing) {

@@ -1,5 +1,8 @@
-import { CudaArgumentError, DisposedError } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, DisposedError, type Stream } from '@cuda-tasks/cudadrv';
+import { hostOnlyArray, STAND_IN_CONTEXT, standInStream, thrown } from '@cuda-tasks/testing';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { defaultGenerator } from './index.js';
 import {
   type ArrayLayout,
   checkLambda,
@@ -234,5 +237,77 @@ describe('planGeneration', () => {
     const into = { body: -1, tail: -1, direct: false, scratchBytes: -1, tailByteOffset: -1 };
     expect(planGeneration(4, 4, true, true, into)).toBe(into);
     expect(into).toEqual({ body: 4, tail: 0, direct: true, scratchBytes: 0, tailByteOffset: 0 });
+  });
+});
+
+describe('property: checkTarget on random views of one allocation', () => {
+  it('contiguous iff the view is dense, strided iff a 2-D column-major block, else refused', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.integer({ min: 1, max: 8 }),
+        fc.nat(7),
+        fc.nat(7),
+        fc.integer({ min: 0, max: 8 }),
+        fc.integer({ min: 0, max: 8 }),
+        fc.boolean(),
+        (rows, columns, row, column, height, width, asSlice) => {
+          const parent = hostOnlyArray('float32', [rows, columns], {
+            byteLength: rows * columns * 4,
+          });
+          const r = row % rows;
+          const c = column % columns;
+          const h = Math.min(height, rows - r);
+          const w = Math.min(width, columns - c);
+          const view = asSlice
+            ? parent.reshape([rows * columns]).slice(r, h)
+            : parent.block(r, c, h, w);
+          // The reference: dense when every dimension above one element steps by the product of those before.
+          let dense = true;
+          let step = 1;
+          for (let i = 0; i < view.shape.length; i++) {
+            if (view.shape[i]! > 1 && view.strides[i] !== step) dense = false;
+            step *= view.shape[i]!;
+          }
+          const expected = dense
+            ? 'contiguous'
+            : view.shape.length === 2 && view.strides[0] === 1
+              ? 'strided'
+              : 'refused';
+          let got: string;
+          try {
+            got = checkTarget('Generator.uniform', view, FLOATING_DTYPES);
+          } catch (error) {
+            expect(error).toBeInstanceOf(CudaArgumentError);
+            got = 'refused';
+          }
+          expect(got).toBe(expected);
+        },
+      ),
+      { numRuns: 500, seed: 11 },
+    );
+  });
+});
+
+describe('an output of another context than the stream', () => {
+  const stream: Stream = standInStream();
+  const otherContext = { device: { ordinal: 1 }, toString: () => 'Context(device 1)' };
+  function arrayIn(context: object) {
+    const array = hostOnlyArray('float32', [8], { byteLength: 32 });
+    (array.buffer as unknown as { context: object }).context = context;
+    return array;
+  }
+
+  it('is refused with a CudaArgumentError naming both contexts, before anything native', () => {
+    const error = thrown(() => defaultGenerator().uniform(arrayIn(otherContext), { stream }));
+    expect(error).toBeInstanceOf(CudaArgumentError);
+    expect(error.message).toMatch(
+      /curand\.uniform: the output lives in Context\(device 1\), but .* belongs to /,
+    );
+  });
+
+  it('of the stream context passes the check (and goes on to the native generator)', () => {
+    const error = thrown(() => defaultGenerator().uniform(arrayIn(STAND_IN_CONTEXT), { stream }));
+    expect(error).not.toBeInstanceOf(CudaArgumentError);
   });
 });
