@@ -80,9 +80,13 @@ export async function capture(fn: () => unknown, options: CaptureOptions = {}): 
     else graph = session.end();
   } catch (error) {
     failure ??= { error };
-  } finally {
-    // A stream that could not leave capture mode must not go back to the pool.
-    if (!captureStream.capturing) releaseStream(pooled);
+  }
+  try {
+    // A stream still capturing (its end failed in the driver) leaves capture on release, or
+    // is retired from the pool.
+    releaseStream(pooled);
+  } catch (error) {
+    failure ??= { error };
   }
   if (failure !== undefined) throw failure.error;
   const captured = graph!;

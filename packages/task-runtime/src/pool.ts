@@ -8,7 +8,7 @@
  * streams that other tasks hold, round-robin. A task never creates a stream inline, except
  * the very first of a pool configured with `prewarm: 0`.
  */
-import { type Context, Device, Stream } from '@cuda-tasks/cudadrv';
+import { CaptureError, type Context, Device, Stream, StreamCapture } from '@cuda-tasks/cudadrv';
 import { releaseStreamCache } from '@cuda-tasks/cudadrv/internal';
 import { processWide } from './process-wide.js';
 
@@ -29,6 +29,8 @@ export interface PooledStream {
   idleSince: number;
   /** Whether its cached memory blocks were given back since it went idle. */
   trimmed: boolean;
+  /** A capture left open on it could not be ended: it is retired on release, never reused. */
+  broken: boolean;
 }
 
 /** The streams of one (context, priority). */
@@ -170,6 +172,7 @@ function createStream(pool: ContextStreamPool): PooledStream {
     epoch: 0,
     idleSince: performance.now(),
     trimmed: true,
+    broken: false,
   };
   pool.streams.push(entry);
   state.byStream.set(stream, entry);
@@ -260,18 +263,53 @@ function takeCreated(pool: ContextStreamPool): PooledStream {
 }
 
 /**
- * Gives a task's stream back. When its last holder lets go, the release listeners run
- * (handle caches unbind from it), each in its own try, and the stream goes back to the idle
- * list whatever they throw: on top (handed out next), or with `busy` (its work may still run
- * for long: a cancelled task's) at the bottom, handed out last. Beyond the idle bound, it is
- * destroyed instead once its work is done (never blocking the event loop). Throws what the
- * listeners threw (an AggregateError for several), after all of that is done.
+ * Ends a stream capture left open on `entry`'s stream (`StreamCapture.endLeftOpen`: one begun
+ * with `StreamCapture.begin` and never ended, or one begun through the ffi layer), discarding
+ * what it recorded, so that work issued to the stream afterwards runs instead of going into an
+ * orphaned graph. Returns a CaptureError that says so (naming `who` gave the stream back), or undefined when
+ * the stream was not capturing (one driver query). A capture that cannot be ended marks the
+ * stream `broken`: its release retires it instead of handing it out again.
  */
-export function releaseStream(entry: PooledStream, busy = false): void {
+export function endLeftOpenCapture(entry: PooledStream, who: string): CaptureError | undefined {
+  const stream = entry.stream;
+  let ended: unknown;
+  try {
+    ended = StreamCapture.endLeftOpen(stream);
+  } catch (error) {
+    entry.broken = true;
+    const reason = error instanceof Error ? error.message : String(error);
+    return new CaptureError(
+      'StreamCapture.endLeftOpen',
+      `${stream} was still capturing a graph when ${who} gave it back (a capture begun without end() or abort()), and the capture could not be ended (${reason}); the stream was retired from the pool`,
+    );
+  }
+  if (ended === null) return undefined;
+  return new CaptureError(
+    'StreamCapture.endLeftOpen',
+    `${stream} was still capturing a graph when ${who} gave it back (a capture begun without end() or abort()); the capture was ended and what it recorded discarded: the work issued to the stream since the capture began never ran`,
+  );
+}
+
+/**
+ * Gives a task's stream back. When its last holder lets go, a stream capture left open on it
+ * is ended (see `endLeftOpenCapture`), the release listeners run (handle caches unbind from
+ * it), each in its own try, and the stream goes back to the idle list whatever they throw: on
+ * top (handed out next), or with `busy` (its work may still run for long: a cancelled task's)
+ * at the bottom, handed out last. Beyond the idle bound, or when its capture could not be
+ * ended, it is destroyed instead once its work is done (never blocking the event loop).
+ * Throws what the listeners threw and the CaptureError of a capture left open (an
+ * AggregateError for several), after all of that is done. `captureEnded`: the caller has
+ * just ended any capture left open itself (no second driver query).
+ */
+export function releaseStream(entry: PooledStream, busy = false, captureEnded = false): void {
   if (--entry.holders > 0) return;
   entry.exclusive = false;
   entry.epoch++;
   let errors: unknown[] | undefined;
+  if (!captureEnded) {
+    const leftOpen = endLeftOpenCapture(entry, 'code that held it');
+    if (leftOpen !== undefined) errors = [leftOpen];
+  }
   const listeners = state.releasedListeners;
   if (listeners.size !== 0) {
     for (const listener of listeners) {
@@ -284,7 +322,11 @@ export function releaseStream(entry: PooledStream, busy = false): void {
   }
   const pool = entry.pool;
   const settings = state.settings;
-  if (pool.idle.length < settings.maxIdle && pool.streams.length <= settings.maxStreams) {
+  if (
+    !entry.broken &&
+    pool.idle.length < settings.maxIdle &&
+    pool.streams.length <= settings.maxStreams
+  ) {
     entry.idleSince = performance.now();
     entry.trimmed = false;
     if (busy) pool.idle.unshift(entry);
@@ -296,7 +338,10 @@ export function releaseStream(entry: PooledStream, busy = false): void {
   if (errors === undefined) return;
   if (errors.length === 1) throw errors[0];
   if (errors.length > 1) {
-    throw new AggregateError(errors, `${errors.length} stream-released listeners failed`);
+    throw new AggregateError(
+      errors,
+      `releasing ${entry.stream} to the pool: ${errors.length} failures`,
+    );
   }
 }
 

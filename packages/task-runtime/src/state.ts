@@ -1,8 +1,20 @@
 import { AsyncLocalStorage, executionAsyncId } from 'node:async_hooks';
-import { CudaArgumentError, Device, DisposedError, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  type CaptureError,
+  CudaArgumentError,
+  Device,
+  DisposedError,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
 import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
-import { acquireStream, type PooledStream, pooledStream, releaseStream } from './pool.js';
+import {
+  acquireStream,
+  endLeftOpenCapture,
+  type PooledStream,
+  pooledStream,
+  releaseStream,
+} from './pool.js';
 import { streamPriority } from './priority.js';
 import { processWide } from './process-wide.js';
 
@@ -107,14 +119,30 @@ export class TaskState {
   }
 
   /**
-   * Returns leases, then streams (so handle caches can unbind from the streams first). Each
-   * lease and each stream is given back in its own try: one failure (a destroy after a sticky
-   * error) strands nothing else. Never throws: failures go to `onCleanupError` listeners (or
-   * become process warnings), so they never replace the task's own outcome.
+   * Ends stream captures left open on the streams only it holds (before anything is given
+   * back: a handle's hand-off event or a workspace free would otherwise be recorded into the
+   * orphaned graph), returns leases, then streams (so handle caches can unbind from the
+   * streams first). Each lease and each stream is given back in its own try: one failure (a
+   * destroy after a sticky error) strands nothing else. Never throws: failures go to
+   * `onCleanupError` listeners (or become process warnings), so they never replace the task's
+   * own outcome. Returns the CaptureError of a capture it left open (ended by then), for the
+   * task to report, or undefined.
    */
-  settle(): void {
-    if (this.settled) return;
+  settle(): CaptureError | undefined {
+    if (this.settled) return undefined;
     this.settled = true;
+    const own = this.ownPooled;
+    const others = this.otherStreams;
+    let leftOpen = own === undefined ? undefined : this.#endCapture(own);
+    if (others !== undefined) {
+      for (const entry of others) {
+        if (entry === undefined) continue;
+        const found = this.#endCapture(entry);
+        if (found === undefined) continue;
+        if (leftOpen === undefined) leftOpen = found;
+        else reportCleanupError(found, this);
+      }
+    }
     let lease = this.leases;
     this.leases = undefined;
     while (lease !== undefined) {
@@ -126,24 +154,38 @@ export class TaskState {
       }
       lease = next;
     }
-    const own = this.ownPooled;
     if (own !== undefined) {
       this.ownPooled = undefined;
       this.ownStream = undefined;
       this.ownOrdinal = -1;
       this.#release(own);
     }
-    const others = this.otherStreams;
     if (others !== undefined) {
       this.otherStreams = undefined;
       for (const entry of others) if (entry !== undefined) this.#release(entry);
+    }
+    return leftOpen;
+  }
+
+  /**
+   * Ends a capture left open on `entry` when this task alone holds it (a shared stream's is
+   * ended when its last holder lets go). Never throws.
+   */
+  #endCapture(entry: PooledStream): CaptureError | undefined {
+    if (entry.holders !== 1) return undefined;
+    try {
+      return endLeftOpenCapture(entry, String(this));
+    } catch (error) {
+      reportCleanupError(error, this);
+      return undefined;
     }
   }
 
   #release(entry: PooledStream): void {
     try {
-      // A cancelled task's stream may still run its queued work: handed out last.
-      releaseStream(entry, this.signal?.aborted === true);
+      // A cancelled task's stream may still run its queued work: handed out last. A stream
+      // only this task held has had its capture ended in settle().
+      releaseStream(entry, this.signal?.aborted === true, entry.holders === 1);
     } catch (error) {
       reportCleanupError(error, this);
     }

@@ -6,6 +6,7 @@ import {
   type Stream,
   waitForStream,
 } from '@cuda-tasks/cudadrv';
+import { reportCleanupError } from './cleanup.js';
 import { warmHandles } from './handle-cache.js';
 import { prewarmPoolOf } from './pool.js';
 import { streamPriority, TASK_PRIORITIES } from './priority.js';
@@ -63,7 +64,11 @@ function combineSignals(inherited: AbortSignal | undefined, own: AbortSignal): A
  * launches, copies and library calls inside go to that stream, so independent tasks overlap
  * on the GPU. Plain async functions called inside a task share its stream; start a nested
  * `task()` to get another. `options.priority` and `options.signal` make it urgent or
- * cancellable (see `TaskOptions`); bad options throw a CudaArgumentError.
+ * cancellable (see `TaskOptions`); bad options throw a CudaArgumentError. A stream capture
+ * the task left open (`StreamCapture.begin` without `end()` or `abort()`) is ended when it
+ * settles, what it recorded discarded, before its stream goes back to the pool: a task whose
+ * `fn` fulfilled then rejects with a CaptureError (its work after the capture began never
+ * ran); one that failed keeps its error, and the CaptureError goes to `onCleanupError`.
  * @example
  * const [x, y] = await Promise.all([
  *   task(async () => { gemm(a, b, c1); await synchronize(); return c1.toHost(); }),
@@ -127,7 +132,7 @@ function startTask<T>(fn: () => T | Promise<T>, state: TaskState): Promise<T> {
   try {
     result = fn();
   } catch (error) {
-    finishTask(state);
+    failTask(state);
     return Promise.reject(error);
   }
   // Promise.resolve gives a native promise back as it is. The reactions run in the task's
@@ -136,20 +141,31 @@ function startTask<T>(fn: () => T | Promise<T>, state: TaskState): Promise<T> {
   return Promise.resolve(result).then(taskFulfilled, taskRejected);
 }
 
+/** A task whose function fulfilled: rejects instead when it left a stream capture open. */
 function taskFulfilled<T>(value: T): T {
-  finishTask(currentFrame().task);
+  const leftOpen = finishTask(currentFrame().task);
+  if (leftOpen !== undefined) throw leftOpen;
   return value;
 }
 
 function taskRejected(error: unknown): never {
-  finishTask(currentFrame().task);
+  failTask(currentFrame().task);
   throw error;
 }
 
-/** The task's function has settled: tell the trace, give its resources back (never throws). */
-function finishTask(state: TaskState): void {
+/**
+ * The task's function has settled: tell the trace, give its resources back (never throws).
+ * Returns the CaptureError of a stream capture it left open (ended by then), or undefined.
+ */
+function finishTask(state: TaskState): CaptureError | undefined {
   state.observer?.taskSettled(state);
-  state.settle();
+  return state.settle();
+}
+
+/** `finishTask` for a task that failed: it keeps its own error; a capture it left open is reported. */
+function failTask(state: TaskState): void {
+  const leftOpen = finishTask(state);
+  if (leftOpen !== undefined) reportCleanupError(leftOpen, state);
 }
 
 /**

@@ -4,10 +4,12 @@
  * a single level; `state.priorityRanges` changes them), a fake Stream.create that counts
  * creations and keeps the priority (clamped to the range as CUDA does), a provider slot like
  * the real one (stream, device and signal providers; `resolveStream` and `currentContext`
- * check the signal as the real ones do), a `waitForStream` whose waits can be held until the
+ * check the signal as the real ones do) with the process default device (`setDefaultDevice`,
+ * `state.defaultDevice`), a `waitForStream` whose waits can be held until the
  * test completes them (`state.holdWaits`, `state.heldWaits`) and that rejects when its signal
  * aborts, and a scripted stream capture (StreamCapture.begin / end / abort, Graph) that
- * logs each step in `state.captureLog` and can be told to fail (`state.captureFailures`).
+ * logs each step in `state.captureLog` and can be told to fail (`state.captureFailures`;
+ * `end` also makes `StreamCapture.endLeftOpen` fail).
  * Used through `vi.mock('@cuda-tasks/cudadrv', () => fake.module)` and the same for
  * `'@cuda-tasks/cudadrv/internal'` (it holds the names of both entries).
  */
@@ -273,6 +275,8 @@ export function createFakeDriver() {
     /** Steps told to fail: begin and end throw, instantiate and update throw. */
     captureFailures: { begin: false, end: false, instantiate: false, update: false },
     signalProvider: undefined as (() => AbortSignal | undefined) | undefined,
+    /** The process default device's ordinal (`setDefaultDevice`). */
+    defaultDevice: 0,
     /**
      * Each device's stream priority range (device 0 like an H200, device 1 a single level;
      * devices made by tests beyond these have device 0's).
@@ -321,6 +325,19 @@ export function createFakeDriver() {
         state.captureLog.push(`begin ${stream.name}`);
         return session;
       },
+      /** Aborts a capture left open on `stream` (logged as `abort`); with `captureFailures.end`, throws instead. */
+      endLeftOpen(stream: FakeStream): FakeCapture | null {
+        const session = stream.capture;
+        if (session === null) return null;
+        if (state.captureFailures.end) {
+          throw new CaptureError(
+            'cuStreamEndCapture',
+            `the capture left open on ${stream.name} could not be ended`,
+          );
+        }
+        session.abort();
+        return session;
+      },
     },
     DisposedError,
     Device: {
@@ -358,6 +375,23 @@ export function createFakeDriver() {
       state.signalProvider = signal;
       return previous;
     },
+    /** The process default device's ordinal (`setDefaultDevice`), as cudadrv/internal keeps it. */
+    defaultDeviceOrdinal: () => state.defaultDevice,
+    defaultDevice: () => devices[state.defaultDevice]!,
+    /** As the real one: an ordinal or a Device, checked; a bad one is a CudaArgumentError. */
+    setDefaultDevice(device: FakeDevice | number): void {
+      if (typeof device === 'number') {
+        state.defaultDevice = module.Device.get(device).ordinal;
+      } else if (typeof device === 'object' && device !== null && devices.includes(device)) {
+        state.defaultDevice = device.ordinal;
+      } else {
+        throw new CudaArgumentError(
+          `setDefaultDevice: device must be a Device or a device ordinal, got ${String(device)}`,
+        );
+      }
+    },
+    currentDevice: () =>
+      state.deviceProvider === undefined ? devices[state.defaultDevice]! : state.deviceProvider(),
     currentStream: () => state.streamProvider!(),
     currentSignal,
     resolveStream(stream: unknown) {
@@ -368,7 +402,7 @@ export function createFakeDriver() {
     currentContext(): FakeContext {
       throwIfCancelled();
       return state.deviceProvider === undefined
-        ? devices[0]!.context
+        ? devices[state.defaultDevice]!.context
         : (state.deviceProvider() as FakeDevice).primaryContext();
     },
     onOutOfMemory(hook: (context: unknown) => void) {

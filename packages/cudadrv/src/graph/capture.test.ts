@@ -13,6 +13,8 @@ const fake = vi.hoisted(() => {
     capturing: new Set<number>(),
     /** What cuStreamEndCapture returns next (0: success). */
     endResult: 0,
+    /** While true, cuStreamEndCapture leaves the stream in capture mode (a driver that fails). */
+    endStuck: false,
     /** What cuGraphExecUpdate_v2 returns next, and the CUgraphExecUpdateResult it reports. */
     updateResult: 0,
     updateDetail: 0,
@@ -74,8 +76,13 @@ const fake = vi.hoisted(() => {
       state.capturing.add(Number(stream));
       return 0;
     },
+    cuStreamIsCapturing(stream: unknown, status: number[]) {
+      state.calls.push(`is capturing ${name(stream)}`);
+      status[0] = state.capturing.has(Number(stream)) ? 1 : 0;
+      return 0;
+    },
     cuStreamEndCapture(stream: unknown, out: (bigint | null)[]) {
-      state.capturing.delete(Number(stream));
+      if (!state.endStuck) state.capturing.delete(Number(stream));
       const result = state.endResult;
       state.endResult = 0;
       state.calls.push(`end capture ${name(stream)}`);
@@ -225,6 +232,75 @@ describe('StreamCapture', () => {
     expect(s.capturing).toBe(false);
     expect(context.capturingStreams).toBe(0);
     expect(s.query()).toBe(true);
+  });
+});
+
+describe('StreamCapture.endLeftOpen', () => {
+  afterEach(() => {
+    fake.state.endStuck = false;
+    fake.state.capturing.clear();
+  });
+
+  it('aborts a session left open: the stream leaves capture, its graph is destroyed', () => {
+    const session = StreamCapture.begin(s);
+    const allocated = DeviceBuffer.allocate(256, { stream: s });
+    calls();
+    expect(StreamCapture.endLeftOpen(s)).toBe(session);
+    expect(s.capturing).toBe(false);
+    expect(session.ended).toBe(true);
+    expect(context.capturingStreams).toBe(0);
+    expect(fake.state.capturing.has(Number(s.handle))).toBe(false);
+    const steps = calls();
+    expect(steps[0]).toBe(`end capture ${ss}`);
+    expect(steps).toContainEqual(expect.stringMatching(/^destroy g\d+$/));
+    expect(steps.at(-1)).toBe(`is capturing ${ss}`);
+    // Memory allocated inside the discarded capture never exists.
+    expect(() => allocated.address).toThrow();
+    // The stream is usable again: a new capture begins.
+    StreamCapture.begin(s).abort();
+  });
+
+  it('ends a capture begun outside cuda-tasks (through the ffi layer) and destroys its graph', () => {
+    fake.graphApi.cuStreamBeginCapture_v2(s.ffiHandle, 2);
+    calls();
+    expect(StreamCapture.endLeftOpen(s)).toBe('foreign');
+    expect(fake.state.capturing.has(Number(s.handle))).toBe(false);
+    const steps = calls();
+    expect(steps[0]).toBe(`is capturing ${ss}`);
+    expect(steps[1]).toBe(`end capture ${ss}`);
+    expect(steps[2]).toMatch(/^destroy g\d+$/);
+    expect(steps[3]).toBe(`is capturing ${ss}`);
+  });
+
+  it('answers null, with one query, for a stream that is not capturing', () => {
+    expect(StreamCapture.endLeftOpen(s)).toBe(null);
+    expect(calls()).toEqual([`is capturing ${ss}`]);
+  });
+
+  it('leaves a wrapped stream’s own captures and a disposed stream alone', () => {
+    const wrapped = Stream.wrap(4242n, context, 'wrapped');
+    fake.state.capturing.add(4242);
+    expect(StreamCapture.endLeftOpen(wrapped)).toBe(null);
+    expect(fake.state.capturing.has(4242)).toBe(true);
+    const gone = Stream.create({ context, name: 'gone' });
+    gone.dispose();
+    calls();
+    expect(StreamCapture.endLeftOpen(gone)).toBe(null);
+    expect(calls()).toEqual([]);
+  });
+
+  it('throws a CaptureError when the stream still captures afterwards', () => {
+    fake.graphApi.cuStreamBeginCapture_v2(s.ffiHandle, 2);
+    fake.state.endStuck = true;
+    const error = (() => {
+      try {
+        StreamCapture.endLeftOpen(s);
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    expect(error).toBeInstanceOf(CaptureError);
+    expect((error as Error).message).toMatch(/could not be ended/);
   });
 });
 

@@ -3,6 +3,7 @@ import { check, cudaError, driver } from '../driver.js';
 import { CaptureError, DisposedError } from '../errors.js';
 import {
   CU_STREAM_CAPTURE_MODE_RELAXED,
+  CU_STREAM_CAPTURE_STATUS_NONE,
   CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
   cudaGraph,
 } from '../ffi/graph.js';
@@ -11,6 +12,9 @@ import { abandonCapturedAllocation, DeviceBuffer, holdAsGraphOutput } from '../m
 import type { PinnedHostBuffer } from '../memory/transfer.js';
 import type { Stream } from '../stream/stream.js';
 import { Graph } from './graph.js';
+
+/** cuStreamIsCapturing's out-parameter, reused: the query allocates nothing. */
+const captureStatus = [0];
 
 /** How captured work uses a buffer: reads only, or writes too. */
 export type BufferAccess = 'read' | 'write';
@@ -91,6 +95,53 @@ export class StreamCapture {
     stream.capture = session;
     context.capturingStreams++;
     return session;
+  }
+
+  /**
+   * Ends a capture left open on `stream` and discards what it recorded, so that the stream
+   * runs its work again: a session of `begin` that was neither ended nor aborted (aborted, as
+   * `abort()` does), or, on a stream this package created, a capture begun outside cuda-tasks
+   * (cuStreamBeginCapture through the ffi layer: ended with cuStreamEndCapture, its graph
+   * destroyed). Returns the session that was open, `'foreign'` for a capture cuda-tasks did not
+   * begin, or null when the stream was not capturing: then it made one driver query
+   * (cuStreamIsCapturing) and allocated nothing. Throws a CaptureError when the stream still
+   * captures afterwards (it must not be used again), or what a session's `afterEnd` callback
+   * threw (the stream has left capture mode then). A disposed stream answers null.
+   * @example if (StreamCapture.endLeftOpen(s) !== null) console.warn(`${s} was left capturing`);
+   */
+  static endLeftOpen(stream: Stream): StreamCapture | 'foreign' | null {
+    if (stream.disposed) return null;
+    const session = stream.capture;
+    if (session !== null) {
+      try {
+        session.abort();
+      } finally {
+        StreamCapture.#assertLeft(stream);
+      }
+      return session;
+    }
+    // A wrapped stream's captures are its owner's.
+    if (!stream.owned) return null;
+    const graphApi = cudaGraph();
+    check(graphApi.cuStreamIsCapturing(stream.ffiHandle, captureStatus), 'cuStreamIsCapturing');
+    if (captureStatus[0] === CU_STREAM_CAPTURE_STATUS_NONE) return null;
+    stream.context.makeCurrent();
+    const out: (bigint | null)[] = [null];
+    // An invalidated capture returns an error here and still leaves capture mode.
+    graphApi.cuStreamEndCapture(stream.ffiHandle, out);
+    if (out[0]) graphApi.cuGraphDestroy(out[0]);
+    StreamCapture.#assertLeft(stream);
+    return 'foreign';
+  }
+
+  /** Throws a CaptureError when the driver says `stream` still captures. */
+  static #assertLeft(stream: Stream): void {
+    const status = cudaGraph().cuStreamIsCapturing(stream.ffiHandle, captureStatus);
+    if (status === 0 && captureStatus[0] === CU_STREAM_CAPTURE_STATUS_NONE) return;
+    throw new CaptureError(
+      'cuStreamEndCapture',
+      `the capture left open on ${stream} could not be ended (${status === 0 ? `capture status ${captureStatus[0]}` : `cuStreamIsCapturing returned ${status}`}); the stream must not be used again`,
+    );
   }
 
   /** Whether `end()` or `abort()` has run. */

@@ -1,0 +1,140 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import {
+  CaptureError,
+  DeviceArray,
+  type Kernel,
+  launch,
+  Module,
+  type Stream,
+  StreamCapture,
+} from '@cuda-tasks/cudadrv';
+import { cudaGraph } from '@cuda-tasks/cudadrv/ffi';
+import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
+import { afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { onCleanupError, stream, task } from './index.js';
+
+// A task that leaves a stream capture open must not hand the next task a capturing stream:
+// the next task's launches and copies must run, on the GPU, and give the CPU's answer.
+const ptxPath = fileURLToPath(new URL('../../cudadrv/test/fixtures/kernels.ptx', import.meta.url));
+const N = 1 << 16;
+const CONFIG = { grid: 64, block: 256 };
+
+/** y = a x + b on the CPU in float64. */
+function reference(x: Float32Array, a: number, b: number): Float64Array {
+  return Float64Array.from(x, (value) => a * value + b);
+}
+
+function worstError(actual: Float32Array, expected: Float64Array): number {
+  let worst = 0;
+  for (let j = 0; j < expected.length; j++) {
+    worst = Math.max(worst, Math.abs(actual[j]! - expected[j]!) / (1 + Math.abs(expected[j]!)));
+  }
+  return worst;
+}
+
+describeGpu('a capture left open by a task, on the GPU', () => {
+  let axpb: Kernel;
+  const reported: unknown[] = [];
+  let off: () => void;
+  beforeAll(() => {
+    const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+    axpb = module.kernel('axpb_f32', [
+      'float32*',
+      'const float32*',
+      'float32',
+      'float32',
+      'uint64',
+    ]);
+  });
+  beforeEach(() => {
+    reported.length = 0;
+    off = onCleanupError((error) => reported.push(error));
+  });
+  afterEach(() => off());
+
+  /** A task on the next-leased stream: copies in, launches, copies out; its stream and result. */
+  async function nextTask(seed: number): Promise<{ stream: Stream; error: number }> {
+    const input = randomFloat32(N, seed);
+    return task(async () => {
+      const own = stream();
+      const x = DeviceArray.fromHost(input);
+      const y = DeviceArray.zeros('float32', N);
+      launch(axpb, CONFIG, y, x, 1.5, -0.25, N);
+      const result = await y.toHost();
+      x.dispose();
+      y.dispose();
+      return { stream: own, error: worstError(result, reference(input, 1.5, -0.25)) };
+    });
+  }
+
+  it('a task that begins a capture and throws: the next task on that stream runs its work', async () => {
+    await nextTask(1); // the pool has its streams
+    let leaked: Stream | undefined;
+    const boom = new Error('boom');
+    const scratch = DeviceArray.zeros('float32', N);
+    await expect(
+      task(() => {
+        leaked = stream();
+        StreamCapture.begin(leaked);
+        launch(axpb, CONFIG, scratch, scratch, 2, 1, N); // recorded, never run
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
+    const next = await nextTask(2);
+    console.log(
+      `capture left open: next task on the same stream ${next.stream === leaked}, ` +
+        `capturing ${next.stream.capturing}, worst relative error ${next.error.toExponential(2)}, ` +
+        `reported ${reported.length}: ${String(reported[0])}`,
+    );
+    expect(next.stream).toBe(leaked); // the pool handed the same stream out next
+    expect(next.stream.capturing).toBe(false);
+    expect(next.error).toBeLessThan(1e-6);
+    expect(reported).toHaveLength(1);
+    expect(CaptureError.isInstance(reported[0])).toBe(true);
+    // The captured launch never ran: scratch is still zeros.
+    expect((await scratch.toHost()).every((value) => value === 0)).toBe(true);
+    scratch.dispose();
+  });
+
+  it('a task that returns with a capture open rejects with a CaptureError; the next task runs', async () => {
+    let leaked: Stream | undefined;
+    const error = await task(() => {
+      leaked = stream();
+      StreamCapture.begin(leaked);
+      return 1;
+    }).then(
+      () => undefined,
+      (rejection: unknown) => rejection,
+    );
+    expect(CaptureError.isInstance(error)).toBe(true);
+    const next = await nextTask(3);
+    console.log(
+      `capture left open by a fulfilled task: rejected with ${String(error)}; next task same stream ${next.stream === leaked}, worst relative error ${next.error.toExponential(2)}`,
+    );
+    expect(next.stream).toBe(leaked);
+    expect(next.error).toBeLessThan(1e-6);
+  });
+
+  it('a capture begun through the ffi layer and left open is ended too', async () => {
+    let leaked: Stream | undefined;
+    await expect(
+      task(() => {
+        leaked = stream();
+        const status = cudaGraph().cuStreamBeginCapture_v2(leaked.ffiHandle, 2);
+        expect(status).toBe(0);
+        throw new Error('raw capture left open');
+      }),
+    ).rejects.toThrow('raw capture left open');
+    const status = [0];
+    expect(cudaGraph().cuStreamIsCapturing(leaked!.ffiHandle, status)).toBe(0);
+    const next = await nextTask(4);
+    console.log(
+      `ffi capture left open: driver capture status after release ${status[0]}, next task same stream ${next.stream === leaked}, worst relative error ${next.error.toExponential(2)}`,
+    );
+    expect(status[0]).toBe(0);
+    expect(next.stream).toBe(leaked);
+    expect(next.error).toBeLessThan(1e-6);
+    expect(reported).toHaveLength(1);
+  });
+});
