@@ -14,6 +14,7 @@ import {
   float32ToFloat16Bits,
   type Stream,
 } from '@cuda-tasks/cudadrv';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 
 /** The options every kernel call takes last. */
 export interface CallOptions {
@@ -125,5 +126,98 @@ export function checkDType(
 ): void {
   if (!allowed.includes(dtype)) {
     throw new CudaArgumentError(`${what}: ${label} is ${dtype}; supported: ${allowed.join(', ')}`);
+  }
+}
+
+/**
+ * Throws a CudaArgumentError unless `array` lives in the context of `stream` (the check every
+ * library shares): a kernel of one context given memory of another faults on the device.
+ */
+export function checkOnStream(
+  what: string,
+  label: string,
+  array: DeviceArray,
+  stream: Stream,
+): void {
+  assertSameContext(what, label, array, stream);
+}
+
+/**
+ * Throws a CudaArgumentError when contiguous `output` shares a byte with contiguous `input`,
+ * except, with `inPlace`, when both hold exactly the same elements (same first byte, element
+ * size and length): an element-wise kernel reads each element before it writes that
+ * element's result, so in place is defined; any other overlap reads results the call itself
+ * wrote (a wrong answer without an error). Pass `inPlace` false for kernels whose outputs
+ * depend on many inputs (reductions, top-k): any overlap is refused there.
+ */
+export function checkOutputApart(
+  what: string,
+  outputLabel: string,
+  output: DeviceArray,
+  inputLabel: string,
+  input: DeviceArray,
+  inPlace: boolean,
+): void {
+  if (output.buffer !== input.buffer || output.length === 0 || input.length === 0) return;
+  const outputBytes = output.elementBytes;
+  const inputBytes = input.elementBytes;
+  const outputStart = output.offset * outputBytes;
+  const inputStart = input.offset * inputBytes;
+  const outputEnd = outputStart + output.length * outputBytes;
+  const inputEnd = inputStart + input.length * inputBytes;
+  if (outputEnd <= inputStart || inputEnd <= outputStart) return;
+  if (
+    inPlace &&
+    outputStart === inputStart &&
+    outputBytes === inputBytes &&
+    output.length === input.length
+  ) {
+    return;
+  }
+  throw new CudaArgumentError(
+    `${what}: ${outputLabel} overlaps ${inputLabel} in memory (elements ${output.offset}..${output.offset + output.length - 1} and ${input.offset}..${input.offset + input.length - 1} of one buffer)${inPlace ? '; in place is allowed only over exactly the same elements' : ''}: pass an output apart from the inputs`,
+  );
+}
+
+/**
+ * The checks of one call's arrays against the stream and each other, after the stream is
+ * resolved and before anything native: every array lives in the stream's context; no output
+ * overlaps another output; no output overlaps an input (but see `checkOutputApart`'s
+ * `inPlace`). `labels[j]` names parameter j (inputs, then outputs); the outputs are
+ * `outputs[outputStart..outputEnd)`, undefined ones (to be allocated) skipped; numbers among
+ * the inputs are skipped. Allocates nothing.
+ */
+export function checkOperands(
+  what: string,
+  labels: readonly string[],
+  inputs: ArrayLike<unknown>,
+  inputCount: number,
+  outputs: ArrayLike<unknown>,
+  outputStart: number,
+  outputEnd: number,
+  stream: Stream,
+  inPlace: boolean,
+): void {
+  for (let j = 0; j < inputCount; j++) {
+    const input = inputs[j];
+    if (DeviceArray.isInstance(input)) checkOnStream(what, labels[j]!, input, stream);
+  }
+  for (let j = outputStart; j < outputEnd; j++) {
+    const output = outputs[j];
+    if (!DeviceArray.isInstance(output)) continue;
+    const label = labels[inputCount + j - outputStart]!;
+    checkOnStream(what, label, output, stream);
+    for (let k = 0; k < inputCount; k++) {
+      const input = inputs[k];
+      if (DeviceArray.isInstance(input)) {
+        checkOutputApart(what, label, output, labels[k]!, input, inPlace);
+      }
+    }
+    for (let k = outputStart; k < j; k++) {
+      const other = outputs[k];
+      if (DeviceArray.isInstance(other)) {
+        checkOutputApart(what, label, output, labels[inputCount + k - outputStart]!, other, false);
+      }
+    }
   }
 }

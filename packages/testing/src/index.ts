@@ -11,9 +11,9 @@ export {
 export { findCudaHeader } from './cuda-headers.js';
 export { createFakeDriver } from './fake-driver.js';
 export { describeGpu, gpuAvailable } from './gpu.js';
-export { hostOnlyArray } from './host-only-array.js';
+export { hostOnlyArray, STAND_IN_CONTEXT } from './host-only-array.js';
 export { probeGpu } from './probe-gpu.js';
 export { randomFloat32, rng } from './random.js';
-export { recordingOperand, STAND_IN_CONTEXT, standInStream } from './recording-operand.js';
+export { recordingOperand, standInStream } from './recording-operand.js';
 export * from './reference.js';
 export { failureOf, thrown } from './thrown.js';

@@ -1,8 +1,5 @@
 import type { Stream } from '@cuda-tasks/cudadrv';
-import { columnMajorStrides } from './host-only-array.js';
-
-/** The context of `standInStream()` and of `recordingOperand`'s buffers (one for all of them). */
-export const STAND_IN_CONTEXT = Object.freeze({ makeCurrent() {}, device: { ordinal: 0 } });
+import { columnMajorStrides, STAND_IN_CONTEXT } from './host-only-array.js';
 
 /**
  * A stream stand-in for library calls tested without a GPU: the calls read only its context
