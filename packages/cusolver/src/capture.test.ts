@@ -1,5 +1,5 @@
 import { CaptureError, CudaArgumentError, type Stream } from '@cuda-tasks/cudadrv';
-import { hostOnlyArray } from '@cuda-tasks/testing';
+import { hostOnlyArray, STAND_IN_CONTEXT } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import { cholesky } from './cholesky.js';
 import { eigh } from './eigh.js';
@@ -11,6 +11,7 @@ import { svd } from './svd.js';
 // memory, so any native call would fail with another error than the one asserted.
 const capturing = {
   capturing: true,
+  context: STAND_IN_CONTEXT,
   toString: () => 'Stream(capturing)',
 } as unknown as Stream;
 

@@ -2,6 +2,7 @@ import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudad
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { SYEVD, syevd } from './routines.js';
 import {
+  assertOnStream,
   assertOptions,
   assertSquare,
   booleanOption,
@@ -42,6 +43,7 @@ export async function eigh<D extends SolverDType>(
   const upper = booleanOption(options, 'upper', 'eigh');
   const n = layout.rows;
   const stream = resolveStream(options.stream);
+  assertOnStream('eigh', 'a', a, stream);
   const dtype = a.dtype;
   if (stream.capturing) {
     throw statusInCapture('eigh', stream, [SYEVD[dtype]], 'use it outside the capture');

@@ -2,7 +2,7 @@ import { DeviceArray, DeviceBuffer, resolveStream, type StreamOption } from '@cu
 import { disposeAll } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { geqrf, orgqr } from './routines.js';
-import { assertOptions, matrixLayout, type SolverDType } from './validate.js';
+import { assertOnStream, assertOptions, matrixLayout, type SolverDType } from './validate.js';
 
 /** The reduced QR factorization A = Q R of an m x n matrix, k = min(m, n). */
 export interface QrFactorization<D extends SolverDType = SolverDType> {
@@ -28,6 +28,7 @@ export function qr<D extends SolverDType>(
   const { rows: m, columns: n } = matrixLayout(a, 'a', 'qr');
   assertOptions(options, 'qr');
   const stream = resolveStream(options.stream);
+  assertOnStream('qr', 'a', a, stream);
   const dtype = a.dtype;
   const k = Math.min(m, n);
   let work: DeviceArray<D> | undefined;

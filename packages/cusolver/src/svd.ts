@@ -2,7 +2,13 @@ import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudad
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { transpose } from './kernels.js';
 import { GESVD, gesvd } from './routines.js';
-import { assertOptions, booleanOption, matrixLayout, type SolverDType } from './validate.js';
+import {
+  assertOnStream,
+  assertOptions,
+  booleanOption,
+  matrixLayout,
+  type SolverDType,
+} from './validate.js';
 
 /** Options for `svd`. */
 export interface SvdOptions extends StreamOption {
@@ -42,6 +48,7 @@ export async function svd<D extends SolverDType>(
   assertOptions(options, 'svd');
   const full = booleanOption(options, 'full', 'svd');
   const stream = resolveStream(options.stream);
+  assertOnStream('svd', 'a', a, stream);
   const dtype = a.dtype;
   if (stream.capturing) {
     throw statusInCapture('svd', stream, [GESVD[dtype]], 'use it outside the capture');

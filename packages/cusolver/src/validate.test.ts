@@ -1,7 +1,12 @@
 import { CudaArgumentError, DisposedError } from '@cuda-tasks/cudadrv';
-import { hostOnlyArray } from '@cuda-tasks/testing';
+import { hostOnlyArray, standInStream, thrown } from '@cuda-tasks/testing';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { eigh } from './eigh.js';
+import { qr } from './qr.js';
+import { svd } from './svd.js';
 import {
+  assertOnStream,
   assertOptions,
   assertPivots,
   assertSameDType,
@@ -147,6 +152,65 @@ describe('other checks', () => {
     expect(booleanOption({ upper: true }, 'upper', 'eigh')).toBe(true);
     expect(() => booleanOption({ upper: 1 }, 'upper', 'eigh')).toThrow(
       /eigh: option upper must be a boolean, got 1/,
+    );
+  });
+});
+
+describe('an array of another context than the stream', () => {
+  const stream = standInStream();
+  const device1 = { device: { ordinal: 1 }, toString: () => 'Context(device 1)' };
+  const foreign = () => hostOnlyArray('float64', [4, 4], { byteLength: 128, context: device1 });
+
+  it('is refused by qr, eigh and svd with a CudaArgumentError, before anything native', async () => {
+    expect(thrown(() => qr(foreign(), { stream }))).toBeInstanceOf(CudaArgumentError);
+    expect(thrown(() => qr(foreign(), { stream })).message).toMatch(
+      /qr: a lives in Context\(device 1\), but .* belongs to Context\(device 0\)/,
+    );
+    await expect(eigh(foreign(), { stream })).rejects.toThrow(
+      /eigh: a lives in Context\(device 1\)/,
+    );
+    await expect(svd(foreign(), { stream })).rejects.toThrow(/svd: a lives in Context\(device 1\)/);
+  });
+
+  it('assertOnStream: refused iff the contexts differ', () => {
+    const same = hostOnlyArray('float64', [4, 4], { byteLength: 128 });
+    expect(assertOnStream('solve', 'b', same, stream)).toBeUndefined();
+    expect(() => assertOnStream('solve', 'b', foreign(), stream)).toThrow(/solve: b lives in/);
+  });
+});
+
+describe('property: matrixLayout of random blocks of one allocation', () => {
+  it('gives the block rows, columns and the parent leading dimension; inputs may share memory', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 1, max: 9 }),
+        fc.nat(8),
+        fc.nat(8),
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 1, max: 9 }),
+        (rows, columns, row, column, height, width) => {
+          const parent = hostOnlyArray('float64', [rows, columns], {
+            byteLength: rows * columns * 8,
+          });
+          const r = row % rows;
+          const c = column % columns;
+          const h = Math.min(height, rows - r);
+          const w = Math.min(width, columns - c);
+          const block = parent.block(r, c, h, w);
+          expect(matrixLayout(block, 'a', 'lu')).toEqual({
+            rows: h,
+            columns: w,
+            leadingDimension: w > 1 ? rows : h,
+          });
+          // A right-hand side that is a column of the same block: an input beside an input.
+          if (h === w) {
+            const b = parent.block(r, c, h, 1);
+            expect(rightHandSideLayout(b, block, h, 'solve').rows).toBe(h);
+          }
+        },
+      ),
+      { numRuns: 400, seed: 13 },
     );
   });
 });

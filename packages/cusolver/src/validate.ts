@@ -1,9 +1,15 @@
 /**
  * Argument checks, run before any native call (and before the current stream is looked up),
  * so that bad input is a CudaArgumentError or DisposedError with no side effect. Pure
- * functions of an array's dtype, shape, strides and disposed state.
+ * functions of an array's dtype, shape, strides and disposed state; `assertOnStream`, once the
+ * stream is resolved, compares an array's context with the stream's.
+ *
+ * No routine here can be given an output that aliases an input: every result is a new array,
+ * and the inputs are copied (on the stream, before any routine writes) where cuSOLVER would
+ * overwrite them. Inputs may share memory with each other (a b that is a column of a).
  */
-import { CudaArgumentError, DeviceArray, DisposedError } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, DeviceArray, DisposedError, type Stream } from '@cuda-tasks/cudadrv';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 
 /** The element types the cuSOLVER API here supports. */
 export type SolverDType = 'float32' | 'float64';
@@ -166,4 +172,17 @@ export function booleanOption(options: object, name: string, call: string): bool
     );
   }
   return value;
+}
+
+/**
+ * Throws a CudaArgumentError unless `array` lives in `stream`'s context (the check every
+ * library shares): call it right after resolving the stream, for every array argument.
+ */
+export function assertOnStream(
+  call: string,
+  what: string,
+  array: DeviceArray,
+  stream: Stream,
+): void {
+  assertSameContext(call, what, array, stream);
 }

@@ -4,7 +4,11 @@ import { DeviceArray, type DeviceBuffer, type DType } from '@cuda-tasks/cudadrv'
  * The context of `standInStream()`, and by default of `hostOnlyArray`'s and
  * `recordingOperand`'s memory: the operand checks find them on the stand-in stream's context.
  */
-export const STAND_IN_CONTEXT = Object.freeze({ makeCurrent() {}, device: { ordinal: 0 } });
+export const STAND_IN_CONTEXT = Object.freeze({
+  makeCurrent() {},
+  device: { ordinal: 0 },
+  toString: () => 'Context(device 0)',
+});
 
 /**
  * A real DeviceArray over a stand-in buffer with no device memory: its dtype, shape, strides
