@@ -8,6 +8,7 @@ import {
   issueWorkerStatistics,
   startIssueWorkerWith,
   stopIssueWorker,
+  streamDisposed,
 } from './issue-worker.js';
 
 // The worker's own program, run in a real worker thread on a koffi test double
@@ -30,8 +31,40 @@ function calls(): string[] {
     });
 }
 
-const getrf = (context: bigint, stream: bigint, m = 4) =>
-  issueOffThread('cusolverDnDgetrf', context, stream, [m, 4, 1000n, m, 2000n, 3000n, 4000n]);
+/** A stand-in for a Stream: its CUstream and its context's CUcontext (fake handles). */
+const streamOf = (context: bigint, stream: bigint) => ({
+  context: { handle: context },
+  ffiHandle: stream,
+});
+const streams = new Map<string, ReturnType<typeof streamOf>>();
+/** The same stand-in each time for a (context, stream) pair, as a Stream object would be. */
+const target = (context: bigint, stream: bigint) => {
+  const key = `${context}:${stream}`;
+  let value = streams.get(key);
+  if (value === undefined) streams.set(key, (value = streamOf(context, stream)));
+  return value;
+};
+const getrf = (
+  context: bigint | ReturnType<typeof streamOf>,
+  stream = 0n,
+  m = 4,
+  signal?: AbortSignal,
+) =>
+  issueOffThread(
+    'cusolverDnDgetrf',
+    typeof context === 'bigint' ? target(context, stream) : context,
+    [m, 4, 1000n, m, 2000n, 3000n, 4000n],
+    signal,
+  );
+
+/** Resolves once the double has logged a call matching `pattern` (not consuming the log). */
+async function logged(pattern: RegExp): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (pattern.test(readFileSync(logFile, 'utf8'))) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`${pattern} was never logged`);
+}
 
 describe("the issue worker's program, on a koffi test double", () => {
   beforeAll(() => {
@@ -40,6 +73,8 @@ describe("the issue worker's program, on a koffi test double", () => {
   });
   afterEach(async () => {
     await stopIssueWorker();
+    streams.clear();
+    calls();
   });
   afterAll(() => {
     if (saved === undefined) delete process.env.ISSUE_WORKER_DOUBLE_LOG;
@@ -118,7 +153,7 @@ describe("the issue worker's program, on a koffi test double", () => {
       'cusolverDnDgetrf(101n, 13, 4, 1000n, 13, 2000n, 3000n, 4000n)',
       'cuEventRecord(100n, 10n)',
     ]);
-    const unknown = await issueOffThread('cusolverDnXgetrf' as never, 1n, 10n, []);
+    const unknown = await issueOffThread('cusolverDnXgetrf' as never, target(1n, 10n), []);
     expect(unknown).toMatchObject({ status: -1, call: 'cusolverDnXgetrf' });
     // Only the call that succeeded is counted.
     expect(issueWorkerStatistics().offThread).toBe(0);
@@ -139,5 +174,65 @@ describe("the issue worker's program, on a koffi test double", () => {
     );
     expect(await start()).toBe(true);
     expect(issueWorkerStatistics().state).toBe('ready');
+  });
+
+  it('a stream disposed while its call is queued: the call is cancelled, nothing reaches the driver for it', async () => {
+    expect(await start()).toBe(true);
+    const busy = getrf(1n, 10n, 17); // the worker is busy with this one for 300 ms
+    const disposed = target(1n, 11n);
+    const queued = getrf(disposed);
+    streamDisposed(disposed);
+    expect(await queued).toEqual({ status: 0, cancelled: true });
+    expect(await busy).toMatchObject({ status: 0 });
+    const log = calls();
+    expect(log.filter((call) => /\b11n\b/.test(call))).toEqual([]);
+    expect(log).toContain('cusolverDnDgetrf(101n, 17, 4, 1000n, 17, 2000n, 3000n, 4000n)');
+    expect(issueWorkerStatistics().offThread).toBe(1);
+  });
+
+  it('a stream disposed while the worker issues on it: the disposal waits until the worker is done; a new stream at its address is bound afresh', async () => {
+    expect(await start()).toBe(true);
+    const disposed = target(1n, 10n);
+    const pending = getrf(disposed, 0n, 17);
+    await logged(/cusolverDnDgetrf.*17/);
+    streamDisposed(disposed); // blocks until the worker has issued everything of that call
+    // Every call of it was on the stream before the disposal went on to drain and destroy it.
+    expect(calls()).toEqual([
+      'cuCtxSetCurrent(1n)',
+      'cuEventCreate(100n)',
+      'cusolverDnCreate(101n)',
+      'cusolverDnSetStream(101n, 10n)',
+      'cusolverDnDgetrf(101n, 17, 4, 1000n, 17, 2000n, 3000n, 4000n)',
+      'cuEventRecord(100n, 10n)',
+    ]);
+    expect(await pending).toMatchObject({ status: 0 });
+    // A stream created later at the same address: the handle is bound to it again.
+    await getrf(streamOf(1n, 10n));
+    expect(calls()).toEqual([
+      'cuStreamWaitEvent(10n, 100n, 0)',
+      'cusolverDnSetStream(101n, 10n)',
+      'cusolverDnDgetrf(101n, 4, 4, 1000n, 4, 2000n, 3000n, 4000n)',
+      'cuEventRecord(100n, 10n)',
+    ]);
+  });
+
+  it('a signal that aborts while the call is queued cancels it; once issuing, the reply comes when done', async () => {
+    expect(await start()).toBe(true);
+    const busy = getrf(1n, 10n, 17);
+    const controller = new AbortController();
+    const queued = getrf(1n, 11n, 4, controller.signal);
+    controller.abort(new Error('deadline'));
+    expect(await queued).toEqual({ status: 0, cancelled: true });
+    await busy;
+    expect(calls().filter((call) => /\b11n\b/.test(call))).toEqual([]);
+    // Already aborted: not even posted.
+    expect(await getrf(1n, 11n, 4, AbortSignal.abort())).toEqual({ status: 0, cancelled: true });
+    // Aborting during the worker's call: its real reply.
+    const late = new AbortController();
+    const issuing = getrf(1n, 12n, 17, late.signal);
+    await logged(/cusolverDnDgetrf.*17/);
+    late.abort();
+    expect(await issuing).toMatchObject({ status: 0 });
+    expect(await issuing).not.toHaveProperty('cancelled');
   });
 });

@@ -1,4 +1,6 @@
 import { performance } from 'node:perf_hooks';
+import { Device, DisposedError, Stream } from '@cuda-tasks/cudadrv';
+import { setOperationObserver } from '@cuda-tasks/cudadrv/internal';
 import { task } from '@cuda-tasks/task-runtime';
 import {
   describeGpu,
@@ -152,5 +154,112 @@ describeGpu('the issue worker: large LU factorizations issued off the event loop
     );
     a.dispose();
     b.dispose();
+  });
+
+  /** The pool's bytes held by buffers (used, less the small blocks cached for reuse), once settled. */
+  function heldBytes(): number {
+    const context = Device.get(0).primaryContext();
+    context.synchronize();
+    const statistics = context.memoryPool.statistics();
+    return statistics.usedBytes - statistics.cachedBytes;
+  }
+
+  /** solve(a, b) of n = 2048 on a fresh stream, checked against the float64 CPU residual. */
+  async function checkedSolve(
+    a: ReturnType<typeof upload<'float64'>>,
+    b: ReturnType<typeof upload<'float64'>>,
+    n: number,
+  ): Promise<number> {
+    const fresh = Stream.create();
+    const x = await solve(a.array, b.array, { stream: fresh });
+    const residual = relativeResidual(a.host, await download(x), b.host, n, 1);
+    x.dispose();
+    fresh.dispose();
+    return residual;
+  }
+
+  it('a stream disposed while its getrf is with the worker (n = 2048, 4096): no crash, a clear error, memory back, later solves correct', async () => {
+    const rng = new Rng(15);
+    const outcomes: string[] = [];
+    for (const n of [2048, 4096]) {
+      const a = upload('float64', diagonallyDominant(rng, n), [n, n]);
+      const b = upload('float64', randomMatrix(rng, n, 1), [n, 1]);
+      const baseline = heldBytes();
+      // Dispose at once (the call queued or being issued) and after short delays.
+      for (const delay of [0, 0.3, 1, 3]) {
+        const doomed = Stream.create();
+        const pending = solve(a.array, b.array, { stream: doomed }).then(
+          (x) => {
+            x.dispose();
+            return 'solved';
+          },
+          (error: unknown) => error,
+        );
+        const until = performance.now() + delay;
+        while (performance.now() < until) {
+          // spin: the worker runs meanwhile
+        }
+        doomed.dispose();
+        const outcome = await pending;
+        expect(DisposedError.isInstance(outcome)).toBe(true);
+        outcomes.push(
+          `n=${n} delay=${delay}ms: ${/nothing was issued/.test(String(outcome)) ? 'cancelled' : 'issued, then disposed'}`,
+        );
+      }
+      const after = heldBytes();
+      expect(after).toBe(baseline);
+      expect(await checkedSolve(a, b, n)).toBeLessThan(TOLERANCE.float64.residual);
+      console.log(
+        `dispose mid-factorization n=${n}: pool held ${baseline} B before, ${after} B after`,
+      );
+      a.array.dispose();
+      b.array.dispose();
+    }
+    console.log(outcomes.join('; '));
+  });
+
+  it("a task's signal aborting during the worker's getrf (n = 4096): its reason, no getrs issued, memory back, a later solve correct", async () => {
+    const rng = new Rng(16);
+    const n = 4096;
+    const a = upload('float64', diagonallyDominant(rng, n), [n, n]);
+    const b = upload('float64', randomMatrix(rng, n, 1), [n, 1]);
+    const baseline = heldBytes();
+    const operations: string[] = [];
+    const previous = setOperationObserver({
+      begin(name) {
+        operations.push(name);
+        return 0;
+      },
+      end() {},
+    });
+    try {
+      for (const delay of [0, 1]) {
+        operations.length = 0;
+        const controller = new AbortController();
+        const reason = new Error(`deadline after ${delay} ms`);
+        const outcome = await task(
+          async () => {
+            const pending = solve(a.array, b.array);
+            setTimeout(() => controller.abort(reason), delay);
+            return pending;
+          },
+          { signal: controller.signal },
+        ).then(
+          () => 'solved',
+          (error: unknown) => error,
+        );
+        expect(outcome).toBe(reason);
+        expect(operations).toContain('cusolver.getrf');
+        expect(operations).not.toContain('cusolver.getrs');
+      }
+    } finally {
+      setOperationObserver(previous);
+    }
+    const after = heldBytes();
+    console.log(`abort mid-factorization n=${n}: pool held ${baseline} B before, ${after} B after`);
+    expect(after).toBe(baseline);
+    expect(await checkedSolve(a, b, n)).toBeLessThan(TOLERANCE.float64.residual);
+    a.array.dispose();
+    b.array.dispose();
   });
 });

@@ -15,9 +15,19 @@
  * task's handle. The caller allocates the workspace (stream-ordered) before posting and frees
  * it after the reply, so the free is ordered after the routine's kernels. Only routines whose
  * promise the caller awaits anyway (`lu`, `solve`) go through it; everything else stays inline.
+ *
+ * Each call carries a shared word (queued, issuing, done, cancelled) that the worker claims
+ * before it issues anything. A call still queued can thus be cancelled from the event loop:
+ * when its stream is disposed (a stream-disposed listener, which runs before the stream is
+ * destroyed) or its task's signal aborts; nothing of it reaches the driver. A call the worker
+ * is issuing makes the stream's disposal wait until the worker is done with it, so that its
+ * kernels are on the stream before the stream is drained and destroyed, and no call ever goes
+ * to a destroyed stream (or to a later stream created at its address).
  */
 import { Worker } from 'node:worker_threads';
+import type { Stream } from '@cuda-tasks/cudadrv';
 import { koffiModulePath, libcudaSpec } from '@cuda-tasks/cudadrv/ffi';
+import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
 import { libcusolverSpec } from './ffi/cusolver.js';
 import { handles } from './handle.js';
 
@@ -37,7 +47,27 @@ export interface OffThreadReply {
   readonly driver?: boolean;
   /** The stream began a capture before the worker got to the call: nothing was issued. */
   readonly capturing?: boolean;
+  /**
+   * The call was cancelled before the worker issued it (its stream was disposed, or the
+   * signal given to `issueOffThread` aborted): nothing was issued.
+   */
+  readonly cancelled?: boolean;
 }
+
+/** What the worker needs of the stream a call runs on: a Stream (or a test's stand-in). */
+export type OffThreadStream = Pick<Stream, 'ffiHandle'> & {
+  readonly context: { readonly handle: bigint };
+};
+
+// The states of a call's shared word. The worker moves QUEUED to ISSUING (or finds CANCELLED
+// and skips the call), then ISSUING to DONE; the event loop moves QUEUED to CANCELLED.
+const QUEUED = 0;
+const ISSUING = 1;
+const DONE = 2;
+const CANCELLED = 3;
+/** How long a stream's disposal waits for the worker to finish issuing a call on it. */
+const ISSUING_WAIT_MS = 10_000;
+const CANCELLED_REPLY: OffThreadReply = Object.freeze({ status: 0, cancelled: true });
 
 /** How the issue worker stands, from `issueWorkerStatistics`. */
 export interface IssueWorkerStatistics {
@@ -52,6 +82,11 @@ export interface IssueWorkerStatistics {
 }
 
 interface Pending {
+  readonly stream: OffThreadStream;
+  /** The call's shared word (QUEUED, ISSUING, DONE or CANCELLED). */
+  readonly flag: Int32Array;
+  readonly signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
   resolve(reply: OffThreadReply): void;
   reject(error: Error): void;
 }
@@ -66,6 +101,10 @@ interface WorkerState {
   nextId: number;
   offThread: number;
   inline: number;
+  /** Streams the worker has been given calls for (it may hold a handle bound to them). */
+  streams: WeakSet<OffThreadStream>;
+  /** Removes the stream-disposed listener; set once the first worker starts. */
+  unlisten: (() => void) | undefined;
 }
 
 const STATE_KEY = Symbol.for('@cuda-tasks/cusolver/issue-worker');
@@ -80,13 +119,20 @@ const state: WorkerState = ((globalThis as any)[STATE_KEY] ??= {
   nextId: 1,
   offThread: 0,
   inline: 0,
+  streams: new WeakSet(),
+  unlisten: undefined,
 } satisfies WorkerState);
+// A state made by an older loaded copy of this package lacks these.
+state.streams ??= new WeakSet();
 
 /**
  * The worker's program (CommonJS, run with `eval`). It loads koffi, libcuda and libcusolver
  * by the names the main thread uses (already loaded in the process: the same handles), then
- * answers each `{ id, context, stream, symbol, args }` with `{ id, status, call?, driver? }`
+ * answers each `{ id, context, stream, symbol, args, flag }` with `{ id, status, call?, driver? }`
  * (or `{ id, capturing: true }` for a stream that began a capture before the call got here).
+ * It claims the call's shared word `flag` first (queued to issuing) and skips a call that was
+ * cancelled, without a reply; once done it stores done and wakes a disposal waiting on it.
+ * `{ forget: stream, context }` (the stream was disposed) unbinds the handle bound to it.
  * Handles: one per stream, at most `handlesPerContext` per context; past that the least
  * recently used one moves to the new stream. Before each call its stream waits on the event
  * recorded after the handle's previous call (the handle's internal buffers; on the same stream
@@ -103,6 +149,7 @@ function load(koffi, names) {
   throw new Error('the worker could not load ' + failures.join('; '));
 }
 let run;
+let forget;
 try {
   const koffi = require(workerData.koffi);
   const cuda = load(koffi, workerData.cuda);
@@ -128,7 +175,8 @@ try {
   const slotFor = (context, stream) => {
     let slots = contexts.get(context);
     if (slots === undefined) contexts.set(context, (slots = []));
-    let slot = slots.find((s) => s.stream === stream);
+    // Its own handle, else one whose stream was disposed (unbound), else a new one.
+    let slot = slots.find((s) => s.stream === stream) ?? slots.find((s) => s.stream === undefined);
     if (slot !== undefined) return slot;
     if (slots.length < limit) {
       const out = [null];
@@ -142,6 +190,11 @@ try {
       return slot;
     }
     return slots.reduce((a, b) => (b.last < a.last ? b : a));
+  };
+  forget = (context, stream) => {
+    for (const slot of contexts.get(context) ?? []) {
+      if (slot.stream === stream) slot.stream = undefined;
+    }
   };
   run = (message) => {
     let status;
@@ -180,11 +233,21 @@ try {
 }
 if (run !== undefined) {
   parentPort.on('message', (message) => {
+    if (message.forget !== undefined) {
+      forget(message.context, message.forget);
+      return;
+    }
+    const flag = message.flag;
+    // Cancelled while queued (its stream disposed, its signal aborted): nothing is issued.
+    if (Atomics.compareExchange(flag, 0, ${QUEUED}, ${ISSUING}) !== ${QUEUED}) return;
     let reply;
     try {
       reply = run(message);
     } catch (error) {
       reply = { status: -1, call: String((error && error.message) || error), driver: false };
+    } finally {
+      Atomics.store(flag, 0, ${DONE});
+      Atomics.notify(flag, 0);
     }
     parentPort.postMessage({ ...reply, id: message.id });
   });
@@ -218,12 +281,74 @@ function fail(reason: string): void {
   state.started = undefined; // startIssueWorker() tries again; calls meanwhile stay inline
   const worker = state.worker;
   state.worker = undefined;
+  rejectPending(new Error(`the cuSOLVER issue worker stopped during a call: ${reason}`));
+  void worker?.terminate();
+}
+
+/** Rejects every call in flight with `error` (the worker stopped). */
+function rejectPending(error: Error): void {
   const pending = [...state.pending.values()];
   state.pending.clear();
   for (const call of pending) {
-    call.reject(new Error(`the cuSOLVER issue worker stopped during a call: ${reason}`));
+    forgetSignal(call);
+    call.reject(error);
   }
-  void worker?.terminate();
+}
+
+function forgetSignal(call: Pending): void {
+  if (call.onAbort !== undefined) call.signal!.removeEventListener('abort', call.onAbort);
+  call.onAbort = undefined;
+}
+
+/** Resolves call `id` with `reply` (once; a later reply for it is ignored). */
+function settle(id: number, reply: OffThreadReply): void {
+  const call = state.pending.get(id);
+  if (call === undefined) return;
+  state.pending.delete(id);
+  if (state.pending.size === 0) state.worker?.unref();
+  forgetSignal(call);
+  if (reply.status === 0 && reply.capturing !== true && reply.cancelled !== true) {
+    state.offThread++;
+  }
+  call.resolve(reply);
+}
+
+/** Cancels a call the worker has not claimed yet; false once it has (issuing or done). */
+function cancelQueued(call: Pending): boolean {
+  return Atomics.compareExchange(call.flag, 0, QUEUED, CANCELLED) === QUEUED;
+}
+
+/**
+ * What happens when a stream is disposed, before it is destroyed (a stream-disposed listener):
+ * its calls still queued for the worker are cancelled (each resolves `{ cancelled: true }`,
+ * nothing issued); for one the worker is issuing, the event loop waits (blocking, as the
+ * disposal's own drain does) until the worker is done with it, so that its kernels are on the
+ * stream before the stream is drained and destroyed. Then the worker unbinds its handle from
+ * the stream. Internal (the unit tests call it with stand-in streams).
+ */
+export function streamDisposed(stream: OffThreadStream): void {
+  if (!state.streams.has(stream)) return;
+  state.streams.delete(stream);
+  for (const [id, call] of state.pending) {
+    if (call.stream !== stream) continue;
+    if (cancelQueued(call)) settle(id, CANCELLED_REPLY);
+    else awaitIssued(call.flag);
+  }
+  state.worker?.postMessage({ forget: stream.ffiHandle, context: stream.context.handle });
+}
+
+/** Blocks until the worker has finished issuing the call of `flag` (at most ISSUING_WAIT_MS). */
+function awaitIssued(flag: Int32Array): void {
+  const deadline = performance.now() + ISSUING_WAIT_MS;
+  while (Atomics.load(flag, 0) === ISSUING) {
+    const left = deadline - performance.now();
+    if (left <= 0) {
+      throw new Error(
+        `the cuSOLVER issue worker was still issuing a call on the stream being disposed after ${ISSUING_WAIT_MS / 1000} s`,
+      );
+    }
+    Atomics.wait(flag, 0, ISSUING, left);
+  }
 }
 
 /**
@@ -262,6 +387,7 @@ export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
   if (state.started !== undefined) return state.started;
   state.state = 'starting';
   state.failure = undefined;
+  state.unlisten ??= onStreamDisposed(streamDisposed);
   const started = new Promise<boolean>((resolve) => {
     let worker: Worker;
     try {
@@ -290,13 +416,7 @@ export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
         resolve(false);
         return;
       }
-      const id = message.id as number;
-      const call = state.pending.get(id);
-      if (call === undefined) return;
-      state.pending.delete(id);
-      if (state.pending.size === 0) worker.unref();
-      if (message.status === 0 && message.capturing !== true) state.offThread++;
-      call.resolve(message as unknown as OffThreadReply);
+      settle(message.id as number, message as unknown as OffThreadReply);
     });
     worker.on('error', (error) => {
       if (state.worker === worker) fail(error.message);
@@ -320,8 +440,7 @@ export async function stopIssueWorker(): Promise<void> {
   state.failure = undefined;
   state.offThread = 0;
   state.inline = 0;
-  for (const call of state.pending.values()) call.reject(new Error('the issue worker was stopped'));
-  state.pending.clear();
+  rejectPending(new Error('the issue worker was stopped'));
   await worker?.terminate();
 }
 
@@ -338,21 +457,40 @@ export function offThreadReady(size: number): boolean {
 }
 
 /**
- * Issues one routine from the worker on `stream` (its CUstream) with `context` (its CUcontext)
- * current there; resolves with the worker's reply. Only after `offThreadReady` said true.
+ * Issues one routine from the worker on `stream` with its context current there; resolves
+ * with the worker's reply. Resolves `{ cancelled: true }`, nothing issued, when `stream` is
+ * disposed or `signal` aborts before the worker takes the call up (once it has, the reply
+ * comes when it is done). Only after `offThreadReady` said true.
  */
 export function issueOffThread(
   symbol: OffThreadSymbol,
-  context: bigint,
-  stream: number | bigint,
+  stream: OffThreadStream,
   args: readonly (number | bigint)[],
+  signal?: AbortSignal,
 ): Promise<OffThreadReply> {
+  if (signal?.aborted) return Promise.resolve(CANCELLED_REPLY);
   const worker = state.worker!;
   const id = state.nextId++;
+  const flag = new Int32Array(new SharedArrayBuffer(4));
+  state.streams.add(stream);
   return new Promise<OffThreadReply>((resolve, reject) => {
+    const call: Pending = { stream, flag, signal, onAbort: undefined, resolve, reject };
+    if (signal !== undefined) {
+      call.onAbort = () => {
+        if (cancelQueued(call)) settle(id, CANCELLED_REPLY);
+      };
+      signal.addEventListener('abort', call.onAbort, { once: true });
+    }
     if (state.pending.size === 0) worker.ref();
-    state.pending.set(id, { resolve, reject });
-    worker.postMessage({ id, context, stream, symbol, args });
+    state.pending.set(id, call);
+    worker.postMessage({
+      id,
+      context: stream.context.handle,
+      stream: stream.ffiHandle,
+      symbol,
+      args,
+      flag,
+    });
   });
 }
 

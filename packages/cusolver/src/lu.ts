@@ -1,5 +1,6 @@
 import {
   CudaArgumentError,
+  currentSignal,
   DeviceArray,
   resolveStream,
   type Stream,
@@ -191,7 +192,12 @@ export async function solve<D extends SolverDType>(
     // Two devInfo words: getrs resets its devInfo, so it must not overwrite getrf's.
     info = status ?? DeviceArray.empty('int32', 2, { stream });
     const issued = factorOn(stream, n, n, factors, pivots, info, status === undefined);
-    if (issued !== undefined) await issued;
+    if (issued !== undefined) {
+      await issued;
+      // The task's signal may have aborted meanwhile: then nothing more is issued.
+      const signal = currentSignal();
+      if (signal?.aborted) throw signal.reason;
+    }
     getrs(
       stream,
       dtype,

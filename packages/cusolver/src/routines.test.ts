@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
-import type { Stream } from '@cuda-tasks/cudadrv';
-import { findCudaHeader } from '@cuda-tasks/testing';
+import { DeviceArray, DisposedError, type Stream } from '@cuda-tasks/cudadrv';
+import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
+import { findCudaHeader, hostOnlyArray } from '@cuda-tasks/testing';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 
 // cuSOLVER, the handle cache, device buffers and the operation observer replaced by test
@@ -14,6 +15,8 @@ const fake = vi.hoisted(() => {
     threshold: 1024,
     ready: true,
     reply: { status: 0 } as { status: number; call?: string; driver?: boolean },
+    /** Runs while the worker holds the call (before its reply). */
+    during: undefined as (() => void) | undefined,
   };
   const record =
     (name: string, status: () => number) =>
@@ -43,7 +46,11 @@ const fake = vi.hoisted(() => {
       state.nextAddress += 0x1000n;
       events.push(`allocate ${bytes} bytes at ${address}`);
       return {
-        useOn: () => address,
+        // As the real one: a disposed stream takes no use (a DisposedError naming it).
+        useOn: (stream: { disposed?: boolean }) => {
+          if (stream.disposed === true) throw new Error(`DisposedError: ${stream} (useOn)`);
+          return address;
+        },
         dispose: () => events.push(`free ${address}`),
       };
     },
@@ -82,15 +89,23 @@ vi.mock('./ffi/cusolver.js', async (importOriginal) => ({
 vi.mock('./handle.js', () => ({ handles: { get: () => 7n } }));
 vi.mock('./issue-worker.js', () => ({
   offThreadReady: (size: number) => size >= fake.worker.threshold && fake.worker.ready,
-  issueOffThread: async (symbol: string, context: bigint, stream: bigint, args: unknown[]) => {
-    fake.events.push(`worker ${symbol}(${args.join(', ')}) on context ${context} stream ${stream}`);
+  issueOffThread: async (
+    symbol: string,
+    stream: { context: { handle: bigint }; ffiHandle: bigint },
+    args: unknown[],
+  ) => {
+    fake.events.push(
+      `worker ${symbol}(${args.join(', ')}) on context ${stream.context.handle} stream ${stream.ffiHandle}`,
+    );
     await Promise.resolve();
+    fake.worker.during?.();
     fake.events.push('worker replied');
     return fake.worker.reply;
   },
 }));
 
 import { CusolverError } from './errors.js';
+import { solve } from './lu.js';
 import {
   GEQRF,
   GESVD,
@@ -119,7 +134,12 @@ const events = () => fake.events.splice(0);
 beforeEach(() => {
   events();
   Object.assign(fake.state, { lwork: 5, status: 0, queryStatus: 0, nextAddress: 0x1000n });
-  Object.assign(fake.worker, { threshold: 1024, ready: true, reply: { status: 0 } });
+  Object.assign(fake.worker, {
+    threshold: 1024,
+    ready: true,
+    reply: { status: 0 },
+    during: undefined,
+  });
 });
 
 describe('the workspace envelope', () => {
@@ -240,6 +260,80 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
       status: 'CUSOLVER_STATUS_INTERNAL_ERROR',
     });
     expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
+  });
+
+  it('a stream disposed while the worker holds the call: the failure it reported, the workspace freed', async () => {
+    const disposable = { ...stream, disposed: false, toString: () => 'Stream(d)' };
+    fake.worker.during = () => {
+      disposable.disposed = true;
+    };
+    fake.worker.reply = { status: 7, call: 'cusolverDnDgetrf', driver: false };
+    const failed = getrfAwaited(
+      disposable as unknown as Stream,
+      'float64',
+      2048,
+      2048,
+      100n,
+      2048,
+      200n,
+      300n,
+    );
+    await expect(failed).rejects.toBeInstanceOf(CusolverError);
+    expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
+  });
+
+  it('a stream disposed before the worker issued (nothing issued): a DisposedError naming it, the workspace freed', async () => {
+    const disposable = { ...stream, disposed: false, toString: () => 'Stream(d)' };
+    fake.worker.during = () => {
+      disposable.disposed = true;
+    };
+    fake.worker.reply = { status: 0, cancelled: true } as never;
+    const failed = getrfAwaited(
+      disposable as unknown as Stream,
+      'float64',
+      2048,
+      2048,
+      100n,
+      2048,
+      200n,
+      300n,
+    );
+    await expect(failed).rejects.toBeInstanceOf(DisposedError);
+    await expect(failed).rejects.toThrow(
+      /cusolverDnDgetrf's stream Stream\(d\) \(disposed before the issue worker issued the call: nothing was issued\) has been disposed/,
+    );
+    expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
+  });
+
+  it("the task's signal aborting during the worker's getrf: its reason, the workspace freed after the worker's kernels, no getrs", async () => {
+    const controller = new AbortController();
+    const reason = new Error('deadline');
+    const previous = setCurrentStreamProvider(null, null, () => controller.signal);
+    const copies = vi.spyOn(DeviceArray.prototype, 'copy').mockImplementation(function (
+      this: DeviceArray,
+    ) {
+      return hostOnlyArray(this.dtype, this.shape) as never;
+    });
+    const empties = vi
+      .spyOn(DeviceArray, 'empty')
+      .mockImplementation((dtype, shape) =>
+        hostOnlyArray(dtype, typeof shape === 'number' ? [shape] : shape),
+      );
+    try {
+      fake.worker.during = () => controller.abort(reason);
+      const n = 1024;
+      const a = hostOnlyArray('float64', [n, n]);
+      const b = hostOnlyArray('float64', [n, 1]);
+      await expect(solve(a, b, { stream })).rejects.toBe(reason);
+      const log = events();
+      expect(log.filter((e) => /getrs/.test(e))).toEqual([]);
+      // Freed after the reply (on the stream: ordered after the worker's kernels).
+      expect(log.slice(-3)).toEqual(['worker replied', 'end cusolver.getrf', 'free 4096']);
+    } finally {
+      copies.mockRestore();
+      empties.mockRestore();
+      setCurrentStreamProvider(previous.stream, previous.device, previous.signal);
+    }
   });
 
   it('a driver call failing in the worker is a CudaError naming that call', async () => {

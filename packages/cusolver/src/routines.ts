@@ -12,7 +12,9 @@
 import {
   CaptureError,
   check as checkDriver,
+  currentSignal,
   DeviceBuffer,
+  DisposedError,
   dtypeBytes,
   type Stream,
 } from '@cuda-tasks/cudadrv';
@@ -228,7 +230,10 @@ export function getrfAwaited(
  * `issue` from the issue worker: sizes the workspace with the task's handle and allocates it
  * here, has the worker call the routine with its own handle on the stream (`args`: the
  * arguments after the handle, given the workspace), then frees the workspace, ordered on the
- * stream after the routine's kernels. A failing status is thrown under the call that gave it.
+ * stream after the routine's kernels, whatever the outcome. Then, in this order: the task's
+ * signal aborted meanwhile: its reason (nothing more is issued); a failing status: thrown
+ * under the call that gave it; the stream began a capture: a CaptureError (nothing issued);
+ * the stream was disposed: a DisposedError saying whether the call was issued.
  */
 async function issueOffThreadAwaited(
   stream: Stream,
@@ -238,6 +243,7 @@ async function issueOffThreadAwaited(
 ): Promise<void> {
   const handle = handles.get(stream);
   stream.context.makeCurrent();
+  const signal = currentSignal();
   const work = allocateWorkspace(
     stream,
     routine,
@@ -248,14 +254,22 @@ async function issueOffThreadAwaited(
   try {
     reply = await issueOffThread(
       routine.symbol as OffThreadSymbol,
-      stream.context.handle,
-      stream.ffiHandle,
+      stream,
       args(work.useOn(stream)),
+      signal,
     );
   } finally {
     endOperation(token);
-    work.useOn(stream); // declared again after the worker's kernels: the free is ordered after them
+    // Declared used again after the worker's kernels, so that the free is ordered after them.
+    // A disposed stream was drained by its dispose, which waited for the worker to be done
+    // issuing on it: the free then needs no ordering.
+    if (!stream.disposed) work.useOn(stream);
     work.dispose();
+  }
+  if (signal?.aborted) throw signal.reason;
+  if (reply.status !== 0) {
+    if (reply.driver === true) checkDriver(reply.status, reply.call ?? 'the issue worker');
+    check(reply.status, reply.call ?? routine.symbol);
   }
   if (reply.capturing === true) {
     throw new CaptureError(
@@ -263,9 +277,14 @@ async function issueOffThreadAwaited(
       `${routine.symbol}: the stream began a graph capture before the issue worker issued this call (nothing was issued); await the call before capturing on its stream`,
     );
   }
-  if (reply.status !== 0) {
-    if (reply.driver === true) checkDriver(reply.status, reply.call ?? 'the issue worker');
-    check(reply.status, reply.call ?? routine.symbol);
+  if (reply.cancelled === true || stream.disposed) {
+    throw new DisposedError(
+      `${routine.symbol}'s stream ${stream} (${
+        reply.cancelled === true
+          ? 'disposed before the issue worker issued the call: nothing was issued'
+          : 'disposed while the call was pending: it ran, but its status cannot be read there'
+      })`,
+    );
   }
 }
 

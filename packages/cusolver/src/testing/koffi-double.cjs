@@ -3,7 +3,8 @@
 // library whose functions log their calls (as JSON lines, BigInts as "123n") to the file
 // named by ISSUE_WORKER_DOUBLE_LOG and return 0, except: a name containing "missing" does not
 // load; `_Out_` handles and events are 100n, 101n, ... in creation order; stream 666n is
-// capturing; a getrf whose m is 13 returns CUSOLVER_STATUS_INTERNAL_ERROR (7).
+// capturing; a getrf whose m is 13 returns CUSOLVER_STATUS_INTERNAL_ERROR (7); a getrf whose
+// m is 17 takes 300 ms (logged when it begins), as a large factorization's enqueue would.
 const { appendFileSync } = require('node:fs');
 
 const log = (entry) =>
@@ -29,6 +30,9 @@ exports.load = (name) => {
           return 0;
         }
         log([fn, ...args]);
+        if (fn.endsWith('getrf') && args[1] === 17) {
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+        }
         return fn.endsWith('getrf') && args[1] === 13 ? 7 : 0;
       };
     },
