@@ -174,7 +174,7 @@ describe('reductions', () => {
       () => reduction('x: float32 -> y: float32, z: float32', parts),
       /at most 1 output/,
     );
-    argumentError(() => reduction('a: float32 -> y: float32', parts), /"a" is reserved/);
+    argumentError(() => reduction('x: float32 -> a: float32', parts), /output a: reserved/);
     argumentError(
       () => reduction('x: float32 -> y: float32', { ...parts, map: '' }),
       /map must be a non-empty string/,

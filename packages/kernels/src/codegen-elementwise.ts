@@ -67,7 +67,29 @@ export function elementwiseParameters(source: ElementwiseSource): KernelParamete
   ];
 }
 
-/** Generates the kernel's CUDA C source. */
+/** File-scope names of an element-wise source other than its entry point. */
+const HELPERS = ['ct_body', 'ct_f16_to_f32', 'ct_f32_to_f16', 'ct_bf16_to_f32', 'ct_f32_to_bf16'];
+
+/**
+ * The entry point of a kernel named `stem` (letters, digits and _): `ct_<stem>`, or
+ * `ct_<stem>_kernel` where that would be one of the source's own helpers.
+ */
+export function elementwiseEntry(stem: string): string {
+  const entry = `ct_${stem}`;
+  return HELPERS.includes(entry) ? `${entry}_kernel` : entry;
+}
+
+/**
+ * The kernel parameter of parameter `j` (inputs, then outputs): generated names come from the
+ * index, never the user's name, and start with ct_, which no user name may.
+ */
+const pointer = (j: number) => `ct_p${j}`;
+
+/**
+ * Generates the kernel's CUDA C source. The body is a device function whose parameters are the
+ * user's names (and `i`, `n`); the kernel around it names everything `ct_` + index or a fixed
+ * word, so no user name can meet a generated one.
+ */
 export function generateElementwise(source: ElementwiseSource): string {
   const { inputs, outputs, body } = source;
   const all = [...inputs, ...outputs];
@@ -75,6 +97,7 @@ export function generateElementwise(source: ElementwiseSource): string {
   const storage = (parameter: ResolvedParameter) => CTYPES[parameter.dtype].storage;
   const lines: string[] = [];
   lines.push(`// @cuda-tasks/kernels elementwise: ${source.signature}`);
+  lines.push(`// ${all.map((parameter, j) => `${pointer(j)}: ${parameter.name}`).join(', ')}`);
   if (needsHalf(all)) lines.push(HALF_PRELUDE);
 
   const bodyParameters = [
@@ -91,25 +114,26 @@ export function generateElementwise(source: ElementwiseSource): string {
   lines.push('');
 
   const alias = source.alias;
+  const first = inputs.length;
   const kernelParameters = [
     ...inputs.map((input, k) =>
       input.scalar
-        ? `const ${value(input)} ct_${input.name}`
-        : `${alias?.input === k ? '' : 'const '}${storage(input)} *ct_${input.name}`,
+        ? `const ${value(input)} ${pointer(k)}`
+        : `${alias?.input === k ? '' : 'const '}${storage(input)} *${pointer(k)}`,
     ),
-    ...outputs
-      .filter((_, j) => alias?.output !== j)
-      .map((output) => `${storage(output)} *ct_${output.name}`),
+    ...outputs.flatMap((output, j) =>
+      alias?.output === j ? [] : [`${storage(output)} *${pointer(first + j)}`],
+    ),
     'const unsigned long long ct_n',
   ];
-  // One call of the body for index `index`, with the inputs' values in `loaded(input)`.
-  const apply = (index: string, loaded: (input: ResolvedParameter) => string) => {
-    const halves = outputs.filter((output) => isHalf(output.dtype));
-    const outputArguments = outputs.map((output) =>
-      isHalf(output.dtype) ? `ct_o_${output.name}` : `ct_${output.name}[${index}]`,
+  // One call of the body for index `index`, with input k's value in `loaded(k)`.
+  const apply = (index: string, loaded: (k: number) => string) => {
+    const halves = outputs.flatMap((output, j) => (isHalf(output.dtype) ? [first + j] : []));
+    const outputArguments = outputs.map((output, j) =>
+      isHalf(output.dtype) ? `ct_o${first + j}` : `${pointer(first + j)}[${index}]`,
     );
     const call = `ct_body(${[
-      ...inputs.map((input) => (input.scalar ? `ct_${input.name}` : loaded(input))),
+      ...inputs.map((input, k) => (input.scalar ? pointer(k) : loaded(k))),
       ...outputArguments,
       index,
       'ct_n',
@@ -117,19 +141,20 @@ export function generateElementwise(source: ElementwiseSource): string {
     if (halves.length === 0) return [`    ${call}`];
     return [
       '    {',
-      ...halves.map(
-        (output) =>
-          `      float ct_o_${output.name} = ${reads(body, output.name) ? loadValue(output.dtype, `ct_${output.name}[${index}]`) : '0.0f'};`,
-      ),
+      ...halves.map((j) => {
+        const output = all[j]!;
+        const start = reads(body, output.name)
+          ? loadValue(output.dtype, `${pointer(j)}[${index}]`)
+          : '0.0f';
+        return `      float ct_o${j} = ${start};`;
+      }),
       `      ${call}`,
       ...halves.map(
-        (output) =>
-          `      ct_${output.name}[${index}] = ${storeValue(output.dtype, `ct_o_${output.name}`)};`,
+        (j) => `      ${pointer(j)}[${index}] = ${storeValue(all[j]!.dtype, `ct_o${j}`)};`,
       ),
       '    }',
     ];
   };
-  const arrays = inputs.filter((input) => !input.scalar);
   const indices = Array.from({ length: UNROLL }, (_, u) => (u === 0 ? 'ct_i' : `ct_i${u}`));
 
   lines.push(
@@ -138,7 +163,7 @@ export function generateElementwise(source: ElementwiseSource): string {
   if (alias !== undefined) {
     const output = outputs[alias.output]!;
     lines.push(
-      `  ${storage(output)} *const ct_${output.name} = ct_${inputs[alias.input]!.name}; // in place`,
+      `  ${storage(output)} *const ${pointer(first + alias.output)} = ${pointer(alias.input)}; // in place`,
     );
   }
   lines.push('  const unsigned long long ct_stride = (unsigned long long)blockDim.x * gridDim.x;');
@@ -152,22 +177,22 @@ export function generateElementwise(source: ElementwiseSource): string {
       .map((index, u) => `${index} = ${indices[u]} + ct_stride`)
       .join(', ')};`,
   );
-  for (const input of arrays) {
+  inputs.forEach((input, k) => {
+    if (input.scalar) return;
     lines.push(
       `    const ${value(input)} ${indices
         .map(
-          (index, u) =>
-            `ct_${input.name}_${u} = ${loadValue(input.dtype, `ct_${input.name}[${index}]`)}`,
+          (index, u) => `${pointer(k)}_${u} = ${loadValue(input.dtype, `${pointer(k)}[${index}]`)}`,
         )
         .join(', ')};`,
     );
-  }
+  });
   indices.forEach((index, u) => {
-    lines.push(...apply(index, (input) => `ct_${input.name}_${u}`));
+    lines.push(...apply(index, (k) => `${pointer(k)}_${u}`));
   });
   lines.push('  }');
   lines.push('  for (; ct_i < ct_n; ct_i += ct_stride) {');
-  lines.push(...apply('ct_i', (input) => loadValue(input.dtype, `ct_${input.name}[ct_i]`)));
+  lines.push(...apply('ct_i', (k) => loadValue(inputs[k]!.dtype, `${pointer(k)}[ct_i]`)));
   lines.push('  }');
   lines.push('}');
   return `${lines.join('\n')}\n`;

@@ -131,14 +131,27 @@ export function reductionParameters(
   };
 }
 
-/** Generates the module's CUDA C source. */
+/**
+ * The kernel parameter of input `j`: generated names come from the index, never the user's
+ * name, and start with ct_, which no user name may.
+ */
+const pointer = (j: number) => `ct_p${j}`;
+
+/**
+ * Generates the module's CUDA C source. The user's code sits in device functions whose
+ * parameters are the user's names (`ct_map`: the inputs and `i`; `ct_reduce`: `a` and `b`;
+ * `ct_post`: `a`, the output and `n`); everything else is named `ct_` + an index or a fixed
+ * word, so no user name can meet a generated one.
+ */
 export function generateReduction(source: ReductionSource): string {
   const { inputs, output } = source;
   const value = (parameter: ResolvedParameter) => CTYPES[parameter.dtype].value;
   const storage = (parameter: ResolvedParameter) => CTYPES[parameter.dtype].storage;
-  const arrays = inputs.filter((input) => !input.scalar);
   const lines: string[] = [];
   lines.push(`// @cuda-tasks/kernels reduction: ${source.signature}`);
+  lines.push(
+    `// ${[...inputs.map((input, j) => `${pointer(j)}: ${input.name}`), `ct_y: ${output.name}`].join(', ')}`,
+  );
   if ([...inputs, output].some((parameter) => isHalf(parameter.dtype))) lines.push(HALF_PRELUDE);
   if (source.prelude) lines.push(source.prelude.trim(), '');
   const mapParameters = [
@@ -159,150 +172,151 @@ export function generateReduction(source: ReductionSource): string {
   );
   const outputStore = isHalf(output.dtype)
     ? [
-        '    float ct_o = 0.0f;',
-        '    ct_post(a, ct_o, count);',
-        `    ct_y[s] = ${storeValue(output.dtype, 'ct_o')};`,
+        '    float ct_out = 0.0f;',
+        '    ct_post(ct_a, ct_out, ct_count);',
+        `    ct_y[ct_segment] = ${storeValue(output.dtype, 'ct_out')};`,
       ]
-    : ['    ct_post(a, ct_y[s], count);'];
+    : ['    ct_post(ct_a, ct_y[ct_segment], ct_count);'];
   lines.push(
-    '// The result of (segment s, part p): the output when the segment is one part, else a partial.',
-    `__device__ __forceinline__ void ct_finish(const ct_acc a, ${storage(output)} *ct_y, ct_acc *ct_partials,`,
-    '    const unsigned long long s, const unsigned long long p, const unsigned long long parts,',
-    '    const unsigned long long count) {',
-    '  if (parts == 1) {',
+    '// The result of (segment, part): the output when the segment is one part, else a partial.',
+    `__device__ __forceinline__ void ct_finish(const ct_acc ct_a, ${storage(output)} *ct_y, ct_acc *ct_partials,`,
+    '    const unsigned long long ct_segment, const unsigned long long ct_part,',
+    '    const unsigned long long ct_parts, const unsigned long long ct_count) {',
+    '  if (ct_parts == 1) {',
     ...outputStore,
     '  } else {',
-    '    ct_partials[s * parts + p] = a;',
+    '    ct_partials[ct_segment * ct_parts + ct_part] = ct_a;',
     '  }',
     '}',
     '',
     '// One 32-bit word of a warp shuffle down (width 32).',
-    '__device__ __forceinline__ unsigned int ct_shuffle_word(const unsigned int w, const unsigned int d) {',
-    '  unsigned int r;',
-    '  asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(w), "r"(d));',
-    '  return r;',
+    '__device__ __forceinline__ unsigned int ct_shuffle_word(const unsigned int ct_word, const unsigned int ct_delta) {',
+    '  unsigned int ct_result;',
+    '  asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(ct_result) : "r"(ct_word), "r"(ct_delta));',
+    '  return ct_result;',
     '}',
     '',
-    '// The accumulator of the lane d above, 32 bits at a time (any accumulator type).',
-    '__device__ __forceinline__ ct_acc ct_shuffle_down(const ct_acc a, const unsigned int d) {',
-    '  union { ct_acc value; unsigned int words[(sizeof(ct_acc) + 3) / 4]; } u;',
-    '  for (unsigned int w = 0; w < (sizeof(ct_acc) + 3) / 4; w++) u.words[w] = 0;',
-    '  u.value = a;',
-    '  for (unsigned int w = 0; w < (sizeof(ct_acc) + 3) / 4; w++) u.words[w] = ct_shuffle_word(u.words[w], d);',
-    '  return u.value;',
+    '// The accumulator of the lane ct_delta above, 32 bits at a time (any accumulator type).',
+    '__device__ __forceinline__ ct_acc ct_shuffle_down(const ct_acc ct_a, const unsigned int ct_delta) {',
+    '  union { ct_acc ct_value; unsigned int ct_words[(sizeof(ct_acc) + 3) / 4]; } ct_u;',
+    '  for (unsigned int ct_w = 0; ct_w < (sizeof(ct_acc) + 3) / 4; ct_w++) ct_u.ct_words[ct_w] = 0;',
+    '  ct_u.ct_value = ct_a;',
+    '  for (unsigned int ct_w = 0; ct_w < (sizeof(ct_acc) + 3) / 4; ct_w++) ct_u.ct_words[ct_w] = ct_shuffle_word(ct_u.ct_words[ct_w], ct_delta);',
+    '  return ct_u.ct_value;',
     '}',
     '',
     "// Combines the block's values (blockDim.x a multiple of 32, at most 1024) in a fixed tree:",
     "// within each warp by shuffles, then the warps' values in warp 0. The result is thread 0's.",
-    '__device__ ct_acc ct_block_reduce(ct_acc a) {',
+    '__device__ ct_acc ct_block_reduce(ct_acc ct_a) {',
     '  __shared__ ct_acc ct_warps[32];',
-    '  const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;',
-    '  for (unsigned int d = 16; d > 0; d >>= 1) a = ct_reduce(a, ct_shuffle_down(a, d));',
-    '  if (lane == 0) ct_warps[warp] = a;',
+    '  const unsigned int ct_lane = threadIdx.x & 31, ct_warp = threadIdx.x >> 5;',
+    '  for (unsigned int ct_delta = 16; ct_delta > 0; ct_delta >>= 1) ct_a = ct_reduce(ct_a, ct_shuffle_down(ct_a, ct_delta));',
+    '  if (ct_lane == 0) ct_warps[ct_warp] = ct_a;',
     '  __syncthreads();',
-    '  if (warp == 0) {',
-    '    a = lane < (blockDim.x >> 5) ? ct_warps[lane] : ct_identity();',
-    '    for (unsigned int d = 16; d > 0; d >>= 1) a = ct_reduce(a, ct_shuffle_down(a, d));',
+    '  if (ct_warp == 0) {',
+    '    ct_a = ct_lane < (blockDim.x >> 5) ? ct_warps[ct_lane] : ct_identity();',
+    '    for (unsigned int ct_delta = 16; ct_delta > 0; ct_delta >>= 1) ct_a = ct_reduce(ct_a, ct_shuffle_down(ct_a, ct_delta));',
     '  }',
     '  __syncthreads();',
-    '  return a;',
+    '  return ct_a;',
     '}',
     '',
   );
-  const kernelInputs = inputs.map((input) =>
-    input.scalar
-      ? `const ${value(input)} ct_${input.name}`
-      : `const ${storage(input)} *ct_${input.name}`,
+  const kernelInputs = inputs.map((input, j) =>
+    input.scalar ? `const ${value(input)} ${pointer(j)}` : `const ${storage(input)} *${pointer(j)}`,
   );
   const outputParameter = `${storage(output)} *ct_y`;
-  // The map's arguments for the element at `address` with index `index`; `loaded(input)` names
-  // an already loaded value, or undefined to load it here.
-  const mapCall = (address: string, index: string, loaded?: (input: ResolvedParameter) => string) =>
+  // The map's arguments for the element at `address` with index `index`; `loaded(j)` names
+  // input j's already loaded value, or undefined to load it here.
+  const mapCall = (address: string, index: string, loaded?: (j: number) => string) =>
     `ct_map(${[
-      ...inputs.map((input) =>
+      ...inputs.map((input, j) =>
         input.scalar
-          ? `ct_${input.name}`
-          : (loaded?.(input) ?? loadValue(input.dtype, `ct_${input.name}[${address}]`)),
+          ? pointer(j)
+          : (loaded?.(j) ?? loadValue(input.dtype, `${pointer(j)}[${address}]`)),
       ),
       index,
     ].join(', ')})`;
-  // A thread's ordered accumulation over k = first, first + step, ... < end of elements at
-  // base + k * stride, UNROLL at a time with all loads first.
+  // A thread's ordered accumulation over ct_k = first, first + step, ... < ct_end of elements
+  // at ct_base + ct_k * stride, UNROLL at a time with all loads first.
   const accumulate = (first: string, step: string, stride: string) => {
     const offsets = Array.from({ length: UNROLL }, (_, u) =>
-      u === 0 ? 'k' : `k + ${u === 1 ? '' : `${u} * `}${step}`,
+      u === 0 ? 'ct_k' : `ct_k + ${u === 1 ? '' : `${u} * `}${step}`,
     );
     const address = (offset: string) =>
       stride === '1'
-        ? `base + ${offset.includes('+') ? `(${offset})` : offset}`
-        : `base + (${offset}) * ${stride}`;
+        ? `ct_base + ${offset.includes('+') ? `(${offset})` : offset}`
+        : `ct_base + (${offset}) * ${stride}`;
     const body: string[] = [
-      '    ct_acc a = ct_identity();',
-      `    unsigned long long k = ${first};`,
-      `    for (; k + ${UNROLL - 1} * ${step} < end; k += ${UNROLL} * ${step}) {`,
+      '    ct_acc ct_a = ct_identity();',
+      `    unsigned long long ct_k = ${first};`,
+      `    for (; ct_k + ${UNROLL - 1} * ${step} < ct_end; ct_k += ${UNROLL} * ${step}) {`,
     ];
-    for (const input of arrays) {
+    inputs.forEach((input, j) => {
+      if (input.scalar) return;
       body.push(
         `      const ${value(input)} ${offsets
           .map(
             (offset, u) =>
-              `ct_${input.name}_${u} = ${loadValue(input.dtype, `ct_${input.name}[${address(offset)}]`)}`,
+              `${pointer(j)}_${u} = ${loadValue(input.dtype, `${pointer(j)}[${address(offset)}]`)}`,
           )
           .join(', ')};`,
       );
-    }
+    });
     offsets.forEach((offset, u) => {
       body.push(
-        `      a = ct_reduce(a, ${mapCall(address(offset), offset, (input) => `ct_${input.name}_${u}`)});`,
+        `      ct_a = ct_reduce(ct_a, ${mapCall(address(offset), offset, (j) => `${pointer(j)}_${u}`)});`,
       );
     });
     body.push('    }');
-    body.push(`    for (; k < end; k += ${step}) a = ct_reduce(a, ${mapCall(address('k'), 'k')});`);
+    body.push(
+      `    for (; ct_k < ct_end; ct_k += ${step}) ct_a = ct_reduce(ct_a, ${mapCall(address('ct_k'), 'ct_k')});`,
+    );
     return body;
   };
   lines.push(
     `extern "C" __global__ void ${REDUCTION_ENTRIES.blocks}(${[...kernelInputs, outputParameter].join(', ')}, ct_acc *ct_partials,`,
-    '    const unsigned long long length, const unsigned long long segments,',
-    '    const unsigned long long parts, const unsigned long long chunk) {',
-    '  const unsigned long long items = segments * parts;',
-    '  for (unsigned long long w = blockIdx.x; w < items; w += gridDim.x) {',
-    '    const unsigned long long s = w / parts, p = w - s * parts;',
-    '    const unsigned long long begin = p * chunk;',
-    '    const unsigned long long end = begin + chunk < length ? begin + chunk : length;',
-    '    const unsigned long long base = s * length;',
-    ...accumulate('begin + threadIdx.x', 'blockDim.x', '1'),
-    '    a = ct_block_reduce(a);',
-    '    if (threadIdx.x == 0) ct_finish(a, ct_y, ct_partials, s, p, parts, length);',
+    '    const unsigned long long ct_length, const unsigned long long ct_segments,',
+    '    const unsigned long long ct_parts, const unsigned long long ct_chunk) {',
+    '  const unsigned long long ct_items = ct_segments * ct_parts;',
+    '  for (unsigned long long ct_w = blockIdx.x; ct_w < ct_items; ct_w += gridDim.x) {',
+    '    const unsigned long long ct_segment = ct_w / ct_parts, ct_part = ct_w - ct_segment * ct_parts;',
+    '    const unsigned long long ct_begin = ct_part * ct_chunk;',
+    '    const unsigned long long ct_end = ct_begin + ct_chunk < ct_length ? ct_begin + ct_chunk : ct_length;',
+    '    const unsigned long long ct_base = ct_segment * ct_length;',
+    ...accumulate('ct_begin + threadIdx.x', 'blockDim.x', '1'),
+    '    ct_a = ct_block_reduce(ct_a);',
+    '    if (threadIdx.x == 0) ct_finish(ct_a, ct_y, ct_partials, ct_segment, ct_part, ct_parts, ct_length);',
     '  }',
     '}',
     '',
     `extern "C" __global__ void ${REDUCTION_ENTRIES.threads}(${[...kernelInputs, outputParameter].join(', ')}, ct_acc *ct_partials,`,
-    '    const unsigned long long length, const unsigned long long segments,',
-    '    const unsigned long long parts, const unsigned long long chunk,',
-    '    const unsigned long long segment_stride, const unsigned long long element_stride) {',
-    '  const unsigned long long items = segments * parts;',
-    '  const unsigned long long step = (unsigned long long)blockDim.x * gridDim.x;',
-    '  for (unsigned long long w = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; w < items; w += step) {',
+    '    const unsigned long long ct_length, const unsigned long long ct_segments,',
+    '    const unsigned long long ct_parts, const unsigned long long ct_chunk,',
+    '    const unsigned long long ct_segment_stride, const unsigned long long ct_element_stride) {',
+    '  const unsigned long long ct_items = ct_segments * ct_parts;',
+    '  const unsigned long long ct_step = (unsigned long long)blockDim.x * gridDim.x;',
+    '  for (unsigned long long ct_w = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; ct_w < ct_items; ct_w += ct_step) {',
     '    // Segments fastest: neighbouring threads take neighbouring segments.',
-    '    const unsigned long long p = w / segments, s = w - p * segments;',
-    '    const unsigned long long begin = p * chunk;',
-    '    const unsigned long long end = begin + chunk < length ? begin + chunk : length;',
-    '    const unsigned long long base = s * segment_stride;',
-    ...accumulate('begin', '1', 'element_stride'),
-    '    ct_finish(a, ct_y, ct_partials, s, p, parts, length);',
+    '    const unsigned long long ct_part = ct_w / ct_segments, ct_segment = ct_w - ct_part * ct_segments;',
+    '    const unsigned long long ct_begin = ct_part * ct_chunk;',
+    '    const unsigned long long ct_end = ct_begin + ct_chunk < ct_length ? ct_begin + ct_chunk : ct_length;',
+    '    const unsigned long long ct_base = ct_segment * ct_segment_stride;',
+    ...accumulate('ct_begin', '1', 'ct_element_stride'),
+    '    ct_finish(ct_a, ct_y, ct_partials, ct_segment, ct_part, ct_parts, ct_length);',
     '  }',
     '}',
     '',
     `extern "C" __global__ void ${REDUCTION_ENTRIES.partials}(const ct_acc *ct_partials, ${outputParameter},`,
-    '    const unsigned long long length, const unsigned long long segments,',
-    '    const unsigned long long parts) {',
-    '  for (unsigned long long s = blockIdx.x; s < segments; s += gridDim.x) {',
-    '    ct_acc a = ct_identity();',
-    '    for (unsigned long long q = threadIdx.x; q < parts; q += blockDim.x) {',
-    '      a = ct_reduce(a, ct_partials[s * parts + q]);',
+    '    const unsigned long long ct_length, const unsigned long long ct_segments,',
+    '    const unsigned long long ct_parts) {',
+    '  for (unsigned long long ct_segment = blockIdx.x; ct_segment < ct_segments; ct_segment += gridDim.x) {',
+    '    ct_acc ct_a = ct_identity();',
+    '    for (unsigned long long ct_q = threadIdx.x; ct_q < ct_parts; ct_q += blockDim.x) {',
+    '      ct_a = ct_reduce(ct_a, ct_partials[ct_segment * ct_parts + ct_q]);',
     '    }',
-    '    a = ct_block_reduce(a);',
-    '    if (threadIdx.x == 0) ct_finish(a, ct_y, (ct_acc *)0, s, 0, 1, length);',
+    '    ct_a = ct_block_reduce(ct_a);',
+    '    if (threadIdx.x == 0) ct_finish(ct_a, ct_y, (ct_acc *)0, ct_segment, 0, 1, ct_length);',
     '  }',
     '}',
   );
@@ -313,7 +327,7 @@ export function generateReduction(source: ReductionSource): string {
 
 /**
  * `ct_reduce_vectors`: the full reduction of the one array input, read as 16-byte vectors from
- * its first 16-byte boundary (`head` elements in). The vectors go in tiles of VECTOR_UNROLL
+ * its first 16-byte boundary (`ct_head` elements in). The vectors go in tiles of VECTOR_UNROLL
  * vectors per thread, tile t to block t % gridDim.x; each thread loads its VECTOR_UNROLL
  * vectors of a tile (a block's loads are contiguous) before adding each into its own
  * accumulator. The head and the elements after the last whole vector are taken by the first
@@ -322,74 +336,73 @@ export function generateReduction(source: ReductionSource): string {
 function vectorsKernel(
   source: ReductionSource,
   elementBytes: number,
-  mapCall: (
-    address: string,
-    index: string,
-    loaded?: (input: ResolvedParameter) => string,
-  ) => string,
+  mapCall: (address: string, index: string, loaded?: (j: number) => string) => string,
 ): string[] {
   const { inputs, output } = source;
-  const array = inputs.find((input) => !input.scalar)!;
-  const x = `ct_${array.name}`;
+  const arrayIndex = inputs.findIndex((input) => !input.scalar);
+  const array = inputs[arrayIndex]!;
+  const x = pointer(arrayIndex);
   const storage = CTYPES[array.dtype].storage;
   const width = VECTOR_BYTES / elementBytes;
-  const kernelInputs = inputs.map((input) =>
+  const kernelInputs = inputs.map((input, j) =>
     input.scalar
-      ? `const ${CTYPES[input.dtype].value} ct_${input.name}`
+      ? `const ${CTYPES[input.dtype].value} ${pointer(j)}`
       : `const ${storage} *__restrict__ ${x}`,
   );
-  const accumulators = Array.from({ length: VECTOR_UNROLL }, (_, u) => `a${u}`);
-  const at = (u: number) => (u === 0 ? 'k' : `k + ${u === 1 ? '' : `${u} * `}blockDim.x`);
+  const accumulators = Array.from({ length: VECTOR_UNROLL }, (_, u) => `ct_a${u}`);
+  const at = (u: number) => (u === 0 ? 'ct_k' : `ct_k + ${u === 1 ? '' : `${u} * `}blockDim.x`);
   const lines = [
     `// ${VECTOR_BYTES} bytes of ${storage}: one vector load.`,
-    `struct alignas(${VECTOR_BYTES}) ct_vector { ${storage} lane[${width}]; };`,
+    `struct alignas(${VECTOR_BYTES}) ct_vector { ${storage} ct_lane[${width}]; };`,
     '',
     `extern "C" __global__ void ${REDUCTION_ENTRIES.vectors}(${[...kernelInputs, `${CTYPES[output.dtype].storage} *ct_y`].join(', ')},`,
-    '    ct_acc *ct_partials, const unsigned long long length, const unsigned long long head) {',
-    `  const unsigned long long vectors = (length - head) / ${width};`,
-    `  const ct_vector *__restrict__ ct_vectors = (const ct_vector *)(${x} + head);`,
-    `  const unsigned long long tile = (unsigned long long)blockDim.x * ${VECTOR_UNROLL};`,
-    '  const unsigned long long step = tile * gridDim.x;',
+    '    ct_acc *ct_partials, const unsigned long long ct_length, const unsigned long long ct_head) {',
+    `  const unsigned long long ct_vector_count = (ct_length - ct_head) / ${width};`,
+    `  const ct_vector *__restrict__ ct_vectors = (const ct_vector *)(${x} + ct_head);`,
+    `  const unsigned long long ct_tile = (unsigned long long)blockDim.x * ${VECTOR_UNROLL};`,
+    '  const unsigned long long ct_step = ct_tile * gridDim.x;',
     `  ct_acc ${accumulators.map((a) => `${a} = ct_identity()`).join(', ')};`,
-    '  unsigned long long k = blockIdx.x * tile + threadIdx.x;',
-    `  for (; ${at(VECTOR_UNROLL - 1)} < vectors; k += step) {`,
-    `    const ct_vector ${accumulators.map((_, u) => `v${u} = ct_vectors[${at(u)}]`).join(', ')};`,
+    '  unsigned long long ct_k = blockIdx.x * ct_tile + threadIdx.x;',
+    `  for (; ${at(VECTOR_UNROLL - 1)} < ct_vector_count; ct_k += ct_step) {`,
+    `    const ct_vector ${accumulators.map((_, u) => `ct_v${u} = ct_vectors[${at(u)}]`).join(', ')};`,
   ];
   accumulators.forEach((a, u) => {
-    const index = `head + ${width} * ${u === 0 ? 'k' : `(${at(u)})`}`;
+    const index = `ct_head + ${width} * ${u === 0 ? 'ct_k' : `(${at(u)})`}`;
     for (let lane = 0; lane < width; lane++) {
       const element = lane === 0 ? index : `${index} + ${lane}`;
       lines.push(
-        `    ${a} = ct_reduce(${a}, ${mapCall('', element, () => `v${u}.lane[${lane}]`)});`,
+        `    ${a} = ct_reduce(${a}, ${mapCall('', element, () => `ct_v${u}.ct_lane[${lane}]`)});`,
       );
     }
   });
   lines.push(
     '  }',
     '  // The last tile, when it is not whole (its block only).',
-    '  for (; k < vectors; k += blockDim.x) {',
-    '    const ct_vector v0 = ct_vectors[k];',
+    '  for (; ct_k < ct_vector_count; ct_k += blockDim.x) {',
+    '    const ct_vector ct_v0 = ct_vectors[ct_k];',
   );
   for (let lane = 0; lane < width; lane++) {
-    const index = `head + ${width} * k${lane === 0 ? '' : ` + ${lane}`}`;
-    lines.push(`    a0 = ct_reduce(a0, ${mapCall('', index, () => `v0.lane[${lane}]`)});`);
+    const index = `ct_head + ${width} * ct_k${lane === 0 ? '' : ` + ${lane}`}`;
+    lines.push(
+      `    ct_a0 = ct_reduce(ct_a0, ${mapCall('', index, () => `ct_v0.ct_lane[${lane}]`)});`,
+    );
   }
   lines.push(
     '  }',
     '  // The elements before the first vector and after the last: one each for the first threads.',
-    '  const unsigned long long thread = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;',
-    `  const unsigned long long tail = head + ${width} * vectors;`,
-    `  if (thread < head) a1 = ct_reduce(a1, ${mapCall('thread', 'thread')});`,
-    `  if (thread < length - tail) a2 = ct_reduce(a2, ${mapCall('tail + thread', 'tail + thread')});`,
-    `  ct_acc a = ${combine(accumulators)};`,
-    '  a = ct_block_reduce(a);',
-    '  if (threadIdx.x == 0) ct_finish(a, ct_y, ct_partials, 0, blockIdx.x, gridDim.x, length);',
+    '  const unsigned long long ct_thread = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;',
+    `  const unsigned long long ct_tail = ct_head + ${width} * ct_vector_count;`,
+    `  if (ct_thread < ct_head) ct_a1 = ct_reduce(ct_a1, ${mapCall('ct_thread', 'ct_thread')});`,
+    `  if (ct_thread < ct_length - ct_tail) ct_a2 = ct_reduce(ct_a2, ${mapCall('ct_tail + ct_thread', 'ct_tail + ct_thread')});`,
+    `  ct_acc ct_a = ${combine(accumulators)};`,
+    '  ct_a = ct_block_reduce(ct_a);',
+    '  if (threadIdx.x == 0) ct_finish(ct_a, ct_y, ct_partials, 0, blockIdx.x, gridDim.x, ct_length);',
     '}',
   );
   return lines;
 }
 
-/** `ct_reduce` over the accumulators, pairwise: ct_reduce(ct_reduce(a0, a1), ct_reduce(a2, a3)). */
+/** `ct_reduce` over the accumulators, pairwise: ct_reduce(ct_reduce(ct_a0, ct_a1), ct_reduce(ct_a2, ct_a3)). */
 function combine(values: readonly string[]): string {
   if (values.length === 1) return values[0]!;
   const half = values.length >> 1;

@@ -69,22 +69,22 @@ export function storeValue(dtype: DType, expression: string): string {
  * own): PTX conversions for float16; bfloat16 is the top half of a float32, rounded to nearest
  * even as cudadrv's `float32ToBfloat16Bits` does on the host.
  */
-export const HALF_PRELUDE = `__device__ __forceinline__ float ct_f16_to_f32(unsigned short h) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
+export const HALF_PRELUDE = `__device__ __forceinline__ float ct_f16_to_f32(unsigned short ct_h) {
+  float ct_f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(ct_f) : "h"(ct_h));
+  return ct_f;
 }
-__device__ __forceinline__ unsigned short ct_f32_to_f16(float f) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
+__device__ __forceinline__ unsigned short ct_f32_to_f16(float ct_f) {
+  unsigned short ct_h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(ct_h) : "f"(ct_f));
+  return ct_h;
 }
-__device__ __forceinline__ float ct_bf16_to_f32(unsigned short h) {
-  return __uint_as_float(((unsigned int)h) << 16);
+__device__ __forceinline__ float ct_bf16_to_f32(unsigned short ct_h) {
+  return __uint_as_float(((unsigned int)ct_h) << 16);
 }
-__device__ __forceinline__ unsigned short ct_f32_to_bf16(float f) {
-  unsigned int x = __float_as_uint(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);
-  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+__device__ __forceinline__ unsigned short ct_f32_to_bf16(float ct_f) {
+  unsigned int ct_bits = __float_as_uint(ct_f);
+  if ((ct_bits & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((ct_bits >> 16) | 0x40u);
+  return (unsigned short)((ct_bits + 0x7fffu + ((ct_bits >> 16) & 1u)) >> 16);
 }
 `;

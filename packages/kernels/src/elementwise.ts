@@ -27,16 +27,27 @@ import {
 import {
   ELEMENTWISE_ENTRY,
   ELEMENTWISE_UNROLL,
+  elementwiseEntry,
   elementwiseParameters,
   generateElementwise,
   type ResolvedParameter,
 } from './codegen-elementwise.js';
 import { CompiledSource, type LoadedKernel } from './compiled.js';
 import { CTYPES, DTYPE_BY_CODE } from './ctypes.js';
-import { assigns, checkCode, type Parameter, parseSignature, type Signature } from './signature.js';
+import {
+  assigns,
+  checkCode,
+  type Parameter,
+  parseSignature,
+  type RoleNames,
+  type Signature,
+} from './signature.js';
 
-/** Names the body can use besides the parameters: the element's index and the count. */
-export const ELEMENTWISE_RESERVED = ['i', 'n'] as const;
+/** Names the body sees besides the parameters: the element's index and the count. */
+export const ELEMENTWISE_RESERVED: RoleNames = {
+  inputs: { i: "the body's element index", n: "the body's element count" },
+  outputs: { i: "the body's element index", n: "the body's element count" },
+};
 
 /** Options of `elementwise`. */
 export interface ElementwiseOptions {
@@ -160,7 +171,7 @@ export class ElementwiseProgram {
     const stem = (options.name ?? 'elementwise').replace(/[^A-Za-z0-9_]+/g, '_');
     this.#name = `${stem}.cu`;
     // The kernel's name as traces and profilers show it, e.g. ct_map_sin.
-    this.#entry = stem === 'elementwise' ? ELEMENTWISE_ENTRY : `ct_${stem}`;
+    this.#entry = stem === 'elementwise' ? ELEMENTWISE_ENTRY : elementwiseEntry(stem);
     for (const output of this.signature.outputs) {
       if (!assigns(body, output.name)) {
         throw new CudaArgumentError(

@@ -38,10 +38,23 @@ import {
 } from './codegen-reduction.js';
 import { CompiledSource, type LoadedKernel } from './compiled.js';
 import { CTYPES, DTYPE_BY_CODE } from './ctypes.js';
-import { assigns, checkCode, type Parameter, parseSignature, type Signature } from './signature.js';
+import {
+  assigns,
+  checkCode,
+  type Parameter,
+  parseSignature,
+  type RoleNames,
+  type Signature,
+} from './signature.js';
 
-/** Names the reduction's code can use besides the parameters. */
-export const REDUCTION_RESERVED = ['i', 'n', 'a', 'b'] as const;
+/**
+ * Names the reduction's code sees besides the parameters: map sees the inputs and `i`; reduce
+ * sees `a` and `b` (no parameter); post sees `a`, the output and `n`.
+ */
+export const REDUCTION_RESERVED: RoleNames = {
+  inputs: { i: "map's index" },
+  outputs: { a: "post's result", n: "post's count" },
+};
 
 /** Options of a reduction call. */
 export interface ReductionCallOptions extends CallOptions {

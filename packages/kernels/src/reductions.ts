@@ -73,28 +73,28 @@ export function reductionParts(operation: ReductionOperation, dtype: DType): Red
       const compare = operation === 'argmax' ? '>' : '<';
       return {
         accumulator: 'ct_arg',
-        prelude: `struct ct_arg { ${value} v; long long i; };
-__device__ __forceinline__ ct_arg ct_arg_make(const ${value} v, const long long i) {
-  ct_arg r;
-  r.v = v;
-  r.i = i;
-  return r;
+        prelude: `struct ct_arg { ${value} ct_value; long long ct_index; };
+__device__ __forceinline__ ct_arg ct_arg_make(const ${value} ct_value, const long long ct_index) {
+  ct_arg ct_r;
+  ct_r.ct_value = ct_value;
+  ct_r.ct_index = ct_index;
+  return ct_r;
 }
-__device__ __forceinline__ ct_arg ct_arg_pick(const ct_arg a, const ct_arg b) {
-  if (a.i < 0) return b;
-  if (b.i < 0) return a;
-  const bool an = a.v != a.v, bn = b.v != b.v;
-  if (an || bn) {
-    if (an && bn) return a.i < b.i ? a : b;
-    return an ? a : b;
+__device__ __forceinline__ ct_arg ct_arg_pick(const ct_arg ct_a, const ct_arg ct_b) {
+  if (ct_a.ct_index < 0) return ct_b;
+  if (ct_b.ct_index < 0) return ct_a;
+  const bool ct_an = ct_a.ct_value != ct_a.ct_value, ct_bn = ct_b.ct_value != ct_b.ct_value;
+  if (ct_an || ct_bn) {
+    if (ct_an && ct_bn) return ct_a.ct_index < ct_b.ct_index ? ct_a : ct_b;
+    return ct_an ? ct_a : ct_b;
   }
-  if (a.v != b.v) return a.v ${compare} b.v ? a : b;
-  return a.i < b.i ? a : b;
+  if (ct_a.ct_value != ct_b.ct_value) return ct_a.ct_value ${compare} ct_b.ct_value ? ct_a : ct_b;
+  return ct_a.ct_index < ct_b.ct_index ? ct_a : ct_b;
 }`,
         identity: `ct_arg_make(0, -1)`,
         map: 'ct_arg_make(x, (long long)i)',
         reduce: 'ct_arg_pick(a, b)',
-        post: 'y = (int)a.i',
+        post: 'y = (int)a.ct_index',
       };
     }
   }

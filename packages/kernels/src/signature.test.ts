@@ -1,12 +1,18 @@
 import { CudaArgumentError } from '@cuda-tasks/cudadrv';
 import { thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
-import { elementwise } from './elementwise.js';
+import { ELEMENTWISE_RESERVED, elementwise } from './elementwise.js';
 import { assigns, parseSignature, reads } from './signature.js';
+
+const NONE = { inputs: {}, outputs: {} };
 
 describe('parseSignature', () => {
   it('reads inputs, outputs, dtypes and type variables', () => {
-    const signature = parseSignature(' x: float32,  y :T ->\n z: T, w: int32 ', 'test', ['i', 'n']);
+    const signature = parseSignature(
+      ' x: float32,  y :T ->\n z: T, w: int32 ',
+      'test',
+      ELEMENTWISE_RESERVED,
+    );
     expect(signature.text).toBe('x: float32, y :T -> z: T, w: int32');
     expect(signature.inputs).toEqual([
       { name: 'x', type: { dtype: 'float32' } },
@@ -17,7 +23,7 @@ describe('parseSignature', () => {
       { name: 'w', type: { dtype: 'int32' } },
     ]);
     expect(signature.variables).toEqual(['T']);
-    expect(parseSignature('-> y: float64', 'test', []).inputs).toEqual([]);
+    expect(parseSignature('-> y: float64', 'test', NONE).inputs).toEqual([]);
   });
 
   it.each([
@@ -30,21 +36,21 @@ describe('parseSignature', () => {
     ['x: float32 -> y: t', /unknown dtype "t"/],
     ['x: float32, x: float32 -> y: float32', /"x" is declared twice/],
     ['x: float32 -> x: float32', /"x" is declared twice/],
-    ['i: float32 -> y: float32', /"i" is reserved/],
-    ['x: float32 -> float: float32', /"float" is reserved/],
-    ['ct_x: float32 -> y: float32', /"ct_x" is reserved/],
-    ['2x: float32 -> y: float32', /is not a name/],
-    ['x: float32 -> threadIdx: float32', /reserved/],
+    ['i: float32 -> y: float32', /input i: reserved, the body's element index is named i/],
+    ['x: float32 -> float: float32', /output float: a C\/C\+\+ keyword cannot name a parameter/],
+    ['ct_x: float32 -> y: float32', /input ct_x: names starting with ct_ are reserved/],
+    ['2x: float32 -> y: float32', /input "2x": not a name/],
+    ['x: float32 -> threadIdx: float32', /output threadIdx: a CUDA built-in variable/],
   ])('rejects %j', (text, message) => {
-    const error = thrown(() => parseSignature(text, 'test', ['i', 'n']));
+    const error = thrown(() => parseSignature(text, 'test', ELEMENTWISE_RESERVED));
     expect(error).toBeInstanceOf(CudaArgumentError);
     expect(error.message).toMatch(message);
   });
 
   it('rejects a non-string signature and too many parameters', () => {
-    expect(() => parseSignature(42, 'test', [])).toThrow(/must be a string/);
+    expect(() => parseSignature(42, 'test', NONE)).toThrow(/must be a string/);
     const many = Array.from({ length: 13 }, (_, i) => `x${i}: float32`).join(', ');
-    expect(() => parseSignature(`${many} -> y: float32`, 'test', [])).toThrow(/at most 13/);
+    expect(() => parseSignature(`${many} -> y: float32`, 'test', NONE)).toThrow(/at most 13/);
   });
 });
 

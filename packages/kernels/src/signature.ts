@@ -34,29 +34,68 @@ export const MAX_PARAMETERS = 13;
 const IDENTIFIER = /^[A-Za-z][A-Za-z0-9_]*$/;
 const TYPE_VARIABLE = /^[A-Z][A-Za-z0-9]*$/;
 
-// C and C++ keywords and CUDA's built-in variables cannot name a parameter.
-const RESERVED = new Set(
+/**
+ * The prefix of every identifier the generators make (locals, helpers, kernel parameters, which
+ * are named by the parameter's index, never its name): no parameter's name may start with it.
+ */
+export const GENERATED_PREFIX = 'ct_';
+
+// C and C++ keywords (through C++20) and CUDA's built-in variables cannot name a parameter.
+const KEYWORDS = new Set(
   (
-    'alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t ' +
-    'char32_t class compl const const_cast constexpr continue decltype default delete do double ' +
-    'dynamic_cast else enum explicit export extern false float for friend goto if inline int ' +
-    'long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected ' +
-    'public register reinterpret_cast restrict return short signed sizeof static static_assert ' +
-    'static_cast struct switch template this thread_local throw true try typedef typeid ' +
-    'typename union unsigned using virtual void volatile wchar_t while xor xor_eq ' +
-    'threadIdx blockIdx blockDim gridDim warpSize'
+    'alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t ' +
+    'char16_t char32_t class compl concept const consteval constexpr constinit const_cast ' +
+    'continue co_await co_return co_yield decltype default delete do double dynamic_cast else ' +
+    'enum explicit export extern false float for friend goto if inline int long mutable ' +
+    'namespace new noexcept not not_eq nullptr operator or or_eq private protected public ' +
+    'register reinterpret_cast requires restrict return short signed sizeof static ' +
+    'static_assert static_cast struct switch template this thread_local throw true try typedef ' +
+    'typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq'
   ).split(' '),
 );
+const BUILT_INS = new Set(['threadIdx', 'blockIdx', 'blockDim', 'gridDim', 'warpSize']);
 
 /**
- * Parses and checks a signature. `reserved` adds names the generated code defines for the
- * body (`i`, `n`; a reduction's `a`, `b`). Throws CudaArgumentError on bad syntax, an unknown
- * dtype, a reserved or repeated name, or no output.
+ * The names the user's code sees besides the parameters, which a parameter therefore cannot
+ * take: per name, what it is (e.g. `i`: "the body's element index"). Inputs and outputs apart:
+ * a reduction's map sees the inputs and `i`, its post the output, `a` and `n`.
+ */
+export interface RoleNames {
+  /** Names no input may take. */
+  readonly inputs: Readonly<Record<string, string>>;
+  /** Names no output may take. */
+  readonly outputs: Readonly<Record<string, string>>;
+}
+
+/**
+ * Why `name` cannot name a parameter whose role reserves `reserved` (undefined when it can):
+ * not a C identifier starting with a letter, the generated prefix, a keyword, a CUDA built-in,
+ * or a name the role's code sees.
+ */
+export function refusedName(
+  name: string,
+  reserved: Readonly<Record<string, string>>,
+): string | undefined {
+  if (!IDENTIFIER.test(name)) return 'not a name (letters, digits and _, starting with a letter)';
+  if (name.startsWith(GENERATED_PREFIX))
+    return `names starting with ${GENERATED_PREFIX} are reserved for generated code`;
+  if (KEYWORDS.has(name)) return 'a C/C++ keyword cannot name a parameter';
+  if (BUILT_INS.has(name)) return 'a CUDA built-in variable cannot name a parameter';
+  const seen = Object.hasOwn(reserved, name) ? reserved[name] : undefined;
+  if (seen !== undefined) return `reserved, ${seen} is named ${name}`;
+  return undefined;
+}
+
+/**
+ * Parses and checks a signature. `reserved` names what the generated code defines for the
+ * user's code (`i`, `n`; a reduction's `a`). Throws CudaArgumentError on bad syntax, an unknown
+ * dtype, a refused name (see `refusedName`; the message names the parameter and the rule), a
+ * repeated name, or no output.
  */
 export function parseSignature(
   text: unknown,
   what: string,
-  reserved: readonly string[],
+  reserved: RoleNames,
   options: { maxOutputs?: number } = {},
 ): Signature {
   if (typeof text !== 'string')
@@ -70,7 +109,7 @@ export function parseSignature(
     fail('expected "inputs -> outputs", e.g. "x: float32, y: float32 -> z: float32"');
   const variables: string[] = [];
   const seen = new Set<string>();
-  const parseSide = (side: string, label: string): Parameter[] => {
+  const parseSide = (side: string, label: 'input' | 'output'): Parameter[] => {
     if (side.trim() === '') return [];
     return side.split(',').map((item) => {
       const parts = item.split(':');
@@ -78,14 +117,9 @@ export function parseSignature(
         fail(`${label} parameter ${JSON.stringify(item.trim())} is not "name: type"`);
       const name = parts[0]!.trim();
       const type = parts[1]!.trim();
-      if (!IDENTIFIER.test(name))
-        fail(
-          `${JSON.stringify(name)} is not a name (letters, digits and _, starting with a letter)`,
-        );
-      if (RESERVED.has(name) || reserved.includes(name) || name.startsWith('ct_'))
-        fail(
-          `${JSON.stringify(name)} is reserved (C keywords, CUDA built-ins, names starting with ct_, and ${reserved.join(', ')})`,
-        );
+      const refused = refusedName(name, label === 'input' ? reserved.inputs : reserved.outputs);
+      if (refused !== undefined)
+        fail(`${label} ${IDENTIFIER.test(name) ? name : JSON.stringify(name)}: ${refused}`);
       if (seen.has(name)) fail(`${JSON.stringify(name)} is declared twice`);
       seen.add(name);
       if (Object.hasOwn(DTYPES, type)) return { name, type: { dtype: type as DType } };

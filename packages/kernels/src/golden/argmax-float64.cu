@@ -1,21 +1,22 @@
 // @cuda-tasks/kernels reduction: x: float64 -> y: int32
-struct ct_arg { double v; long long i; };
-__device__ __forceinline__ ct_arg ct_arg_make(const double v, const long long i) {
-  ct_arg r;
-  r.v = v;
-  r.i = i;
-  return r;
+// ct_p0: x, ct_y: y
+struct ct_arg { double ct_value; long long ct_index; };
+__device__ __forceinline__ ct_arg ct_arg_make(const double ct_value, const long long ct_index) {
+  ct_arg ct_r;
+  ct_r.ct_value = ct_value;
+  ct_r.ct_index = ct_index;
+  return ct_r;
 }
-__device__ __forceinline__ ct_arg ct_arg_pick(const ct_arg a, const ct_arg b) {
-  if (a.i < 0) return b;
-  if (b.i < 0) return a;
-  const bool an = a.v != a.v, bn = b.v != b.v;
-  if (an || bn) {
-    if (an && bn) return a.i < b.i ? a : b;
-    return an ? a : b;
+__device__ __forceinline__ ct_arg ct_arg_pick(const ct_arg ct_a, const ct_arg ct_b) {
+  if (ct_a.ct_index < 0) return ct_b;
+  if (ct_b.ct_index < 0) return ct_a;
+  const bool ct_an = ct_a.ct_value != ct_a.ct_value, ct_bn = ct_b.ct_value != ct_b.ct_value;
+  if (ct_an || ct_bn) {
+    if (ct_an && ct_bn) return ct_a.ct_index < ct_b.ct_index ? ct_a : ct_b;
+    return ct_an ? ct_a : ct_b;
   }
-  if (a.v != b.v) return a.v > b.v ? a : b;
-  return a.i < b.i ? a : b;
+  if (ct_a.ct_value != ct_b.ct_value) return ct_a.ct_value > ct_b.ct_value ? ct_a : ct_b;
+  return ct_a.ct_index < ct_b.ct_index ? ct_a : ct_b;
 }
 
 typedef ct_arg ct_acc;
@@ -23,157 +24,157 @@ __device__ __forceinline__ ct_acc ct_identity() { return (ct_arg_make(0, -1)); }
 __device__ __forceinline__ ct_acc ct_map(const double x, const unsigned long long i) { return (ct_arg_make(x, (long long)i)); }
 __device__ __forceinline__ ct_acc ct_reduce(const ct_acc a, const ct_acc b) { return (ct_arg_pick(a, b)); }
 __device__ __forceinline__ void ct_post(const ct_acc a, int &y, const unsigned long long n) {
-y = (int)a.i;
+y = (int)a.ct_index;
 }
 
-// The result of (segment s, part p): the output when the segment is one part, else a partial.
-__device__ __forceinline__ void ct_finish(const ct_acc a, int *ct_y, ct_acc *ct_partials,
-    const unsigned long long s, const unsigned long long p, const unsigned long long parts,
-    const unsigned long long count) {
-  if (parts == 1) {
-    ct_post(a, ct_y[s], count);
+// The result of (segment, part): the output when the segment is one part, else a partial.
+__device__ __forceinline__ void ct_finish(const ct_acc ct_a, int *ct_y, ct_acc *ct_partials,
+    const unsigned long long ct_segment, const unsigned long long ct_part,
+    const unsigned long long ct_parts, const unsigned long long ct_count) {
+  if (ct_parts == 1) {
+    ct_post(ct_a, ct_y[ct_segment], ct_count);
   } else {
-    ct_partials[s * parts + p] = a;
+    ct_partials[ct_segment * ct_parts + ct_part] = ct_a;
   }
 }
 
 // One 32-bit word of a warp shuffle down (width 32).
-__device__ __forceinline__ unsigned int ct_shuffle_word(const unsigned int w, const unsigned int d) {
-  unsigned int r;
-  asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(w), "r"(d));
-  return r;
+__device__ __forceinline__ unsigned int ct_shuffle_word(const unsigned int ct_word, const unsigned int ct_delta) {
+  unsigned int ct_result;
+  asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(ct_result) : "r"(ct_word), "r"(ct_delta));
+  return ct_result;
 }
 
-// The accumulator of the lane d above, 32 bits at a time (any accumulator type).
-__device__ __forceinline__ ct_acc ct_shuffle_down(const ct_acc a, const unsigned int d) {
-  union { ct_acc value; unsigned int words[(sizeof(ct_acc) + 3) / 4]; } u;
-  for (unsigned int w = 0; w < (sizeof(ct_acc) + 3) / 4; w++) u.words[w] = 0;
-  u.value = a;
-  for (unsigned int w = 0; w < (sizeof(ct_acc) + 3) / 4; w++) u.words[w] = ct_shuffle_word(u.words[w], d);
-  return u.value;
+// The accumulator of the lane ct_delta above, 32 bits at a time (any accumulator type).
+__device__ __forceinline__ ct_acc ct_shuffle_down(const ct_acc ct_a, const unsigned int ct_delta) {
+  union { ct_acc ct_value; unsigned int ct_words[(sizeof(ct_acc) + 3) / 4]; } ct_u;
+  for (unsigned int ct_w = 0; ct_w < (sizeof(ct_acc) + 3) / 4; ct_w++) ct_u.ct_words[ct_w] = 0;
+  ct_u.ct_value = ct_a;
+  for (unsigned int ct_w = 0; ct_w < (sizeof(ct_acc) + 3) / 4; ct_w++) ct_u.ct_words[ct_w] = ct_shuffle_word(ct_u.ct_words[ct_w], ct_delta);
+  return ct_u.ct_value;
 }
 
 // Combines the block's values (blockDim.x a multiple of 32, at most 1024) in a fixed tree:
 // within each warp by shuffles, then the warps' values in warp 0. The result is thread 0's.
-__device__ ct_acc ct_block_reduce(ct_acc a) {
+__device__ ct_acc ct_block_reduce(ct_acc ct_a) {
   __shared__ ct_acc ct_warps[32];
-  const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (unsigned int d = 16; d > 0; d >>= 1) a = ct_reduce(a, ct_shuffle_down(a, d));
-  if (lane == 0) ct_warps[warp] = a;
+  const unsigned int ct_lane = threadIdx.x & 31, ct_warp = threadIdx.x >> 5;
+  for (unsigned int ct_delta = 16; ct_delta > 0; ct_delta >>= 1) ct_a = ct_reduce(ct_a, ct_shuffle_down(ct_a, ct_delta));
+  if (ct_lane == 0) ct_warps[ct_warp] = ct_a;
   __syncthreads();
-  if (warp == 0) {
-    a = lane < (blockDim.x >> 5) ? ct_warps[lane] : ct_identity();
-    for (unsigned int d = 16; d > 0; d >>= 1) a = ct_reduce(a, ct_shuffle_down(a, d));
+  if (ct_warp == 0) {
+    ct_a = ct_lane < (blockDim.x >> 5) ? ct_warps[ct_lane] : ct_identity();
+    for (unsigned int ct_delta = 16; ct_delta > 0; ct_delta >>= 1) ct_a = ct_reduce(ct_a, ct_shuffle_down(ct_a, ct_delta));
   }
   __syncthreads();
-  return a;
+  return ct_a;
 }
 
-extern "C" __global__ void ct_reduce_blocks(const double *ct_x, int *ct_y, ct_acc *ct_partials,
-    const unsigned long long length, const unsigned long long segments,
-    const unsigned long long parts, const unsigned long long chunk) {
-  const unsigned long long items = segments * parts;
-  for (unsigned long long w = blockIdx.x; w < items; w += gridDim.x) {
-    const unsigned long long s = w / parts, p = w - s * parts;
-    const unsigned long long begin = p * chunk;
-    const unsigned long long end = begin + chunk < length ? begin + chunk : length;
-    const unsigned long long base = s * length;
-    ct_acc a = ct_identity();
-    unsigned long long k = begin + threadIdx.x;
-    for (; k + 7 * blockDim.x < end; k += 8 * blockDim.x) {
-      const double ct_x_0 = ct_x[base + k], ct_x_1 = ct_x[base + (k + blockDim.x)], ct_x_2 = ct_x[base + (k + 2 * blockDim.x)], ct_x_3 = ct_x[base + (k + 3 * blockDim.x)], ct_x_4 = ct_x[base + (k + 4 * blockDim.x)], ct_x_5 = ct_x[base + (k + 5 * blockDim.x)], ct_x_6 = ct_x[base + (k + 6 * blockDim.x)], ct_x_7 = ct_x[base + (k + 7 * blockDim.x)];
-      a = ct_reduce(a, ct_map(ct_x_0, k));
-      a = ct_reduce(a, ct_map(ct_x_1, k + blockDim.x));
-      a = ct_reduce(a, ct_map(ct_x_2, k + 2 * blockDim.x));
-      a = ct_reduce(a, ct_map(ct_x_3, k + 3 * blockDim.x));
-      a = ct_reduce(a, ct_map(ct_x_4, k + 4 * blockDim.x));
-      a = ct_reduce(a, ct_map(ct_x_5, k + 5 * blockDim.x));
-      a = ct_reduce(a, ct_map(ct_x_6, k + 6 * blockDim.x));
-      a = ct_reduce(a, ct_map(ct_x_7, k + 7 * blockDim.x));
+extern "C" __global__ void ct_reduce_blocks(const double *ct_p0, int *ct_y, ct_acc *ct_partials,
+    const unsigned long long ct_length, const unsigned long long ct_segments,
+    const unsigned long long ct_parts, const unsigned long long ct_chunk) {
+  const unsigned long long ct_items = ct_segments * ct_parts;
+  for (unsigned long long ct_w = blockIdx.x; ct_w < ct_items; ct_w += gridDim.x) {
+    const unsigned long long ct_segment = ct_w / ct_parts, ct_part = ct_w - ct_segment * ct_parts;
+    const unsigned long long ct_begin = ct_part * ct_chunk;
+    const unsigned long long ct_end = ct_begin + ct_chunk < ct_length ? ct_begin + ct_chunk : ct_length;
+    const unsigned long long ct_base = ct_segment * ct_length;
+    ct_acc ct_a = ct_identity();
+    unsigned long long ct_k = ct_begin + threadIdx.x;
+    for (; ct_k + 7 * blockDim.x < ct_end; ct_k += 8 * blockDim.x) {
+      const double ct_p0_0 = ct_p0[ct_base + ct_k], ct_p0_1 = ct_p0[ct_base + (ct_k + blockDim.x)], ct_p0_2 = ct_p0[ct_base + (ct_k + 2 * blockDim.x)], ct_p0_3 = ct_p0[ct_base + (ct_k + 3 * blockDim.x)], ct_p0_4 = ct_p0[ct_base + (ct_k + 4 * blockDim.x)], ct_p0_5 = ct_p0[ct_base + (ct_k + 5 * blockDim.x)], ct_p0_6 = ct_p0[ct_base + (ct_k + 6 * blockDim.x)], ct_p0_7 = ct_p0[ct_base + (ct_k + 7 * blockDim.x)];
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_0, ct_k));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_1, ct_k + blockDim.x));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_2, ct_k + 2 * blockDim.x));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_3, ct_k + 3 * blockDim.x));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_4, ct_k + 4 * blockDim.x));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_5, ct_k + 5 * blockDim.x));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_6, ct_k + 6 * blockDim.x));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_7, ct_k + 7 * blockDim.x));
     }
-    for (; k < end; k += blockDim.x) a = ct_reduce(a, ct_map(ct_x[base + k], k));
-    a = ct_block_reduce(a);
-    if (threadIdx.x == 0) ct_finish(a, ct_y, ct_partials, s, p, parts, length);
+    for (; ct_k < ct_end; ct_k += blockDim.x) ct_a = ct_reduce(ct_a, ct_map(ct_p0[ct_base + ct_k], ct_k));
+    ct_a = ct_block_reduce(ct_a);
+    if (threadIdx.x == 0) ct_finish(ct_a, ct_y, ct_partials, ct_segment, ct_part, ct_parts, ct_length);
   }
 }
 
-extern "C" __global__ void ct_reduce_threads(const double *ct_x, int *ct_y, ct_acc *ct_partials,
-    const unsigned long long length, const unsigned long long segments,
-    const unsigned long long parts, const unsigned long long chunk,
-    const unsigned long long segment_stride, const unsigned long long element_stride) {
-  const unsigned long long items = segments * parts;
-  const unsigned long long step = (unsigned long long)blockDim.x * gridDim.x;
-  for (unsigned long long w = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; w < items; w += step) {
+extern "C" __global__ void ct_reduce_threads(const double *ct_p0, int *ct_y, ct_acc *ct_partials,
+    const unsigned long long ct_length, const unsigned long long ct_segments,
+    const unsigned long long ct_parts, const unsigned long long ct_chunk,
+    const unsigned long long ct_segment_stride, const unsigned long long ct_element_stride) {
+  const unsigned long long ct_items = ct_segments * ct_parts;
+  const unsigned long long ct_step = (unsigned long long)blockDim.x * gridDim.x;
+  for (unsigned long long ct_w = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; ct_w < ct_items; ct_w += ct_step) {
     // Segments fastest: neighbouring threads take neighbouring segments.
-    const unsigned long long p = w / segments, s = w - p * segments;
-    const unsigned long long begin = p * chunk;
-    const unsigned long long end = begin + chunk < length ? begin + chunk : length;
-    const unsigned long long base = s * segment_stride;
-    ct_acc a = ct_identity();
-    unsigned long long k = begin;
-    for (; k + 7 * 1 < end; k += 8 * 1) {
-      const double ct_x_0 = ct_x[base + (k) * element_stride], ct_x_1 = ct_x[base + (k + 1) * element_stride], ct_x_2 = ct_x[base + (k + 2 * 1) * element_stride], ct_x_3 = ct_x[base + (k + 3 * 1) * element_stride], ct_x_4 = ct_x[base + (k + 4 * 1) * element_stride], ct_x_5 = ct_x[base + (k + 5 * 1) * element_stride], ct_x_6 = ct_x[base + (k + 6 * 1) * element_stride], ct_x_7 = ct_x[base + (k + 7 * 1) * element_stride];
-      a = ct_reduce(a, ct_map(ct_x_0, k));
-      a = ct_reduce(a, ct_map(ct_x_1, k + 1));
-      a = ct_reduce(a, ct_map(ct_x_2, k + 2 * 1));
-      a = ct_reduce(a, ct_map(ct_x_3, k + 3 * 1));
-      a = ct_reduce(a, ct_map(ct_x_4, k + 4 * 1));
-      a = ct_reduce(a, ct_map(ct_x_5, k + 5 * 1));
-      a = ct_reduce(a, ct_map(ct_x_6, k + 6 * 1));
-      a = ct_reduce(a, ct_map(ct_x_7, k + 7 * 1));
+    const unsigned long long ct_part = ct_w / ct_segments, ct_segment = ct_w - ct_part * ct_segments;
+    const unsigned long long ct_begin = ct_part * ct_chunk;
+    const unsigned long long ct_end = ct_begin + ct_chunk < ct_length ? ct_begin + ct_chunk : ct_length;
+    const unsigned long long ct_base = ct_segment * ct_segment_stride;
+    ct_acc ct_a = ct_identity();
+    unsigned long long ct_k = ct_begin;
+    for (; ct_k + 7 * 1 < ct_end; ct_k += 8 * 1) {
+      const double ct_p0_0 = ct_p0[ct_base + (ct_k) * ct_element_stride], ct_p0_1 = ct_p0[ct_base + (ct_k + 1) * ct_element_stride], ct_p0_2 = ct_p0[ct_base + (ct_k + 2 * 1) * ct_element_stride], ct_p0_3 = ct_p0[ct_base + (ct_k + 3 * 1) * ct_element_stride], ct_p0_4 = ct_p0[ct_base + (ct_k + 4 * 1) * ct_element_stride], ct_p0_5 = ct_p0[ct_base + (ct_k + 5 * 1) * ct_element_stride], ct_p0_6 = ct_p0[ct_base + (ct_k + 6 * 1) * ct_element_stride], ct_p0_7 = ct_p0[ct_base + (ct_k + 7 * 1) * ct_element_stride];
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_0, ct_k));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_1, ct_k + 1));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_2, ct_k + 2 * 1));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_3, ct_k + 3 * 1));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_4, ct_k + 4 * 1));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_5, ct_k + 5 * 1));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_6, ct_k + 6 * 1));
+      ct_a = ct_reduce(ct_a, ct_map(ct_p0_7, ct_k + 7 * 1));
     }
-    for (; k < end; k += 1) a = ct_reduce(a, ct_map(ct_x[base + (k) * element_stride], k));
-    ct_finish(a, ct_y, ct_partials, s, p, parts, length);
+    for (; ct_k < ct_end; ct_k += 1) ct_a = ct_reduce(ct_a, ct_map(ct_p0[ct_base + (ct_k) * ct_element_stride], ct_k));
+    ct_finish(ct_a, ct_y, ct_partials, ct_segment, ct_part, ct_parts, ct_length);
   }
 }
 
 extern "C" __global__ void ct_reduce_partials(const ct_acc *ct_partials, int *ct_y,
-    const unsigned long long length, const unsigned long long segments,
-    const unsigned long long parts) {
-  for (unsigned long long s = blockIdx.x; s < segments; s += gridDim.x) {
-    ct_acc a = ct_identity();
-    for (unsigned long long q = threadIdx.x; q < parts; q += blockDim.x) {
-      a = ct_reduce(a, ct_partials[s * parts + q]);
+    const unsigned long long ct_length, const unsigned long long ct_segments,
+    const unsigned long long ct_parts) {
+  for (unsigned long long ct_segment = blockIdx.x; ct_segment < ct_segments; ct_segment += gridDim.x) {
+    ct_acc ct_a = ct_identity();
+    for (unsigned long long ct_q = threadIdx.x; ct_q < ct_parts; ct_q += blockDim.x) {
+      ct_a = ct_reduce(ct_a, ct_partials[ct_segment * ct_parts + ct_q]);
     }
-    a = ct_block_reduce(a);
-    if (threadIdx.x == 0) ct_finish(a, ct_y, (ct_acc *)0, s, 0, 1, length);
+    ct_a = ct_block_reduce(ct_a);
+    if (threadIdx.x == 0) ct_finish(ct_a, ct_y, (ct_acc *)0, ct_segment, 0, 1, ct_length);
   }
 }
 
 // 16 bytes of double: one vector load.
-struct alignas(16) ct_vector { double lane[2]; };
+struct alignas(16) ct_vector { double ct_lane[2]; };
 
-extern "C" __global__ void ct_reduce_vectors(const double *__restrict__ ct_x, int *ct_y,
-    ct_acc *ct_partials, const unsigned long long length, const unsigned long long head) {
-  const unsigned long long vectors = (length - head) / 2;
-  const ct_vector *__restrict__ ct_vectors = (const ct_vector *)(ct_x + head);
-  const unsigned long long tile = (unsigned long long)blockDim.x * 4;
-  const unsigned long long step = tile * gridDim.x;
-  ct_acc a0 = ct_identity(), a1 = ct_identity(), a2 = ct_identity(), a3 = ct_identity();
-  unsigned long long k = blockIdx.x * tile + threadIdx.x;
-  for (; k + 3 * blockDim.x < vectors; k += step) {
-    const ct_vector v0 = ct_vectors[k], v1 = ct_vectors[k + blockDim.x], v2 = ct_vectors[k + 2 * blockDim.x], v3 = ct_vectors[k + 3 * blockDim.x];
-    a0 = ct_reduce(a0, ct_map(v0.lane[0], head + 2 * k));
-    a0 = ct_reduce(a0, ct_map(v0.lane[1], head + 2 * k + 1));
-    a1 = ct_reduce(a1, ct_map(v1.lane[0], head + 2 * (k + blockDim.x)));
-    a1 = ct_reduce(a1, ct_map(v1.lane[1], head + 2 * (k + blockDim.x) + 1));
-    a2 = ct_reduce(a2, ct_map(v2.lane[0], head + 2 * (k + 2 * blockDim.x)));
-    a2 = ct_reduce(a2, ct_map(v2.lane[1], head + 2 * (k + 2 * blockDim.x) + 1));
-    a3 = ct_reduce(a3, ct_map(v3.lane[0], head + 2 * (k + 3 * blockDim.x)));
-    a3 = ct_reduce(a3, ct_map(v3.lane[1], head + 2 * (k + 3 * blockDim.x) + 1));
+extern "C" __global__ void ct_reduce_vectors(const double *__restrict__ ct_p0, int *ct_y,
+    ct_acc *ct_partials, const unsigned long long ct_length, const unsigned long long ct_head) {
+  const unsigned long long ct_vector_count = (ct_length - ct_head) / 2;
+  const ct_vector *__restrict__ ct_vectors = (const ct_vector *)(ct_p0 + ct_head);
+  const unsigned long long ct_tile = (unsigned long long)blockDim.x * 4;
+  const unsigned long long ct_step = ct_tile * gridDim.x;
+  ct_acc ct_a0 = ct_identity(), ct_a1 = ct_identity(), ct_a2 = ct_identity(), ct_a3 = ct_identity();
+  unsigned long long ct_k = blockIdx.x * ct_tile + threadIdx.x;
+  for (; ct_k + 3 * blockDim.x < ct_vector_count; ct_k += ct_step) {
+    const ct_vector ct_v0 = ct_vectors[ct_k], ct_v1 = ct_vectors[ct_k + blockDim.x], ct_v2 = ct_vectors[ct_k + 2 * blockDim.x], ct_v3 = ct_vectors[ct_k + 3 * blockDim.x];
+    ct_a0 = ct_reduce(ct_a0, ct_map(ct_v0.ct_lane[0], ct_head + 2 * ct_k));
+    ct_a0 = ct_reduce(ct_a0, ct_map(ct_v0.ct_lane[1], ct_head + 2 * ct_k + 1));
+    ct_a1 = ct_reduce(ct_a1, ct_map(ct_v1.ct_lane[0], ct_head + 2 * (ct_k + blockDim.x)));
+    ct_a1 = ct_reduce(ct_a1, ct_map(ct_v1.ct_lane[1], ct_head + 2 * (ct_k + blockDim.x) + 1));
+    ct_a2 = ct_reduce(ct_a2, ct_map(ct_v2.ct_lane[0], ct_head + 2 * (ct_k + 2 * blockDim.x)));
+    ct_a2 = ct_reduce(ct_a2, ct_map(ct_v2.ct_lane[1], ct_head + 2 * (ct_k + 2 * blockDim.x) + 1));
+    ct_a3 = ct_reduce(ct_a3, ct_map(ct_v3.ct_lane[0], ct_head + 2 * (ct_k + 3 * blockDim.x)));
+    ct_a3 = ct_reduce(ct_a3, ct_map(ct_v3.ct_lane[1], ct_head + 2 * (ct_k + 3 * blockDim.x) + 1));
   }
   // The last tile, when it is not whole (its block only).
-  for (; k < vectors; k += blockDim.x) {
-    const ct_vector v0 = ct_vectors[k];
-    a0 = ct_reduce(a0, ct_map(v0.lane[0], head + 2 * k));
-    a0 = ct_reduce(a0, ct_map(v0.lane[1], head + 2 * k + 1));
+  for (; ct_k < ct_vector_count; ct_k += blockDim.x) {
+    const ct_vector ct_v0 = ct_vectors[ct_k];
+    ct_a0 = ct_reduce(ct_a0, ct_map(ct_v0.ct_lane[0], ct_head + 2 * ct_k));
+    ct_a0 = ct_reduce(ct_a0, ct_map(ct_v0.ct_lane[1], ct_head + 2 * ct_k + 1));
   }
   // The elements before the first vector and after the last: one each for the first threads.
-  const unsigned long long thread = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const unsigned long long tail = head + 2 * vectors;
-  if (thread < head) a1 = ct_reduce(a1, ct_map(ct_x[thread], thread));
-  if (thread < length - tail) a2 = ct_reduce(a2, ct_map(ct_x[tail + thread], tail + thread));
-  ct_acc a = ct_reduce(ct_reduce(a0, a1), ct_reduce(a2, a3));
-  a = ct_block_reduce(a);
-  if (threadIdx.x == 0) ct_finish(a, ct_y, ct_partials, 0, blockIdx.x, gridDim.x, length);
+  const unsigned long long ct_thread = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned long long ct_tail = ct_head + 2 * ct_vector_count;
+  if (ct_thread < ct_head) ct_a1 = ct_reduce(ct_a1, ct_map(ct_p0[ct_thread], ct_thread));
+  if (ct_thread < ct_length - ct_tail) ct_a2 = ct_reduce(ct_a2, ct_map(ct_p0[ct_tail + ct_thread], ct_tail + ct_thread));
+  ct_acc ct_a = ct_reduce(ct_reduce(ct_a0, ct_a1), ct_reduce(ct_a2, ct_a3));
+  ct_a = ct_block_reduce(ct_a);
+  if (threadIdx.x == 0) ct_finish(ct_a, ct_y, ct_partials, 0, blockIdx.x, gridDim.x, ct_length);
 }

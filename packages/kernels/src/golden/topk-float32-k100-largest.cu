@@ -1,15 +1,15 @@
 // @cuda-tasks/kernels topk: float32, 128 slots, largest first
-// Whether (av, ai) comes before (bv, bi); an index below 0 is an empty slot.
-__device__ __forceinline__ bool ct_better(const float av, const int ai, const float bv, const int bi) {
-  if (ai < 0) return false;
-  if (bi < 0) return true;
-  const bool an = av != av, bn = bv != bv;
-  if (an || bn) {
-    if (an && bn) return ai < bi;
-    return an;
+// Whether (ct_av, ct_ai) comes before (ct_bv, ct_bi); an index below 0 is an empty slot.
+__device__ __forceinline__ bool ct_better(const float ct_av, const int ct_ai, const float ct_bv, const int ct_bi) {
+  if (ct_ai < 0) return false;
+  if (ct_bi < 0) return true;
+  const bool ct_an = ct_av != ct_av, ct_bn = ct_bv != ct_bv;
+  if (ct_an || ct_bn) {
+    if (ct_an && ct_bn) return ct_ai < ct_bi;
+    return ct_an;
   }
-  if (av != bv) return av > bv;
-  return ai < bi;
+  if (ct_av != ct_bv) return ct_av > ct_bv;
+  return ct_ai < ct_bi;
 }
 
 extern "C" __global__ void ct_topk(const float *ct_values, const int *ct_indices, float *ct_out_values, int *ct_out_indices,
@@ -22,7 +22,7 @@ extern "C" __global__ void ct_topk(const float *ct_values, const int *ct_indices
   __shared__ int ct_top_i[128];
   __shared__ float ct_tile_v[128];
   __shared__ int ct_tile_i[128];
-  const unsigned int t = threadIdx.x;
+  const unsigned int ct_t = threadIdx.x;
   const bool ct_presorted = ct_indices != 0;
   const unsigned long long ct_items = ct_segments * ct_parts;
   for (unsigned long long ct_w = blockIdx.x; ct_w < ct_items; ct_w += gridDim.x) {
@@ -30,22 +30,22 @@ extern "C" __global__ void ct_topk(const float *ct_values, const int *ct_indices
     const unsigned long long ct_begin = ct_p * ct_range;
     const unsigned long long ct_end = ct_begin + ct_range < ct_length ? ct_begin + ct_range : ct_length;
     const unsigned long long ct_segment = ct_s * ct_segment_stride;
-    ct_top_v[t] = 0;
-    ct_top_i[t] = -1;
+    ct_top_v[ct_t] = 0;
+    ct_top_i[ct_t] = -1;
     for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += 128) {
       if (ct_presorted) {
         // A whole list of the earlier pass, best first: read backwards, worst first.
-        const unsigned long long ct_q = ct_segment + ct_base + (127 - t);
-        ct_tile_v[t] = ct_values[ct_q];
-        ct_tile_i[t] = ct_indices[ct_q];
+        const unsigned long long ct_q = ct_segment + ct_base + (127 - ct_t);
+        ct_tile_v[ct_t] = ct_values[ct_q];
+        ct_tile_i[ct_t] = ct_indices[ct_q];
       } else {
-        const unsigned long long ct_q = ct_base + t;
+        const unsigned long long ct_q = ct_base + ct_t;
         if (ct_q < ct_end) {
-          ct_tile_v[t] = ct_values[ct_segment + ct_q * ct_element_stride];
-          ct_tile_i[t] = (int)ct_q;
+          ct_tile_v[ct_t] = ct_values[ct_segment + ct_q * ct_element_stride];
+          ct_tile_i[ct_t] = (int)ct_q;
         } else {
-          ct_tile_v[t] = 0;
-          ct_tile_i[t] = -1;
+          ct_tile_v[ct_t] = 0;
+          ct_tile_i[ct_t] = -1;
         }
       }
       __syncthreads();
@@ -53,18 +53,18 @@ extern "C" __global__ void ct_topk(const float *ct_values, const int *ct_indices
         // Bitonic sort of the tile, worst first.
         for (unsigned int ct_size = 2; ct_size <= 128; ct_size <<= 1) {
           for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
-            const unsigned int u = t ^ ct_stride;
-            if (u > t) {
-              const bool ct_up = (t & ct_size) == 0;
-              const bool ct_swap = ct_up ? ct_better(ct_tile_v[t], ct_tile_i[t], ct_tile_v[u], ct_tile_i[u])
-                                         : ct_better(ct_tile_v[u], ct_tile_i[u], ct_tile_v[t], ct_tile_i[t]);
+            const unsigned int ct_u = ct_t ^ ct_stride;
+            if (ct_u > ct_t) {
+              const bool ct_up = (ct_t & ct_size) == 0;
+              const bool ct_swap = ct_up ? ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_tile_v[ct_u], ct_tile_i[ct_u])
+                                         : ct_better(ct_tile_v[ct_u], ct_tile_i[ct_u], ct_tile_v[ct_t], ct_tile_i[ct_t]);
               if (ct_swap) {
-                const float v = ct_tile_v[t];
-                const int i = ct_tile_i[t];
-                ct_tile_v[t] = ct_tile_v[u];
-                ct_tile_i[t] = ct_tile_i[u];
-                ct_tile_v[u] = v;
-                ct_tile_i[u] = i;
+                const float ct_v = ct_tile_v[ct_t];
+                const int ct_i = ct_tile_i[ct_t];
+                ct_tile_v[ct_t] = ct_tile_v[ct_u];
+                ct_tile_i[ct_t] = ct_tile_i[ct_u];
+                ct_tile_v[ct_u] = ct_v;
+                ct_tile_i[ct_u] = ct_i;
               }
             }
             __syncthreads();
@@ -73,35 +73,35 @@ extern "C" __global__ void ct_topk(const float *ct_values, const int *ct_indices
       }
       // Kept (best first) against tile (worst first): the better of each pair are the best
       // of both, as a bitonic sequence.
-      if (ct_better(ct_tile_v[t], ct_tile_i[t], ct_top_v[t], ct_top_i[t])) {
-        ct_top_v[t] = ct_tile_v[t];
-        ct_top_i[t] = ct_tile_i[t];
+      if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
+        ct_top_v[ct_t] = ct_tile_v[ct_t];
+        ct_top_i[ct_t] = ct_tile_i[ct_t];
       }
       __syncthreads();
       // Bitonic merge, best first.
       for (unsigned int ct_stride = 64; ct_stride > 0; ct_stride >>= 1) {
-        const unsigned int u = t ^ ct_stride;
-        if (u > t && ct_better(ct_top_v[u], ct_top_i[u], ct_top_v[t], ct_top_i[t])) {
-          const float v = ct_top_v[t];
-          const int i = ct_top_i[t];
-          ct_top_v[t] = ct_top_v[u];
-          ct_top_i[t] = ct_top_i[u];
-          ct_top_v[u] = v;
-          ct_top_i[u] = i;
+        const unsigned int ct_u = ct_t ^ ct_stride;
+        if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
+          const float ct_v = ct_top_v[ct_t];
+          const int ct_i = ct_top_i[ct_t];
+          ct_top_v[ct_t] = ct_top_v[ct_u];
+          ct_top_i[ct_t] = ct_top_i[ct_u];
+          ct_top_v[ct_u] = ct_v;
+          ct_top_i[ct_u] = ct_i;
         }
         __syncthreads();
       }
     }
     if (ct_last) {
-      if (t < (unsigned int)ct_k) {
-        const unsigned long long ct_o = ct_s * ct_out_segment_stride + t * ct_out_rank_stride;
-        ct_out_values[ct_o] = ct_top_v[t];
-        ct_out_indices[ct_o] = ct_top_i[t];
+      if (ct_t < (unsigned int)ct_k) {
+        const unsigned long long ct_o = ct_s * ct_out_segment_stride + ct_t * ct_out_rank_stride;
+        ct_out_values[ct_o] = ct_top_v[ct_t];
+        ct_out_indices[ct_o] = ct_top_i[ct_t];
       }
     } else {
-      const unsigned long long ct_o = (ct_s * ct_parts + ct_p) * 128 + t;
-      ct_out_values[ct_o] = ct_top_v[t];
-      ct_out_indices[ct_o] = ct_top_i[t];
+      const unsigned long long ct_o = (ct_s * ct_parts + ct_p) * 128 + ct_t;
+      ct_out_values[ct_o] = ct_top_v[ct_t];
+      ct_out_indices[ct_o] = ct_top_i[ct_t];
     }
     __syncthreads();
   }
