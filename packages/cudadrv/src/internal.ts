@@ -2,8 +2,9 @@
  * @cuda-tasks/cudadrv/internal: what the sibling packages of cuda-tasks (the task runtime, the
  * cuBLAS, cuRAND and cuSOLVER wrappers, the examples and benchmarks) share beyond the public
  * API: the scratch arena, handle conversion for koffi, the operation observer hooks, the
- * current-stream provider slot, stream-disposal listeners, the waiter's tuning and the
- * allocation-free launch of a resolved stream (`launchOn`), and the operand checks every
+ * current-stream provider slot and the process default device it reads, stream-disposal
+ * listeners, the waiter's tuning and the allocation-free launch of a resolved stream
+ * (`launchOn`), and the operand checks every
  * library runs before its native calls (context of an array vs its stream, output overlap).
  *
  * NOT PUBLIC API: anything here may change or go in any release, minor and patch included.
@@ -13,6 +14,8 @@ export {
   type CurrentDeviceProvider,
   type CurrentSignalProvider,
   type CurrentStreamProvider,
+  defaultDevice,
+  defaultDeviceOrdinal,
   setCurrentStreamProvider,
 } from './context/provider.js';
 export { ffiValue, Scratch, scratch, stickyError } from './driver.js';

@@ -9,6 +9,7 @@ const fake = await vi.hoisted(async () =>
 );
 
 vi.mock('@cuda-tasks/cudadrv', () => fake.module);
+vi.mock('@cuda-tasks/cudadrv/internal', () => fake.module);
 
 import { capture, capturedGraphs, capturedOnce, GraphCache } from './graphs.js';
 import { streamPoolStatistics } from './pool.js';

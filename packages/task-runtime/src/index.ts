@@ -3,6 +3,13 @@
  * launches, copies and library calls go to the stream of the task that issues them.
  * Importing this package installs its current-stream provider into `@cuda-tasks/cudadrv`.
  */
+
+/**
+ * cudadrv's `setDefaultDevice`, the same function: one process default device, with or
+ * without the task runtime. A running task keeps its device; tasks started afterwards and
+ * code outside tasks use the new one.
+ */
+export { setDefaultDevice } from '@cuda-tasks/cudadrv';
 export {
   type CleanupErrorListener,
   type CleanupTaskInfo,
@@ -33,7 +40,7 @@ export {
   type StreamPoolStatistics,
   streamPoolStatistics,
 } from './pool.js';
-export { device, setDefaultDevice, stream, type TaskPriority } from './state.js';
+export { device, stream, type TaskPriority } from './state.js';
 export { StreamBinding, type StreamBindingOptions } from './stream-binding.js';
 export {
   currentTask,

@@ -6,7 +6,11 @@ import {
   DisposedError,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
+import {
+  defaultDevice,
+  defaultDeviceOrdinal,
+  setCurrentStreamProvider,
+} from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
 import {
   acquireStream,
@@ -70,6 +74,12 @@ export class TaskState {
    * nothing). Once aborted, every GPU operation issued from the task throws its reason.
    */
   readonly signal: AbortSignal | undefined;
+  /**
+   * The ordinal of the device the task runs on where no `withDevice` is in force: the process
+   * default device when it started (or its parent's), kept while it runs whatever
+   * `setDefaultDevice` does meanwhile. -1 for the root task, which follows the process default.
+   */
+  readonly deviceOrdinal: number;
   /** The device ordinal of `ownStream` (-1 while the task has taken no stream). */
   ownOrdinal = -1;
   /** The task's stream on the first device it used (from the pool; undefined before). */
@@ -89,8 +99,10 @@ export class TaskState {
     parent: TaskState | undefined,
     priority: TaskPriority = 'normal',
     signal: AbortSignal | undefined = undefined,
+    deviceOrdinal = -1,
   ) {
     this.id = taskIds.next++;
+    this.deviceOrdinal = deviceOrdinal;
     this.name = name;
     this.parent = parent;
     this.isRoot = parent === undefined;
@@ -215,7 +227,6 @@ export interface Frame {
 interface RuntimeState {
   storage: AsyncLocalStorage<Frame>;
   root: Frame;
-  defaultDevice: number;
   /** The async id (`executionAsyncId()`) `frameCache` was found under; -1: none. */
   frameCacheId: number;
   /** The frame the code running under `frameCacheId` sees (see `currentFrame`). */
@@ -234,7 +245,6 @@ const runtime = processWide<RuntimeState>('runtime', () => {
   return {
     storage: new AsyncLocalStorage<Frame>(),
     root,
-    defaultDevice: 0,
     frameCacheId: -1,
     frameCache: root,
   };
@@ -320,27 +330,29 @@ export function currentTaskState(): TaskState {
   return task.settled ? runtime.root.task : task;
 }
 
-/** The default device's object, as `defaultDevice()` last found it. */
-let lastDefaultDevice: Device | undefined;
-
-/** The device of `runtime.defaultDevice` (a field read and a comparison, once found). */
-function defaultDevice(): Device {
-  const last = lastDefaultDevice;
-  if (last !== undefined && last.ordinal === runtime.defaultDevice) return last;
-  const found = Device.get(runtime.defaultDevice);
-  lastDefaultDevice = found;
-  return found;
+/**
+ * @internal The device ordinal a task started now from `parent` runs on where no `withDevice`
+ * is in force: the process default device's (cudadrv's `setDefaultDevice`) for a top-level
+ * task, its parent's for a nested one. Reads no driver state.
+ */
+export function taskDeviceOrdinal(parent: TaskState): number {
+  return parent.isRoot ? defaultDeviceOrdinal() : parent.deviceOrdinal;
 }
 
-/** The device that code outside any `withDevice` uses (default 0). */
-export function setDefaultDevice(device: Device | number): void {
-  runtime.defaultDevice = typeof device === 'number' ? Device.get(device).ordinal : device.ordinal;
+/** The device of `task` where no `withDevice` is in force (the root task's: the process default). */
+function deviceOfTask(task: TaskState): Device {
+  const ordinal = task.deviceOrdinal;
+  return ordinal < 0 ? defaultDevice() : Device.get(ordinal);
 }
 
-/** The device the running code uses: the innermost `withDevice`, else the default device. */
+/**
+ * The device the running code uses: the innermost `withDevice`, else its task's device (the
+ * process default device when the task started; see `setDefaultDevice`), else, outside any
+ * task, the process default device.
+ */
 export function device(): Device {
   const frame = currentFrame();
-  return frame.device ?? defaultDevice();
+  return frame.device ?? deviceOfTask(frame.task);
 }
 
 /**
@@ -368,8 +380,13 @@ export function streamOf(frame: Frame): Stream {
     const pooled = frame.pooled;
     if (pooled === undefined || pooled.epoch === frame.epoch) return override;
   }
-  const target = frame.device ?? defaultDevice();
-  return target.ordinal === task.ownOrdinal ? task.ownStream! : task.streamFor(target);
+  const target = frame.device;
+  if (target !== undefined) {
+    return target.ordinal === task.ownOrdinal ? task.ownStream! : task.streamFor(target);
+  }
+  const ordinal = task.deviceOrdinal;
+  if (ordinal >= 0 && ordinal === task.ownOrdinal) return task.ownStream!;
+  return task.streamFor(ordinal < 0 ? defaultDevice() : Device.get(ordinal));
 }
 
 /** The running task's AbortSignal (see `TaskState.signal`), for the driver layer's checks. */

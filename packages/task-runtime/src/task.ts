@@ -21,6 +21,7 @@ import {
   streamOf,
   type TaskPriority,
   TaskState,
+  taskDeviceOrdinal,
 } from './state.js';
 import { taskObserver } from './trace.js';
 
@@ -106,7 +107,13 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
   }
   // Cancelled before it starts: fn never runs, and nothing is taken from the pools.
   if (signal?.aborted) return Promise.reject(signal.reason);
-  const state = new TaskState(options?.name, inherited, priority, signal);
+  const state = new TaskState(
+    options?.name,
+    inherited,
+    priority,
+    signal,
+    taskDeviceOrdinal(inherited),
+  );
   const frame: Frame = {
     task: state,
     device: parent.device,

@@ -1,3 +1,4 @@
+import { CudaArgumentError } from '../errors.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
 import { type Context, Device } from './device.js';
@@ -16,7 +17,10 @@ interface ProviderState {
   stream: CurrentStreamProvider;
   device: CurrentDeviceProvider;
   signal: CurrentSignalProvider;
-  /** The device used by the default providers. */
+  /**
+   * The process default device's ordinal (`setDefaultDevice`): what the default providers use,
+   * and what the task runtime's providers answer outside tasks and give new top-level tasks.
+   */
   defaultDevice: number;
 }
 
@@ -26,7 +30,7 @@ function defaultStreamProvider(): Stream {
 }
 
 function defaultDeviceProvider(): Device {
-  return Device.get(state.defaultDevice);
+  return defaultDevice();
 }
 
 function noSignal(): AbortSignal | undefined {
@@ -119,7 +123,56 @@ export function setCurrentStreamProvider(
   return previous;
 }
 
-/** Sets the device that the default providers use (no effect while a task runtime provider is installed). */
+/** The default device's object, as `defaultDevice()` last found it (this copy's). */
+let lastDefault: Device | undefined;
+
+/**
+ * The process default device (see `setDefaultDevice`; device 0 until it is set), whatever
+ * provider is installed: a field read and a comparison once found. For providers (the task
+ * runtime's); exported through `@cuda-tasks/cudadrv/internal` only.
+ */
+export function defaultDevice(): Device {
+  const last = lastDefault;
+  if (last !== undefined && last.ordinal === state.defaultDevice) return last;
+  const found = Device.get(state.defaultDevice);
+  lastDefault = found;
+  return found;
+}
+
+/**
+ * The process default device's ordinal (see `setDefaultDevice`), read without touching the
+ * driver. Exported through `@cuda-tasks/cudadrv/internal` only.
+ */
+export function defaultDeviceOrdinal(): number {
+  return state.defaultDevice;
+}
+
+/**
+ * Sets the process default device: the device of code outside any task and any `withDevice`,
+ * and of the tasks started from there (`@cuda-tasks/task-runtime` exports this same function).
+ * It works the same with or without the task runtime loaded. A task keeps the device it
+ * started with (its nested tasks inherit it); tasks started afterwards, and code outside
+ * tasks, use the new one; `withDevice` overrides it either way. `device` is a Device or an
+ * ordinal; an ordinal this process does not see (1 on a one-GPU machine), or anything else, is
+ * refused with a CudaArgumentError that names the valid range, and the default stays as it was.
+ * @example setDefaultDevice(1); // on a machine with two GPUs
+ */
 export function setDefaultDevice(device: Device | number): void {
-  state.defaultDevice = typeof device === 'number' ? Device.get(device).ordinal : device.ordinal;
+  let ordinal: number;
+  if (typeof device === 'number') {
+    ordinal = device;
+  } else if (
+    typeof device === 'object' &&
+    device !== null &&
+    typeof (device as { ordinal?: unknown }).ordinal === 'number' &&
+    typeof (device as { primaryContext?: unknown }).primaryContext === 'function'
+  ) {
+    ordinal = device.ordinal;
+  } else {
+    throw new CudaArgumentError(
+      `setDefaultDevice: device must be a Device or a device ordinal, got ${device === null ? 'null' : typeof device}`,
+    );
+  }
+  // Throws a CudaArgumentError naming the devices this process sees.
+  state.defaultDevice = Device.get(ordinal).ordinal;
 }
