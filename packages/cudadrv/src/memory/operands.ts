@@ -10,6 +10,7 @@ import type { Stream } from '../stream/stream.js';
 
 /** What the context check reads of an array (a DeviceArray has it). */
 export interface ContextOperand {
+  /** The array's memory, and through it the context that owns it. */
   readonly buffer: { readonly context: Context };
 }
 
@@ -51,11 +52,17 @@ export function assertSameContext(
 export interface Footprint {
   /** The memory the bytes are counted in; distinct buffers never share memory. */
   buffer: unknown;
+  /** The first byte, from the buffer's start. */
   start: number;
+  /** Bytes of each run (a column of a matrix, an element of a vector). */
   runBytes: number;
+  /** Runs per block (a matrix's columns, a vector's elements). */
   runs: number;
+  /** Bytes between the starts of consecutive runs (the leading dimension, the increment). */
   runStride: number;
+  /** Blocks (the matrices of a strided batch; 1 otherwise). */
   blocks: number;
+  /** Bytes between the starts of consecutive blocks (0: one block used for all). */
   blockStride: number;
 }
 
