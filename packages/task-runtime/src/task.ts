@@ -60,8 +60,10 @@ function combineSignals(inherited: AbortSignal | undefined, own: AbortSignal): A
 
 /**
  * Runs `fn` (sync or async) as a new task and returns a promise of its result. The task has
- * its own state: it inherits the current device, and gets its own stream on first GPU use
- * (from a per-context pool, returned when the task settles, also when it throws). Kernel
+ * its own state: it inherits the current device (the innermost `withDevice`, else the
+ * process default device, which it keeps while it runs whatever `setDefaultDevice` does
+ * meanwhile), and gets its own stream on first GPU use (from a per-context pool, returned
+ * when the task settles, also when it throws). Kernel
  * launches, copies and library calls inside go to that stream, so independent tasks overlap
  * on the GPU. Plain async functions called inside a task share its stream; start a nested
  * `task()` to get another. `options.priority` and `options.signal` make it urgent or
