@@ -403,10 +403,12 @@ export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
       return;
     }
     state.worker = worker;
-    worker.unref(); // referenced only while a call is in flight
     worker.on('message', (message: Record<string, unknown>) => {
       if (state.worker !== worker) return;
       if (message.ready === true) {
+        // Referenced while it starts and while a call is in flight, not while idle. (Here,
+        // after the listeners: adding a 'message' listener references its port again.)
+        if (state.pending.size === 0) worker.unref();
         state.state = 'ready';
         resolve(true);
         return;
