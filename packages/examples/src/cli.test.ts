@@ -127,12 +127,18 @@ describe('the commands read their values', () => {
       port: 8080,
       sharedStream: false,
       priorities: true,
+      graceMs: 10_000,
     });
     expect(parseServerArguments(['--shared-stream', '--no-priorities'], { PORT: '9' })).toEqual({
       port: 9,
       sharedStream: true,
       priorities: false,
+      graceMs: 10_000,
     });
+    expect(parseServerArguments(['--grace-ms', '250'], {}).graceMs).toBe(250);
+    expect(refusal(() => parseServerArguments(['--grace-ms', '2.5'], {})).message).toBe(
+      '--grace-ms must be an integer >= 0, got 2.5',
+    );
     expect(parseServerArguments([], {}).port).toBe(0);
     expect(refusal(() => parseServerArguments(['--port', '70000'], {})).message).toBe(
       '--port must be an integer in 0..65535, got 70000',

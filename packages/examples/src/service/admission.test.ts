@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Admission } from './admission.js';
+import { Admission, AdmissionRefused } from './admission.js';
 
 /** Lets every settled promise's reactions run. */
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -86,5 +86,67 @@ describe('Admission: a bound on requests running at once', () => {
     expect(() => new Admission(0)).toThrow(RangeError);
     expect(() => new Admission(1.5)).toThrow(RangeError);
     expect(() => new Admission(2).release()).toThrow(/without acquire/);
+  });
+});
+
+describe('Admission in units: a bound on estimated bytes', () => {
+  it('grants by units in arrival order; a large one at the head holds back smaller ones behind it', async () => {
+    const gate = new Admission(100);
+    const granted: string[] = [];
+    const a = gate.acquire(undefined, 60).then(() => granted.push('a60'));
+    const b = gate.acquire(undefined, 50).then(() => granted.push('b50'));
+    const c = gate.acquire(undefined, 10).then(() => granted.push('c10'));
+    await settle();
+    expect(granted).toEqual(['a60']); // c would fit, but b is older
+    expect(gate.holders).toBe(60);
+    gate.release(60);
+    await Promise.all([b, c]);
+    expect(granted).toEqual(['a60', 'b50', 'c10']);
+    expect(gate.holders).toBe(60);
+    gate.release(50);
+    gate.release(10);
+    expect(gate.holders).toBe(0);
+    await a;
+  });
+
+  it('more units than the limit count as the limit: such a request runs alone', async () => {
+    const gate = new Admission(100);
+    await gate.acquire(undefined, 1000);
+    expect(gate.holders).toBe(100);
+    gate.release(1000);
+    expect(gate.holders).toBe(0);
+  });
+
+  it('a waiter that leaves lets the smaller ones behind it in', async () => {
+    const gate = new Admission(100);
+    await gate.acquire(undefined, 60);
+    const controller = new AbortController();
+    const big = gate.acquire(controller.signal, 50);
+    let small = false;
+    const behind = gate.acquire(undefined, 30).then(() => {
+      small = true;
+    });
+    await settle();
+    expect(small).toBe(false);
+    controller.abort(new Error('left'));
+    await expect(big).rejects.toThrow('left');
+    await behind;
+    expect(gate.holders).toBe(90);
+  });
+
+  it('a full line is refused at once; a wait past maxWaitMs is refused; neither takes units', async () => {
+    const gate = new Admission(1, { maxWaiting: 1, maxWaitMs: 50 });
+    await gate.acquire();
+    const waiting = gate.acquire();
+    const full = gate.acquire();
+    await expect(full).rejects.toBeInstanceOf(AdmissionRefused);
+    await expect(full).rejects.toMatchObject({ kind: 'full' });
+    const started = performance.now();
+    await expect(waiting).rejects.toMatchObject({ kind: 'timeout' });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(40);
+    expect(gate.waiting).toBe(0);
+    expect(gate.holders).toBe(1);
+    gate.release();
+    expect(gate.holders).toBe(0);
   });
 });

@@ -52,10 +52,58 @@ export function requestPriority(path: string, body: unknown): TaskPriority {
   }
 }
 
+/** Device memory each GPU request is counted for beyond its arrays: workspaces, pool rounding. */
+export const GPU_BYTES_PER_REQUEST = 2 * 1024 * 1024;
+
+/**
+ * The device memory a request's GPU work is estimated to hold at its peak, from its route and
+ * its (validated) body, for the service's bound on GPU bytes in flight: `/solve` A, its LU
+ * copy, B and X; `/solve-random` A, its LU copy, b, x and the residual; `/matmul` A, B and C
+ * (all float64); `/search` the scores of every row and the top-k's scratch (float32, about
+ * three values a row; `index.rows` of the shared index, default 1,000,000). Each adds
+ * `GPU_BYTES_PER_REQUEST`.
+ * @example estimatedGpuBytes('/solve-random', { n: 2048, seed: 1 }); // 69,263,360 (about 66 MiB)
+ */
+export function estimatedGpuBytes(
+  path: string,
+  body: unknown,
+  index: { rows?: number } = {},
+): number {
+  const n = dimension(body, 'n');
+  let bytes: number;
+  switch (path) {
+    case '/solve': {
+      const k = dimension(body, 'k') || 1;
+      bytes = 8 * (2 * n * n + 2 * n * k) + 4 * n;
+      break;
+    }
+    case '/solve-random':
+      bytes = 8 * (2 * n * n + 3 * n) + 4 * n;
+      break;
+    case '/matmul': {
+      const m = dimension(body, 'm');
+      const k = dimension(body, 'k');
+      bytes = 8 * (m * k + k * n + m * n);
+      break;
+    }
+    case '/search':
+      bytes = 12 * (index.rows ?? 1_000_000);
+      break;
+    default:
+      bytes = 0;
+  }
+  return bytes + GPU_BYTES_PER_REQUEST;
+}
+
 /** A request's cancellation: the signal its task gets, and `done()` once it is answered. */
 export interface RequestCancellation {
-  /** Aborts when the client goes away (a 499 RequestError) or the deadline passes (503). */
+  /**
+   * Aborts when the client goes away (a 499 RequestError), the deadline passes (503), or
+   * `cancel` is called.
+   */
   readonly signal: AbortSignal;
+  /** Aborts the signal with `reason` (the service's shutdown), unless it already aborted. */
+  cancel(reason: RequestError): void;
   /** The answer is out (or given up on): clears the deadline's timer and the listener. */
   done(): void;
 }
@@ -99,6 +147,9 @@ export function requestSignal(
   }
   return {
     signal: controller.signal,
+    cancel(reason) {
+      if (!controller.signal.aborted) controller.abort(reason);
+    },
     done() {
       if (timer !== undefined) clearTimeout(timer);
       response.off('close', onClose);

@@ -75,8 +75,9 @@ export class SearchIndex {
   }
 
   /**
-   * The `k` rows with the largest dot product with `query` (length `dim`), best first, on the
-   * current stream: scores = embeddings x query (cuBLAS SGEMV), then `topk`. k <= rows.
+   * The `k` rows with the largest dot product with `query` (length `dim`, finite values),
+   * best first, on the current stream: scores = embeddings x query (cuBLAS SGEMV), then
+   * `topk`. k <= rows. A CudaArgumentError, before any GPU call, for anything else.
    * @example const { indices, scores } = await index.search(query, 10);
    */
   async search(query: Float32Array, k: number): Promise<SearchResult> {
@@ -84,6 +85,13 @@ export class SearchIndex {
       throw new CudaArgumentError(
         `SearchIndex.search: query must be a Float32Array of ${this.dim}`,
       );
+    }
+    for (let i = 0; i < query.length; i++) {
+      if (!Number.isFinite(query[i]!)) {
+        throw new CudaArgumentError(
+          `SearchIndex.search: query[${i}] is ${query[i]}: every value must be finite`,
+        );
+      }
     }
     if (!Number.isSafeInteger(k) || k < 1 || k > this.rows) {
       throw new CudaArgumentError(`SearchIndex.search: k must be in 1..${this.rows}, got ${k}`);

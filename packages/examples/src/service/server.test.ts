@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { CudaArgumentError, CudaError, CudaUnavailableError } from '@cuda-tasks/cudadrv';
 import { SingularMatrixError } from '@cuda-tasks/cusolver';
 import { probeGpu } from '@cuda-tasks/testing';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createServer,
@@ -227,6 +228,11 @@ describe('parseSearchRequest', () => {
     expect(refused({ query: [1, 2, Number.POSITIVE_INFINITY] })).toMatch(
       /"query"\[2\] must be a finite number/,
     );
+    // Finite in float64, Infinity in float32.
+    expect(refused({ query: [1, 1e39, 3] })).toBe(
+      'POST /search: "query"[1] = 1e+39 is outside the float32 range (magnitude at most 3.4028234663852886e+38)',
+    );
+    expect(refused({ query: [-3.5e38, 0, 0] })).toMatch(/"query"\[0\] = -3\.5e\+38 is outside/);
     expect(refused({ query: [1, 2, 3], k: 0 })).toBe(
       'POST /search: "k" must be an integer in 1..100, got 0',
     );
@@ -234,6 +240,26 @@ describe('parseSearchRequest', () => {
     expect(refused({ query: [1, 2, 3], k: 2.5 })).toMatch(/"k" must be an integer/);
     expect(refused({ query: [1, 2, 3], k: 5 }, 4)).toMatch(/in 1\.\.4, got 5/);
     expect(refused({ query: [1, 2, 3], top: 5 })).toMatch(/unknown field "top"/);
+  });
+
+  it('accepts every value that is finite in float32, to its largest, and refuses the rest', () => {
+    // Float32 rounds to nearest: values up to halfway to the next power step round to the max.
+    const max = 3.4028234663852886e38;
+    expect(parseSearchRequest({ query: [max, -max, 1e-45] }, 3, 10).query).toEqual(
+      new Float32Array([max, -max, 1e-45]),
+    );
+    fc.assert(
+      fc.property(fc.double({ noNaN: true, noDefaultInfinity: true }), (value) => {
+        const float32Finite = Number.isFinite(Math.fround(value));
+        try {
+          parseSearchRequest({ query: [value] }, 1, 10);
+          return float32Finite;
+        } catch (error) {
+          return !float32Finite && (error as RequestError).status === 400;
+        }
+      }),
+      { seed: 31, numRuns: 2000 },
+    );
   });
 });
 
@@ -340,11 +366,14 @@ describe('the server without touching the GPU for bad requests', () => {
   const post = (path: string, body: string) =>
     call(path, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
 
-  it('answers GET /health with whether the GPU is usable', async () => {
+  /** /health's status here: 200 with a usable GPU, 503 without. */
+  const healthy = () => (gpuHealth().usable ? 200 : 503);
+
+  it('answers GET /health 200 while the GPU is usable, else 503 saying why', async () => {
     const health = await call('/health');
-    expect(health.status).toBe(200);
     const expected = gpuHealth();
-    expect(health.body).toEqual({ status: expected.usable ? 'ok' : 'degraded', gpu: expected });
+    expect(health.status).toBe(expected.usable ? 200 : 503);
+    expect(health.body).toEqual({ status: expected.usable ? 'ok' : 'unavailable', gpu: expected });
     if (!probeGpu().available) {
       expect(health.body.gpu.usable).toBe(false);
       expect(health.body.gpu.reason).toMatch(/libcuda|CUDA driver|CUDA-capable GPU|CUDA_TASKS_GPU/);
@@ -365,8 +394,11 @@ describe('the server without touching the GPU for bad requests', () => {
     };
     const reason = withoutDirectories('could not load /opt/nvidia/lib/libcuda.so.1');
     expect(await healthOf(() => ({ usable: false, reason }))).toEqual({
-      status: 200,
-      body: { status: 'degraded', gpu: { usable: false, reason: 'could not load libcuda.so.1' } },
+      status: 503,
+      body: {
+        status: 'unavailable',
+        gpu: { usable: false, reason: 'could not load libcuda.so.1' },
+      },
     });
     expect(await healthOf(() => ({ usable: true, devices: 2 }))).toEqual({
       status: 200,
@@ -378,7 +410,7 @@ describe('the server without touching the GPU for bad requests', () => {
     const bad = await post('/solve', '{"n": 2, "a": [1, 2');
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatch(/^the request body is not valid JSON: /);
-    expect((await call('/health')).status).toBe(200);
+    expect((await call('/health')).status).toBe(healthy());
   });
 
   it('answers a body with a wrong length with 400 naming the field', async () => {
@@ -425,24 +457,26 @@ describe('the server without touching the GPU for bad requests', () => {
     expect(refused.body.error).toBe(
       'the request body is 10036 bytes; this service accepts at most 4096',
     );
-    expect((await call('/health')).status).toBe(200);
+    expect((await call('/health')).status).toBe(healthy());
   });
 
-  it('answers a valid request with 503 and the driver message where there is no GPU', async () => {
+  it('answers a valid request with 503 and the driver message where there is no GPU, without trying it', async () => {
     const gpu = probeGpu().available;
     const response = await post('/solve', JSON.stringify({ n: 2, a: [4, 1, 2, 3], b: [1, 2] }));
     if (!gpu && process.env.CUDA_TASKS_GPU !== '0') {
       expect(response.status).toBe(503);
       // The CudaUnavailableError of cudadrv: no driver library, or a driver without a GPU.
-      expect(response.body.error).toMatch(/libcuda|CUDA driver|CUDA-capable GPU/);
-      expect(serverErrors).toHaveLength(1);
+      expect(response.body.error).toMatch(
+        /^the GPU is not usable: .*(libcuda|CUDA driver|CUDA-capable GPU)/,
+      );
+      expect(serverErrors).toHaveLength(0);
     } else if (gpu) {
       // [[4, 2], [1, 3]] x = [1, 2] (column-major a) -> x = [-0.1, 0.7]
       expect(response.status).toBe(200);
       expect(response.body.x[0]).toBeCloseTo(-0.1, 12);
       expect(response.body.x[1]).toBeCloseTo(0.7, 12);
     }
-    expect((await call('/health')).status).toBe(200);
+    expect((await call('/health')).status).toBe(healthy());
   });
 });
 

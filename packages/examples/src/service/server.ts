@@ -18,6 +18,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { constants as osConstants } from 'node:os';
 import { gemv, matmul, nrm2 } from '@cuda-tasks/cublas';
 import {
   CudaArgumentError,
@@ -39,15 +40,17 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
-import { Admission } from './admission.js';
+import { Admission, AdmissionRefused } from './admission.js';
+import { BodyBudget, readBody } from './body.js';
 import { drawUniform } from './draw.js';
 import {
   DEFAULT_DEADLINES_MS,
+  estimatedGpuBytes,
   type RequestCancellation,
   requestPriority,
   requestSignal,
 } from './request-policy.js';
-import { SearchIndex, type SearchIndexOptions } from './search.js';
+import { SearchIndex, type SearchIndexOptions, type SearchResult } from './search.js';
 import {
   DEFAULT_LIMITS,
   type MatmulRequest,
@@ -62,6 +65,14 @@ import {
   type SolveRequest,
 } from './validation.js';
 
+/** What the service searches: resident embeddings (`SearchIndex`), or a stand-in in tests. */
+export interface SearchBackend {
+  /** The `k` rows nearest `query`, best first (see `SearchIndex.search`). */
+  search(query: Float32Array, k: number): Promise<SearchResult>;
+  /** Frees what it holds. */
+  dispose(): void;
+}
+
 /** Options of `createServer`. */
 export interface ServerOptions {
   /**
@@ -73,15 +84,43 @@ export interface ServerOptions {
   maxDimension?: number;
   /** Largest request body in bytes (default 64 MiB). */
   maxBodyBytes?: number;
+  /**
+   * The most bytes of request bodies buffered at once, across all requests (default 256 MiB):
+   * a body that would pass it is answered 503 with `Retry-After`.
+   */
+  maxBufferedBodyBytes?: number;
+  /**
+   * The most time to read a request body, ms (default 10,000): past it, 408 and the connection
+   * closes. The route's deadline bounds it too (503).
+   */
+  bodyTimeoutMs?: number;
+  /** The most open connections (default 8192); Node closes the ones past it at once. */
+  maxConnections?: number;
   /** Called with errors answered with a 5xx status (default: `console.error`). */
   onServerError?: (error: unknown) => void;
-  /** What `GET /health` reports about the GPU (default: `gpuHealth`). */
+  /**
+   * Whether the GPU can run requests (default: `gpuHealth`): asked by `GET /health` and before
+   * each GPU request, which is answered 503 without running when it says no.
+   */
   checkGpu?: () => GpuHealth;
   /**
    * The embeddings `POST /search` searches (default 1,000,000 x 128 float32, seed 7): made on
    * the device by the first search request, then read by every one.
    */
   search?: SearchIndexOptions;
+  /**
+   * Builds what `/search` searches (default `SearchIndex.create`), in a task of its own that
+   * no request's signal cancels (the service's shutdown does). A stand-in for tests.
+   */
+  createSearchIndex?: (
+    options: SearchIndexOptions & { rows: number; dim: number },
+  ) => Promise<SearchBackend>;
+  /**
+   * Runs GPU work (a request's, the index build) with its task options instead of `task` (the
+   * default, which also names the request's stream in the `x-cuda-stream` header). A stand-in
+   * for tests without a GPU: it may call `work` (the route's own code) or answer for it.
+   */
+  runTask?: (work: () => Promise<unknown>, options: TaskOptions) => Promise<unknown>;
   /**
    * Give small requests high priority (default true): each request's task gets
    * `requestPriority(path, body)`, so a small request's kernels go ahead of the pending work of
@@ -90,13 +129,14 @@ export interface ServerOptions {
   priorities?: boolean;
   /**
    * Per-route deadlines in milliseconds, over `DEFAULT_DEADLINES_MS` (`Infinity`: none). A
-   * request past its deadline is cancelled (its task's signal aborts: it issues no more GPU
-   * work) and answered 503.
+   * request past its deadline (reading its body included) is cancelled (its task's signal
+   * aborts: it issues no more GPU work) and answered 503.
    */
   deadlinesMs?: Readonly<Record<string, number>>;
   /**
    * Called when a request's task was cancelled: its client disconnected before the answer
-   * (`reason.status` 499) or it ran past its deadline (503). Default: nothing.
+   * (`reason.status` 499), it ran past its deadline (503), or the service shut down (503).
+   * Default: nothing.
    */
   onCancelled?: (path: string, reason: RequestError) => void;
   /**
@@ -107,17 +147,65 @@ export interface ServerOptions {
   taskOptionsFor?: (path: string, body: unknown) => TaskOptions;
   /**
    * Per route, how many requests may run their GPU work at once, over
-   * `DEFAULT_GPU_IN_FLIGHT` (`Infinity`: no bound). The others wait on the host, in arrival
-   * order, before their task starts (their deadline runs meanwhile; a client that leaves
-   * leaves the line). See admission.ts.
+   * `DEFAULT_GPU_IN_FLIGHT` (`Infinity`: no bound). The others wait in line (see `maxWaiting`,
+   * `maxWaitMs`).
    */
   gpuInFlight?: Readonly<Record<string, number>>;
+  /**
+   * The device memory that the GPU work in flight of all routes together may hold, in bytes as
+   * `estimatedGpuBytes` counts them (default `DEFAULT_GPU_MEMORY_BUDGET`, 8 GiB; `Infinity`: no
+   * bound). Requests past it wait in line.
+   */
+  gpuMemoryBudget?: number;
+  /**
+   * Requests that may wait in each admission line (default 256): past it, 503 with
+   * `Retry-After` at once.
+   */
+  maxWaiting?: number;
+  /**
+   * How long a request may wait in an admission line, ms (default 2000; its deadline also
+   * bounds it): then 503 with `Retry-After`.
+   */
+  maxWaitMs?: number;
 }
 
+/** The service's defaults for the bounds of `ServerOptions`. */
+export const DEFAULT_SERVICE_BOUNDS: Readonly<{
+  maxBufferedBodyBytes: number;
+  bodyTimeoutMs: number;
+  maxConnections: number;
+  maxWaiting: number;
+  maxWaitMs: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+}> = Object.freeze({
+  maxBufferedBodyBytes: 256 * 1024 * 1024,
+  bodyTimeoutMs: 10_000,
+  maxConnections: 8192,
+  maxWaiting: 256,
+  maxWaitMs: 2000,
+  /** Node's `headersTimeout`: the most time to receive a request's headers. */
+  headersTimeoutMs: 10_000,
+  /** Node's `requestTimeout`: the most time to receive a whole request (a coarse last guard). */
+  requestTimeoutMs: 60_000,
+  /** Node's `keepAliveTimeout`: how long an idle connection stays open. */
+  keepAliveTimeoutMs: 5_000,
+});
+
 /**
- * How many requests of a route run their GPU work at once by default: `/search`'s GEMV reads
- * all the embeddings, so a few searches fill the GPU's memory bandwidth and more only share
- * it (each then takes longer); the other routes are unbounded.
+ * The device memory the GPU work in flight may hold by default, in estimated bytes
+ * (`estimatedGpuBytes`): 8 GiB, about 124 `/solve-random` requests of n = 2048 at once. Enough
+ * to keep the GPU busy; far below a device's memory, so requests wait on the host (or are
+ * refused) instead of failing allocations on the device.
+ */
+export const DEFAULT_GPU_MEMORY_BUDGET = 8 * 1024 ** 3;
+
+/**
+ * How many requests of a route run their GPU work at once by default, besides the bound in
+ * bytes that every GPU route has (`DEFAULT_GPU_MEMORY_BUDGET`): `/search`'s GEMV reads all the
+ * embeddings, so a few searches fill the GPU's memory bandwidth and more only share it (each
+ * then takes longer).
  */
 export const DEFAULT_GPU_IN_FLIGHT: Readonly<Record<string, number>> = { '/search': 4 };
 
@@ -127,6 +215,8 @@ export interface ErrorResponse {
   status: number;
   /** The message of the `{ "error" }` body. */
   message: string;
+  /** Seconds for the `Retry-After` header, where a retry later may succeed. */
+  retryAfterSeconds?: number;
 }
 
 /**
@@ -144,16 +234,21 @@ export function withoutDirectories(message: string): string {
 
 /**
  * Maps anything a request can throw to an HTTP status and the message of its body:
- * RequestError keeps its own (400, 404, 405, 413, 422); an exactly singular matrix is 422; bad
- * input caught by the libraries is 400 (these messages are about the request). No GPU /
- * driver / library, or device memory exhausted, is 503 with the error's first line, file paths
- * cut to their last part; any other error is 500 with no more than a CUDA status and call (the
- * full error goes to the server's log).
+ * RequestError keeps its own (400, 404, 405, 408, 413, 422, 503, with its Retry-After); an
+ * exactly singular matrix is 422; bad input caught by the libraries is 400 (these messages are
+ * about the request). No GPU / driver / library is 503, device memory exhausted 503 with
+ * Retry-After: 1, both with the error's first line, file paths cut to their last part; any
+ * other error is 500 with no more than a CUDA status and call (the full error goes to the
+ * server's log).
  * @example errorResponse(new SingularMatrixError('cusolverDnDgetrf', 3)).status; // 422
  */
 export function errorResponse(error: unknown): ErrorResponse {
   const message = error instanceof Error ? error.message : String(error);
-  if (error instanceof RequestError) return { status: error.status, message };
+  if (error instanceof RequestError) {
+    return error.retryAfterSeconds === undefined
+      ? { status: error.status, message }
+      : { status: error.status, message, retryAfterSeconds: error.retryAfterSeconds };
+  }
   if (SingularMatrixError.isInstance(error)) return { status: 422, message };
   if (CudaArgumentError.isInstance(error)) return { status: 400, message };
   if (CudaUnavailableError.isInstance(error)) {
@@ -163,7 +258,7 @@ export function errorResponse(error: unknown): ErrorResponse {
     error instanceof CudaOutOfMemoryError ||
     (CudaError.isInstance(error) && error.name === 'CudaOutOfMemoryError')
   ) {
-    return { status: 503, message: withoutDirectories(message) };
+    return { status: 503, message: withoutDirectories(message), retryAfterSeconds: 1 };
   }
   if (CudaError.isInstance(error)) {
     return {
@@ -206,48 +301,6 @@ export function gpuHealth(): GpuHealth {
 }
 
 /**
- * Reads a request body up to `maxBytes`; a larger one (by Content-Length or as it streams in)
- * is a 413 RequestError. The rest of a refused body is discarded by Node when the response ends.
- */
-export function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer> {
-  const declared = Number(request.headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    return Promise.reject(
-      new RequestError(
-        413,
-        `the request body is ${declared} bytes; this service accepts at most ${maxBytes}`,
-      ),
-    );
-  }
-  return new Promise((resolveBody, reject) => {
-    const chunks: Buffer[] = [];
-    let received = 0;
-    const onData = (chunk: Buffer) => {
-      received += chunk.length;
-      if (received > maxBytes) {
-        request.off('data', onData);
-        request.off('end', onEnd);
-        reject(
-          new RequestError(
-            413,
-            `the request body is larger than ${maxBytes} bytes, the most this service accepts`,
-          ),
-        );
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => resolveBody(Buffer.concat(chunks, received));
-    request.on('data', onData);
-    request.on('end', onEnd);
-    // A client that disconnects mid-body: reject instead of leaving an unhandled 'error'.
-    request.on('error', (error) =>
-      reject(new RequestError(400, `reading the body failed: ${error.message}`)),
-    );
-  });
-}
-
-/**
  * The response header that names the CUDA stream a GPU request ran on (set on the answers of
  * `/solve`, `/solve-random`, `/matmul` and `/search` that reached the GPU, errors included): the stream's
  * name and its CUstream handle in hex, e.g. `task-stream-3 0x5581c0a3e2f0`. Concurrent requests
@@ -265,14 +318,32 @@ export function streamLabel(stream: Pick<Stream, 'name' | 'handle'>): string {
   return `${name || 'unnamed'} 0x${stream.handle.toString(16)}`;
 }
 
-function send(response: ServerResponse, status: number, body: unknown): void {
+/**
+ * Sends a JSON answer (nothing to a client that left). The connection closes after it when the
+ * request's body was not read to its end (a refused or stalled body: what is left of it is
+ * never read) or the service is closing.
+ */
+function send(
+  request: IncomingMessage,
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  options: { close?: boolean; retryAfterSeconds?: number | undefined } = {},
+): void {
   if (response.headersSent || response.destroyed) return;
   const text = JSON.stringify(body);
-  response.writeHead(status, {
+  const headers: Record<string, string | number> = {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(text),
-  });
+  };
+  if (options.retryAfterSeconds !== undefined) headers['retry-after'] = options.retryAfterSeconds;
+  const close = options.close === true || !request.complete;
+  if (close) headers.connection = 'close';
+  response.writeHead(status, headers);
   response.end(text);
+  if (!request.complete) {
+    response.once('finish', () => request.socket.destroy());
+  }
 }
 
 function finite(values: Float64Array, what: string): number[] {
@@ -352,32 +423,45 @@ async function runMatmul(request: MatmulRequest): Promise<{ c: number[] }> {
   }
 }
 
+/** A validated request of a route: its estimated device memory and its GPU work. */
+interface Prepared {
+  /** Device memory its GPU work holds at its peak, as `estimatedGpuBytes` counts it. */
+  bytes: number;
+  /** Host-side waiting before its task (the shared index's build), under the request's signal. */
+  before?: (signal: AbortSignal) => Promise<void>;
+  /** The GPU work, run in the request's task. */
+  run(): Promise<unknown>;
+}
+
 interface Route {
   method: string;
-  /** Validates the parsed JSON body (pure), then runs on the GPU. */
-  handle(body: unknown, limits: RequestLimits): () => Promise<unknown>;
+  /** Validates the parsed JSON body (pure, no GPU call). */
+  prepare(body: unknown, limits: RequestLimits): Prepared;
 }
 
 const ROUTES: Readonly<Record<string, Route>> = {
   '/solve': {
     method: 'POST',
-    handle(body, limits) {
+    prepare(body, limits) {
       const request = parseSolveRequest(body, limits);
-      return () => runSolve(request);
+      return { bytes: estimatedGpuBytes('/solve', request), run: () => runSolve(request) };
     },
   },
   '/solve-random': {
     method: 'POST',
-    handle(body, limits) {
+    prepare(body, limits) {
       const request = parseSolveRandomRequest(body, limits);
-      return () => runSolveRandom(request);
+      return {
+        bytes: estimatedGpuBytes('/solve-random', request),
+        run: () => runSolveRandom(request),
+      };
     },
   },
   '/matmul': {
     method: 'POST',
-    handle(body, limits) {
+    prepare(body, limits) {
       const request = parseMatmulRequest(body, limits);
-      return () => runMatmul(request);
+      return { bytes: estimatedGpuBytes('/matmul', request), run: () => runMatmul(request) };
     },
   },
 };
@@ -390,26 +474,145 @@ function pathOf(url: string | undefined): string {
   }
 }
 
+/** Resolves as `promise` does, or rejects with the signal's reason once it aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** Resolves once every promise settled, or after `ms`, whichever comes first. */
+async function settledWithin(promises: Iterable<Promise<unknown>>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    Promise.allSettled(promises),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
+/** The `{ indices, scores }` of a search, refused (422) when a score overflowed float32. */
+function finiteScores(result: SearchResult): SearchResult {
+  for (let i = 0; i < result.scores.length; i++) {
+    if (!Number.isFinite(result.scores[i]!)) {
+      throw new RequestError(
+        422,
+        `POST /search: scores[${i}] is not finite: the dot products overflow float32 (scale the query down)`,
+      );
+    }
+  }
+  return result;
+}
+
+/** What the service holds now (`GpuService.statistics`). */
+export interface ServiceStatistics {
+  /** Requests being read, waiting or running. */
+  inFlight: number;
+  /** Bytes of request bodies being read, reserved against `maxBufferedBodyBytes`. */
+  bufferedBodyBytes: number;
+  /** Estimated device bytes of the GPU work admitted now, against `gpuMemoryBudget`. */
+  gpuBytesInFlight: number;
+  /** Requests waiting in an admission line. */
+  waiting: number;
+  /** Whether `shutdown` was called. */
+  closing: boolean;
+}
+
+/** Options of `GpuService.shutdown`. */
+export interface ShutdownOptions {
+  /**
+   * How long the requests in flight may take to finish and be answered, ms (default 10,000).
+   * Past it, they are cancelled: their tasks' signals abort and they are answered 503.
+   */
+  graceMs?: number;
+  /** How long cancelled requests get to be answered, ms, before their connections close (default 2000). */
+  cancelMs?: number;
+}
+
+/** What `GpuService.shutdown` did. */
+export interface ShutdownReport {
+  /** Requests in flight when it began. */
+  inFlight: number;
+  /** Of those, cancelled after the grace (answered 503). */
+  cancelled: number;
+  /** Requests still unanswered when their connections were closed (0 unless a task ignored its signal). */
+  unanswered: number;
+  /** How long it took, ms. */
+  elapsedMs: number;
+}
+
+/** The HTTP server of the service, with an orderly shutdown and its figures. */
+export interface GpuService extends Server {
+  /**
+   * Stops in order: stops accepting connections and closes the idle ones; lets the requests in
+   * flight finish within `graceMs` (their answers say `connection: close`); then cancels the
+   * rest (answered 503) and waits up to `cancelMs`; closes every connection left; frees the
+   * shared stream and the search index. New requests on open connections meanwhile get 503.
+   * Resolves with what it did; calling it again returns the same promise.
+   */
+  shutdown(options?: ShutdownOptions): Promise<ShutdownReport>;
+  /** What it holds now: requests in flight, body bytes, GPU bytes admitted, waiters. */
+  statistics(): ServiceStatistics;
+}
+
 /**
- * Creates the service (not listening yet: call `listen`). Each request is validated first
- * (no GPU call for a bad one), then runs in its own `task()`. Answers are JSON: `{ x }` for
- * `/solve`, `{ c }` for `/matmul`, `{ indices, scores }` for `/search` (best first),
- * `{ error }` with status 400 (bad body), 404 (unknown
- * route), 405 (wrong method), 413 (body too large), 422 (singular matrix), 503 (no GPU, or
- * out of device memory) or 500 (any other GPU error). `GET /health` answers 200 with
- * `{ status: 'ok' | 'degraded', gpu: { usable, devices?, reason? } }` (see `gpuHealth`). A failing request never takes the server down. Every answer of a
- * request that ran on the GPU carries an `x-cuda-stream` header naming the stream it ran on
- * (`STREAM_HEADER`, `streamLabel`).
+ * Creates the service (not listening yet: call `listen`). Each request's body is read within
+ * bounds (size, time, bytes buffered across requests), validated (no GPU call for a bad one),
+ * admitted within the bounds on GPU work in flight (bytes for every route, and a count for
+ * `/search`), then runs in its own `task()`. Answers are JSON: `{ x }` for `/solve`, `{ c }` for
+ * `/matmul`, `{ indices, scores }` for `/search` (best first), `{ error }` with status 400 (bad
+ * body), 404 (unknown route), 405 (wrong method), 408 (body too slow), 413 (body too large),
+ * 422 (singular matrix, overflow), 503 (busy, with `Retry-After`; past a deadline; no usable
+ * GPU; shutting down; out of device memory) or 500 (any other GPU error). `GET /health`
+ * answers 200 `{ status: 'ok', gpu }` while GPU requests can run, else 503
+ * `{ status: 'unavailable', gpu: { usable: false, reason } }` (see `gpuHealth`): after a sticky
+ * error the process must restart, and a supervisor probing the status sees it. A failing
+ * request never takes the server down. Every answer of a request that ran on the GPU carries an
+ * `x-cuda-stream` header naming the stream it ran on (`STREAM_HEADER`, `streamLabel`).
  * @example
  * const server = createServer();
  * server.listen(0, '127.0.0.1', () => console.log(server.address()));
+ * process.once('SIGTERM', () => server.shutdown({ graceMs: 10_000 }));
  */
-export function createServer(options: ServerOptions = {}): Server {
+export function createServer(options: ServerOptions = {}): GpuService {
   const limits: RequestLimits = {
     maxDimension: options.maxDimension ?? DEFAULT_LIMITS.maxDimension,
     maxBodyBytes: options.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes,
   };
+  const bounds: Record<keyof typeof DEFAULT_SERVICE_BOUNDS, number> = { ...DEFAULT_SERVICE_BOUNDS };
+  for (const name of [
+    'maxBufferedBodyBytes',
+    'bodyTimeoutMs',
+    'maxConnections',
+    'maxWaiting',
+    'maxWaitMs',
+  ] as const) {
+    const value = options[name];
+    if (value === undefined) continue;
+    if (typeof value !== 'number' || !(value >= (name === 'maxWaiting' ? 0 : 1))) {
+      throw new RangeError(
+        `createServer: ${name} must be a number >= ${name === 'maxWaiting' ? 0 : 1}, got ${String(value)}`,
+      );
+    }
+    bounds[name] = value;
+  }
   const onServerError = options.onServerError ?? ((error: unknown) => console.error(error));
+  const checkGpu = options.checkGpu ?? gpuHealth;
+  const runTask: NonNullable<ServerOptions['runTask']> = options.runTask ?? task;
   const deadlines: Record<string, number> = { ...DEFAULT_DEADLINES_MS };
   for (const [route, ms] of Object.entries(options.deadlinesMs ?? {})) {
     if (typeof ms !== 'number' || !(ms > 0)) {
@@ -419,6 +622,7 @@ export function createServer(options: ServerOptions = {}): Server {
     }
     deadlines[route] = ms;
   }
+  const line = { maxWaiting: bounds.maxWaiting, maxWaitMs: bounds.maxWaitMs };
   const gates = new Map<string, Admission>();
   for (const [route, limit] of Object.entries({
     ...DEFAULT_GPU_IN_FLIGHT,
@@ -430,49 +634,115 @@ export function createServer(options: ServerOptions = {}): Server {
         `createServer: gpuInFlight['${route}'] must be a positive integer (or Infinity), got ${String(limit)}`,
       );
     }
-    gates.set(route, new Admission(limit));
+    gates.set(route, new Admission(limit, line));
   }
+  const budget = options.gpuMemoryBudget ?? DEFAULT_GPU_MEMORY_BUDGET;
+  if (typeof budget !== 'number' || !(budget >= 1)) {
+    throw new RangeError(
+      `createServer: gpuMemoryBudget must be a number of bytes >= 1 (or Infinity), got ${String(budget)}`,
+    );
+  }
+  const memory = Number.isFinite(budget) ? new Admission(Math.floor(budget), line) : undefined;
+  const bodies = new BodyBudget(bounds.maxBufferedBodyBytes);
   const priorities = options.priorities ?? true;
   // Created on the first request that needs it, so that a server without GPU still starts.
   let shared: Stream | undefined;
-  // The search route's embeddings: made by the first search, read by all (see search.ts).
+  // Aborts at shutdown: the signal of work shared by requests (the index build), which no
+  // single request's signal may cancel.
+  const lifetime = new AbortController();
+
+  // The search route's embeddings: built once, outside any request (see search.ts).
   const searchRows = options.search?.rows ?? 1_000_000;
   const searchDim = options.search?.dim ?? 128;
-  let searchIndex: Promise<SearchIndex> | undefined;
+  const createIndex = options.createSearchIndex ?? SearchIndex.create;
+  let searchIndex: Promise<SearchBackend> | undefined;
+  const sharedSearchIndex = (): Promise<SearchBackend> => {
+    if (searchIndex === undefined) {
+      const pending = runTask(
+        () => createIndex({ ...options.search, rows: searchRows, dim: searchDim }),
+        { name: 'build the search index', signal: lifetime.signal },
+      ) as Promise<SearchBackend>;
+      searchIndex = pending;
+      // A failed build is not kept: the next request builds again.
+      pending.catch(() => {
+        if (searchIndex === pending) searchIndex = undefined;
+      });
+    }
+    return searchIndex;
+  };
   const routes: Readonly<Record<string, Route>> = {
     ...ROUTES,
     '/search': {
       method: 'POST',
-      handle(body) {
+      prepare(body) {
         const request = parseSearchRequest(body, searchDim, searchRows);
-        return async () => {
-          const pending = (searchIndex ??= SearchIndex.create({
-            ...options.search,
-            rows: searchRows,
-            dim: searchDim,
-          }));
-          let index: SearchIndex;
-          try {
-            index = await pending;
-          } catch (error) {
-            if (searchIndex === pending) searchIndex = undefined; // the next request retries
-            throw error;
-          }
-          return index.search(request.query, request.k);
+        let index: SearchBackend | undefined;
+        return {
+          bytes: estimatedGpuBytes('/search', request, { rows: searchRows }),
+          async before(signal) {
+            // Each request waits for the shared build with its own signal: one that leaves
+            // stops waiting, the build goes on for the others.
+            index = await untilAborted(sharedSearchIndex(), signal);
+          },
+          async run() {
+            return finiteScores(await index!.search(request.query, request.k));
+          },
         };
       },
     },
   };
 
-  const onRequest = async (request: IncomingMessage, response: ServerResponse) => {
+  /** A request being handled: settles once it is answered; cancels it at shutdown. */
+  interface InFlight {
+    cancel: ((reason: RequestError) => void) | undefined;
+  }
+  const inFlight = new Map<InFlight, Promise<void>>();
+  let closing: Promise<ShutdownReport> | undefined;
+
+  /** Whether the GPU can run requests now (a check that throws counts as no). */
+  const gpuNow = (): GpuHealth => {
+    try {
+      return checkGpu();
+    } catch (error) {
+      onServerError(error);
+      return { usable: false, reason: 'the GPU check failed (details in the server log)' };
+    }
+  };
+
+  /** Holds the admission of a request's GPU work; a refusal is a busy 503. */
+  const admit = async (
+    what: string,
+    gate: Admission | undefined,
+    signal: AbortSignal,
+    units: number,
+  ): Promise<boolean> => {
+    if (gate === undefined) return false;
+    try {
+      await gate.acquire(signal, units);
+      return true;
+    } catch (error) {
+      if (!(error instanceof AdmissionRefused)) throw error;
+      throw new RequestError(503, `${what}: the service is busy (${error.message}); retry later`, {
+        retryAfterSeconds: 1,
+      });
+    }
+  };
+
+  const onRequest = async (request: IncomingMessage, response: ServerResponse, entry: InFlight) => {
     const path = pathOf(request.url);
     let cancellation: RequestCancellation | undefined;
     try {
+      if (closing !== undefined) {
+        throw new RequestError(503, 'the service is shutting down', { retryAfterSeconds: 1 });
+      }
       if (path === '/health' && (request.method === 'GET' || request.method === 'HEAD')) {
-        // 200 while the process answers (a liveness probe); the body says whether GPU
-        // requests can run.
-        const gpu = (options.checkGpu ?? gpuHealth)();
-        send(response, 200, { status: gpu.usable ? 'ok' : 'degraded', gpu });
+        // 200 only while GPU requests can run: a supervisor probing the status restarts a
+        // process whose CUDA context a sticky error made unusable.
+        const gpu = gpuNow();
+        send(request, response, gpu.usable ? 200 : 503, {
+          status: gpu.usable ? 'ok' : 'unavailable',
+          gpu,
+        });
         return;
       }
       const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
@@ -489,73 +759,172 @@ export function createServer(options: ServerOptions = {}): Server {
           `${path} takes ${route.method} with a JSON body, not ${request.method}`,
         );
       }
-      // From here on the request can be cancelled: by its client, or by its deadline.
+      const what = `${route.method} ${path}`;
+      // From here on the request can be cancelled: by its client, its deadline, the shutdown.
       cancellation = requestSignal(
         request,
         response,
         deadlines[path] ?? Number.POSITIVE_INFINITY,
-        `${route.method} ${path}`,
+        what,
       );
-      const body = parseJson(await readBody(request, limits.maxBodyBytes));
-      const run = route.handle(body, limits);
-      // Names the stream the work ran on in a response header (see STREAM_HEADER).
-      const runHere = () => {
+      entry.cancel = cancellation.cancel;
+      const signal = cancellation.signal;
+      const body = parseJson(
+        await readBody(request, {
+          maxBytes: limits.maxBodyBytes,
+          budget: bodies,
+          timeoutMs: bounds.bodyTimeoutMs,
+          signal,
+        }),
+      );
+      const prepared = route.prepare(body, limits);
+      const gpu = gpuNow();
+      if (!gpu.usable) {
+        throw new RequestError(503, `the GPU is not usable: ${gpu.reason ?? 'unknown reason'}`);
+      }
+      await prepared.before?.(signal);
+      // In a task of its own (or on the shared stream), naming the stream it ran on in a
+      // response header (see STREAM_HEADER); a stand-in runner gets the route's work alone.
+      const onStream = () => {
         response.setHeader(STREAM_HEADER, streamLabel(currentStream()));
-        return run();
+        return prepared.run();
       };
-      // A route with a bound on its GPU work in flight: wait for a slot (in arrival order).
+      const work =
+        options.runTask !== undefined
+          ? prepared.run
+          : options.sharedStream
+            ? () => {
+                shared ??= Stream.create({ name: 'service shared stream' });
+                return withStream(shared, onStream);
+              }
+            : onStream;
+      // The route's bound on requests (if any), then the bound on device memory of all routes.
       const gate = gates.get(path);
-      if (gate !== undefined) await gate.acquire(cancellation.signal);
+      const gated = await admit(what, gate, signal, 1);
       let result: unknown;
       try {
-        result = await task(
-          () => {
-            if (!options.sharedStream) return runHere();
-            shared ??= Stream.create({ name: 'service shared stream' });
-            return withStream(shared, runHere);
-          },
-          {
-            name: `${route.method} ${path}`,
-            signal: cancellation.signal,
+        const held = await admit(what, memory, signal, prepared.bytes);
+        try {
+          result = await runTask(work, {
+            name: what,
+            signal,
             ...(priorities ? { priority: requestPriority(path, body) } : {}),
             ...options.taskOptionsFor?.(path, body),
-          },
-        );
+          });
+        } finally {
+          if (held) memory!.release(prepared.bytes);
+        }
       } finally {
-        gate?.release();
+        if (gated) gate!.release();
       }
-      send(response, 200, result);
+      send(request, response, 200, result, { close: closing !== undefined });
     } catch (error) {
       const cancelled =
         cancellation?.signal.aborted === true && error === cancellation.signal.reason;
       if (cancelled) options.onCancelled?.(path, error as RequestError);
-      const { status, message } = errorResponse(error);
+      const { status, message, retryAfterSeconds } = errorResponse(error);
       // A request's own failure (bad input, a deadline) is not the server's.
       if (status >= 500 && !(error instanceof RequestError)) onServerError(error);
-      send(response, status, { error: message }); // nothing goes to a client that left
+      send(
+        request,
+        response,
+        status,
+        { error: message },
+        {
+          close: closing !== undefined,
+          retryAfterSeconds,
+        },
+      );
     } finally {
       cancellation?.done();
     }
   };
 
-  const server = createHttpServer((request, response) => {
-    // onRequest catches everything it can; this is the last guard so that nothing escapes.
-    onRequest(request, response).catch((error: unknown) => {
-      onServerError(error);
-      if (!response.headersSent) send(response, 500, { error: errorResponse(error).message });
-      else response.destroy();
-    });
-  });
-  server.on('close', () => {
+  const server = createHttpServer(
+    {
+      headersTimeout: bounds.headersTimeoutMs,
+      requestTimeout: bounds.requestTimeoutMs,
+      keepAliveTimeout: bounds.keepAliveTimeoutMs,
+      // How often Node checks the two timeouts above (default 30 s).
+      connectionsCheckingInterval: 1000,
+    },
+    (request, response) => {
+      const entry: InFlight = { cancel: undefined };
+      // onRequest catches everything it can; this is the last guard so that nothing escapes.
+      const handled = onRequest(request, response, entry)
+        .catch((error: unknown) => {
+          onServerError(error);
+          if (!response.headersSent) {
+            send(request, response, 500, { error: errorResponse(error).message });
+          } else response.destroy();
+        })
+        .finally(() => inFlight.delete(entry));
+      inFlight.set(entry, handled);
+    },
+  );
+  server.maxConnections = bounds.maxConnections;
+
+  let released = false;
+  /** Frees the shared stream and the search index (once its build settles). */
+  const release = async () => {
+    if (released) return;
+    released = true;
+    lifetime.abort(new RequestError(503, 'the service is shutting down'));
     shared?.dispose();
     shared = undefined;
-    searchIndex?.then(
+    const pending = searchIndex;
+    searchIndex = undefined;
+    await pending?.then(
       (index) => index.dispose(),
       () => undefined,
     );
-    searchIndex = undefined;
-  });
-  return server;
+  };
+  server.on('close', () => void release());
+
+  const shutdown = (shutdownOptions: ShutdownOptions = {}): Promise<ShutdownReport> => {
+    closing ??= (async () => {
+      const graceMs = shutdownOptions.graceMs ?? 10_000;
+      const cancelMs = shutdownOptions.cancelMs ?? 2000;
+      const started = performance.now();
+      const atStart = inFlight.size;
+      server.close(() => undefined); // stops accepting; its callback runs once all connections end
+      server.closeIdleConnections();
+      await settledWithin(inFlight.values(), graceMs);
+      let cancelled = 0;
+      if (inFlight.size > 0) {
+        const reason = new RequestError(
+          503,
+          `the service is shutting down: the request was cancelled after a grace of ${graceMs} ms`,
+          { retryAfterSeconds: 1 },
+        );
+        for (const entry of inFlight.keys()) {
+          if (entry.cancel === undefined) continue;
+          entry.cancel(reason);
+          cancelled++;
+        }
+        await settledWithin(inFlight.values(), cancelMs);
+      }
+      const unanswered = inFlight.size;
+      server.closeAllConnections();
+      await release();
+      return { inFlight: atStart, cancelled, unanswered, elapsedMs: performance.now() - started };
+    })();
+    return closing;
+  };
+
+  const statistics = (): ServiceStatistics => {
+    let waiting = memory?.waiting ?? 0;
+    for (const gate of gates.values()) waiting += gate.waiting;
+    return {
+      inFlight: inFlight.size,
+      bufferedBodyBytes: bodies.used,
+      gpuBytesInFlight: memory?.holders ?? 0,
+      waiting,
+      closing: closing !== undefined,
+    };
+  };
+
+  return Object.assign(server, { shutdown, statistics });
 }
 
 /** The service's flags (`pnpm --filter @cuda-tasks/examples serve --help`). */
@@ -572,19 +941,29 @@ export const serverCommandLine = {
       type: 'boolean',
       description: 'run every request at normal priority (default: small requests high)',
     },
+    'grace-ms': {
+      type: 'string',
+      placeholder: 'MS',
+      description:
+        'on SIGTERM / SIGINT, how long requests in flight may take before they are cancelled (10000)',
+    },
   },
 } as const;
 
+/** The default of `--grace-ms`: how long requests in flight may take at shutdown. */
+export const DEFAULT_GRACE_MS = 10_000;
+
 /**
  * Parses the service's command line: the port (from `--port N`, then `$PORT`, then 0, a random
- * free port), `--shared-stream` and `--no-priorities`. Throws a `CommandLineError` for an
- * unknown flag (listing the valid ones) or a port outside 0..65535.
- * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true }
+ * free port), `--shared-stream`, `--no-priorities` and `--grace-ms MS` (default 10,000).
+ * Throws a `CommandLineError` for an unknown flag (listing the valid ones), a port outside
+ * 0..65535 or a grace that is not an integer >= 0.
+ * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000 }
  */
 export function parseServerArguments(
   argv: readonly string[],
   environment: NodeJS.ProcessEnv = process.env,
-): { port: number; sharedStream: boolean; priorities: boolean } {
+): { port: number; sharedStream: boolean; priorities: boolean; graceMs: number } {
   const { values } = parseCommandLine(argv, serverCommandLine);
   const portText = values.port ?? environment.PORT ?? '0';
   const port = Number(portText);
@@ -594,10 +973,76 @@ export function parseServerArguments(
       usage(serverCommandLine),
     );
   }
+  const graceText = values['grace-ms'] ?? String(DEFAULT_GRACE_MS);
+  const graceMs = Number(graceText);
+  if (graceText === '' || !Number.isSafeInteger(graceMs) || graceMs < 0) {
+    throw new CommandLineError(
+      `--grace-ms must be an integer >= 0, got ${graceText || 'nothing'}`,
+      usage(serverCommandLine),
+    );
+  }
   return {
     port,
     sharedStream: values['shared-stream'] === true,
     priorities: values['no-priorities'] !== true,
+    graceMs,
+  };
+}
+
+/** Options of `stopOnSignals`. */
+export interface StopOnSignalsOptions {
+  /** How long requests in flight may take before they are cancelled (`ShutdownOptions.graceMs`). */
+  graceMs: number;
+  /** Where progress lines go (default `console.error`). */
+  log?: (line: string) => void;
+  /** Ends the process (default `process.exit`). */
+  exit?: (code: number) => void;
+  /**
+   * How long the process may take to end on its own once everything is given back, ms, before
+   * `exit(0)` ends it (default 1000).
+   */
+  exitAfterMs?: number;
+}
+
+/**
+ * Shuts `service` down on the first SIGTERM or SIGINT: `service.shutdown({ graceMs })` (stop
+ * accepting, answer or cancel what is in flight, give back the shared stream and the index);
+ * then the process ends on its own, or `exit(0)` ends it after `exitAfterMs` (what the GPU stack
+ * keeps alive then, the driver's threads, is not ours to stop). A second signal exits at once
+ * with 128 + its number. Returns a function that removes the handlers.
+ * @example stopOnSignals(service, { graceMs: 10_000 });
+ */
+export function stopOnSignals(service: GpuService, options: StopOnSignalsOptions): () => void {
+  const log = options.log ?? ((line: string) => console.error(line));
+  const exit = options.exit ?? ((code: number) => process.exit(code));
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log(`${signal} again: exiting now`);
+      exit(128 + (osConstants.signals[signal] ?? 0));
+      return;
+    }
+    stopping = true;
+    log(`${signal}: shutting down, requests in flight have ${options.graceMs} ms`);
+    service.shutdown({ graceMs: options.graceMs }).then(
+      (report) => {
+        log(
+          `stopped in ${Math.round(report.elapsedMs)} ms: ${report.inFlight} requests were in flight, ${report.cancelled} cancelled, ${report.unanswered} unanswered`,
+        );
+        process.exitCode = 0;
+        setTimeout(() => exit(0), options.exitAfterMs ?? 1000).unref();
+      },
+      (error: unknown) => {
+        log(`shutdown failed: ${error instanceof Error ? error.message : String(error)}`);
+        exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   };
 }
 
@@ -605,11 +1050,12 @@ export function parseServerArguments(
  * Starts the service on 127.0.0.1 and prints its URL. The port comes from `--port N`, then
  * `$PORT`, then 0 (a random free port); `--shared-stream` forces the one-stream mode,
  * `--no-priorities` runs every request at normal priority. The task streams (of both
- * priorities), library handles and cuSOLVER's issue worker are made at startup, while the GPU is idle. Resolves with
- * the listening server; SIGINT / SIGTERM close it.
+ * priorities), library handles and cuSOLVER's issue worker are made at startup, while the GPU
+ * is idle. Resolves with the listening service; SIGTERM / SIGINT shut it down in order
+ * (`stopOnSignals`, `--grace-ms`) and the process exits 0; a second signal exits at once.
  */
-export function main(argv: readonly string[] = process.argv.slice(2)): Promise<Server> {
-  const { port, sharedStream, priorities } = parseServerArguments(argv);
+export function main(argv: readonly string[] = process.argv.slice(2)): Promise<GpuService> {
+  const { port, sharedStream, priorities, graceMs } = parseServerArguments(argv);
   try {
     prewarm(0, priorities ? ['normal', 'high'] : ['normal']);
     // Large solves are issued from cuSOLVER's issue worker: start it now, not on the first one.
@@ -629,12 +1075,7 @@ export function main(argv: readonly string[] = process.argv.slice(2)): Promise<S
       console.log(
         '  POST /solve {n, a, b, k?}   POST /solve-random {n, seed}   POST /matmul {m, k, n, a, b}   POST /search {query, k?}   GET /health',
       );
-      const stop = () => {
-        server.close();
-        server.closeAllConnections();
-      };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+      stopOnSignals(server, { graceMs });
       resolveServer(server);
     });
   });

@@ -6,15 +6,21 @@
 
 /** A request the service refuses: an HTTP status and a message for the `{ "error" }` body. */
 export class RequestError extends Error {
-  /** The HTTP status to answer with (400, 404, 405, 413, 422, ...). */
+  /** The HTTP status to answer with (400, 404, 405, 408, 413, 422, 503, ...). */
   readonly status: number;
+  /** Seconds after which a retry may succeed (the `Retry-After` header), for a busy 503. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(status: number, message: string) {
+  constructor(status: number, message: string, options: { retryAfterSeconds?: number } = {}) {
     super(message);
     this.name = 'RequestError';
     this.status = status;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
+
+/** The largest finite float32, 3.4028234663852886e38. */
+export const FLOAT32_MAX = 3.4028234663852886e38;
 
 /** What the service accepts. */
 export interface RequestLimits {
@@ -255,8 +261,8 @@ export interface SearchRequest {
 }
 
 /**
- * Validates a `POST /search` body `{ query, k? }`: `query` an array of `dim` finite numbers,
- * `k` an integer in 1..min(100, rows) (default 10). Anything else is a 400.
+ * Validates a `POST /search` body `{ query, k? }`: `query` an array of `dim` numbers finite in
+ * float32 (a value that rounds to Infinity, such as 1e39, is refused), `k` an integer in 1..min(100, rows) (default 10). Anything else is a 400.
  * @example parseSearchRequest({ query: [1, 0], k: 1 }, 2, 10).k; // 1
  */
 export function parseSearchRequest(body: unknown, dim: number, rows: number): SearchRequest {
@@ -280,6 +286,13 @@ export function parseSearchRequest(body: unknown, dim: number, rows: number): Se
       );
     }
     values[i] = value;
+    // Rounded to float32, a value past FLOAT32_MAX (and a little) becomes Infinity.
+    if (!Number.isFinite(values[i]!)) {
+      throw new RequestError(
+        400,
+        `${route}: "query"[${i}] = ${value} is outside the float32 range (magnitude at most ${FLOAT32_MAX})`,
+      );
+    }
   }
   const largest = Math.min(MAX_SEARCH_K, rows);
   const k = record.k ?? 10;

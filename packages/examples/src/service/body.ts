@@ -1,0 +1,141 @@
+/**
+ * Reading request bodies with bounds: on the size of one body, on the bytes buffered across
+ * all the bodies being read at once, and on the time to read one (its own timeout, and the
+ * request's signal, which carries the route's deadline). A client that sends half a body and
+ * stalls is answered when the first of these runs out, instead of holding its connection and
+ * its buffer for Node's default of five minutes.
+ */
+import type { IncomingMessage } from 'node:http';
+import { RequestError } from './validation.js';
+
+/** The bytes of request bodies buffered at once, across requests: reserved, then released. */
+export class BodyBudget {
+  /** The most bytes buffered at once. */
+  readonly limit: number;
+  #used = 0;
+
+  constructor(limit: number) {
+    if (!(limit >= 1)) {
+      throw new RangeError(`BodyBudget: limit must be a number >= 1, got ${String(limit)}`);
+    }
+    this.limit = limit;
+  }
+
+  /** Bytes reserved now. */
+  get used(): number {
+    return this.#used;
+  }
+
+  /** Reserves `bytes` if they fit under the limit; says whether they did. */
+  reserve(bytes: number): boolean {
+    if (this.#used + bytes > this.limit) return false;
+    this.#used += bytes;
+    return true;
+  }
+
+  /** Gives back `bytes` reserved earlier. */
+  release(bytes: number): void {
+    this.#used = Math.max(0, this.#used - bytes);
+  }
+}
+
+/** Options of `readBody`. */
+export interface ReadBodyOptions {
+  /** The largest body accepted: a larger one is a 413. */
+  maxBytes: number;
+  /** Where the body's bytes are counted while it is read; past its limit, a 503. */
+  budget?: BodyBudget;
+  /** The most time to read the body, ms: past it, a 408. */
+  timeoutMs?: number;
+  /** Aborts the read with the signal's reason (the route's deadline, the client leaving). */
+  signal?: AbortSignal;
+}
+
+function busy(budget: BodyBudget): RequestError {
+  return new RequestError(
+    503,
+    `the service is busy: ${budget.used} bytes of request bodies being read already, at most ${budget.limit} at once; retry later`,
+    { retryAfterSeconds: 1 },
+  );
+}
+
+/**
+ * Reads a request body. Refuses with a RequestError: 413 for a body over `maxBytes` (by its
+ * Content-Length, or as it streams in), 503 (Retry-After: 1) when the budget of bytes being read
+ * has no room for it, 408 past `timeoutMs`, the signal's reason when it aborts, 400 when the
+ * stream fails. The bytes it reserved go back to the budget once it settles either way. A
+ * refused body is left unread: answer with `connection: close`.
+ */
+export function readBody(request: IncomingMessage, options: ReadBodyOptions): Promise<Buffer> {
+  const { maxBytes, budget, timeoutMs, signal } = options;
+  const declared = Number(request.headers['content-length']);
+  const known = request.headers['content-length'] !== undefined && Number.isFinite(declared);
+  if (known && declared > maxBytes) {
+    return Promise.reject(
+      new RequestError(
+        413,
+        `the request body is ${declared} bytes; this service accepts at most ${maxBytes}`,
+      ),
+    );
+  }
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  let reserved = 0;
+  if (known && budget !== undefined) {
+    if (!budget.reserve(declared)) return Promise.reject(busy(budget));
+    reserved = declared;
+  }
+  return new Promise((resolveBody, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const settle = (error: unknown, body?: Buffer) => {
+      request.off('data', onData);
+      request.off('end', onEnd);
+      request.off('error', onError);
+      signal?.removeEventListener('abort', onAbort);
+      if (timer !== undefined) clearTimeout(timer);
+      budget?.release(reserved);
+      reserved = 0;
+      chunks.length = 0;
+      if (body === undefined) reject(error);
+      else resolveBody(body);
+    };
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > maxBytes) {
+        settle(
+          new RequestError(
+            413,
+            `the request body is larger than ${maxBytes} bytes, the most this service accepts`,
+          ),
+        );
+        return;
+      }
+      if (received > reserved && budget !== undefined) {
+        if (!budget.reserve(received - reserved)) {
+          settle(busy(budget));
+          return;
+        }
+        reserved = received;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => settle(undefined, Buffer.concat(chunks, received));
+    // A client that disconnects mid-body: reject instead of leaving an unhandled 'error'.
+    const onError = (error: Error) =>
+      settle(new RequestError(400, `reading the body failed: ${error.message}`));
+    const onAbort = () => settle(signal!.reason);
+    request.on('data', onData);
+    request.on('end', onEnd);
+    request.on('error', onError);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (timeoutMs !== undefined && Number.isFinite(timeoutMs)) {
+      timer = setTimeout(
+        () =>
+          settle(new RequestError(408, `the request body did not arrive within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      timer.unref?.();
+    }
+  });
+}
