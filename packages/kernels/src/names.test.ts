@@ -198,6 +198,15 @@ describe('regressions: generated names that met user names', () => {
     }
   });
 
+  it("a kernel named after one of the source's helpers gets an entry point of its own", () => {
+    const half = hostOnlyArray('float16', [4]);
+    const body = elementwise('x: float16 -> y: float16', 'y = x', { name: 'body' }).source(half);
+    expect(body).toMatch(/__global__ void ct_body_kernel\(/);
+    expect(body.match(/\bct_body\(/g)).toHaveLength(6); // the body's definition and its 5 calls
+    const sin = elementwise('x: float32 -> y: float32', 'y = sinf(x)', { name: 'map sin' });
+    expect(sin.source(f32())).toMatch(/__global__ void ct_map_sin\(/);
+  });
+
   it('a and b name reduction inputs (map does not see the accumulators)', () => {
     const dot = reduction('a: float32, b: float32 -> y: float32', {
       map: 'a * b',
