@@ -189,8 +189,14 @@ describe('a body that stalls, or is too large, holds nothing for long', () => {
   });
 
   it('bounds the connections and the time for headers', async () => {
-    const { service } = await start({ maxConnections: 64 });
+    const { service, port } = await start({ maxConnections: 64 });
     expect(service.maxConnections).toBe(64);
+    // Only a body left unread closes the connection: a GET and a body read to its end keep it.
+    const health = await fetch(`http://127.0.0.1:${port}/health`);
+    expect(health.headers.get('connection')).toBe('keep-alive');
+    const bad = await fetch(`http://127.0.0.1:${port}/solve`, { method: 'POST', body: '{}' });
+    expect(bad.status).toBe(400);
+    expect(bad.headers.get('connection')).toBe('keep-alive');
     expect(service.headersTimeout).toBeLessThanOrEqual(10_000);
     expect(service.requestTimeout).toBeLessThanOrEqual(60_000);
     expect(service.keepAliveTimeout).toBeLessThanOrEqual(5_000);

@@ -337,13 +337,21 @@ function send(
     'content-length': Buffer.byteLength(text),
   };
   if (options.retryAfterSeconds !== undefined) headers['retry-after'] = options.retryAfterSeconds;
-  const close = options.close === true || !request.complete;
-  if (close) headers.connection = 'close';
+  const unread = bodyLeft(request);
+  if (options.close === true || unread) headers.connection = 'close';
   response.writeHead(status, headers);
   response.end(text);
-  if (!request.complete) {
-    response.once('finish', () => request.socket.destroy());
-  }
+  if (unread) response.once('finish', () => request.socket.destroy());
+}
+
+/** Whether some of the request's body was not read (a request without a body has none left). */
+function bodyLeft(request: IncomingMessage): boolean {
+  if (request.complete) return false;
+  const length = request.headers['content-length'];
+  return (
+    request.headers['transfer-encoding'] !== undefined ||
+    (length !== undefined && Number(length) !== 0)
+  );
 }
 
 function finite(values: Float64Array, what: string): number[] {
