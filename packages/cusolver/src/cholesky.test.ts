@@ -1,5 +1,5 @@
 import { CudaArgumentError, DeviceArray, type DType, type Stream } from '@cuda-tasks/cudadrv';
-import { hostOnlyArray } from '@cuda-tasks/testing';
+import { hostOnlyArray, STAND_IN_CONTEXT } from '@cuda-tasks/testing';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 
 // cuSOLVER, the handle cache, device buffers, the status read-back and the zeroing kernel
@@ -43,7 +43,7 @@ vi.mock('./info.js', async (importOriginal) => ({
 import { cholesky, choleskySolve } from './cholesky.js';
 
 const stream = {
-  context: { makeCurrent: () => undefined },
+  context: STAND_IN_CONTEXT,
   capture: null,
   capturing: false,
 } as unknown as Stream;

@@ -8,6 +8,7 @@ import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget }
 import { zeroTriangle } from './kernels.js';
 import { POTRF, potrf, potrs } from './routines.js';
 import {
+  assertOnStream,
   assertOptions,
   assertSquare,
   booleanOption,
@@ -70,8 +71,10 @@ export async function cholesky<D extends SolverDType>(
   const upper = booleanOption(options, 'upper', 'cholesky');
   const n = layout.rows;
   const stream = resolveStream(options.stream);
+  assertOnStream('cholesky', 'a', a, stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'cholesky', POTRF[dtype]);
+  if (status !== undefined) assertOnStream('cholesky', 'info', status, stream);
   let factor: DeviceArray<D> | undefined;
   let info: DeviceArray<'int32'> | undefined;
   try {
@@ -167,6 +170,8 @@ export function choleskySolve<D extends SolverDType>(
   const n = layout.rows;
   const right = rightHandSideLayout(b, factor as DeviceArray, n, 'choleskySolve', 'factor');
   const stream = resolveStream(options.stream);
+  assertOnStream('choleskySolve', 'factor', factor as DeviceArray, stream);
+  assertOnStream('choleskySolve', 'b', b, stream);
   const matrix = factor as DeviceArray<D>;
   return solveIntoCopy(b, stream, (x, info) =>
     potrs(

@@ -9,6 +9,7 @@ import {
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { GETRF, GETRS, getrf, getrfAwaited, getrs } from './routines.js';
 import {
+  assertOnStream,
   assertOptions,
   assertPivots,
   assertSquare,
@@ -91,8 +92,10 @@ export async function lu<D extends SolverDType>(
   const { rows: m, columns: n } = matrixLayout(a, 'a', 'lu');
   assertOptions(options, 'lu');
   const stream = resolveStream(options.stream);
+  assertOnStream('lu', 'a', a, stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'lu', GETRF[dtype]);
+  if (status !== undefined) assertOnStream('lu', 'info', status, stream);
   let factors: DeviceArray<D> | undefined;
   let pivots: DeviceArray<'int32'> | undefined;
   let info: DeviceArray<'int32'> | undefined;
@@ -139,6 +142,9 @@ export function luSolve<D extends SolverDType>(
   assertOptions(options, 'luSolve');
   const transpose = booleanOption(options, 'transpose', 'luSolve');
   const stream = resolveStream(options.stream);
+  assertOnStream('luSolve', 'lu', factorization.lu, stream);
+  assertOnStream('luSolve', 'pivots', factorization.pivots, stream);
+  assertOnStream('luSolve', 'b', b, stream);
   return solveIntoCopy(b, stream, (x, info) =>
     getrs(
       stream,
@@ -179,8 +185,11 @@ export async function solve<D extends SolverDType>(
   const right = rightHandSideLayout(b, a, n, 'solve');
   assertOptions(options, 'solve');
   const stream = resolveStream(options.stream);
+  assertOnStream('solve', 'a', a, stream);
+  assertOnStream('solve', 'b', b, stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'solve', GETRF[dtype], GETRS[dtype]);
+  if (status !== undefined) assertOnStream('solve', 'info', status, stream);
   let factors: DeviceArray<D> | undefined;
   let pivots: DeviceArray<'int32'> | undefined;
   let info: DeviceArray<'int32'> | undefined;

@@ -312,18 +312,18 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
     const copies = vi.spyOn(DeviceArray.prototype, 'copy').mockImplementation(function (
       this: DeviceArray,
     ) {
-      return hostOnlyArray(this.dtype, this.shape) as never;
+      return hostOnlyArray(this.dtype, this.shape, { context: stream.context }) as never;
     });
-    const empties = vi
-      .spyOn(DeviceArray, 'empty')
-      .mockImplementation((dtype, shape) =>
-        hostOnlyArray(dtype, typeof shape === 'number' ? [shape] : shape),
-      );
+    const empties = vi.spyOn(DeviceArray, 'empty').mockImplementation((dtype, shape) =>
+      hostOnlyArray(dtype, typeof shape === 'number' ? [shape] : shape, {
+        context: stream.context,
+      }),
+    );
     try {
       fake.worker.during = () => controller.abort(reason);
       const n = 1024;
-      const a = hostOnlyArray('float64', [n, n]);
-      const b = hostOnlyArray('float64', [n, 1]);
+      const a = hostOnlyArray('float64', [n, n], { context: stream.context });
+      const b = hostOnlyArray('float64', [n, 1], { context: stream.context });
       await expect(solve(a, b, { stream })).rejects.toBe(reason);
       const log = events();
       expect(log.filter((e) => /getrs/.test(e))).toEqual([]);

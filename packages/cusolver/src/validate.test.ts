@@ -2,7 +2,9 @@ import { CudaArgumentError, DisposedError } from '@cuda-tasks/cudadrv';
 import { hostOnlyArray, standInStream, thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { cholesky, choleskySolve } from './cholesky.js';
 import { eigh } from './eigh.js';
+import { lu, luSolve, solve } from './lu.js';
 import { qr } from './qr.js';
 import { svd } from './svd.js';
 import {
@@ -170,6 +172,31 @@ describe('an array of another context than the stream', () => {
       /eigh: a lives in Context\(device 1\)/,
     );
     await expect(svd(foreign(), { stream })).rejects.toThrow(/svd: a lives in Context\(device 1\)/);
+  });
+
+  it('is refused by lu, luSolve, solve, cholesky and choleskySolve, naming the operand', async () => {
+    const local = () => hostOnlyArray('float64', [4, 4], { byteLength: 128 });
+    const pivots = hostOnlyArray('int32', [4], { byteLength: 16 });
+    const foreignPivots = hostOnlyArray('int32', [4], { byteLength: 16, context: device1 });
+    await expect(lu(foreign(), { stream })).rejects.toThrow(/lu: a lives in Context\(device 1\)/);
+    await expect(solve(foreign(), local(), { stream })).rejects.toThrow(/solve: a lives in/);
+    await expect(solve(local(), foreign(), { stream })).rejects.toThrow(/solve: b lives in/);
+    expect(() => luSolve({ lu: foreign(), pivots }, local(), { stream })).toThrow(
+      /luSolve: lu lives in/,
+    );
+    expect(() => luSolve({ lu: local(), pivots: foreignPivots }, local(), { stream })).toThrow(
+      /luSolve: pivots lives in/,
+    );
+    expect(() => luSolve({ lu: local(), pivots }, foreign(), { stream })).toThrow(
+      /luSolve: b lives in/,
+    );
+    await expect(cholesky(foreign(), { stream })).rejects.toThrow(/cholesky: a lives in/);
+    expect(() => choleskySolve(foreign(), local(), { stream, upper: false })).toThrow(
+      /choleskySolve: factor lives in/,
+    );
+    expect(() => choleskySolve(local(), foreign(), { stream, upper: true })).toThrow(
+      /choleskySolve: b lives in/,
+    );
   });
 
   it('assertOnStream: refused iff the contexts differ', () => {
