@@ -16,6 +16,7 @@ import { launchOn } from '@cuda-tasks/cudadrv/internal';
 import {
   type CallOptions,
   checkArray,
+  checkOperands,
   checkSameShape,
   clearList,
   describe,
@@ -464,9 +465,22 @@ export class ElementwiseProgram {
       this.remember(variant, inputs, outputs, outputStart, outputEnd);
     }
     const target = resolveStream(stream);
+    const inputCount = this.signature.inputs.length;
+    // Every array in the stream's context; an output over an input only as exactly the same
+    // elements (read, then written, by the same thread).
+    checkOperands(
+      this.what,
+      this.#labels,
+      inputs,
+      inputCount,
+      outputs,
+      outputStart,
+      outputEnd,
+      target,
+      true,
+    );
     const parameters = variant!.parameters;
     const args = variant!.args;
-    const inputCount = this.signature.inputs.length;
     const outputCount = this.signature.outputs.length;
     const n = reference.length;
     // Compiled (or found) before anything is allocated: a CompileError leaves nothing behind.

@@ -67,16 +67,20 @@ beforeEach(() => {
   recorded.scratch = [];
 });
 
+/** A stand-in array in the fake stream's context (the calls check that they match). */
+const streamArray: typeof hostOnlyArray = (dtype, shape, options = {}) =>
+  hostOnlyArray(dtype, shape, { context: stream.context as never, ...options });
+
 function out<D extends 'float32' | 'float64' | 'int32' = 'float32'>(
   dtype: D = 'float32' as D,
   n = 1,
 ): DeviceArray<D> {
-  return hostOnlyArray(dtype, [n]);
+  return streamArray(dtype, [n]);
 }
 
 describe('full reductions of one array of 4- or 8-byte elements read 16-byte vectors', () => {
   it('64 M float32: one full wave of 256-thread blocks, a partial each, then one block over them', () => {
-    const x = hostOnlyArray('float32', [64 << 20]);
+    const x = streamArray('float32', [64 << 20]);
     const y = out();
     sum(x, { out: y });
     // 8 blocks of 256 per multiprocessor, 132 multiprocessors.
@@ -93,12 +97,12 @@ describe('full reductions of one array of 4- or 8-byte elements read 16-byte vec
 
   it('fewer vectors than a wave holds: fewer blocks; one block writes the output itself', () => {
     // 10 blocks' worth of vectors (256 threads, 4 each), 5 vectors more, 3 elements after them.
-    sum(hostOnlyArray('float32', [4 * 256 * 4 * 10 + 4 * 5 + 3]), { out: out() });
+    sum(streamArray('float32', [4 * 256 * 4 * 10 + 4 * 5 + 3]), { out: out() });
     expect(launches().map(({ kernel, grid }) => [kernel, grid])).toEqual([
       ['ct_reduce_vectors', 11],
       ['ct_reduce_partials', 1],
     ]);
-    sum(hostOnlyArray('float32', [5]), { out: out() });
+    sum(streamArray('float32', [5]), { out: out() });
     expect(launches().map(({ kernel, grid, args }) => [kernel, grid, args[2]])).toEqual([
       ['ct_reduce_vectors', 1, 0n],
     ]);
@@ -106,7 +110,7 @@ describe('full reductions of one array of 4- or 8-byte elements read 16-byte vec
   });
 
   it('a view off a 16-byte boundary: the elements before it are the head', () => {
-    const base = hostOnlyArray('float32', [100]);
+    const base = streamArray('float32', [100]);
     for (const [start, length, head] of [
       [0, 99, 0],
       [1, 99, 3],
@@ -123,21 +127,21 @@ describe('full reductions of one array of 4- or 8-byte elements read 16-byte vec
         head,
       ]);
     }
-    const doubles = hostOnlyArray('float64', [10]);
+    const doubles = streamArray('float64', [10]);
     argmax(doubles.slice(1, 9), { out: out('int32') });
     expect(launches()[0]!.args.slice(-2)).toEqual([9, 1]);
   });
 
   it('every ready-made dtype and a user reduction of one array and a number', () => {
     for (const dtype of ['float32', 'float64', 'int32'] as const) {
-      sum(hostOnlyArray(dtype, [10]), { out: out(dtype) });
+      sum(streamArray(dtype, [10]), { out: out(dtype) });
     }
     const scaled = reduction('x: T, s: float32 -> y: T', {
       map: 'x * s',
       reduce: 'a + b',
       identity: '0',
     });
-    scaled(hostOnlyArray('float64', [10]), 2, out('float64'));
+    scaled(streamArray('float64', [10]), 2, out('float64'));
     expect(launches().map(({ kernel }) => kernel)).toEqual(Array(4).fill('ct_reduce_vectors'));
   });
 });
@@ -145,14 +149,14 @@ describe('full reductions of one array of 4- or 8-byte elements read 16-byte vec
 describe('other reductions keep their kernels', () => {
   it('two arrays, half inputs, and per-axis reductions', () => {
     const dot = reduction('x: T, w: T -> y: T', { map: 'x * w', reduce: 'a + b', identity: '0' });
-    dot(hostOnlyArray('float32', [10]), hostOnlyArray('float32', [10]), out());
+    dot(streamArray('float32', [10]), streamArray('float32', [10]), out());
     const halves = reduction('x: float16 -> y: float32', {
       map: 'x',
       reduce: 'a + b',
       identity: '0',
     });
-    halves(hostOnlyArray('float16', [10]), out());
-    const matrix = hostOnlyArray('float32', [1300, 700]);
+    halves(streamArray('float16', [10]), out());
+    const matrix = streamArray('float32', [1300, 700]);
     sum(matrix, { axis: 0, out: out('float32', 700) });
     sum(matrix, { axis: 1, out: out('float32', 1300) });
     expect(launches().map(({ kernel }) => kernel)).toEqual([
@@ -165,7 +169,7 @@ describe('other reductions keep their kernels', () => {
   });
 
   it('the full reduction of a matrix reads vectors too', () => {
-    sum(hostOnlyArray('float32', [1300, 700]) as DeviceArray, { out: out() });
+    sum(streamArray('float32', [1300, 700]) as DeviceArray, { out: out() });
     expect(launches()[0]!.kernel).toBe('ct_reduce_vectors');
   });
 });

@@ -17,6 +17,8 @@ import { launchOn } from '@cuda-tasks/cudadrv/internal';
 import {
   type CallOptions,
   checkArray,
+  checkOnStream,
+  checkOutputApart,
   checkSameShape,
   clearList,
   describe,
@@ -184,6 +186,8 @@ export class ReductionProgram {
   readonly #variants = new Map<number, Variant>();
   readonly #bound: (DType | undefined)[];
   readonly #codes: number[];
+  /** 'input <name>' per input, then 'output <name>': the operands' names in errors. */
+  readonly #labels: string[];
 
   constructor(
     signature: string,
@@ -198,6 +202,10 @@ export class ReductionProgram {
     this.#nonEmpty = options.nonEmpty ?? false;
     this.#bound = new Array(this.signature.variables.length).fill(undefined);
     this.#codes = new Array(this.signature.inputs.length + 1).fill(0);
+    this.#labels = [
+      ...this.signature.inputs.map((input) => `input ${input.name}`),
+      ...this.signature.outputs.map((output) => `output ${output.name}`),
+    ];
   }
 
   /** Checks and binds; returns the variant key and the shape reference. */
@@ -325,6 +333,27 @@ export class ReductionProgram {
       : { segments: rows, length: columns, axis: 1, shape: [rows] };
   }
 
+  /**
+   * Every array in the stream's context, and the output apart from every input (each output
+   * element reads many input elements: no overlap at all). Allocates nothing.
+   */
+  private checkOperands(
+    inputs: ArrayLike<unknown>,
+    given: DeviceArray | undefined,
+    stream: Stream,
+  ): void {
+    const labels = this.#labels;
+    const inputCount = this.signature.inputs.length;
+    for (let j = 0; j < inputCount; j++) {
+      const input = inputs[j];
+      if (!DeviceArray.isInstance(input)) continue;
+      checkOnStream(this.what, labels[j]!, input, stream);
+      if (given !== undefined)
+        checkOutputApart(this.what, labels[inputCount]!, given, labels[j]!, input, false);
+    }
+    if (given !== undefined) checkOnStream(this.what, labels[inputCount]!, given, stream);
+  }
+
   /** The source a call with these arguments compiles (checked as a call would be). */
   sourceFor(inputs: ArrayLike<unknown>, out?: unknown): string {
     return this.variant(this.resolve(inputs, out).key).compiled.source;
@@ -350,6 +379,7 @@ export class ReductionProgram {
     }
     const variant = this.variant(key);
     const stream: Stream = resolveStream(options?.stream);
+    this.checkOperands(inputs, given, stream);
     const kernels = layout.segments > 0 ? variant.compiled.kernels(stream.context) : undefined;
     const output = given ?? DeviceArray.empty(variant.outputDType, layout.shape, { stream });
     if (kernels === undefined) return output;

@@ -68,9 +68,13 @@ vi.mock('./compile.js', async (importOriginal) => ({
 import { elementwise } from './elementwise.js';
 import { add, map } from './ops.js';
 
-const f32 = (length = 8) => hostOnlyArray('float32', [length]);
-const f64 = (length = 8) => hostOnlyArray('float64', [length]);
-const i32 = (length = 8) => hostOnlyArray('int32', [length]);
+/** A stand-in array in the fake stream's context (the calls check that they match). */
+const streamArray: typeof hostOnlyArray = (dtype, shape, options = {}) =>
+  hostOnlyArray(dtype, shape, { context: stream.context as never, ...options });
+
+const f32 = (length = 8) => streamArray('float32', [length]);
+const f64 = (length = 8) => streamArray('float64', [length]);
+const i32 = (length = 8) => streamArray('int32', [length]);
 
 /** The launches since the last call of `launches()`. */
 function launches() {
@@ -170,17 +174,17 @@ describe("a call of the last call's pattern with a bad argument", () => {
     scale(x, 2, y);
     expect(launches()).toHaveLength(1);
     refused(
-      () => scale(hostOnlyArray('float32', [8], { disposed: true }), 2, y),
+      () => scale(streamArray('float32', [8], { disposed: true }), 2, y),
       DisposedError,
       /input x/,
     );
     refused(
-      () => scale(x, 2, hostOnlyArray('float32', [8], { disposed: true })),
+      () => scale(x, 2, streamArray('float32', [8], { disposed: true })),
       DisposedError,
       /output y/,
     );
     refused(
-      () => scale(hostOnlyArray('float32', [4, 2], { strides: [2, 1] }), 2, f32()),
+      () => scale(streamArray('float32', [4, 2], { strides: [2, 1] }), 2, f32()),
       CudaArgumentError,
       /input x is a strided view/,
     );
@@ -203,7 +207,7 @@ describe("a call of the last call's pattern with a bad argument", () => {
     const x = f32();
     map(x, 'exp', x);
     expect(launches()).toHaveLength(1);
-    const disposed = hostOnlyArray('float32', [8], { disposed: true });
+    const disposed = streamArray('float32', [8], { disposed: true });
     refused(() => map(disposed, 'exp', disposed), DisposedError, /DeviceArray/);
     refused(() => map(x, 'exp', f32(7)), CudaArgumentError, /output y has shape \[7\]/);
     refused(() => map(x, 'exp2' as never, x), CudaArgumentError, /unknown function "exp2"/);

@@ -14,7 +14,15 @@ import {
   resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { type CallOptions, checkArray, checkDType, clearList, describe } from './arguments.js';
+import {
+  type CallOptions,
+  checkArray,
+  checkDType,
+  checkOnStream,
+  checkOutputApart,
+  clearList,
+  describe,
+} from './arguments.js';
 import { generateTopk, TOPK_DTYPES, TOPK_ENTRY, topkParameters } from './codegen-topk.js';
 import { CompiledSource } from './compiled.js';
 
@@ -178,6 +186,18 @@ export function topk<D extends DType>(
 ): TopkResult<D> {
   const p = plan(x, k, options);
   const stream: Stream = resolveStream(options.stream);
+  checkOnStream('topk', 'x', x, stream);
+  if (options.values !== undefined) {
+    checkOnStream('topk', 'values', options.values, stream);
+    checkOutputApart('topk', 'values', options.values, 'x', x, false);
+  }
+  if (options.indices !== undefined) {
+    checkOnStream('topk', 'indices', options.indices, stream);
+    checkOutputApart('topk', 'indices', options.indices, 'x', x, false);
+    if (options.values !== undefined) {
+      checkOutputApart('topk', 'indices', options.indices, 'values', options.values, false);
+    }
+  }
   const values = (options.values ??
     DeviceArray.empty(p.dtype, p.outShape, { stream })) as DeviceArray<D>;
   const indices = options.indices ?? DeviceArray.empty('int32', p.outShape, { stream });
