@@ -53,7 +53,12 @@ export {
 } from './kernel/module.js';
 export { DeviceArray, type Shape } from './memory/array.js';
 export { DeviceBuffer, type StreamOption } from './memory/memory.js';
-export { MemoryPool, onOutOfMemory, type PoolStatistics } from './memory/memory-pool.js';
+export {
+  MemoryPool,
+  onOutOfMemory,
+  onReleaseCached,
+  type PoolStatistics,
+} from './memory/memory-pool.js';
 export {
   copyDeviceToDevice,
   copyDeviceToPinned,

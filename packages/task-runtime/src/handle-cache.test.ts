@@ -328,7 +328,7 @@ describe('a workspace per (handle, stream)', () => {
   }
   type Buffer = InstanceType<typeof fake.FakeDeviceBuffer>;
 
-  it('allocated on the stream, handed to the library once, freed on its stream when the handle goes idle', async () => {
+  it('allocated on the stream, handed to the library once, kept as spares when the handle goes idle, freed on their streams', async () => {
     const { cache, set } = workspaceCache();
     const other = userStream(context0, 'other');
     let own!: Stream;
@@ -351,18 +351,24 @@ describe('a workspace per (handle, stream)', () => {
       [first, own],
       [second, other],
     ]);
-    // Idle now: its hand-off recorded, then each workspace freed on its own stream.
+    // Idle now: its hand-off recorded; the workspaces stay with the handle as spares.
     const log = gpu();
-    expect(log.slice(-3)).toEqual([
-      expect.stringMatching(/^record event \d+ on other$/),
-      `free 0x${first.address.toString(16)} on ${nameOf(own)}`,
-      `free 0x${second.address.toString(16)} on other`,
-    ]);
-    expect(first.disposed && second.disposed).toBe(true);
+    expect(log.at(-1)).toMatch(/^record event \d+ on other$/);
+    expect(first.disposed || second.disposed).toBe(false);
     expect(cache.workspaceOf(handle, own)).toBeUndefined();
+    expect(cache.statistics()).toMatchObject({ workspaces: 2, workspaceBytes: 2 * bytes });
+    // Released: each freed on the stream it was used on.
+    expect(cache.releaseWorkspaces()).toBe(2 * bytes);
+    expect(gpu().sort()).toEqual(
+      [
+        `free 0x${first.address.toString(16)} on ${nameOf(own)}`,
+        `free 0x${second.address.toString(16)} on other`,
+      ].sort(),
+    );
+    expect(first.disposed && second.disposed).toBe(true);
   });
 
-  it('a workspace on another task’s pool stream is freed when that stream goes back to the pool', async () => {
+  it('a workspace on another task’s pool stream becomes a spare when that stream goes back to the pool', async () => {
     const { cache } = workspaceCache();
     await task(async () => {
       let other!: Stream;
@@ -379,13 +385,14 @@ describe('a workspace per (handle, stream)', () => {
       expect(cache.workspaceOf(handle, other)).toBe(there);
       release();
       await otherTask; // its stream goes back to the pool
-      expect(there.disposed).toBe(true);
+      expect(there.disposed).toBe(false);
       expect(cache.workspaceOf(handle, other)).toBeUndefined();
+      expect(cache.statistics().workspaces).toBe(2);
       expect(cache.workspaceOf(handle, stream())).toBeDefined();
     });
   });
 
-  it('workspaces of two handles on a pool stream, one freed before: the stream going back frees the other', async () => {
+  it('workspaces of two handles on a pool stream, one freed before: the stream going back unbinds the other', async () => {
     const { cache, resize } = workspaceCache();
     let other!: Stream;
     let release!: () => void;
@@ -398,10 +405,13 @@ describe('a workspace per (handle, stream)', () => {
     // Two tasks, each with a handle of its own and a workspace on the other task's stream.
     let first!: Buffer;
     let second!: Buffer;
+    let secondHandle!: FakeHandle;
     let releaseSecond!: () => void;
     const secondGate = new Promise<void>((resolve) => (releaseSecond = resolve));
     const holder = task(async () => {
-      second = withStream(other, () => cache.bind()).workspace as unknown as Buffer;
+      const binding = withStream(other, () => cache.bind());
+      second = binding.workspace as unknown as Buffer;
+      secondHandle = binding.handle;
       await secondGate;
     });
     await task(async () => {
@@ -415,10 +425,13 @@ describe('a workspace per (handle, stream)', () => {
     expect(first.disposed).toBe(true);
     expect(second.disposed).toBe(false);
     release();
-    await otherTask; // its stream goes back to the pool: the second handle's workspace goes
-    expect(second.disposed).toBe(true);
+    await otherTask; // its stream goes back to the pool: the second handle's workspace is a spare
+    expect(second.disposed).toBe(false);
+    expect(cache.workspaceOf(secondHandle, other)).toBeUndefined();
     releaseSecond();
     await holder;
+    cache.releaseWorkspaces();
+    expect(second.disposed).toBe(true);
   });
 
   it('the next task on the same stream gets the block back at the same address: nothing to set', async () => {

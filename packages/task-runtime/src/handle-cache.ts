@@ -5,6 +5,7 @@ import {
   DeviceBuffer,
   DisposedError,
   onOutOfMemory,
+  onReleaseCached,
   type Stream,
   type StreamCapture,
 } from '@cuda-tasks/cudadrv';
@@ -41,7 +42,24 @@ export interface HandleWorkspace<H> {
    * does); then `set` runs after every `setStream`.
    */
   resetBySetStream?: boolean;
+  /**
+   * The most workspaces one handle holds, bound or spare (default 2, at least 1). A handle
+   * bound to more streams at once (shared past the handle bound, or used through `withStream`)
+   * takes over the workspace it used least recently on another stream, ordered after that
+   * stream's work on the GPU.
+   */
+  maxWorkspacesPerHandle?: number;
+  /**
+   * How long an idle handle keeps its spare workspaces, ms (default 500; `Infinity`: until
+   * the handle is destroyed, `releaseWorkspaces()` or `MemoryPool.releaseCached()`).
+   */
+  keepIdleMs?: number;
 }
+
+/** Workspaces one handle holds at most, by default. */
+export const DEFAULT_MAX_WORKSPACES_PER_HANDLE = 2;
+/** How long an idle handle keeps its spare workspaces by default, ms. */
+export const DEFAULT_KEEP_IDLE_WORKSPACES_MS = 500;
 
 /** What a `HandleCache` needs to know of a library: how to make, bind and destroy a handle. */
 export interface HandleCacheOptions<H> {
@@ -98,8 +116,20 @@ class HandleRecord<H> implements HandleBinding<H> {
   leases = 0;
   /** The stream it was last bound to, kept after release: leases prefer a match. */
   lastBound: Stream | undefined;
-  /** Its workspace per stream (freed when it goes idle, or when the stream is disposed). */
+  /**
+   * Its workspace per stream it is bound to, least recently bound first (each becomes a spare
+   * when the handle goes idle or the stream goes back to the pool; freed when the stream is
+   * disposed).
+   */
   workspaces: Map<Stream, DeviceBuffer> | undefined;
+  /**
+   * Workspaces bound to no stream, kept for the next bind (each was last used on its
+   * `lastStream`, whose work a new stream waits for). With `workspaces`, at most the cache's
+   * `maxWorkspacesPerHandle`.
+   */
+  readonly spares: DeviceBuffer[] = [];
+  /** When it last went idle (performance.now()), for the spares' idle trim. */
+  idleSince = 0;
   /** Its workspace on the bound stream. */
   workspace: DeviceBuffer | undefined;
   /** The workspace the library has: address and size (0: none or the library's own). */
@@ -167,9 +197,12 @@ const registry = processWide<HandleRegistry>('handle-caches', () => ({
  * - **Lazy binding with one rebind-skip rule**: `get()` binds only when the current stream
  *   differs from the bound one, and calls `setStream` only when the library does not have
  *   that stream already (a pooled stream that came back with the same handle costs nothing).
- * - **A workspace per (handle, stream)** if asked: allocated from the stream-ordered pool on
- *   that stream, so two streams never share one; freed (ordered on its stream) when the
- *   handle goes idle or the stream is disposed.
+ * - **A workspace per (handle, stream)** if asked, so two streams never use one at once: at
+ *   most `maxWorkspacesPerHandle` per handle (default 2), allocated from the stream-ordered
+ *   pool and kept with the handle when it goes idle (the next task's stream waits on the GPU
+ *   for the last one's use), so tasks allocate none; freed (ordered on their streams) after
+ *   `keepIdleMs` idle, by `releaseWorkspaces()` / `MemoryPool.releaseCached()` / out of
+ *   memory, when the handle is destroyed or the stream disposed.
  * - **A GPU-side hand-off**: when a handle goes idle, an event is recorded where its work went
  *   last, and the next bind to another stream waits for it; with `ordered`, every switch of
  *   streams is ordered so.
@@ -200,6 +233,9 @@ export class HandleCache<H> implements TaskResourceOwner {
   readonly #removeListeners: (() => void)[];
   #maxHandles: number | undefined;
   #maxIdle: number | undefined;
+  readonly #maxWorkspaces: number;
+  readonly #keepIdleMs: number;
+  #trimTimer: ReturnType<typeof setTimeout> | undefined;
   #created = 0;
   #destroyed = 0;
   #leased = 0;
@@ -209,6 +245,16 @@ export class HandleCache<H> implements TaskResourceOwner {
   constructor(options: HandleCacheOptions<H>) {
     checkBound(`${options.name}: maxHandlesPerContext`, options.maxHandlesPerContext, 1);
     checkBound(`${options.name}: maxIdlePerContext`, options.maxIdlePerContext, 0);
+    const workspace = options.workspace;
+    checkBound(`${options.name}: maxWorkspacesPerHandle`, workspace?.maxWorkspacesPerHandle, 1);
+    const keepIdleMs = workspace?.keepIdleMs ?? DEFAULT_KEEP_IDLE_WORKSPACES_MS;
+    if (!(keepIdleMs >= 0)) {
+      throw new RangeError(
+        `${options.name}: keepIdleMs must be >= 0 (or Infinity), got ${String(keepIdleMs)}`,
+      );
+    }
+    this.#maxWorkspaces = workspace?.maxWorkspacesPerHandle ?? DEFAULT_MAX_WORKSPACES_PER_HANDLE;
+    this.#keepIdleMs = keepIdleMs;
     this.name = options.name;
     this.#options = options;
     this.#ordered = options.ordered ?? true;
@@ -223,7 +269,9 @@ export class HandleCache<H> implements TaskResourceOwner {
         } catch (error) {
           reportCleanupError(error, undefined);
         }
+        this.#releaseQuietly(context);
       }),
+      onReleaseCached((context) => this.#releaseQuietly(context)),
     ];
     registry.caches.add(this as HandleCache<unknown>);
   }
@@ -236,6 +284,11 @@ export class HandleCache<H> implements TaskResourceOwner {
   /** Idle handles kept per context. */
   get maxIdlePerContext(): number {
     return this.#maxIdle ?? this.maxHandlesPerContext;
+  }
+
+  /** The most workspaces one handle holds, bound or spare (`maxWorkspacesPerHandle`). */
+  get maxWorkspacesPerHandle(): number {
+    return this.#maxWorkspaces;
   }
 
   /** Whether `dispose()` has been called. */
@@ -318,19 +371,95 @@ export class HandleCache<H> implements TaskResourceOwner {
     let workspaces = record.workspaces;
     let workspace = workspaces?.get(stream);
     if (bytes > 0 && (workspace === undefined || workspace.byteLength !== bytes)) {
-      const old = workspace;
-      // Allocated on `stream` and used only there: no hand-off to order.
-      workspace = DeviceBuffer.allocate(bytes, { stream });
+      if (workspace !== undefined) {
+        this.#dropWorkspace(record, stream);
+        workspace.dispose();
+      }
+      // A spare or one taken over is handed to `stream` behind a GPU-side wait (useOn); a new
+      // one is allocated on `stream` and used only there.
+      workspace =
+        this.#reuseWorkspace(record, stream, bytes) ?? DeviceBuffer.allocate(bytes, { stream });
       if (workspaces === undefined) record.workspaces = workspaces = new Map();
       workspaces.set(stream, workspace);
-      if (old === undefined) this.#holdsWorkspace(stream, 1);
-      old?.dispose();
+      this.#holdsWorkspace(stream, 1);
     } else if (bytes === 0 && workspace !== undefined) {
       this.#dropWorkspace(record, stream);
       workspace.dispose();
       workspace = undefined;
+    } else if (workspace !== undefined && workspaces!.size > 1) {
+      // Most recently bound last: a take-over picks the first.
+      workspaces!.delete(stream);
+      workspaces!.set(stream, workspace);
     }
     return workspace;
+  }
+
+  /**
+   * A workspace of `bytes` for `stream` without allocating: a spare (one last used on
+   * `stream` first), or at `maxWorkspacesPerHandle` the one bound least recently to another
+   * stream, which `stream` then waits for on the GPU. Undefined: allocate one.
+   */
+  #reuseWorkspace(
+    record: HandleRecord<H>,
+    stream: Stream,
+    bytes: number,
+  ): DeviceBuffer | undefined {
+    const spares = record.spares;
+    let chosen = -1;
+    for (let i = spares.length - 1; i >= 0; i--) {
+      const spare = spares[i]!;
+      if (spare.byteLength !== bytes) {
+        // Of a size no longer asked for.
+        spares.splice(i, 1);
+        if (chosen > i) chosen--;
+        spare.dispose();
+        continue;
+      }
+      if (chosen < 0 || spare.lastStream === stream) chosen = i;
+    }
+    if (chosen >= 0) {
+      const spare = spares.splice(chosen, 1)[0]!;
+      spare.useOn(stream, 'write');
+      return spare;
+    }
+    const workspaces = record.workspaces;
+    if (workspaces === undefined || workspaces.size + spares.length < this.#maxWorkspaces) {
+      return undefined;
+    }
+    for (const [other, victim] of workspaces) {
+      // A capturing stream's own workspace is left alone (its pre-capture use is not ended).
+      if (other === stream || other.capture !== null) continue;
+      this.#dropWorkspace(record, other);
+      if (victim.byteLength !== bytes) {
+        victim.dispose();
+        return undefined;
+      }
+      // Marks everything issued on `other` so far as its last use, then hands it over.
+      victim.useOn(other, 'write');
+      victim.useOn(stream, 'write');
+      return victim;
+    }
+    return undefined;
+  }
+
+  /**
+   * Keeps a workspace that `stream` no longer has as a spare of `record` (its use there ends
+   * with the work issued so far), or frees it, ordered on `stream`, where the handle has its
+   * fill of spares, the stream cannot take the mark (disposed, capturing) or the cache is
+   * disposed.
+   */
+  #park(record: HandleRecord<H>, stream: Stream, workspace: DeviceBuffer): void {
+    if (
+      this.#disposed ||
+      stream.disposed ||
+      stream.capture !== null ||
+      record.spares.length >= this.#maxWorkspaces
+    ) {
+      workspace.dispose();
+      return;
+    }
+    workspace.useOn(stream, 'write');
+    record.spares.push(workspace);
   }
 
   /**
@@ -419,23 +548,28 @@ export class HandleCache<H> implements TaskResourceOwner {
     this.#idle(record);
   }
 
-  /** A handle nobody leases any more: hand-off, free workspaces, then idle or destroy. */
+  /**
+   * A handle nobody leases any more: hand-off, its workspaces become spares (freed after
+   * `keepIdleMs` idle), then idle or destroy.
+   */
   #idle(record: HandleRecord<H>): void {
     const handles = this.#contextHandles(record.context);
     try {
       record.binding.release();
-      this.#freeWorkspaces(record);
+      this.#parkWorkspaces(record);
     } finally {
       if (!this.#disposed && handles.idle.length < this.maxIdlePerContext) {
         handles.idle.push(record);
+        record.idleSince = performance.now();
+        if (record.spares.length > 0) this.#scheduleTrim(this.#keepIdleMs);
       } else {
         this.#destroy(record);
       }
     }
   }
 
-  /** Frees every workspace of `record`, each ordered on its stream. */
-  #freeWorkspaces(record: HandleRecord<H>): void {
+  /** Makes every bound workspace of `record` a spare (or frees it; see `#park`). */
+  #parkWorkspaces(record: HandleRecord<H>): void {
     const workspaces = record.workspaces;
     record.workspace = undefined;
     if (workspaces === undefined || workspaces.size === 0) return;
@@ -443,13 +577,114 @@ export class HandleCache<H> implements TaskResourceOwner {
     for (const [stream, workspace] of workspaces) {
       this.#holdsWorkspace(stream, -1);
       try {
-        workspace.dispose();
+        this.#park(record, stream, workspace);
       } catch (error) {
         errors.push(error);
       }
     }
     workspaces.clear();
+    throwCollected(errors, `${this.name}: releasing workspaces failed`);
+  }
+
+  /** Frees every workspace of `record`, bound and spare, each ordered on its stream. */
+  #freeWorkspaces(record: HandleRecord<H>): void {
+    const workspaces = record.workspaces;
+    record.workspace = undefined;
+    const errors: unknown[] = [];
+    for (const spare of record.spares.splice(0)) {
+      try {
+        spare.dispose();
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    if (workspaces !== undefined) {
+      for (const [stream, workspace] of workspaces) {
+        this.#holdsWorkspace(stream, -1);
+        try {
+          workspace.dispose();
+        } catch (error) {
+          errors.push(error);
+        }
+      }
+      workspaces.clear();
+    }
     throwCollected(errors, `${this.name}: freeing workspaces failed`);
+  }
+
+  /** Frees the spare workspaces of `record`; returns their bytes. */
+  #freeSpares(record: HandleRecord<H>): number {
+    let bytes = 0;
+    const errors: unknown[] = [];
+    for (const spare of record.spares.splice(0)) {
+      bytes += spare.byteLength;
+      try {
+        spare.dispose();
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    throwCollected(errors, `${this.name}: freeing spare workspaces failed`);
+    return bytes;
+  }
+
+  /** Arms the idle trim of spares in `ms` (an unreferenced timer) unless armed or disabled. */
+  #scheduleTrim(ms: number): void {
+    if (this.#trimTimer !== undefined || !Number.isFinite(ms) || this.#disposed) return;
+    this.#trimTimer = setTimeout(() => this.#trimIdleSpares(), ms);
+    this.#trimTimer.unref?.();
+  }
+
+  /** Frees the spares of handles idle for `keepIdleMs`; re-arms for those idle for less. */
+  #trimIdleSpares(): void {
+    this.#trimTimer = undefined;
+    const now = performance.now();
+    let next = Number.POSITIVE_INFINITY;
+    for (const handles of this.#contexts.values()) {
+      for (const record of handles.idle) {
+        if (record.spares.length === 0) continue;
+        const left = record.idleSince + this.#keepIdleMs - now;
+        if (left > 0) {
+          next = Math.min(next, left);
+          continue;
+        }
+        try {
+          this.#freeSpares(record);
+        } catch (error) {
+          reportCleanupError(error, undefined);
+        }
+      }
+    }
+    if (next !== Number.POSITIVE_INFINITY) this.#scheduleTrim(Math.max(1, next));
+  }
+
+  /**
+   * Frees the spare workspaces of every handle (of `context`, or of every context), idle or
+   * leased; bound ones stay. `MemoryPool.releaseCached()` and out-of-memory call it. Returns
+   * the bytes freed (each free ordered on the stream the workspace was used on last).
+   */
+  releaseWorkspaces(context?: Context): number {
+    let bytes = 0;
+    const errors: unknown[] = [];
+    for (const record of this.#records.values()) {
+      if (context !== undefined && record.context !== context) continue;
+      try {
+        bytes += this.#freeSpares(record);
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    throwCollected(errors, `${this.name}: freeing spare workspaces failed`);
+    return bytes;
+  }
+
+  /** `releaseWorkspaces` for a hook: failures go to the cleanup errors. */
+  #releaseQuietly(context: Context): void {
+    try {
+      this.releaseWorkspaces(context);
+    } catch (error) {
+      reportCleanupError(error, undefined);
+    }
   }
 
   /** Counts a handle more (`change` 1) or less (-1) holding a workspace on `stream`. */
@@ -486,6 +721,13 @@ export class HandleCache<H> implements TaskResourceOwner {
   #streamDisposed(stream: Stream): void {
     for (const record of this.#records.values()) {
       try {
+        const spares = record.spares;
+        for (let i = spares.length - 1; i >= 0; i--) {
+          const spare = spares[i]!;
+          if (spare.lastStream !== stream) continue;
+          spares.splice(i, 1);
+          spare.dispose(); // ordered on the stream, still alive while this runs
+        }
         const workspace = record.workspaces?.get(stream);
         if (workspace !== undefined) {
           this.#dropWorkspace(record, stream);
@@ -504,8 +746,9 @@ export class HandleCache<H> implements TaskResourceOwner {
 
   /**
    * A pool stream went back to the pool (every task holding it has settled): the workspaces
-   * handles still leased (shared, or used there through withStream) hold on it are freed,
-   * ordered on it; a handle bound there rebinds at its next use. Never throws.
+   * handles still leased (shared, or used there through withStream) hold on it become their
+   * spares (their use there ends with the work issued so far); a handle bound there rebinds
+   * at its next use. Never throws.
    */
   #streamReleased(stream: Stream): void {
     if (!this.#workspaceHolders.has(stream)) return;
@@ -516,7 +759,7 @@ export class HandleCache<H> implements TaskResourceOwner {
         this.#dropWorkspace(record, stream);
         if (record.workspace === workspace) record.workspace = undefined;
         if (record.binding.stream === stream) record.binding.invalidate();
-        workspace.dispose();
+        this.#park(record, stream, workspace);
       } catch (error) {
         reportCleanupError(error, undefined);
       }
@@ -621,7 +864,9 @@ export class HandleCache<H> implements TaskResourceOwner {
 
   /**
    * Handles created and destroyed so far; idle and leased now (`leased` counts task leases,
-   * `handles` the handles alive); `shared`: leases that shared a handle past the bound.
+   * `handles` the handles alive); `shared`: leases that shared a handle past the bound;
+   * `workspaces` and `workspaceBytes`: the workspaces the handles hold now, bound or spare (at
+   * most `maxWorkspacesPerHandle` per handle).
    */
   statistics(): {
     created: number;
@@ -630,9 +875,24 @@ export class HandleCache<H> implements TaskResourceOwner {
     leased: number;
     handles: number;
     shared: number;
+    workspaces: number;
+    workspaceBytes: number;
   } {
     let idle = 0;
     for (const handles of this.#contexts.values()) idle += handles.idle.length;
+    let workspaces = 0;
+    let workspaceBytes = 0;
+    for (const record of this.#records.values()) {
+      for (const spare of record.spares) {
+        workspaces++;
+        workspaceBytes += spare.byteLength;
+      }
+      if (record.workspaces === undefined) continue;
+      for (const workspace of record.workspaces.values()) {
+        workspaces++;
+        workspaceBytes += workspace.byteLength;
+      }
+    }
     return {
       created: this.#created,
       destroyed: this.#destroyed,
@@ -640,6 +900,8 @@ export class HandleCache<H> implements TaskResourceOwner {
       leased: this.#leased,
       handles: this.#records.size,
       shared: this.#shared,
+      workspaces,
+      workspaceBytes,
     };
   }
 
@@ -653,7 +915,11 @@ export class HandleCache<H> implements TaskResourceOwner {
     this.#disposed = true;
     registry.caches.delete(this as HandleCache<unknown>);
     for (const remove of this.#removeListeners) remove();
+    if (this.#trimTimer !== undefined) clearTimeout(this.#trimTimer);
+    this.#trimTimer = undefined;
     this.destroyIdle();
+    // Leased handles keep what they are bound with until their tasks settle.
+    this.releaseWorkspaces();
   }
 
   [Symbol.dispose](): void {

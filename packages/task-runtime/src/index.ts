@@ -24,7 +24,9 @@ export {
 } from './graphs.js';
 export {
   configureHandles,
+  DEFAULT_KEEP_IDLE_WORKSPACES_MS,
   DEFAULT_MAX_HANDLES_PER_CONTEXT,
+  DEFAULT_MAX_WORKSPACES_PER_HANDLE,
   type HandleBinding,
   type HandleBoundOptions,
   HandleCache,

@@ -38,8 +38,25 @@ export function createFakeDriver() {
     constructor(
       readonly address: number,
       readonly byteLength: number,
-      readonly stream: FakeStream,
+      public stream: FakeStream,
     ) {}
+    /** The stream that used it last (the real buffer's `lastStream`). */
+    get lastStream(): FakeStream {
+      return this.stream;
+    }
+    /**
+     * Declares a use on `stream`: another stream than the last one waits for it (logged
+     * `<stream> waits for <last>`) and becomes the buffer's stream, as the real `useOn` orders
+     * a write (the double knows nothing of completed work, so it always waits).
+     */
+    useOn(stream: FakeStream, _access: 'read' | 'write' = 'write'): bigint {
+      if (this.disposed) throw new DisposedError('FakeDeviceBuffer');
+      if (stream !== this.stream) {
+        stream.waitFor(this.stream);
+        this.stream = stream;
+      }
+      return BigInt(this.address);
+    }
     static allocate(byteLength: number, options: { stream: FakeStream }): FakeDeviceBuffer {
       const reused = FakeDeviceBuffer.freed.get(options.stream)?.get(byteLength)?.pop();
       const address = reused ?? (FakeDeviceBuffer.nextAddress += 0x1000_0000);
@@ -270,6 +287,8 @@ export function createFakeDriver() {
     /** GPU-side steps in order: event records, stream waits, allocations and frees. */
     gpuLog: [] as string[],
     outOfMemoryHooks: new Set<(context: unknown) => void>(),
+    /** The `onReleaseCached` hooks (a test runs them as `MemoryPool.releaseCached()` would). */
+    releaseCachedHooks: new Set<(context: unknown) => void>(),
     /** Each capture step: `begin <stream>`, `end <stream>`, `abort <stream>`, `instantiate graph N`, ... */
     captureLog: [] as string[],
     /** Steps told to fail: begin and end throw, instantiate and update throw. */
@@ -408,6 +427,10 @@ export function createFakeDriver() {
     onOutOfMemory(hook: (context: unknown) => void) {
       state.outOfMemoryHooks.add(hook);
       return () => state.outOfMemoryHooks.delete(hook);
+    },
+    onReleaseCached(hook: (context: unknown) => void) {
+      state.releaseCachedHooks.add(hook);
+      return () => state.releaseCachedHooks.delete(hook);
     },
     onStreamDisposed(listener: (stream: unknown) => void) {
       disposedListeners.add(listener);

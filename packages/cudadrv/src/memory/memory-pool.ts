@@ -44,6 +44,35 @@ export function onOutOfMemory(hook: (context: Context) => void): () => void {
   return () => outOfMemoryHooks.delete(hook);
 }
 
+const releaseCachedHooks = cudadrvState(
+  'release-cached-hooks',
+  () => new Set<(context: Context) => void>(),
+);
+
+/**
+ * Registers a callback that `MemoryPool.releaseCached()` runs after giving the cached blocks
+ * back: free the memory you keep for reuse (the task runtime's handle caches free their spare
+ * workspaces here). It runs on out-of-memory too. Returns a function that unregisters it.
+ */
+export function onReleaseCached(hook: (context: Context) => void): () => void {
+  releaseCachedHooks.add(hook);
+  return () => releaseCachedHooks.delete(hook);
+}
+
+/** Runs the `onReleaseCached` hooks of `context`; throws what failed once all have run. */
+function runReleaseCachedHooks(context: Context): void {
+  const errors: unknown[] = [];
+  for (const hook of releaseCachedHooks) {
+    try {
+      hook(context);
+    } catch (error) {
+      errors.push(error);
+    }
+  }
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) throw new AggregateError(errors, 'releaseCached: hooks failed');
+}
+
 /** The release threshold new pools get: keep freed memory cached (like CUDA.jl and CuPy). */
 const DEFAULT_RELEASE_THRESHOLD = 0xffff_ffff_ffff_ffffn;
 
@@ -98,10 +127,12 @@ export class MemoryPool {
    * (each free ordered on its stream). Disposing a buffer of up to 64 KiB keeps its block
    * for the next allocation of that size on the same stream, so that a loop allocating and
    * freeing small buffers makes no driver call; at most 4 MiB per stream are kept, and they
-   * go back by themselves when the stream is disposed or memory runs out.
+   * go back by themselves when the stream is disposed or memory runs out. Then runs the
+   * `onReleaseCached` hooks (the library handles' spare workspaces go back too).
    */
   releaseCached(): void {
     releaseCached(this.context);
+    runReleaseCachedHooks(this.context);
   }
 
   private attribute(attribute: number): number {
@@ -166,6 +197,7 @@ export class MemoryPool {
   private freeUp(): boolean {
     releaseCached(this.context);
     if (this.context.capturingStreams > 0) return false;
+    runReleaseCachedHooks(this.context);
     for (const hook of outOfMemoryHooks) hook(this.context);
     return true;
   }
