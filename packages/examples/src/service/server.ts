@@ -51,6 +51,7 @@ import {
   requestSignal,
 } from './request-policy.js';
 import { SearchIndex, type SearchIndexOptions, type SearchResult } from './search.js';
+import { memoryStatistics } from './stats.js';
 import {
   DEFAULT_LIMITS,
   type MatmulRequest,
@@ -751,6 +752,11 @@ export function createServer(options: ServerOptions = {}): GpuService {
           status: gpu.usable ? 'ok' : 'unavailable',
           gpu,
         });
+        return;
+      }
+      if (path === '/stats' && request.method === 'GET') {
+        // Memory figures (RSS, the GPU pool's used/reserved, streams, handles): see stats.ts.
+        send(request, response, 200, memoryStatistics());
         return;
       }
       const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
