@@ -38,6 +38,23 @@
 # =stress one after another.
 set -uo pipefail
 
+# The help is the comment above: printed for --help / -h, before anything is looked for.
+usage() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
+for argument in "$@"; do
+  case $argument in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    *)
+      echo "sanitize: unknown argument '$argument' (the script takes none; it reads the variables below)" >&2
+      echo >&2
+      usage >&2
+      exit 2
+      ;;
+  esac
+done
+
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)
 cd "$ROOT"
 
