@@ -3,6 +3,7 @@ import {
   formatVerdict,
   gpuMemoryOf,
   judge,
+  onlyProcessMemory,
   type SoakSample,
   slope,
   trendOf,
@@ -112,6 +113,15 @@ describe('gpuMemoryOf (nvidia-smi --query-compute-apps=pid,used_memory)', () => 
     expect(gpuMemoryOf(csv, 77)).toBe(500);
     expect(gpuMemoryOf(csv, 1)).toBeUndefined();
     expect(gpuMemoryOf('4242, [N/A]\n', 4242)).toBeUndefined();
+  });
+});
+
+describe('onlyProcessMemory (a container whose nvidia-smi lists host pids)', () => {
+  it('answers the one compute process, nothing for none or several', () => {
+    expect(onlyProcessMemory('1026, 3120\n')).toBe(3120);
+    expect(onlyProcessMemory('No running processes found\n')).toBeUndefined();
+    expect(onlyProcessMemory('1026, 3120\n77, 500\n')).toBeUndefined();
+    expect(onlyProcessMemory('1026, [N/A]\n')).toBeUndefined();
   });
 });
 

@@ -219,3 +219,15 @@ export function gpuMemoryOf(csv: string, pid: number): number | undefined {
   }
   return total;
 }
+
+/**
+ * The GPU memory (MiB) of the one compute process in nvidia-smi's
+ * `--query-compute-apps=pid,used_memory` CSV, or undefined when it lists none or several.
+ */
+export function onlyProcessMemory(csv: string): number | undefined {
+  const rows = csv
+    .split('\n')
+    .map((line) => line.split(',').map((part) => part.trim()))
+    .filter((row) => row.length === 2 && row[0] !== '' && Number.isFinite(Number(row[1])));
+  return rows.length === 1 ? Number(rows[0]![1]) : undefined;
+}

@@ -31,7 +31,13 @@ import {
   usage,
 } from '../cli.js';
 import { makeSearchRequest, randomSource } from './client.js';
-import { formatVerdict, gpuMemoryOf, judge, type SoakSample } from './soak-verdict.js';
+import {
+  formatVerdict,
+  gpuMemoryOf,
+  judge,
+  onlyProcessMemory,
+  type SoakSample,
+} from './soak-verdict.js';
 import { startServiceProcess } from './spawn-service.js';
 import type { MemoryStatistics } from './stats.js';
 
@@ -198,12 +204,19 @@ function queryGpuMemory(pid: number): Promise<{ mib?: number; problem?: string }
           return;
         }
         const mib = gpuMemoryOf(stdout, pid);
+        if (mib !== undefined) {
+          resolve({ mib });
+          return;
+        }
+        // In a container nvidia-smi may list host pids: with one compute process on the GPU
+        // (the soak's clients use none), that one is the server.
+        const only = onlyProcessMemory(stdout);
         resolve(
-          mib === undefined
+          only === undefined
             ? {
-                problem: `nvidia-smi lists no compute process with the server's pid ${pid} (another pid namespace?): GPU memory not sampled`,
+                problem: `nvidia-smi lists no compute process with the server's pid ${pid} (another pid namespace?) and not exactly one other: GPU memory not sampled`,
               }
-            : { mib },
+            : { mib: only },
         );
       },
     );
