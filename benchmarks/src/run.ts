@@ -33,7 +33,7 @@ import { cpus, hostname, tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { CudaUnavailableError, deviceCount } from '@cuda-tasks/cudadrv';
+import { availability } from '@cuda-tasks/cudadrv';
 import {
   CommandLineError,
   isEntryPoint,
@@ -383,17 +383,12 @@ const shown = (path: string) => {
 };
 
 /**
- * Why the benchmarks cannot run here (no driver, no GPU), or undefined when a device answers.
- * Asks the driver for its device count, which creates no CUDA context in this process.
+ * Why the benchmarks cannot run here (no driver, no GPU, too old a driver), or undefined when
+ * a device answers. `availability()` creates no CUDA context in this process.
  */
 function gpuUnavailable(): string | undefined {
-  try {
-    deviceCount();
-    return undefined;
-  } catch (error) {
-    if (CudaUnavailableError.isInstance(error)) return error.message;
-    throw error;
-  }
+  const gpu = availability();
+  return gpu.available ? undefined : gpu.reason;
 }
 
 /** The concurrency scaling part: runs it (or with --from reloads its lines) and reports it. */

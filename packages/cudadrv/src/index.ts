@@ -8,6 +8,7 @@
  * in `@cuda-tasks/cudadrv/internal`, which is not public.
  */
 
+export { availability, type CudaAvailability, isAvailable } from './availability.js';
 export { Context, Device, deviceCount } from './context/device.js';
 export {
   currentContext,

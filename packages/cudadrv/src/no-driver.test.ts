@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { availability, isAvailable } from './availability.js';
 import { Device, deviceCount } from './context/device.js';
 import { driverVersion } from './driver.js';
 import { CudaArgumentError, CudaUnavailableError } from './errors.js';
@@ -60,11 +61,24 @@ describe.skipIf(libcudaPresent)('without libcuda', () => {
     expectNoDriver(thrown(() => DeviceArray.fromHost(new Float32Array([1, 2]))));
   });
 
-  it('Stream.create, Event.create, deviceCount and driverVersion throw it too', () => {
+  it('Stream.create, Event.create and driverVersion throw it too', () => {
     expectNoDriver(thrown(() => Stream.create()));
     expectNoDriver(thrown(() => Event.create()));
-    expectNoDriver(thrown(() => deviceCount()));
     expectNoDriver(thrown(() => driverVersion()));
+  });
+
+  it('deviceCount() is 0 and Device.all() empty, without a throw', () => {
+    expect(deviceCount()).toBe(0);
+    expect(Device.all()).toEqual([]);
+  });
+
+  it('isAvailable() is false and availability() gives the error a call would throw', () => {
+    expect(isAvailable()).toBe(false);
+    const found = availability();
+    expect(found).toEqual({ available: false, deviceCount: 0, reason: found.reason });
+    expect(found.reason).toBe(thrown(() => Device.get(0)).message);
+    expect(found.reason).toContain('could not load libcuda.so.1 or libcuda.so.');
+    expect(found.reason).toContain('Install the NVIDIA GPU driver');
   });
 
   it('the error lists why each candidate failed', () => {
@@ -93,6 +107,16 @@ describe('CUDA_TASKS_LIBCUDA pointing to a missing file', () => {
     expect(error.message).toContain('Set CUDA_TASKS_LIBCUDA');
     expect(error.message).not.toContain('libcuda.so.1');
     expect(error.message.split('\n')[1]).toMatch(/^ {2}\/nonexistent\/libcuda\.so: /);
+  });
+
+  it('availability() names the path too, and the next call reads the variable afresh', () => {
+    process.env.CUDA_TASKS_LIBCUDA = '/nonexistent/libcuda.so';
+    expect(availability().reason).toContain(
+      'could not load /nonexistent/libcuda.so (from CUDA_TASKS_LIBCUDA)',
+    );
+    expect(deviceCount()).toBe(0);
+    process.env.CUDA_TASKS_LIBCUDA = '/nonexistent/other-libcuda.so';
+    expect(availability().reason).toContain('/nonexistent/other-libcuda.so');
   });
 
   it('the same holds for array creation and streams', () => {

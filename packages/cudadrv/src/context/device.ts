@@ -1,5 +1,5 @@
 import { check, driver } from '../driver.js';
-import { CaptureError, CudaArgumentError } from '../errors.js';
+import { CaptureError, CudaArgumentError, CudaUnavailableError } from '../errors.js';
 import {
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
@@ -38,8 +38,25 @@ function partMissing(file: string): never {
   throw new Error(`@cuda-tasks/cudadrv: ${file} is not loaded; import the package entry`);
 }
 
-/** Number of CUDA devices visible to this process. */
+/**
+ * Number of CUDA devices visible to this process: 0 where no driver library loads or the
+ * driver finds no GPU (`availability()` says why), never a throw for those.
+ * @example const gpus = deviceCount(); // 0 on a machine without an NVIDIA driver
+ */
 export function deviceCount(): number {
+  try {
+    return visibleDeviceCount();
+  } catch (error) {
+    if (CudaUnavailableError.isInstance(error)) return 0;
+    throw error;
+  }
+}
+
+/**
+ * @internal The device count from the driver; throws the driver's CudaUnavailableError where
+ * it does not load or finds no GPU (what `Device.get` reports).
+ */
+export function visibleDeviceCount(): number {
   const count = [0];
   check(driver().cuDeviceGetCount(count), 'cuDeviceGetCount');
   return count[0]!;
@@ -72,7 +89,7 @@ export class Device {
     if (!Number.isInteger(ordinal) || ordinal < 0) {
       throw new CudaArgumentError(`device ordinal must be a non-negative integer, got ${ordinal}`);
     }
-    const count = deviceCount();
+    const count = visibleDeviceCount();
     if (ordinal >= count) {
       throw new CudaArgumentError(
         `device ${ordinal} does not exist: this process sees ${count} CUDA device${count === 1 ? '' : 's'} (ordinals 0..${count - 1})`,
@@ -85,7 +102,7 @@ export class Device {
     return device;
   }
 
-  /** All visible devices. */
+  /** All visible devices: none where no driver loads or it finds no GPU (as `deviceCount()`). */
   static all(): Device[] {
     return Array.from({ length: deviceCount() }, (_, i) => Device.get(i));
   }
