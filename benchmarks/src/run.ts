@@ -85,13 +85,23 @@ interface RunArguments {
 export const benchCommandLine = {
   command: 'pnpm bench',
   options: {
-    out: { type: 'string', placeholder: 'DIR', description: 'output folder (benchmarks/out)' },
+    out: {
+      type: 'string',
+      placeholder: 'DIR',
+      description: 'output folder',
+      default: 'benchmarks/out',
+    },
     from: {
       type: 'string',
       placeholder: 'DIR',
       description: 'rebuild the report from saved lines',
     },
-    rounds: { type: 'string', placeholder: 'N', description: 'alternating C / ours rounds (3)' },
+    rounds: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'alternating C / ours rounds',
+      default: 3,
+    },
     'skip-c': { type: 'boolean', description: 'leave out the C baseline' },
     'skip-python': { type: 'boolean', description: 'leave out CuPy and PyTorch' },
     'skip-ours': { type: 'boolean', description: 'leave out ours' },
@@ -113,7 +123,8 @@ export const benchCommandLine = {
  */
 export function parseBenchArguments(argv: readonly string[]): RunArguments {
   const { values } = parseCommandLine(argv, benchCommandLine);
-  const rounds = values.rounds === undefined ? 3 : Number(values.rounds);
+  const rounds =
+    values.rounds === undefined ? benchCommandLine.options.rounds.default : Number(values.rounds);
   if (!Number.isSafeInteger(rounds) || rounds < 1) {
     throw new CommandLineError(
       `--rounds needs a positive integer, got ${values.rounds || 'nothing'}`,

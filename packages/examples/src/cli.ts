@@ -14,8 +14,13 @@ export interface CommandLineOption {
   readonly type: 'boolean' | 'string';
   /** What the value is, shown in the usage (e.g. `DIR`); for `string` flags. */
   readonly placeholder?: string;
-  /** One line for the usage. */
+  /** One line for the usage, without the default. */
   readonly description: string;
+  /**
+   * What the command uses when the flag is absent, printed after the description in
+   * parentheses. The parser falls back to this same value, so that `--help` cannot drift.
+   */
+  readonly default?: string | number;
 }
 
 /** The flags of a command, by long name (without the dashes). */
@@ -58,8 +63,15 @@ function flagText(name: string, option: CommandLineOption): string {
   return option.type === 'string' ? `--${name} ${option.placeholder ?? 'VALUE'}` : `--${name}`;
 }
 
+function describeOption(option: CommandLineOption): string {
+  return option.default === undefined
+    ? option.description
+    : `${option.description} (${option.default})`;
+}
+
 /**
- * The usage text of a command: one line with every flag, then one line per flag.
+ * The usage text of a command: one line with every flag, then one line per flag (its
+ * description and, in parentheses, its default).
  * @example usage({ command: 'pnpm demo', options: { trace: { type: 'boolean', description: 'trace' } } });
  */
 export function usage<O extends CommandLineOptions>(spec: CommandLineSpec<O>): string {
@@ -68,7 +80,7 @@ export function usage<O extends CommandLineOptions>(spec: CommandLineSpec<O>): s
   if (spec.positionals) head.push(spec.positionals);
   const width = Math.max(...options.map(([name, option]) => flagText(name, option).length));
   const lines = options.map(
-    ([name, option]) => `  ${flagText(name, option).padEnd(width)}  ${option.description}`,
+    ([name, option]) => `  ${flagText(name, option).padEnd(width)}  ${describeOption(option)}`,
   );
   return `usage: ${head.join(' ')}\n${lines.join('\n')}`;
 }

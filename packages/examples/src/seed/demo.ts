@@ -49,10 +49,11 @@ export const demoCommandLine = {
     out: {
       type: 'string',
       placeholder: 'DIR',
-      description: 'where the timelines and the trace go (out/)',
+      description: 'where the timelines and the trace go',
+      default: 'packages/examples/out',
     },
-    n: { type: 'string', placeholder: 'N', description: 'matrix size (1024)' },
-    warmups: { type: 'string', placeholder: 'N', description: 'warm-up iterations (1000)' },
+    n: { type: 'string', placeholder: 'N', description: 'matrix size', default: 1024 },
+    warmups: { type: 'string', placeholder: 'N', description: 'warm-up iterations', default: 1000 },
   },
 } as const;
 
@@ -81,8 +82,8 @@ export function parseDemoArguments(
   return {
     trace: values.trace === true || environment.CUDA_TASKS_TRACE === '1',
     out: values.out === undefined ? defaultOut : resolve(values.out),
-    n: integer('n', 1024, 1),
-    warmups: integer('warmups', 1000, 0),
+    n: integer('n', demoCommandLine.options.n.default, 1),
+    warmups: integer('warmups', demoCommandLine.options.warmups.default, 0),
   };
 }
 

@@ -47,7 +47,7 @@ import {
   runClient,
   type ScheduleResult,
 } from './client-process.js';
-import { createServer, type ServerOptions } from './server.js';
+import { createServer, DEFAULT_GPU_IN_FLIGHT, type ServerOptions } from './server.js';
 import { formatNumber } from './statistics.js';
 import {
   HEAD_OF_LINE_MODES,
@@ -138,6 +138,14 @@ export interface LoadOptions {
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 
+/** Requests a closed-loop run sends at most, unless `--requests` says: per workload. */
+export const DEFAULT_RUN_REQUESTS = { solve: 2000, search: 6000 } as const;
+/**
+ * Warm-up requests before each closed-loop run, unless `--warmup` says: every run's client is
+ * a new process, and its JIT warms up on these (the server's warmed up in the round not counted).
+ */
+export const DEFAULT_CLOSED_LOOP_WARMUP = 1000;
+
 /** The load script's flags (`pnpm --filter @cuda-tasks/examples load --help`). */
 export const loadCommandLine = {
   command: 'load.ts',
@@ -145,54 +153,100 @@ export const loadCommandLine = {
     requests: {
       type: 'string',
       placeholder: 'N',
-      description: 'requests per run at most (2000; search 6000)',
+      description: 'requests per run at most',
+      default: `${DEFAULT_RUN_REQUESTS.solve}; search ${DEFAULT_RUN_REQUESTS.search}`,
     },
-    seconds: { type: 'string', placeholder: 'S', description: 'seconds per run at most (20)' },
-    concurrency: { type: 'string', placeholder: 'N', description: 'requests in flight (32)' },
-    n: { type: 'string', placeholder: 'N', description: 'matrix size (128)' },
+    seconds: {
+      type: 'string',
+      placeholder: 'S',
+      description: 'seconds per run at most',
+      default: 20,
+    },
+    concurrency: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'requests in flight',
+      default: 32,
+    },
+    n: { type: 'string', placeholder: 'N', description: 'matrix size', default: 128 },
     mode: {
       type: 'string',
       placeholder: 'both|task|shared',
-      description: 'in-process modes (both)',
+      description: 'in-process modes',
+      default: 'both',
     },
     rounds: {
       type: 'string',
       placeholder: 'N',
-      description: 'measured rounds of the closed-loop modes, taking turns (3)',
+      description: 'measured rounds of the closed-loop modes, taking turns',
+      default: 3,
     },
-    url: { type: 'string', placeholder: 'URL', description: 'a running server (loopback only)' },
+    url: {
+      type: 'string',
+      placeholder: 'URL',
+      description: 'a running server, at a loopback address',
+    },
     warmup: {
       type: 'string',
       placeholder: 'N',
-      description: 'warm-up requests per run (1000; head-of-line: the concurrency)',
+      description: 'warm-up requests per run',
+      default: `${DEFAULT_CLOSED_LOOP_WARMUP}; head-of-line: the concurrency`,
     },
-    problems: { type: 'string', placeholder: 'N', description: 'distinct systems (16)' },
-    seed: { type: 'string', placeholder: 'N', description: 'seed of the problems (1)' },
-    route: { type: 'string', placeholder: 'solve|solve-random', description: 'route (solve)' },
+    problems: { type: 'string', placeholder: 'N', description: 'distinct systems', default: 16 },
+    seed: { type: 'string', placeholder: 'N', description: 'seed of the problems', default: 1 },
+    route: {
+      type: 'string',
+      placeholder: 'solve|solve-random',
+      description: 'route',
+      default: 'solve',
+    },
     workload: {
       type: 'string',
       placeholder: 'solve,head-of-line,search',
-      description: 'workloads to run, in order (solve)',
+      description: 'workloads to run, in order',
+      default: 'solve',
     },
-    'small-n': { type: 'string', placeholder: 'N', description: 'head-of-line: small n (256)' },
-    'large-n': { type: 'string', placeholder: 'N', description: 'head-of-line: large n (4096)' },
+    'small-n': {
+      type: 'string',
+      placeholder: 'N',
+      description: 'head-of-line: small n',
+      default: 256,
+    },
+    'large-n': {
+      type: 'string',
+      placeholder: 'N',
+      description: 'head-of-line: large n',
+      default: 4096,
+    },
     'small-rate': {
       type: 'string',
       placeholder: 'R',
-      description: 'head-of-line: small requests per second (200)',
+      description: 'head-of-line: small requests per second',
+      default: 200,
     },
     'large-every': {
       type: 'string',
       placeholder: 'MS',
-      description: 'head-of-line: a large request every MS ms (250)',
+      description: 'head-of-line: a large request every MS ms',
+      default: 250,
     },
-    rows: { type: 'string', placeholder: 'N', description: 'search: embeddings (1000000)' },
-    k: { type: 'string', placeholder: 'K', description: 'search: neighbours per query (10)' },
+    rows: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'search: embeddings',
+      default: 1_000_000,
+    },
+    k: {
+      type: 'string',
+      placeholder: 'K',
+      description: 'search: neighbours per query',
+      default: 10,
+    },
     'in-flight': {
       type: 'string',
       placeholder: 'N',
-      description:
-        "search: requests whose GPU work runs at once (the server's default 8; 0: no bound)",
+      description: 'search: requests whose GPU work runs at once, 0 for no bound',
+      default: `the server's, ${DEFAULT_GPU_IN_FLIGHT['/search']}`,
     },
   },
 } as const;
@@ -218,11 +272,11 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
   };
   const options: LoadOptions = {
     requests: values.requests === undefined ? undefined : integer('requests', 0, 10_000_000),
-    seconds: 20,
-    concurrency: integer('concurrency', 32, 4096),
-    n: integer('n', 128, 2048),
+    seconds: loadCommandLine.options.seconds.default,
+    concurrency: integer('concurrency', loadCommandLine.options.concurrency.default, 4096),
+    n: integer('n', loadCommandLine.options.n.default, 2048),
     modes: ['task', 'shared'],
-    rounds: integer('rounds', 3, 100),
+    rounds: integer('rounds', loadCommandLine.options.rounds.default, 100),
     url: undefined,
     warmup:
       values.warmup === undefined
@@ -230,16 +284,16 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
         : values.warmup === '0'
           ? 0
           : integer('warmup', 0, 1_000_000),
-    problems: integer('problems', 16, 1024),
-    seed: integer('seed', 1, 2 ** 31 - 1),
+    problems: integer('problems', loadCommandLine.options.problems.default, 1024),
+    seed: integer('seed', loadCommandLine.options.seed.default, 2 ** 31 - 1),
     route: 'solve',
     workloads: ['solve'],
-    smallN: integer('small-n', 256, 8192),
-    largeN: integer('large-n', 4096, 8192),
-    smallRate: integer('small-rate', 200, 100_000),
-    largeEveryMs: integer('large-every', 250, 3_600_000),
-    rows: integer('rows', 1_000_000, 100_000_000),
-    k: integer('k', 10, 100),
+    smallN: integer('small-n', loadCommandLine.options['small-n'].default, 8192),
+    largeN: integer('large-n', loadCommandLine.options['large-n'].default, 8192),
+    smallRate: integer('small-rate', loadCommandLine.options['small-rate'].default, 100_000),
+    largeEveryMs: integer('large-every', loadCommandLine.options['large-every'].default, 3_600_000),
+    rows: integer('rows', loadCommandLine.options.rows.default, 100_000_000),
+    k: integer('k', loadCommandLine.options.k.default, 100),
     inFlight:
       values['in-flight'] === undefined
         ? undefined
@@ -367,14 +421,6 @@ const printProgress = {
   onProgress: (message: Extract<ClientMessage, { type: 'progress' }>) =>
     console.log(progressLine(message)),
 };
-
-/** Requests a closed-loop run sends at most, unless `--requests` says: per workload. */
-export const DEFAULT_RUN_REQUESTS = { solve: 2000, search: 6000 } as const;
-/**
- * Warm-up requests before each closed-loop run, unless `--warmup` says: every run's client is
- * a new process, and its JIT warms up on these (the server's warmed up in the round not counted).
- */
-export const DEFAULT_CLOSED_LOOP_WARMUP = 1000;
 
 /**
  * What each run of a closed-loop workload measures: `options` with the workload's defaults for

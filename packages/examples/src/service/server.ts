@@ -21,16 +21,15 @@ import type { AddressInfo } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { gemv, matmul, nrm2 } from '@cuda-tasks/cublas';
 import {
+  availability,
   CudaArgumentError,
   CudaError,
   CudaOutOfMemoryError,
   CudaUnavailableError,
   currentStream,
   DeviceArray,
-  deviceCount,
   Stream,
 } from '@cuda-tasks/cudadrv';
-import { stickyError } from '@cuda-tasks/cudadrv/internal';
 import { SingularMatrixError, solve, startIssueWorker } from '@cuda-tasks/cusolver';
 import { prewarm, type TaskOptions, task, withStream } from '@cuda-tasks/task-runtime';
 import {
@@ -281,24 +280,14 @@ export interface GpuHealth {
 }
 
 /**
- * Whether the GPU is usable: the driver loads and reports a device (without creating a
- * context), and no sticky error (an illegal address, a failed launch) has made the context
- * unusable.
+ * Whether the GPU is usable: cudadrv's `availability()` (the driver loads and reports a
+ * device, without creating a context, and no sticky error such as an illegal address has made
+ * the context unusable), its reason cut to the first line without file paths.
  */
 export function gpuHealth(): GpuHealth {
-  const sticky = stickyError();
-  if (sticky !== undefined) {
-    return {
-      usable: false,
-      reason: `the CUDA context is unusable since ${sticky}; the service must restart`,
-    };
-  }
-  try {
-    return { usable: true, devices: deviceCount() };
-  } catch (error) {
-    if (!CudaUnavailableError.isInstance(error)) throw error;
-    return { usable: false, reason: withoutDirectories(error.message) };
-  }
+  const gpu = availability();
+  if (gpu.available) return { usable: true, devices: gpu.deviceCount };
+  return { usable: false, reason: withoutDirectories(gpu.reason ?? 'unknown reason') };
 }
 
 /**
@@ -941,6 +930,9 @@ export function createServer(options: ServerOptions = {}): GpuService {
   return Object.assign(server, { shutdown, statistics });
 }
 
+/** The default of `--grace-ms`: how long requests in flight may take at shutdown. */
+export const DEFAULT_GRACE_MS = 10_000;
+
 /** The service's flags (`pnpm --filter @cuda-tasks/examples serve --help`). */
 export const serverCommandLine = {
   command: 'server.ts',
@@ -948,24 +940,23 @@ export const serverCommandLine = {
     port: {
       type: 'string',
       placeholder: 'N',
-      description: 'port on 127.0.0.1 ($PORT, else random)',
+      description: 'port on 127.0.0.1',
+      default: '$PORT, else a random free one',
     },
     'shared-stream': { type: 'boolean', description: 'run every request on one shared stream' },
     'no-priorities': {
       type: 'boolean',
-      description: 'run every request at normal priority (default: small requests high)',
+      description: 'run every request at normal priority; without it, small requests run high',
     },
     'grace-ms': {
       type: 'string',
       placeholder: 'MS',
       description:
-        'on SIGTERM / SIGINT, how long requests in flight may take before they are cancelled (10000)',
+        'on SIGTERM / SIGINT, how long requests in flight may take before they are cancelled',
+      default: DEFAULT_GRACE_MS,
     },
   },
 } as const;
-
-/** The default of `--grace-ms`: how long requests in flight may take at shutdown. */
-export const DEFAULT_GRACE_MS = 10_000;
 
 /**
  * Parses the service's command line: the port (from `--port N`, then `$PORT`, then 0, a random
@@ -1070,13 +1061,22 @@ export function stopOnSignals(service: GpuService, options: StopOnSignalsOptions
  */
 export function main(argv: readonly string[] = process.argv.slice(2)): Promise<GpuService> {
   const { port, sharedStream, priorities, graceMs } = parseServerArguments(argv);
-  try {
-    prewarm(0, priorities ? ['normal', 'high'] : ['normal']);
-    // Large solves are issued from cuSOLVER's issue worker: start it now, not on the first one.
-    void startIssueWorker();
-  } catch (error) {
-    // Without a GPU the service still starts (its GPU routes answer 503; /health says why).
-    if (!CudaUnavailableError.isInstance(error)) throw error;
+  // Without a GPU the service still starts, saying so once here; its GPU routes answer 503.
+  const gpu = gpuHealth();
+  if (!gpu.usable) {
+    console.error(
+      `no usable GPU: ${gpu.reason} The GPU routes answer 503 while none is usable; GET /health says why.`,
+    );
+  } else {
+    try {
+      prewarm(0, priorities ? ['normal', 'high'] : ['normal']);
+      // Large solves are issued from cuSOLVER's issue worker: start it now, not on the first one.
+      void startIssueWorker();
+    } catch (error) {
+      // A CUDA library missing: the routes that need it answer 503 saying which.
+      if (!CudaUnavailableError.isInstance(error)) throw error;
+      console.error(`prewarm skipped: ${withoutDirectories(error.message)}`);
+    }
   }
   const server = createServer({ sharedStream, priorities });
   return new Promise((resolveServer, reject) => {

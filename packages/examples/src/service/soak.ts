@@ -45,25 +45,37 @@ import type { MemoryStatistics } from './stats.js';
 export const soakCommandLine = {
   command: 'pnpm --filter @cuda-tasks/examples soak --',
   options: {
-    minutes: { type: 'string', placeholder: 'M', description: 'minutes of load (10)' },
+    minutes: { type: 'string', placeholder: 'M', description: 'minutes of load', default: 10 },
     'sample-seconds': {
       type: 'string',
       placeholder: 'S',
-      description: 'seconds between samples of the memory figures (15)',
+      description: 'seconds between samples of the memory figures',
+      default: 15,
     },
     'round-seconds': {
       type: 'string',
       placeholder: 'S',
-      description: 'seconds per round; rounds take turns: search, solve-random, matmul (20)',
+      description: 'seconds per round; rounds take turns: search, solve-random, matmul',
+      default: 20,
     },
     'warmup-minutes': {
       type: 'string',
       placeholder: 'M',
-      description:
-        'minutes not judged at the start (1, at least one round of each workload, at most half the run)',
+      description: 'minutes not judged at the start, at most half the run',
+      default: 'at least 1 and one round of each workload',
     },
-    concurrency: { type: 'string', placeholder: 'N', description: 'requests in flight (32)' },
-    n: { type: 'string', placeholder: 'N', description: 'size of the /solve-random systems (512)' },
+    concurrency: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'requests in flight',
+      default: 32,
+    },
+    n: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'size of the /solve-random systems',
+      default: 512,
+    },
   },
 } as const;
 
@@ -105,11 +117,17 @@ export function parseSoakArguments(argv: readonly string[]): SoakOptions {
     }
     return value;
   };
-  const minutes = number('minutes', 10, 0.1);
-  const sampleSeconds = number('sample-seconds', 15, 1);
-  const roundSeconds = number('round-seconds', 20, 1);
-  const concurrency = Math.round(number('concurrency', 32, 1));
-  const n = Math.round(number('n', 512, 1));
+  const minutes = number('minutes', soakCommandLine.options.minutes.default, 0.1);
+  const sampleSeconds = number(
+    'sample-seconds',
+    soakCommandLine.options['sample-seconds'].default,
+    1,
+  );
+  const roundSeconds = number('round-seconds', soakCommandLine.options['round-seconds'].default, 1);
+  const concurrency = Math.round(
+    number('concurrency', soakCommandLine.options.concurrency.default, 1),
+  );
+  const n = Math.round(number('n', soakCommandLine.options.n.default, 1));
   if (n > 2048) {
     throw new CommandLineError(`--n must be at most 2048, got ${n}`, usage(soakCommandLine));
   }
