@@ -1,8 +1,10 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { createServer, type GpuHealth } from '../packages/examples/src/service/server.js';
 
 // What the prose says and the code does, held together: the README's table of environment
 // variables lists every one the packages read, and no one they do not; no page hand-writes a
@@ -196,5 +198,78 @@ describe('prose', () => {
       });
     }
     expect(counts).toEqual([]);
+  });
+});
+
+/**
+ * An object as the README writes it (`{ status: 'ok', gpu: { usable: true, devices } }`), as
+ * key paths: a literal value, or `*` for a shorthand name (any value).
+ */
+function shapeOfDocumented(text: string): Record<string, unknown> {
+  const source = ts.createSourceFile('shape.ts', `(${text})`, ts.ScriptTarget.Latest, true);
+  const statement = source.statements[0] as ts.ExpressionStatement;
+  const shape: Record<string, unknown> = {};
+  const walk = (node: ts.Expression, path: string) => {
+    if (ts.isParenthesizedExpression(node)) return walk(node.expression, path);
+    if (!ts.isObjectLiteralExpression(node)) {
+      shape[path] = JSON.parse(node.getText(source).replaceAll("'", '"'));
+      return;
+    }
+    for (const property of node.properties) {
+      const name = property.name!.getText(source);
+      const at = path === '' ? name : `${path}.${name}`;
+      if (ts.isShorthandPropertyAssignment(property)) shape[at] = '*';
+      else walk((property as ts.PropertyAssignment).initializer, at);
+    }
+  };
+  walk(statement.expression, '');
+  return shape;
+}
+
+/** A JSON answer as key paths, each value kept (or `*` where the README names it only). */
+function shapeOfAnswer(
+  value: unknown,
+  documented: Record<string, unknown>,
+): Record<string, unknown> {
+  const shape: Record<string, unknown> = {};
+  const walk = (node: unknown, path: string) => {
+    if (typeof node === 'object' && node !== null && !Array.isArray(node)) {
+      for (const [key, inner] of Object.entries(node))
+        walk(inner, path === '' ? key : `${path}.${key}`);
+    } else {
+      shape[path] = documented[path] === '*' ? '*' : node;
+    }
+  };
+  walk(value, '');
+  return shape;
+}
+
+describe("the examples README's GET /health", () => {
+  it('says what the service answers, usable and not', async () => {
+    const readme = readFileSync(join(root, 'packages/examples/README.md'), 'utf8');
+    const row = readme.split('\n').find((line) => line.startsWith('| `GET /health`'));
+    expect(row).toBeDefined();
+    const answers = [...row!.matchAll(/\b(\d{3}) `(\{[^`]*\})`/g)].map((match) => ({
+      status: Number(match[1]),
+      shape: shapeOfDocumented(match[2]!),
+    }));
+    expect(answers.map((answer) => answer.status)).toEqual([200, 503]);
+    const cases: GpuHealth[] = [
+      { usable: true, devices: 2 },
+      { usable: false, reason: 'no CUDA driver' },
+    ];
+    for (const [index, gpu] of cases.entries()) {
+      const server = createServer({ checkGpu: () => gpu });
+      await new Promise<void>((ready) => server.listen(0, '127.0.0.1', ready));
+      try {
+        const { port } = server.address() as AddressInfo;
+        const response = await fetch(`http://127.0.0.1:${port}/health`);
+        const documented = answers[index]!;
+        expect(response.status).toBe(documented.status);
+        expect(shapeOfAnswer(await response.json(), documented.shape)).toEqual(documented.shape);
+      } finally {
+        await server.shutdown({ graceMs: 0 });
+      }
+    }
   });
 });
