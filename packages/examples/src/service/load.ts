@@ -7,7 +7,9 @@
  * turns: a round of each that is not counted (it warms the process), then `--rounds` (3)
  * rounds, the order reversed every other round; each mode's rounds are pooled into its row of
  * the comparison table, printed last with the ratios round by round. `--url` targets a running
- * server instead (loopback only). The client runs in a child process (client-process.ts), so
+ * server instead (loopback only). Before any load it asks whether the GPU is usable (the
+ * server's `GET /health`, or in process the same check) and exits 3 with one line where not.
+ * The client runs in a child process (client-process.ts), so
  * the loop delay is the server's alone; each run prints its progress every second.
  *
  * Bounded: a run stops after `--requests N` (default 2000; 6000 for the search workload, whose
@@ -47,7 +49,13 @@ import {
   runClient,
   type ScheduleResult,
 } from './client-process.js';
-import { createServer, DEFAULT_GPU_IN_FLIGHT, type ServerOptions } from './server.js';
+import {
+  createServer,
+  DEFAULT_GPU_IN_FLIGHT,
+  type GpuHealth,
+  gpuHealth,
+  type ServerOptions,
+} from './server.js';
 import { formatNumber } from './statistics.js';
 import {
   HEAD_OF_LINE_MODES,
@@ -585,6 +593,45 @@ async function headOfLine(options: LoadOptions): Promise<HeadOfLineRow[]> {
   return rows;
 }
 
+/**
+ * Why no load should be sent, or `undefined` when the GPU is usable. With `url`, the running
+ * service's `GET /health` says (200: usable; 503: its reason); in process, the check the
+ * service's `/health` makes (`checkGpu`, default `gpuHealth`).
+ * @example await healthProblem('http://127.0.0.1:8080'); // undefined, or why not
+ */
+export async function healthProblem(
+  url: string | undefined,
+  checkGpu: () => GpuHealth = gpuHealth,
+): Promise<string | undefined> {
+  if (url === undefined) {
+    const gpu = checkGpu();
+    return gpu.usable ? undefined : `no usable GPU here: ${gpu.reason ?? 'no reason given'}`;
+  }
+  let response: Response;
+  try {
+    response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(10_000) });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause;
+    const why = cause?.code ?? (error instanceof Error ? error.message : String(error));
+    return `no server answers at ${url} (${why})`;
+  }
+  const text = await response.text();
+  if (response.status === 200) return undefined;
+  let body: { gpu?: GpuHealth; error?: string } | undefined;
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    body = undefined;
+  }
+  if (response.status === 503 && body?.gpu?.usable === false) {
+    return `the server at ${url} says the GPU is not usable: ${body.gpu.reason ?? 'no reason given'}`;
+  }
+  if (response.status === 503 && typeof body?.error === 'string') {
+    return `the server at ${url} is not ready: ${body.error}`;
+  }
+  return `GET ${url}/health answered ${response.status}, not 200: is this the GPU service?`;
+}
+
 /** Runs the load test; resolves with the errors counted (the tables are printed). */
 export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<number> {
   parseCommandLineOrExit(argv, loadCommandLine); // --help, unknown flags: print, exit
@@ -595,6 +642,12 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     if (!(error instanceof CommandLineError)) throw error;
     console.error(`${error.message}\n\n${error.usage}`);
     process.exit(2);
+  }
+  // A GPU that cannot run requests would turn every request into an error: say so once instead.
+  const problem = await healthProblem(options.url);
+  if (problem !== undefined) {
+    console.error(`load: ${problem.replace(/\.$/, '')}. No load was sent.`);
+    process.exit(3);
   }
   let errors = 0;
   const tables: string[] = [];
