@@ -5,31 +5,29 @@
  * the tarballs with npm into a scratch project in a temporary folder outside the workspace and
  * checks there that every entry and subpath loads with ESM `import` and CJS `require()`
  * (without touching the CUDA driver: every library path points nowhere), that a TypeScript
- * consumer compiles under `moduleResolution` `bundler` and `nodenext`, and that publint and
- * are-the-types-wrong find nothing. Exits non-zero on the first failing step.
+ * consumer compiles under `moduleResolution` `bundler` and `nodenext`, that every exported
+ * class keeps its name once built, that publint and are-the-types-wrong find nothing, and that
+ * the program of docs/getting-started.md type-checks and runs as written (printing the guide's
+ * GPU output where a GPU answers, else its no-GPU output, with the documented exit code).
+ * Exits non-zero on the first failing step.
  *
  * Flags: --keep (leave the scratch folder), --skip-build (pack what dist/ holds).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { probeGpu } from '../packages/testing/src/probe-gpu.js';
+import { importableSubpaths, packageProblems, specifierOf } from './package-check/exports.js';
+import { guideBlocks } from './package-check/guide.js';
 import {
-  importableSubpaths,
-  type PackedManifest,
-  packageProblems,
-  specifierOf,
-} from './package-check/exports.js';
+  buildAll,
+  libraryPackages,
+  type PackedLibrary,
+  packLibraries,
+} from './package-check/pack.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const bin = (name: string) => join(root, 'node_modules', '.bin', name);
@@ -80,19 +78,7 @@ function finish(): never {
   process.exit(0);
 }
 
-interface Library {
-  directory: string;
-  manifest: PackedManifest & { private?: boolean; devDependencies?: Record<string, string> };
-}
-
-const libraries: Library[] = readdirSync(join(root, 'packages'))
-  .map((name) => join(root, 'packages', name))
-  .filter((directory) => existsSync(join(directory, 'package.json')))
-  .map((directory) => ({
-    directory,
-    manifest: JSON.parse(readFileSync(join(directory, 'package.json'), 'utf8')),
-  }))
-  .filter((library) => !library.manifest.private);
+const libraries = libraryPackages(root);
 
 const scratch = mkdtempSync(join(tmpdir(), 'cuda-tasks-package-check-'));
 const tarballs = join(scratch, 'tarballs');
@@ -102,40 +88,24 @@ console.log(`scratch folder: ${scratch}`);
 
 if (!flags['skip-build']) {
   step('build (turbo, no cache)');
-  if (!run('pnpm', ['exec', 'turbo', 'run', 'build', '--force', '--output-logs=errors-only'], root))
+  if (!buildAll(root)) {
+    fail('the build (turbo run build) failed');
     finish();
+  }
 }
 
 step('pack every library package and check what each tarball holds');
-const packed: { library: Library; tarball: string; manifest: PackedManifest }[] = [];
-for (const library of libraries) {
-  const before = new Set(readdirSync(tarballs));
-  // The build just ran: pack without the prepack script's second build.
-  const result = spawnSync('pnpm', ['pack', '--ignore-scripts', '--pack-destination', tarballs], {
-    cwd: library.directory,
-    encoding: 'utf8',
-  });
-  const tarball = readdirSync(tarballs).find((file) => !before.has(file));
-  if (result.status !== 0 || tarball === undefined) {
-    fail(`pnpm pack in ${relative(root, library.directory)}: ${result.stderr}`);
-    continue;
-  }
-  const path = join(tarballs, tarball);
-  const files = new Set(
-    execFileSync('tar', ['-tzf', path], { encoding: 'utf8' })
-      .split('\n')
-      .filter(Boolean)
-      .map((file) => file.replace(/^package\//, '')),
-  );
-  const manifest = JSON.parse(
-    execFileSync('tar', ['-xzOf', path, 'package/package.json'], { encoding: 'utf8' }),
-  ) as PackedManifest;
+// The build just ran: packed without the prepack script's second build.
+const { packed, failures: packFailures } = packLibraries(root, libraries, tarballs);
+for (const failure of packFailures) fail(failure);
+for (const { library, tarball, manifest, files } of packed satisfies PackedLibrary[]) {
   const problems = packageProblems(manifest, files, {
     expectChangelog: existsSync(join(library.directory, 'CHANGELOG.md')),
   });
   for (const problem of problems) fail(`${manifest.name}: ${problem}`);
-  console.log(`  ${tarball}: ${files.size} files${problems.length ? '' : ', exports complete'}`);
-  packed.push({ library, tarball: path, manifest });
+  console.log(
+    `  ${relative(tarballs, tarball)}: ${files.size} files${problems.length ? '' : ', exports complete'}`,
+  );
 }
 if (failures > 0) finish();
 
@@ -185,12 +155,35 @@ step(`ESM import and CJS require() of every entry (${specifiers.length}), no dri
 writeFileSync(
   join(consumer, 'load-esm.mjs'),
   `const specifiers = ${JSON.stringify(specifiers)};
+import { inspect } from 'node:util';
+const misnamed = [];
 for (const specifier of specifiers) {
   const module = await import(specifier);
   const names = Object.keys(module);
   if (names.length === 0) throw new Error(specifier + ': import() gave no exports');
-  console.log('  import ' + specifier + ': ' + names.length + ' exports');
+  // Every exported class keeps its name once bundled (error names print through it).
+  let classes = 0;
+  for (const [name, value] of Object.entries(module)) {
+    if (typeof value !== 'function' || !Function.prototype.toString.call(value).startsWith('class')) continue;
+    classes++;
+    if (value.name !== name) misnamed.push(specifier + ' ' + name + ' is named ' + value.name);
+  }
+  console.log('  import ' + specifier + ': ' + names.length + ' exports, ' + classes + ' classes named right');
 }
+const { CudaUnavailableError, CudaArgumentError, Device } = await import('@cuda-tasks/cudadrv');
+for (const [error, name] of [
+  [new CudaUnavailableError('no driver', 'libcuda'), 'CudaUnavailableError'],
+  [new CudaArgumentError('bad input'), 'CudaArgumentError'],
+]) {
+  const printed = inspect(error).split('\\n')[0];
+  if (error.name !== name || error.constructor.name !== name || !printed.startsWith(name + ': ')) {
+    misnamed.push(name + ': name ' + error.name + ', constructor ' + error.constructor.name + ', printed ' + printed);
+  }
+}
+try { Device.get(0); } catch (error) {
+  if (error.constructor.name !== error.name) misnamed.push('Device.get(0) threw a ' + error.constructor.name + ' named ' + error.name);
+}
+if (misnamed.length > 0) throw new Error('classes misnamed once built:\\n  ' + misnamed.join('\\n  '));
 `,
 );
 writeFileSync(
@@ -246,5 +239,60 @@ for (const [name, options] of [
   }
 }
 
+step('docs/getting-started.md: its program type-checks and runs as written');
+checkGuide();
+
 if (!flags.keep) rmSync(scratch, { recursive: true, force: true });
 finish();
+
+/**
+ * Writes the guide's files into a folder of the scratch project (whose node_modules holds the
+ * tarballs, TypeScript and @types/node), compiles them with its tsconfig (`npx tsc`), runs
+ * `node main.js` as a user would (no library path overridden) and compares what it prints and
+ * its exit code with the guide's GPU output where a GPU answers, else its no-GPU output.
+ */
+function checkGuide(): void {
+  const guidePath = join(root, 'docs', 'getting-started.md');
+  const { files, outputs } = guideBlocks(readFileSync(guidePath, 'utf8'));
+  for (const name of ['main.ts', 'tsconfig.json']) {
+    if (files[name] === undefined) fail(`${relative(root, guidePath)} has no file=${name} block`);
+  }
+  for (const kind of ['gpu', 'no-gpu']) {
+    if (outputs[kind] === undefined)
+      fail(`${relative(root, guidePath)} has no output=${kind} block`);
+  }
+  if (failures > 0) return;
+  const folder = join(consumer, 'guide');
+  mkdirSync(folder);
+  for (const [name, content] of Object.entries(files)) writeFileSync(join(folder, name), content);
+  if (!run(join(consumer, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json'], folder)) return;
+  console.log("  tsc -p tsconfig.json (the guide's): no errors");
+  const userEnv = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('CUDA_TASKS_')),
+  );
+  const result = spawnSync(process.execPath, ['main.js'], {
+    cwd: folder,
+    encoding: 'utf8',
+    env: { ...userEnv, NODE_OPTIONS: '' },
+    timeout: 120_000,
+  });
+  const printed = `${result.stdout}${result.stderr}`;
+  const gpu = probeGpu();
+  const driverMissing = !gpu.available && gpu.reason.startsWith('no CUDA driver');
+  const kind = gpu.available ? 'gpu' : 'no-gpu';
+  const expected = outputs[kind]!;
+  // Where a driver loads but no GPU answers, the reason differs: only its start is known.
+  const matches =
+    gpu.available || driverMissing
+      ? printed === expected.text
+      : printed.startsWith(expected.text.slice(0, expected.text.indexOf(':') + 1));
+  if (!matches || result.status !== expected.exitCode) {
+    fail(
+      `node main.js (the guide's program, ${kind}) exited ${result.status ?? result.signal} and printed:\n${printed}\nthe guide says (exit ${expected.exitCode}):\n${expected.text}`,
+    );
+    return;
+  }
+  console.log(
+    `  node main.js: printed the guide's ${kind} output and exited ${result.status}, as documented`,
+  );
+}
