@@ -3,6 +3,8 @@
  * task's stream: each task leases its own cuBLAS handle, rebound lazily when the stream
  * changes, with its own workspace per stream from the stream-ordered pool. The raw bindings
  * are at `@cuda-tasks/cublas/ffi`.
+ *
+ * @module @cuda-tasks/cublas
  */
 export { CublasError, check, statusName } from './errors.js';
 export {

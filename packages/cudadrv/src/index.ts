@@ -6,6 +6,8 @@
  *
  * This entry is the public API. What the sibling packages of cuda-tasks share beyond it lives
  * in `@cuda-tasks/cudadrv/internal`, which is not public.
+ *
+ * @module @cuda-tasks/cudadrv
  */
 
 export { availability, type CudaAvailability, isAvailable } from './availability.js';

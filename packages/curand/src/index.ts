@@ -3,6 +3,8 @@
  * MRG32k3a) that fill DeviceArrays with uniform, normal, log-normal and Poisson values on the
  * current task's stream; each task has its own default generator, so concurrent tasks draw
  * independent numbers without coordinating. The raw bindings are at `@cuda-tasks/curand/ffi`.
+ *
+ * @module @cuda-tasks/curand
  */
 export { CurandError, check, curandError, statusName } from './errors.js';
 export {

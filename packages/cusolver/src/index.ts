@@ -6,6 +6,8 @@
  * stream changes; workspaces come from the stream-ordered pool; routines whose status is
  * reported on the device (devInfo) return a promise that resolves without blocking the
  * event loop.
+ *
+ * @module @cuda-tasks/cusolver
  */
 export {
   type CholeskyFactorization,

@@ -4,6 +4,8 @@
  * launched on the current task's stream; ready-made math (`map`, `add`, ..., `axpby`,
  * `fill`, `arange`), reductions (`sum`, `mean`, `max`, `min`, `argmax`, `argmin`) and
  * `topk`. Importing it installs task-runtime's task-local streams, as the libraries do.
+ *
+ * @module @cuda-tasks/kernels
  */
 import '@cuda-tasks/task-runtime';
 

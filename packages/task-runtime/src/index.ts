@@ -2,6 +2,8 @@
  * @cuda-tasks/task-runtime: automatic concurrency. Every `task()` gets its own CUDA stream;
  * launches, copies and library calls go to the stream of the task that issues them.
  * Importing this package installs its current-stream provider into `@cuda-tasks/cudadrv`.
+ *
+ * @module @cuda-tasks/task-runtime
  */
 
 /**

@@ -1,6 +1,8 @@
 /**
  * The raw binding layer: libcuda and NVRTC declared with koffi exactly as the C headers
  * name them, plus the loader that the library packages share.
+ *
+ * @module @cuda-tasks/cudadrv/ffi
  */
 export * from './cuda.js';
 export * from './graph.js';

@@ -7,5 +7,7 @@
  * import { handle } from '@cuda-tasks/cusolver';
  * const stream: (bigint | null)[] = [null];
  * cusolver().cusolverDnGetStream(handle(), stream);
+ *
+ * @module @cuda-tasks/cusolver/ffi
  */
 export * from './cusolver.js';
