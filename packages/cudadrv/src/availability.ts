@@ -35,7 +35,7 @@ export interface CudaAvailability {
  * @example
  * const gpu = availability();
  * if (!gpu.available) console.error(`no usable GPU: ${gpu.reason}`);
- * else console.log(`${gpu.deviceCount} device(s), driver for CUDA ${gpu.driverVersion! / 1000}`);
+ * else console.log(`${gpu.deviceCount} device(s), driver version ${gpu.driverVersion}`); // 13000: CUDA 13.0
  */
 export function availability(): CudaAvailability {
   let driverVersion: number | undefined;
