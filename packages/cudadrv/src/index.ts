@@ -10,7 +10,7 @@
  * @module @cuda-tasks/cudadrv
  */
 
-export { availability, type CudaAvailability, isAvailable } from './availability.js';
+export { availability, type CudaAvailability, isAvailable } from './context/availability.js';
 export { Context, Device, deviceCount } from './context/device.js';
 export {
   currentContext,

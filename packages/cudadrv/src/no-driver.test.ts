@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { availability, isAvailable } from './availability.js';
+import { availability, isAvailable } from './context/availability.js';
 import { Device, deviceCount } from './context/device.js';
 import { driverVersion } from './driver.js';
 import { CudaArgumentError, CudaUnavailableError } from './errors.js';

@@ -1,6 +1,6 @@
-import { visibleDeviceCount } from './context/device.js';
-import { check, driver, stickyError } from './driver.js';
-import { cuda } from './ffi/cuda.js';
+import { check, driver, stickyError } from '../driver.js';
+import { cuda } from '../ffi/cuda.js';
+import { visibleDeviceCount } from './device.js';
 
 /** The oldest driver we support: one for CUDA 12.0 (`cuDriverGetVersion` gives 12000). */
 export const MINIMUM_DRIVER_VERSION = 12000;

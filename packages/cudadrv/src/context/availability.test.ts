@@ -31,8 +31,8 @@ const fake = vi.hoisted(() => {
   return { api, loadError: undefined as Error | undefined };
 });
 
-vi.mock('./ffi/cuda.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('./ffi/cuda.js')>();
+vi.mock('../ffi/cuda.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../ffi/cuda.js')>();
   return {
     ...original,
     cuda: () => {
@@ -43,12 +43,12 @@ vi.mock('./ffi/cuda.js', async (importOriginal) => {
 });
 
 const { availability, isAvailable } = await import('./availability.js');
-const { deviceCount, Device } = await import('./context/device.js');
-const { cudaError } = await import('./driver.js');
-const { CudaUnavailableError } = await import('./errors.js');
-const { cudadrvState } = await import('./process-state.js');
+const { deviceCount, Device } = await import('./device.js');
+const { cudaError } = await import('../driver.js');
+const { CudaUnavailableError } = await import('../errors.js');
+const { cudadrvState } = await import('../process-state.js');
 // The index's import order: contexts need their stream and pool parts.
-await import('./index.js');
+await import('../index.js');
 
 const driverState = cudadrvState('driver', () => {
   throw new Error('driver.ts should have created its state');
