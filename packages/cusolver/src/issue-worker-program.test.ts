@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   issueOffThread,
   issueWorkerStatistics,
+  setIssuingWaitMs,
   startIssueWorkerWith,
   stopIssueWorker,
   streamDisposed,
@@ -234,5 +235,42 @@ describe("the issue worker's program, on a koffi test double", () => {
     late.abort();
     expect(await issuing).toMatchObject({ status: 0 });
     expect(await issuing).not.toHaveProperty('cancelled');
+  });
+
+  it('a disposal that times out waiting for the worker still cancels the stream’s queued calls, forgets its handle, and keeps the native stream', async () => {
+    expect(await start()).toBe(true);
+    const disposed = target(1n, 10n);
+    const issuing = getrf(disposed, 0n, 17); // the worker issues it for 300 ms
+    const queued = [getrf(disposed), getrf(disposed, 0n, 5)];
+    await logged(/cusolverDnDgetrf.*17/);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', onWarning);
+    const previous = setIssuingWaitMs(20); // far less than the 300 ms the worker takes
+    let answer: unknown;
+    try {
+      answer = streamDisposed(disposed);
+    } finally {
+      setIssuingWaitMs(previous);
+    }
+    // Told to keep the native stream: the worker may still issue on it.
+    expect(answer).toBe('keep-native-stream');
+    // Every later call of the stream was cancelled, although the wait timed out.
+    for (const call of queued) expect(await call).toEqual({ status: 0, cancelled: true });
+    expect(await issuing).toMatchObject({ status: 0 });
+    // The handle was unbound: a new stream at the same address is bound afresh.
+    await getrf(streamOf(1n, 10n));
+    const log = calls();
+    expect(log.filter((call) => call.startsWith('cusolverDnDgetrf'))).toEqual([
+      'cusolverDnDgetrf(101n, 17, 4, 1000n, 17, 2000n, 3000n, 4000n)',
+      'cusolverDnDgetrf(101n, 4, 4, 1000n, 4, 2000n, 3000n, 4000n)',
+    ]);
+    expect(log).toContain('cusolverDnSetStream(101n, 10n)');
+    expect(log.filter((call) => call === 'cusolverDnSetStream(101n, 10n)')).toHaveLength(2);
+    await new Promise((resolve) => setImmediate(resolve));
+    process.off('warning', onWarning);
+    expect(warnings).toEqual([
+      expect.stringMatching(/still issuing a call on Stream.*after 0\.02 s.*not destroyed/),
+    ]);
   });
 });

@@ -203,4 +203,19 @@ describe('stream-disposed listeners', () => {
       for (const unregister of off) unregister();
     }
   });
+
+  it("one that answers 'keep-native-stream' leaves the native stream alive; the stream is drained and disposed", () => {
+    const stream = Stream.create({ context, name: 'kept' });
+    const off = onStreamDisposed(() => 'keep-native-stream');
+    fake.state.calls.length = 0;
+    try {
+      stream.dispose();
+      expect(stream.disposed).toBe(true);
+      expect(fake.state.calls).toContain('cuStreamSynchronize');
+      expect(fake.state.calls).not.toContain('cuStreamDestroy_v2');
+      expect(thrown(() => stream.assertUsable())).toBeInstanceOf(DisposedError);
+    } finally {
+      off();
+    }
+  });
 });

@@ -22,17 +22,24 @@ export interface StreamOptions {
   name?: string;
 }
 
-const disposedListeners = cudadrvState(
-  'stream-disposed',
-  () => new Set<(stream: Stream) => void>(),
-);
+const disposedListeners = cudadrvState('stream-disposed', () => new Set<StreamDisposedListener>());
+
+/**
+ * A stream-disposed listener (`onStreamDisposed`). It returns `'keep-native-stream'` when
+ * native work of its own may still reach the stream (another thread issuing on it): the
+ * disposal then goes on (the stream is drained and takes no more work) but leaves the native
+ * stream alive for the process's life instead of destroying it; the listener says so itself
+ * (a process warning). Any other return value is ignored.
+ */
+export type StreamDisposedListener = (stream: Stream) => unknown;
 
 /**
  * Registers a callback that runs when a stream is disposed, before it is destroyed (library
- * handles bound to it unbind there). One that throws does not stop the disposal: `dispose()`
- * throws its error after the stream is gone. Returns a function that unregisters it.
+ * handles bound to it unbind there; see `StreamDisposedListener` for keeping the native
+ * stream). One that throws does not stop the disposal: `dispose()` throws its error after the
+ * stream is gone. Returns a function that unregisters it.
  */
-export function onStreamDisposed(listener: (stream: Stream) => void): () => void {
+export function onStreamDisposed(listener: StreamDisposedListener): () => void {
   disposedListeners.add(listener);
   return () => disposedListeners.delete(listener);
 }
@@ -341,7 +348,7 @@ export class Stream {
    * wrapper, and later hand-offs and frees of buffers it used wait for that event on the GPU.
    * Either way the stream takes no more work. Safe to call twice. A stream that is capturing
    * cannot be disposed (a CaptureError): end the capture first. A stream-disposed listener
-   * that throws (`onStreamDisposed`) does not stop the others or the disposal: its error is
+   * may keep the native stream alive (`StreamDisposedListener`); one that throws (`onStreamDisposed`) does not stop the others or the disposal: its error is
    * thrown once the stream is gone (an AggregateError for several).
    */
   dispose(): void {
@@ -350,10 +357,11 @@ export class Stream {
     // Each listener in its own try: one that throws neither stops the others nor keeps the
     // stream alive; what they threw comes after the stream is gone.
     let errors: unknown[] | undefined;
+    let keepNative = false;
     if (disposedListeners.size !== 0) {
       for (const listener of disposedListeners) {
         try {
-          listener(this);
+          if (listener(this) === 'keep-native-stream') keepNative = true;
         } catch (error) {
           (errors ??= []).push(error);
         }
@@ -371,7 +379,8 @@ export class Stream {
       check(api.cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
       // Every use of a buffer on this stream is complete: hand-offs from it need nothing more.
       this.markCompleted(stamp);
-      check(api.cuStreamDestroy_v2(this.handle), 'cuStreamDestroy_v2');
+      // A listener said native work may still reach it: never destroyed (nor by the finalizer).
+      if (!keepNative) check(api.cuStreamDestroy_v2(this.handle), 'cuStreamDestroy_v2');
       if (resources.handoffEvent !== 0n) {
         api.cuEventDestroy_v2(resources.handoffEvent);
         resources.handoffEvent = 0n;
