@@ -62,6 +62,10 @@ describe('a capture left open by a task', () => {
     expect(cleanup).toHaveLength(1);
     expect(fake.CaptureError.isInstance(cleanup[0]!.error)).toBe(true);
     expect((cleanup[0]!.error as Error).message).toMatch(/still capturing a graph when task #\d+/);
+    // It says what happened, not that a call failed; class and code stay.
+    expect((cleanup[0]!.error as Error).message).toMatch(/^\w*Stream\(.*the capture was ended/);
+    expect((cleanup[0]!.error as Error).message).not.toMatch(/failed|CUDA_ERROR/);
+    expect(String((cleanup[0]!.error as Error).stack)).not.toMatch(/endLeftOpen failed/);
     expect(cleanup[0]!.task?.name).toBe('thrower');
   });
 

@@ -31,6 +31,11 @@ export interface PooledStream {
   trimmed: boolean;
   /** A capture left open on it could not be ended: it is retired on release, never reused. */
   broken: boolean;
+  /**
+   * It was released while part of a capture it did not begin (see `endLeftOpenCapture`): once
+   * retired, it is destroyed only after the driver says it left that capture.
+   */
+  inForeignCapture?: boolean;
 }
 
 /** The streams of one (context, priority). */
@@ -263,29 +268,51 @@ function takeCreated(pool: ContextStreamPool): PooledStream {
 }
 
 /**
- * Ends a stream capture left open on `entry`'s stream (`StreamCapture.endLeftOpen`: one begun
- * with `StreamCapture.begin` and never ended, or one begun through the ffi layer), discarding
- * what it recorded, so that work issued to the stream afterwards runs instead of going into an
- * orphaned graph. Returns a CaptureError that says so (naming `who` gave the stream back), or undefined when
- * the stream was not capturing (one driver query). A capture that cannot be ended marks the
- * stream `broken`: its release retires it instead of handing it out again.
+ * A CaptureError whose message says only `message` (a CudaError's reads "<call> failed: <status>
+ * (<code>): ...", but here nothing failed); its class and code stay CaptureError's.
+ */
+function leftOpenError(message: string): CaptureError {
+  const error = new CaptureError('StreamCapture.endLeftOpen', message);
+  const header = error.message;
+  error.message = message;
+  if (error.stack?.includes(header)) error.stack = error.stack.replace(header, message);
+  return error;
+}
+
+/**
+ * Ends a stream capture left open on `entry`'s stream when the stream began it
+ * (`StreamCapture.endLeftOpen`: a `StreamCapture.begin` never ended), discarding what it
+ * recorded, so that work issued to the stream afterwards runs instead of going into an
+ * orphaned graph; returns a CaptureError that says so (naming `who` gave the stream back), or
+ * undefined when the stream was not capturing (one driver query). A capture the stream only
+ * joined (another stream began it) is left to its owner and the stream is retired, destroyed
+ * once it has left that capture, without an error; one begun through the ffi layer (which
+ * stream began it cannot be told) likewise, with a CaptureError that says so. A capture that
+ * cannot be ended marks the stream `broken`: its release retires it instead of handing it out
+ * again.
  */
 export function endLeftOpenCapture(entry: PooledStream, who: string): CaptureError | undefined {
   const stream = entry.stream;
-  let ended: unknown;
+  let ended: ReturnType<typeof StreamCapture.endLeftOpen>;
   try {
     ended = StreamCapture.endLeftOpen(stream);
   } catch (error) {
     entry.broken = true;
     const reason = error instanceof Error ? error.message : String(error);
-    return new CaptureError(
-      'StreamCapture.endLeftOpen',
+    return leftOpenError(
       `${stream} was still capturing a graph when ${who} gave it back (a capture begun without end() or abort()), and the capture could not be ended (${reason}); the stream was retired from the pool`,
     );
   }
   if (ended === null) return undefined;
-  return new CaptureError(
-    'StreamCapture.endLeftOpen',
+  if (ended === 'joined' || ended === 'foreign') {
+    entry.broken = true;
+    entry.inForeignCapture = true;
+    if (ended === 'joined') return undefined;
+    return leftOpenError(
+      `${stream} was in a graph capture begun through the ffi layer when ${who} gave it back; only the stream that began a capture may end it, and which one did cannot be told, so the capture was left open and the stream retired from the pool (destroyed once the capture ends)`,
+    );
+  }
+  return leftOpenError(
     `${stream} was still capturing a graph when ${who} gave it back (a capture begun without end() or abort()); the capture was ended and what it recorded discarded: the work issued to the stream since the capture began never ran`,
   );
 }
@@ -368,6 +395,8 @@ function destroyRetired(): void {
     const stream = entry.stream;
     let done: boolean;
     try {
+      // Still in a capture another stream began: querying or destroying it would break it.
+      if (entry.inForeignCapture === true && StreamCapture.isCapturing(stream)) continue;
       done = stream.disposed || stream.query();
     } catch {
       done = true; // A sticky error: destroying is all that is left to do.

@@ -15,6 +15,26 @@ import { Graph } from './graph.js';
 
 /** cuStreamIsCapturing's out-parameter, reused: the query allocates nothing. */
 const captureStatus = [0];
+/** cuStreamGetCaptureInfo_v3's capture-id out-parameter. */
+const captureId: (number | bigint)[] = [0];
+/** Sessions of `begin` not yet ended (each has its origin stream). */
+const openSessions = new Set<StreamCapture>();
+
+/** The driver's id of the capture `stream` is part of (0n when it is not capturing). */
+function captureIdOf(stream: Stream): bigint {
+  captureId[0] = 0;
+  const status = cudaGraph().cuStreamGetCaptureInfo_v3(
+    stream.ffiHandle,
+    captureStatus,
+    captureId,
+    null,
+    null,
+    null,
+    null,
+  );
+  check(status, 'cuStreamGetCaptureInfo_v3');
+  return BigInt(captureId[0]!);
+}
 
 /** How captured work uses a buffer: reads only, or writes too. */
 export type BufferAccess = 'read' | 'write';
@@ -93,23 +113,29 @@ export class StreamCapture {
     );
     const session = new StreamCapture(stream, event);
     stream.capture = session;
+    openSessions.add(session);
     context.capturingStreams++;
     return session;
   }
 
   /**
    * Ends a capture left open on `stream` and discards what it recorded, so that the stream
-   * runs its work again: a session of `begin` that was neither ended nor aborted (aborted, as
-   * `abort()` does), or, on a stream this package created, a capture begun outside cuda-tasks
-   * (cuStreamBeginCapture through the ffi layer: ended with cuStreamEndCapture, its graph
-   * destroyed). Returns the session that was open, `'foreign'` for a capture cuda-tasks did not
-   * begin, or null when the stream was not capturing: then it made one driver query
-   * (cuStreamIsCapturing) and allocated nothing. Throws a CaptureError when the stream still
-   * captures afterwards (it must not be used again), or what a session's `afterEnd` callback
-   * threw (the stream has left capture mode then). A disposed stream answers null.
+   * runs its work again, when `stream` began it: a session of `begin` that was neither ended
+   * nor aborted (aborted, as `abort()` does); returns that session. Only the stream that began
+   * a capture may end it (ending it from a stream that joined it, by waiting on an event
+   * recorded in it, invalidates the capture for its owner), so a capture `stream` is only part
+   * of is left alone: `'joined'` when `stream` joined a capture that a session of `begin` on
+   * another stream is recording, `'foreign'` for a capture begun outside cuda-tasks (through
+   * the ffi layer: which stream began it cannot be told). Either way `stream` stays in that
+   * capture until its owner ends it, and must not take other work meanwhile (retire it; see
+   * `isCapturing`). Returns null when the stream was not capturing: then it made one driver
+   * query (cuStreamIsCapturing) and allocated nothing. Throws a CaptureError when a session's
+   * stream still captures after it was aborted (it must not be used again), or what its
+   * `afterEnd` callback threw (the stream has left capture mode then). A wrapped or disposed
+   * stream answers null.
    * @example if (StreamCapture.endLeftOpen(s) !== null) console.warn(`${s} was left capturing`);
    */
-  static endLeftOpen(stream: Stream): StreamCapture | 'foreign' | null {
+  static endLeftOpen(stream: Stream): StreamCapture | 'joined' | 'foreign' | null {
     if (stream.disposed) return null;
     const session = stream.capture;
     if (session !== null) {
@@ -122,16 +148,26 @@ export class StreamCapture {
     }
     // A wrapped stream's captures are its owner's.
     if (!stream.owned) return null;
-    const graphApi = cudaGraph();
-    check(graphApi.cuStreamIsCapturing(stream.ffiHandle, captureStatus), 'cuStreamIsCapturing');
+    check(cudaGraph().cuStreamIsCapturing(stream.ffiHandle, captureStatus), 'cuStreamIsCapturing');
     if (captureStatus[0] === CU_STREAM_CAPTURE_STATUS_NONE) return null;
     stream.context.makeCurrent();
-    const out: (bigint | null)[] = [null];
-    // An invalidated capture returns an error here and still leaves capture mode.
-    graphApi.cuStreamEndCapture(stream.ffiHandle, out);
-    if (out[0]) graphApi.cuGraphDestroy(out[0]);
-    StreamCapture.#assertLeft(stream);
+    const id = captureIdOf(stream);
+    for (const open of openSessions) {
+      if (open.stream !== stream && !open.stream.disposed && captureIdOf(open.stream) === id) {
+        return 'joined';
+      }
+    }
     return 'foreign';
+  }
+
+  /**
+   * Whether the driver says `stream` is in a capture: its own, or one it joined by waiting on
+   * an event recorded in another stream's capture (which `capturing` does not show). One
+   * driver query.
+   */
+  static isCapturing(stream: Stream): boolean {
+    check(cudaGraph().cuStreamIsCapturing(stream.ffiHandle, captureStatus), 'cuStreamIsCapturing');
+    return captureStatus[0] !== CU_STREAM_CAPTURE_STATUS_NONE;
   }
 
   /** Throws a CaptureError when the driver says `stream` still captures. */
@@ -261,6 +297,7 @@ export class StreamCapture {
       return cudaGraph().cuStreamEndCapture(this.stream.ffiHandle, out);
     } finally {
       this.stream.capture = null;
+      openSessions.delete(this);
       this.context.capturingStreams--;
     }
   }
