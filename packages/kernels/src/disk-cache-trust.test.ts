@@ -34,8 +34,9 @@ import { resetKernelCacheWarnings } from './disk-cache.js';
 // Each test plants a well-formed entry holding the PLANTED bytes (written by the cache itself,
 // so that only the trust rule under test can refuse it), makes it untrustworthy the way a
 // local attacker or a loose umask would, and shows that the planted bytes never reach the
-// loader, that the kernel is compiled instead, and which warning says why. The tests run as
-// root, so "another user" is uid 65534 through chown.
+// loader, that the kernel is compiled instead, and which warning says why. "Another user" is
+// uid 65534 through chown, which only root may do: those cases run as root (CI, the GPU
+// machine) and are skipped for other users; every other case runs for anyone.
 
 const fake = vi.hoisted(() => ({
   next: new Uint8Array(0),
@@ -71,6 +72,8 @@ const PLANTED = Uint8Array.from({ length: 4096 }, (_, i) => (i * 31 + 7) & 255);
 const COMPILED = Uint8Array.from({ length: 2048 }, (_, i) => (i * 13 + 1) & 255);
 const context = { device: { computeCapability: () => [9, 0] } } as unknown as Context;
 const OTHER_USER = 65534;
+/** Cases that give a file to another user (chown) need root. */
+const asRoot = it.runIf(process.getuid?.() === 0);
 
 let root: string;
 let folder: string;
@@ -159,7 +162,7 @@ describe('a trusted entry', () => {
 });
 
 describe('entries that are refused', () => {
-  it('an entry owned by another user', () => {
+  asRoot('an entry owned by another user', () => {
     const source = newSource();
     chownSync(plant(source), OTHER_USER, OTHER_USER);
     expectCompiledInstead(source);
@@ -255,7 +258,7 @@ describe('entries that are refused', () => {
     expect(warningCodes()).toEqual(['CUDA_TASKS_KERNEL_CACHE_ENTRY_DAMAGED']);
   });
 
-  it('one warning per reason, not one per entry or call', () => {
+  asRoot('one warning per reason, not one per entry or call', () => {
     const sources = [newSource(), newSource(), newSource()];
     for (const source of sources) chownSync(plant(source), OTHER_USER, OTHER_USER);
     for (const source of sources) loadModule(source, context, 'k.cu');
@@ -270,7 +273,7 @@ describe('entries that are refused', () => {
 });
 
 describe('folders that are refused', () => {
-  it('a cache folder owned by another user (created first by someone else)', () => {
+  asRoot('a cache folder owned by another user (created first by someone else)', () => {
     const source = newSource();
     const path = plant(source);
     chownSync(folder, OTHER_USER, OTHER_USER);
@@ -298,7 +301,7 @@ describe('folders that are refused', () => {
     }
   });
 
-  it('a symbolic link at the folder path to a folder owned by another user', () => {
+  asRoot('a symbolic link at the folder path to a folder owned by another user', () => {
     const source = newSource();
     plant(source);
     chownSync(folder, OTHER_USER, OTHER_USER);
@@ -326,7 +329,7 @@ describe('folders that are refused', () => {
     expect(fake.loaded).toEqual([PLANTED]);
   });
 
-  it('a parent folder owned by another user', () => {
+  asRoot('a parent folder owned by another user', () => {
     const source = newSource();
     plant(source);
     chownSync(root, OTHER_USER, OTHER_USER);

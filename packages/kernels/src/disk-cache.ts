@@ -6,6 +6,10 @@
  * - the cache folder (symbolic links resolved) belongs to this user and neither its group nor
  *   others can write it; the folder holding it belongs to this user or root, and if its group
  *   or others can write it, it has the sticky bit;
+ * - each operation opens the folder once (`O_DIRECTORY | O_NOFOLLOW`), judges that descriptor,
+ *   and on Linux reaches entries through it (`/proc/self/fd/<descriptor>/<name>`), so that a
+ *   folder of the path swapped after the judgement changes nothing; elsewhere the folder's path
+ *   is looked at again after each use and must still name the judged folder;
  * - the entry is a regular file, not a symbolic link, belongs to this user, cannot be written by
  *   its group or others, and is at most {@link MAX_ENTRY_BYTES}; it is opened with
  *   `O_NOFOLLOW | O_NONBLOCK` and these checks are made on the opened descriptor;
@@ -20,9 +24,9 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import {
-  chmodSync,
   closeSync,
   constants,
+  existsSync,
   fchmodSync,
   fstatSync,
   lstatSync,
@@ -105,6 +109,7 @@ export type KernelCacheRefusal =
   | 'folder-not-a-folder'
   | 'folder-owner'
   | 'folder-writable'
+  | 'folder-replaced'
   | 'parent-owner'
   | 'parent-writable'
   | 'entry-symlink'
@@ -161,22 +166,90 @@ export function resetKernelCacheWarnings(): void {
 const userId: number | undefined = process.geteuid?.();
 const O_NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const O_NONBLOCK = constants.O_NONBLOCK ?? 0;
+const O_DIRECTORY = constants.O_DIRECTORY ?? 0;
+const FOLDER_FLAGS = constants.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK;
+// Windows cannot open a folder, and has no owners or modes to judge on one.
+const FOLDER_DESCRIPTORS = process.platform !== 'win32';
+let procDescriptors: boolean | undefined;
+/** Whether a path can go through an open folder descriptor (`/proc/self/fd/<n>/<name>`). */
+const throughDescriptor = () =>
+  (procDescriptors ??= process.platform === 'linux' && existsSync('/proc/self/fd'));
 const GROUP_OR_OTHERS_WRITE = 0o022;
 const STICKY = 0o1000;
 
 const octal = (mode: number) => (mode & 0o7777).toString(8).padStart(3, '0');
 
 /**
- * The cache folder's real path once it passes the folder rules; throws Refused, or the
- * filesystem's error (ENOENT: no cache yet).
+ * The cache folder as one operation uses it: `real` names it in messages, `base` is the path
+ * its entries are reached through, `descriptor` (closed by {@link closeFolder}) keeps it open.
  */
-function trustedFolder(directory: string): string {
+interface Folder {
+  readonly real: string;
+  readonly base: string;
+  readonly descriptor: number | undefined;
+  readonly judged: Stats | undefined;
+}
+
+/**
+ * Opens the cache folder and judges it on its descriptor; throws Refused, or the filesystem's
+ * error (ENOENT: no cache yet). The caller closes it with {@link closeFolder}.
+ */
+function openFolder(directory: string): Folder {
   const real = realpathSync(directory);
-  const folder = statSync(real);
-  if (!folder.isDirectory()) {
-    throw new Refused('folder-not-a-folder', real, 'it is not a folder', 'Name a folder.');
+  if (!FOLDER_DESCRIPTORS) {
+    if (!statSync(real).isDirectory()) throw notAFolder(real);
+    return { real, base: real, descriptor: undefined, judged: undefined };
   }
-  if (userId === undefined) return real;
+  let descriptor: number;
+  try {
+    descriptor = openSync(real, FOLDER_FLAGS);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') throw notAFolder(real);
+    throw error;
+  }
+  try {
+    const folder = fstatSync(descriptor);
+    if (!folder.isDirectory()) throw notAFolder(real);
+    const base = throughDescriptor() ? `/proc/self/fd/${descriptor}` : real;
+    if (userId !== undefined) judgeFolder(real, folder, base);
+    return { real, base, descriptor, judged: folder };
+  } catch (error) {
+    closeSync(descriptor);
+    throw error;
+  }
+}
+
+function closeFolder(folder: Folder): void {
+  if (folder.descriptor !== undefined) closeSync(folder.descriptor);
+}
+
+/**
+ * Where entries are not reached through the descriptor: throws Refused unless the folder's
+ * path still names the folder that was judged (called after each open, create or rename).
+ */
+function checkStillThere(folder: Folder): void {
+  if (folder.judged === undefined || folder.base !== folder.real) return;
+  let now: Stats | undefined;
+  try {
+    now = lstatSync(folder.real);
+  } catch {
+    now = undefined;
+  }
+  if (now === undefined || now.dev !== folder.judged.dev || now.ino !== folder.judged.ino) {
+    throw new Refused(
+      'folder-replaced',
+      folder.real,
+      'the folder was replaced while the cache used it',
+      'Another user could be moving folders of its path. Use a folder inside one of your own.',
+    );
+  }
+}
+
+function notAFolder(real: string): Refused {
+  return new Refused('folder-not-a-folder', real, 'it is not a folder', 'Name a folder.');
+}
+
+function judgeFolder(real: string, folder: Stats, base: string): void {
   if (folder.uid !== userId) {
     throw new Refused(
       'folder-owner',
@@ -195,8 +268,9 @@ function trustedFolder(directory: string): string {
     );
   }
   const parentPath = dirname(real);
-  if (parentPath === real) return real;
-  const parent = statSync(parentPath);
+  if (parentPath === real) return;
+  // Through the descriptor, `..` is the parent of the folder judged, wherever it was moved.
+  const parent = statSync(base === real ? parentPath : `${base}/..`);
   if (parent.uid !== userId && parent.uid !== 0) {
     throw new Refused(
       'parent-owner',
@@ -215,7 +289,6 @@ function trustedFolder(directory: string): string {
       `Others could replace the cache folder. Run: chmod go-w '${parentPath}' (or +t).`,
     );
   }
-  return real;
 }
 
 function checkEntry(path: string, entry: Stats): void {
@@ -281,11 +354,13 @@ function readFully(descriptor: number, bytes: Buffer, position: number): boolean
   return true;
 }
 
-function readEntry(path: string, key: string): Uint8Array | undefined {
+function readEntry(folder: Folder, name: string, key: string): Uint8Array | undefined {
+  const path = join(folder.real, name);
+  const reached = join(folder.base, name);
   // lstat first, so that a FIFO or a device is never opened; the descriptor is checked again.
   let named: Stats;
   try {
-    named = lstatSync(path);
+    named = lstatSync(reached);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
@@ -293,14 +368,15 @@ function readEntry(path: string, key: string): Uint8Array | undefined {
   checkEntry(path, named);
   let descriptor: number;
   try {
-    descriptor = openSync(path, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    descriptor = openSync(reached, constants.O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
-    if (code === 'ELOOP' || code === 'EMLINK') checkEntry(path, lstatSync(path));
+    if (code === 'ELOOP' || code === 'EMLINK') checkEntry(path, lstatSync(reached));
     throw error;
   }
   try {
+    checkStillThere(folder);
     const opened = fstatSync(descriptor);
     checkEntry(path, opened);
     if (opened.dev !== named.dev || opened.ino !== named.ino) {
@@ -352,17 +428,25 @@ function refusedOr(error: unknown, path: string): CacheReadResult {
  * entry; a miss when there is none; a refusal (warned once per reason) otherwise.
  */
 export function readCached(directory: string, key: string): CacheReadResult {
-  let path = join(directory, cacheFileName(key));
+  const name = cacheFileName(key);
+  let path = join(directory, name);
+  let folder: Folder | undefined;
   try {
-    path = join(trustedFolder(directory), cacheFileName(key));
-    const cubin = readEntry(path, key);
+    folder = openFolder(directory);
+    path = join(folder.real, name);
+    const cubin = readEntry(folder, name, key);
     return cubin === undefined ? MISS : { cubin };
   } catch (error) {
     return refusedOr(error, path);
+  } finally {
+    if (folder !== undefined) closeFolder(folder);
   }
 }
 
-/** Creates the missing folders of `directory`, each 0700 whatever the umask. */
+/**
+ * Creates the missing folders of `directory`, each 0700 whatever the umask. The mode is set on
+ * the new folder's descriptor, so that a link swapped in after `mkdir` is never followed.
+ */
 function createFolders(directory: string): void {
   const missing: string[] = [];
   for (let path = resolve(directory); ; path = dirname(path)) {
@@ -382,7 +466,13 @@ function createFolders(directory: string): void {
       if ((error as NodeJS.ErrnoException).code === 'EEXIST') continue;
       throw error;
     }
-    chmodSync(path, 0o700);
+    if (!FOLDER_DESCRIPTORS) continue;
+    const descriptor = openSync(path, FOLDER_FLAGS);
+    try {
+      fchmodSync(descriptor, 0o700);
+    } finally {
+      closeSync(descriptor);
+    }
   }
 }
 
@@ -393,16 +483,16 @@ function createFolders(directory: string): void {
  */
 export function writeCached(directory: string, key: string, cubin: Uint8Array): boolean {
   if (cubin.length > MAX_ENTRY_BYTES) return false;
-  let folder: string;
+  let folder: Folder;
   try {
     createFolders(directory);
-    folder = trustedFolder(directory);
+    folder = openFolder(directory);
   } catch (error) {
     if (error instanceof Refused) warnOnce(error);
     return false;
   }
   const name = cacheFileName(key);
-  const temporary = join(folder, `.${name}.${randomBytes(8).toString('hex')}.tmp`);
+  const temporary = join(folder.base, `.${name}.${randomBytes(8).toString('hex')}.tmp`);
   let descriptor: number | undefined;
   try {
     descriptor = openSync(
@@ -410,6 +500,7 @@ export function writeCached(directory: string, key: string, cubin: Uint8Array): 
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | O_NOFOLLOW,
       0o600,
     );
+    checkStillThere(folder);
     fchmodSync(descriptor, 0o600);
     for (const part of [header(key, cubin), cubin]) {
       let done = 0;
@@ -417,25 +508,33 @@ export function writeCached(directory: string, key: string, cubin: Uint8Array): 
     }
     closeSync(descriptor);
     descriptor = undefined;
-    renameSync(temporary, join(folder, name));
+    renameSync(temporary, join(folder.base, name));
+    checkStillThere(folder);
     return true;
-  } catch {
+  } catch (error) {
+    if (error instanceof Refused) warnOnce(error);
     if (descriptor !== undefined) closeSync(descriptor);
     try {
       unlinkSync(temporary);
     } catch {
-      // Never created, or the folder is gone.
+      // Never created, renamed already, or the folder is gone.
     }
     return false;
+  } finally {
+    closeFolder(folder);
   }
 }
 
 /** Removes the entry stored under `key` (a cubin the driver refused). */
 export function removeCached(directory: string, key: string): void {
+  let folder: Folder | undefined;
   try {
-    unlinkSync(join(trustedFolder(directory), cacheFileName(key)));
+    folder = openFolder(directory);
+    unlinkSync(join(folder.base, cacheFileName(key)));
   } catch {
     // Gone already, or a folder the cache does not use: the next read judges it again.
+  } finally {
+    if (folder !== undefined) closeFolder(folder);
   }
 }
 
@@ -444,22 +543,26 @@ export function removeCached(directory: string, key: string): void {
  * else (not a user's own `.cubin` files). A folder the trust rules refuse is left untouched.
  */
 export function clearCacheFolder(directory: string): void {
-  let folder: string;
-  let names: string[];
+  let folder: Folder;
   try {
-    folder = trustedFolder(directory);
-    names = readdirSync(folder);
+    folder = openFolder(directory);
   } catch (error) {
     if (error instanceof Refused) warnOnce(error);
     return;
   }
-  for (const name of names) {
-    if (!isCacheFileName(name)) continue;
-    const path = join(folder, name);
-    try {
-      if (!lstatSync(path).isDirectory()) unlinkSync(path);
-    } catch {
-      // Removed by another process meanwhile.
+  try {
+    for (const name of readdirSync(folder.base)) {
+      if (!isCacheFileName(name)) continue;
+      const path = join(folder.base, name);
+      try {
+        if (!lstatSync(path).isDirectory()) unlinkSync(path);
+      } catch {
+        // Removed by another process meanwhile.
+      }
     }
+  } catch {
+    // The folder cannot be listed: nothing is deleted.
+  } finally {
+    closeFolder(folder);
   }
 }
