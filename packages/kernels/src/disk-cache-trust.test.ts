@@ -4,6 +4,7 @@ import {
   chownSync,
   closeSync,
   ftruncateSync,
+  lchownSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
@@ -335,6 +336,74 @@ describe('folders that are refused', () => {
     chownSync(root, OTHER_USER, OTHER_USER);
     expectCompiledInstead(source);
     expect(warningCodes()).toEqual(['CUDA_TASKS_KERNEL_CACHE_PARENT_OWNER']);
+  });
+
+  /** `root/<path>` made of folders 0700 (the last one the cache), used as the cache. */
+  function nestedCache(...names: string[]): string {
+    let path = root;
+    for (const name of names) {
+      path = join(path, name);
+      mkdirSync(path, { mode: 0o700 });
+      chmodSync(path, 0o700);
+    }
+    folder = path;
+    setKernelCacheDirectory(folder);
+    return path;
+  }
+
+  it('a folder higher up the path that others can write without the sticky bit', () => {
+    // team/alice/kernels with team 0777: a member could rename alice away and put in its place
+    // any folder of the user's (every folder below team passes the other rules).
+    nestedCache('team', 'alice', 'kernels');
+    const source = newSource();
+    plant(source);
+    chmodSync(join(root, 'team'), 0o777);
+    expectCompiledInstead(source);
+    expect(warningCodes()).toEqual(['CUDA_TASKS_KERNEL_CACHE_PARENT_WRITABLE']);
+    expect(String(warnings.mock.calls[0]![0])).toContain(join(root, 'team'));
+  });
+
+  it('a link planted higher up the path to a folder of the user’s holding chosen bytes', () => {
+    // The user's clone of someone's repository (folders 0755, files 0644, all the user's)
+    // holds an entry with bytes its author chose; a member of the 0777 team folder replaces
+    // team/alice with a link to it. No race is needed: the path leads there before any check.
+    const clone = nestedCache('clone', 'sub', 'kernels');
+    const source = newSource();
+    plant(source);
+    for (const path of [join(root, 'clone'), join(root, 'clone', 'sub'), clone]) {
+      chmodSync(path, 0o755);
+    }
+    nestedCache('team');
+    chmodSync(join(root, 'team'), 0o777);
+    symlinkSync(join(root, 'clone', 'sub'), join(root, 'team', 'alice'));
+    folder = clone;
+    setKernelCacheDirectory(join(root, 'team', 'alice', 'kernels'));
+    expectCompiledInstead(source);
+    expect(warningCodes()).toEqual(['CUDA_TASKS_KERNEL_CACHE_PARENT_WRITABLE']);
+  });
+
+  it('a folder higher up with the sticky bit (as /tmp) is trusted', () => {
+    nestedCache('shared', 'alice', 'kernels');
+    chmodSync(join(root, 'shared'), 0o1777);
+    const source = newSource();
+    plant(source);
+    loadModule(source, context, 'k.cu');
+    expect(fake.loaded).toEqual([PLANTED]);
+    expect(warningCodes()).toEqual([]);
+  });
+
+  asRoot('a symbolic link on the path that belongs to another user', () => {
+    // In a sticky folder anyone may add a name: a link another user made there is theirs to
+    // replace.
+    const source = newSource();
+    plant(source);
+    chmodSync(root, 0o1777);
+    const link = join(root, 'link');
+    symlinkSync(folder, link);
+    lchownSync(link, OTHER_USER, OTHER_USER);
+    setKernelCacheDirectory(link);
+    expectCompiledInstead(source);
+    expect(warningCodes()).toEqual(['CUDA_TASKS_KERNEL_CACHE_LINK_OWNER']);
   });
 });
 

@@ -4,8 +4,11 @@
  * only when nobody but this user (or root) could have put it there (decision 0033):
  *
  * - the cache folder (symbolic links resolved) belongs to this user and neither its group nor
- *   others can write it; the folder holding it belongs to this user or root, and if its group
- *   or others can write it, it has the sticky bit;
+ *   others can write it;
+ * - every folder a name of its path is looked up in, from `/` down (those of the links followed
+ *   too), belongs to this user or root, and if its group or others can write it, it has the
+ *   sticky bit; a link followed belongs to this user or root: nobody else could have changed
+ *   where the path leads;
  * - each operation opens the folder once (`O_DIRECTORY | O_NOFOLLOW`), judges that descriptor,
  *   and on Linux reaches entries through it (`/proc/self/fd/<descriptor>/<name>`), so that a
  *   folder of the path swapped after the judgement changes nothing; elsewhere the folder's path
@@ -33,6 +36,7 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
+  readlinkSync,
   readSync,
   realpathSync,
   renameSync,
@@ -112,6 +116,7 @@ export type KernelCacheRefusal =
   | 'folder-replaced'
   | 'parent-owner'
   | 'parent-writable'
+  | 'link-owner'
   | 'entry-symlink'
   | 'entry-not-regular'
   | 'entry-owner'
@@ -195,7 +200,8 @@ interface Folder {
  * error (ENOENT: no cache yet). The caller closes it with {@link closeFolder}.
  */
 function openFolder(directory: string): Folder {
-  const real = realpathSync(directory);
+  const walked = userId === undefined ? undefined : resolveJudged(directory);
+  const real = walked?.real ?? realpathSync(directory);
   if (!FOLDER_DESCRIPTORS) {
     if (!statSync(real).isDirectory()) throw notAFolder(real);
     return { real, base: real, descriptor: undefined, judged: undefined };
@@ -210,8 +216,11 @@ function openFolder(directory: string): Folder {
   try {
     const folder = fstatSync(descriptor);
     if (!folder.isDirectory()) throw notAFolder(real);
+    if (walked !== undefined) {
+      if (folder.dev !== walked.stats.dev || folder.ino !== walked.stats.ino) throw replaced(real);
+      judgeFolder(real, folder);
+    }
     const base = throughDescriptor() ? `/proc/self/fd/${descriptor}` : real;
-    if (userId !== undefined) judgeFolder(real, folder, base);
     return { real, base, descriptor, judged: folder };
   } catch (error) {
     closeSync(descriptor);
@@ -236,11 +245,97 @@ function checkStillThere(folder: Folder): void {
     now = undefined;
   }
   if (now === undefined || now.dev !== folder.judged.dev || now.ino !== folder.judged.ino) {
+    throw replaced(folder.real);
+  }
+}
+
+function replaced(real: string): Refused {
+  return new Refused(
+    'folder-replaced',
+    real,
+    'the folder was replaced while the cache used it',
+    'Another user could be moving folders of its path. Use a folder inside one of your own.',
+  );
+}
+
+/** More links than this in one path is a loop (Linux's own bound). */
+const MAX_LINKS = 40;
+
+/**
+ * Resolves `directory` as `realpath` does, one name at a time from `/`, judging each folder a
+ * name is looked up in ({@link judgeHolder}) and each link followed (this user's or root's):
+ * only then could nobody else have changed where the path leads, before the check or after it.
+ * Returns the real path and the `lstat` of the folder it names; throws Refused, or the
+ * filesystem's error (ENOENT: no cache yet).
+ */
+function resolveJudged(directory: string): { real: string; stats: Stats } {
+  const names = resolve(directory).split('/').reverse();
+  let current = '/';
+  let stats = lstatSync(current);
+  let links = 0;
+  while (names.length > 0) {
+    const name = names.pop()!;
+    if (name === '' || name === '.') continue;
+    if (name === '..') {
+      // Every folder above `current` was judged on the way down to it.
+      current = dirname(current);
+      stats = lstatSync(current);
+      continue;
+    }
+    judgeHolder(current, stats);
+    const next = current === '/' ? `/${name}` : `${current}/${name}`;
+    const named = lstatSync(next);
+    if (!named.isSymbolicLink()) {
+      current = next;
+      stats = named;
+      continue;
+    }
+    if (named.uid !== userId && named.uid !== 0) {
+      throw new Refused(
+        'link-owner',
+        next,
+        `a symbolic link on the cache folder's path belongs to uid ${named.uid}, neither this ` +
+          `user (uid ${userId}) nor root`,
+        'Its owner could change where the path leads. Use a path of your own links only.',
+      );
+    }
+    if (++links > MAX_LINKS) {
+      throw Object.assign(new Error(`too many symbolic links resolving ${directory}`), {
+        code: 'ELOOP',
+      });
+    }
+    const target = readlinkSync(next);
+    names.push(...target.split('/').reverse());
+    if (target.startsWith('/')) {
+      current = '/';
+      stats = lstatSync(current);
+    }
+  }
+  return { real: current, stats };
+}
+
+/**
+ * A folder that a name of the cache folder's path is looked up in: it belongs to this user or
+ * root and, if its group or others can write it, has the sticky bit; otherwise its owner, or
+ * anyone, could put another folder or a link at that name.
+ */
+function judgeHolder(path: string, folder: Stats): void {
+  if (folder.uid !== userId && folder.uid !== 0) {
     throw new Refused(
-      'folder-replaced',
-      folder.real,
-      'the folder was replaced while the cache used it',
-      'Another user could be moving folders of its path. Use a folder inside one of your own.',
+      'parent-owner',
+      path,
+      `a folder on the cache folder's path belongs to uid ${folder.uid}, neither this user ` +
+        `(uid ${userId}) nor root`,
+      'Its owner could replace the cache folder. Use a folder inside one of your own.',
+    );
+  }
+  if ((folder.mode & GROUP_OR_OTHERS_WRITE) !== 0 && (folder.mode & STICKY) === 0) {
+    throw new Refused(
+      'parent-writable',
+      path,
+      `its group or others can write this folder on the cache folder's path and it has no ` +
+        `sticky bit (mode ${octal(folder.mode)})`,
+      `Others could replace the cache folder. Run: chmod go-w '${path}' (or +t).`,
     );
   }
 }
@@ -249,7 +344,8 @@ function notAFolder(real: string): Refused {
   return new Refused('folder-not-a-folder', real, 'it is not a folder', 'Name a folder.');
 }
 
-function judgeFolder(real: string, folder: Stats, base: string): void {
+/** The cache folder itself, judged on its descriptor: this user's, nobody else can write it. */
+function judgeFolder(real: string, folder: Stats): void {
   if (folder.uid !== userId) {
     throw new Refused(
       'folder-owner',
@@ -265,28 +361,6 @@ function judgeFolder(real: string, folder: Stats, base: string): void {
       real,
       `its group or others can write the folder (mode ${octal(folder.mode)})`,
       `Another user could place kernels there. Run: chmod go-w '${real}'`,
-    );
-  }
-  const parentPath = dirname(real);
-  if (parentPath === real) return;
-  // Through the descriptor, `..` is the parent of the folder judged, wherever it was moved.
-  const parent = statSync(base === real ? parentPath : `${base}/..`);
-  if (parent.uid !== userId && parent.uid !== 0) {
-    throw new Refused(
-      'parent-owner',
-      parentPath,
-      `the folder holding the cache belongs to uid ${parent.uid}, neither this user ` +
-        `(uid ${userId}) nor root`,
-      'Its owner could replace the cache folder. Use a folder inside one of your own.',
-    );
-  }
-  if ((parent.mode & GROUP_OR_OTHERS_WRITE) !== 0 && (parent.mode & STICKY) === 0) {
-    throw new Refused(
-      'parent-writable',
-      parentPath,
-      `its group or others can write the folder holding the cache and it has no sticky bit ` +
-        `(mode ${octal(parent.mode)})`,
-      `Others could replace the cache folder. Run: chmod go-w '${parentPath}' (or +t).`,
     );
   }
 }
