@@ -159,23 +159,84 @@ describe('a body that stalls, or is too large, holds nothing for long', () => {
     expect(service.statistics().bufferedBodyBytes).toBe(0);
   });
 
-  it('bodies buffered across requests are bounded: past the budget, 503 with Retry-After', async () => {
+  it('bodies buffered across requests are bounded by the bytes received: past the budget, 503 with Retry-After', async () => {
     const { service, port } = await start({
       maxBodyBytes: 800,
       maxBufferedBodyBytes: 1000,
       deadlinesMs: { '/solve': 1000 },
     });
-    // The first stalls with 600 bytes declared: they stay reserved while it is read.
-    const first = rawExchange(port, postHead('/solve', 600), '{"n": ', 3000);
+    // The first sends 600 of its 700 bytes, then stalls: those 600 stay counted while it is read.
+    const first = rawExchange(port, postHead('/solve', 700), `{"n": ${' '.repeat(594)}`, 3000);
     await sleep(100);
     expect(service.statistics().bufferedBodyBytes).toBe(600);
-    const second = await rawExchange(port, postHead('/solve', 600), '', 3000);
+    const second = await rawExchange(port, postHead('/solve', 600), ' '.repeat(600), 3000);
     expect(second.status).toBe(503);
     expect(second.headers['retry-after']).toBe('1');
     expect(second.text).toMatch(/request bodies being read/);
     expect((await first).status).toBe(503); // its deadline
     expect(service.statistics().bufferedBodyBytes).toBe(0);
   });
+
+  it('a declared Content-Length holds no budget: 4 bodies declaring 64 MiB with 1 byte sent leave room for a 12-byte POST', async () => {
+    const fake = fakeGpu(0);
+    const { service, port } = await start({
+      runTask: fake.runTask,
+      deadlinesMs: { '/solve': Number.POSITIVE_INFINITY },
+    });
+    const hogs = Array.from({ length: 4 }, () =>
+      rawExchange(port, postHead('/solve', 64 * 2 ** 20), '[', 1500),
+    );
+    await sleep(150);
+    expect(service.statistics().bufferedBodyBytes).toBe(4);
+    const small = await post(port, '/solve-random', { n: 8, seed: 1 });
+    expect(small.status).toBe(200);
+    expect(small.body).toEqual({ ran: 'POST /solve-random' });
+    await Promise.all(hogs);
+  });
+
+  it('a body that trickles in below the minimum rate: 408 after the first second of grace, connection closed', async () => {
+    const { service, port } = await start({
+      deadlinesMs: { '/solve': Number.POSITIVE_INFINITY },
+      bodyTimeoutMs: 30_000,
+      bodyRateGraceMs: 200,
+    });
+    let trickle: ReturnType<typeof setInterval> | undefined;
+    const answer = await rawExchange(port, postHead('/solve', 100_000), '{', 5000, (socket) => {
+      trickle = setInterval(() => socket.write(' '.repeat(10)), 50);
+    });
+    clearInterval(trickle);
+    expect(answer.status).toBe(408);
+    expect(answer.text).toMatch(/arrived at \d+ bytes\/s, below the minimum of 65536/);
+    expect(answer.headers.connection).toBe('close');
+    expect(answer.endedAfterMs!).toBeGreaterThanOrEqual(1100);
+    expect(answer.endedAfterMs!).toBeLessThan(2500);
+    expect(service.statistics().bufferedBodyBytes).toBe(0);
+  }, 10_000);
+
+  it('a body at a steady rate above the minimum is read to its end', async () => {
+    const fake = fakeGpu(0);
+    const { port } = await start({ runTask: fake.runTask, bodyRateGraceMs: 100 });
+    const body = JSON.stringify({ n: 8, seed: 3 }).padEnd(300_000, ' ');
+    let sent = 0;
+    let pump: ReturnType<typeof setInterval> | undefined;
+    const answer = await rawExchange(
+      port,
+      postHead('/solve-random', body.length),
+      '',
+      2500,
+      (socket) => {
+        // 20 KB every 100 ms: 200 KB/s, for 1.5 s.
+        pump = setInterval(() => {
+          socket.write(body.slice(sent, sent + 20_000));
+          sent += 20_000;
+          if (sent >= body.length) clearInterval(pump);
+        }, 100);
+      },
+    );
+    clearInterval(pump);
+    expect(answer.status).toBe(200);
+    expect(answer.text).toContain('"ran":"POST /solve-random"');
+  }, 10_000);
 
   it('a chunked body past the size cap: 413 and the connection closed', async () => {
     const { port } = await start({ maxBodyBytes: 100 });

@@ -1,14 +1,17 @@
 /**
  * Reading request bodies with bounds: on the size of one body, on the bytes buffered across
  * all the bodies being read at once, and on the time to read one (its own timeout, and the
- * request's signal, which carries the route's deadline). A client that sends half a body and
- * stalls is answered when the first of these runs out, instead of holding its connection and
- * its buffer for Node's default of five minutes.
+ * request's signal, which carries the route's deadline), and on its rate: after a first second
+ * of grace, each second must bring at least a minimum of bytes (64 KiB by default, or the rest of
+ * the body). A client that sends half a body and stalls, or trickles it, is answered when the
+ * first of these runs out, instead of holding its connection and its buffer for Node's default
+ * of five minutes. Only bytes received count against the shared budget: a declared
+ * Content-Length holds none of it.
  */
 import type { IncomingMessage } from 'node:http';
 import { RequestError } from './validation.js';
 
-/** The bytes of request bodies buffered at once, across requests: reserved, then released. */
+/** The bytes of request bodies buffered at once, across requests: reserved as they arrive, then released. */
 export class BodyBudget {
   /** The most bytes buffered at once. */
   readonly limit: number;
@@ -49,7 +52,21 @@ export interface ReadBodyOptions {
   timeoutMs?: number;
   /** Aborts the read with the signal's reason (the route's deadline, the client leaving). */
   signal?: AbortSignal;
+  /**
+   * The least bytes a second the body must arrive at after `rateGraceMs` (default 65,536; 0:
+   * no minimum): each second after the grace must bring this many bytes, or the rest of the body
+   * where less is left, else a 408.
+   */
+  minBytesPerSecond?: number;
+  /** How long the body may take before its rate is checked, ms (default 1000). */
+  rateGraceMs?: number;
 }
+
+/** `ReadBodyOptions.minBytesPerSecond`'s default: 64 KiB/s. */
+export const DEFAULT_MIN_BODY_BYTES_PER_SECOND = 64 * 1024;
+
+/** The window the body's rate is measured over, ms. */
+const RATE_WINDOW_MS = 1000;
 
 function busy(budget: BodyBudget): RequestError {
   return new RequestError(
@@ -62,12 +79,16 @@ function busy(budget: BodyBudget): RequestError {
 /**
  * Reads a request body. Refuses with a RequestError: 413 for a body over `maxBytes` (by its
  * Content-Length, or as it streams in), 503 (Retry-After: 1) when the budget of bytes being read
- * has no room for it, 408 past `timeoutMs`, the signal's reason when it aborts, 400 when the
- * stream fails. The bytes it reserved go back to the budget once it settles either way. A
- * refused body is left unread: answer with `connection: close`.
+ * has no room for the bytes that arrived, 408 past `timeoutMs` or when, after `rateGraceMs`, a
+ * second brings fewer than `minBytesPerSecond` (or the rest of the body), the signal's reason
+ * when it aborts, 400 when the stream fails. Only bytes received are counted against the
+ * budget; they go back to it once the read settles either way. A refused body is left unread:
+ * answer with `connection: close`.
  */
 export function readBody(request: IncomingMessage, options: ReadBodyOptions): Promise<Buffer> {
   const { maxBytes, budget, timeoutMs, signal } = options;
+  const minRate = options.minBytesPerSecond ?? DEFAULT_MIN_BODY_BYTES_PER_SECOND;
+  const rateGraceMs = options.rateGraceMs ?? 1000;
   const declared = Number(request.headers['content-length']);
   const known = request.headers['content-length'] !== undefined && Number.isFinite(declared);
   if (known && declared > maxBytes) {
@@ -79,21 +100,20 @@ export function readBody(request: IncomingMessage, options: ReadBodyOptions): Pr
     );
   }
   if (signal?.aborted) return Promise.reject(signal.reason);
-  let reserved = 0;
-  if (known && budget !== undefined) {
-    if (!budget.reserve(declared)) return Promise.reject(busy(budget));
-    reserved = declared;
-  }
   return new Promise((resolveBody, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
+    let reserved = 0;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let rateTimer: ReturnType<typeof setTimeout> | undefined;
+    let windowStart = 0;
     const settle = (error: unknown, body?: Buffer) => {
       request.off('data', onData);
       request.off('end', onEnd);
       request.off('error', onError);
       signal?.removeEventListener('abort', onAbort);
       if (timer !== undefined) clearTimeout(timer);
+      if (rateTimer !== undefined) clearTimeout(rateTimer);
       budget?.release(reserved);
       reserved = 0;
       chunks.length = 0;
@@ -111,12 +131,12 @@ export function readBody(request: IncomingMessage, options: ReadBodyOptions): Pr
         );
         return;
       }
-      if (received > reserved && budget !== undefined) {
-        if (!budget.reserve(received - reserved)) {
+      if (budget !== undefined) {
+        if (!budget.reserve(chunk.length)) {
           settle(busy(budget));
           return;
         }
-        reserved = received;
+        reserved += chunk.length;
       }
       chunks.push(chunk);
     };
@@ -125,6 +145,24 @@ export function readBody(request: IncomingMessage, options: ReadBodyOptions): Pr
     const onError = (error: Error) =>
       settle(new RequestError(400, `reading the body failed: ${error.message}`));
     const onAbort = () => settle(signal!.reason);
+    /** Each window after the grace must bring `minRate` bytes a second, or the rest of the body. */
+    const checkRate = () => {
+      const arrived = received - windowStart;
+      const needed = (minRate * RATE_WINDOW_MS) / 1000;
+      const left = known ? declared - windowStart : Number.POSITIVE_INFINITY;
+      if (arrived < Math.min(needed, left)) {
+        settle(
+          new RequestError(
+            408,
+            `the request body arrived at ${Math.round((arrived * 1000) / RATE_WINDOW_MS)} bytes/s, below the minimum of ${minRate} bytes/s`,
+          ),
+        );
+        return;
+      }
+      windowStart = received;
+      rateTimer = setTimeout(checkRate, RATE_WINDOW_MS);
+      rateTimer.unref?.();
+    };
     request.on('data', onData);
     request.on('end', onEnd);
     request.on('error', onError);
@@ -136,6 +174,14 @@ export function readBody(request: IncomingMessage, options: ReadBodyOptions): Pr
         timeoutMs,
       );
       timer.unref?.();
+    }
+    if (minRate > 0) {
+      rateTimer = setTimeout(() => {
+        windowStart = received;
+        rateTimer = setTimeout(checkRate, RATE_WINDOW_MS);
+        rateTimer.unref?.();
+      }, rateGraceMs);
+      rateTimer.unref?.();
     }
   });
 }

@@ -94,6 +94,14 @@ export interface ServerOptions {
    * closes. The route's deadline bounds it too (503).
    */
   bodyTimeoutMs?: number;
+  /**
+   * The least bytes a second a request body must arrive at once `bodyRateGraceMs` passed
+   * (default 65,536; 0: no minimum): each second must bring this many, or the rest of the body,
+   * else 408 and the connection closes.
+   */
+  minBodyBytesPerSecond?: number;
+  /** How long a body may take before its rate is checked, ms (default 1000). */
+  bodyRateGraceMs?: number;
   /** The most open connections (default 8192); Node closes the ones past it at once. */
   maxConnections?: number;
   /** Called with errors answered with a 5xx status (default: `console.error`). */
@@ -173,6 +181,8 @@ export interface ServerOptions {
 export const DEFAULT_SERVICE_BOUNDS: Readonly<{
   maxBufferedBodyBytes: number;
   bodyTimeoutMs: number;
+  minBodyBytesPerSecond: number;
+  bodyRateGraceMs: number;
   maxConnections: number;
   maxWaiting: number;
   maxWaitMs: number;
@@ -182,6 +192,8 @@ export const DEFAULT_SERVICE_BOUNDS: Readonly<{
 }> = Object.freeze({
   maxBufferedBodyBytes: 256 * 1024 * 1024,
   bodyTimeoutMs: 10_000,
+  minBodyBytesPerSecond: 64 * 1024,
+  bodyRateGraceMs: 1000,
   maxConnections: 8192,
   maxWaiting: 256,
   maxWaitMs: 2000,
@@ -595,15 +607,21 @@ export function createServer(options: ServerOptions = {}): GpuService {
   for (const name of [
     'maxBufferedBodyBytes',
     'bodyTimeoutMs',
+    'minBodyBytesPerSecond',
+    'bodyRateGraceMs',
     'maxConnections',
     'maxWaiting',
     'maxWaitMs',
   ] as const) {
     const value = options[name];
     if (value === undefined) continue;
-    if (typeof value !== 'number' || !(value >= (name === 'maxWaiting' ? 0 : 1))) {
+    const least =
+      name === 'maxWaiting' || name === 'minBodyBytesPerSecond' || name === 'bodyRateGraceMs'
+        ? 0
+        : 1;
+    if (typeof value !== 'number' || !(value >= least)) {
       throw new RangeError(
-        `createServer: ${name} must be a number >= ${name === 'maxWaiting' ? 0 : 1}, got ${String(value)}`,
+        `createServer: ${name} must be a number >= ${least}, got ${String(value)}`,
       );
     }
     bounds[name] = value;
@@ -777,6 +795,8 @@ export function createServer(options: ServerOptions = {}): GpuService {
           maxBytes: limits.maxBodyBytes,
           budget: bodies,
           timeoutMs: bounds.bodyTimeoutMs,
+          minBytesPerSecond: bounds.minBodyBytesPerSecond,
+          rateGraceMs: bounds.bodyRateGraceMs,
           signal,
         }),
       );
