@@ -45,7 +45,7 @@ export {
   type OperationObserver,
   setOperationObserver,
 } from './stream/observer.js';
-export { onStreamDisposed } from './stream/stream.js';
+export { onStreamDisposed, type StreamDisposedListener } from './stream/stream.js';
 export {
   MAX_BLOCKING_WAITS,
   pendingWaits,

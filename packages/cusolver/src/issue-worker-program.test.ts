@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   issueOffThread,
   issueWorkerStatistics,
+  nativeStreamKept,
   setIssuingWaitMs,
   startIssueWorkerWith,
   stopIssueWorker,
@@ -196,7 +197,9 @@ describe("the issue worker's program, on a koffi test double", () => {
     const disposed = target(1n, 10n);
     const pending = getrf(disposed, 0n, 17);
     await logged(/cusolverDnDgetrf.*17/);
-    streamDisposed(disposed); // blocks until the worker has issued everything of that call
+    // Blocks until the worker has issued everything of that call; the stream may be destroyed.
+    expect(streamDisposed(disposed)).toBeUndefined();
+    expect(nativeStreamKept(disposed)).toBe(false);
     // Every call of it was on the stream before the disposal went on to drain and destroy it.
     expect(calls()).toEqual([
       'cuCtxSetCurrent(1n)',
@@ -255,6 +258,7 @@ describe("the issue worker's program, on a koffi test double", () => {
     }
     // Told to keep the native stream: the worker may still issue on it.
     expect(answer).toBe('keep-native-stream');
+    expect(nativeStreamKept(disposed)).toBe(true);
     // Every later call of the stream was cancelled, although the wait timed out.
     for (const call of queued) expect(await call).toEqual({ status: 0, cancelled: true });
     expect(await issuing).toMatchObject({ status: 0 });

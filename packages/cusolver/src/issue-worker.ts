@@ -104,6 +104,8 @@ interface WorkerState {
   inline: number;
   /** Streams the worker has been given calls for (it may hold a handle bound to them). */
   streams: WeakSet<OffThreadStream>;
+  /** Disposed streams whose native stream was kept: the worker was still issuing on them. */
+  kept: WeakSet<OffThreadStream>;
   /** Removes the stream-disposed listener; set once the first worker starts. */
   unlisten: (() => void) | undefined;
 }
@@ -121,10 +123,12 @@ const state: WorkerState = ((globalThis as any)[STATE_KEY] ??= {
   offThread: 0,
   inline: 0,
   streams: new WeakSet(),
+  kept: new WeakSet(),
   unlisten: undefined,
 } satisfies WorkerState);
 // A state made by an older loaded copy of this package lacks these.
 state.streams ??= new WeakSet();
+state.kept ??= new WeakSet();
 
 /**
  * The worker's program (CommonJS, run with `eval`). It loads koffi, libcuda and libcusolver
@@ -346,10 +350,21 @@ export function streamDisposed(stream: OffThreadStream): 'keep-native-stream' | 
       `the cuSOLVER issue worker was still issuing a call on ${streamName(stream)} after ${issuingWaitMs / 1000} s of its disposal; the native stream is not destroyed (it stays allocated for the life of the process) so that the worker never issues on a destroyed stream or on a later one created at its address`,
       { type: 'CudaTasksIssueWorkerWarning' },
     );
+    state.kept.add(stream);
     return 'keep-native-stream';
   } finally {
     state.worker?.postMessage({ forget: stream.ffiHandle, context: stream.context.handle });
   }
+}
+
+/**
+ * Whether `stream`'s disposal kept its native stream because the worker was still issuing a
+ * call on it (see `streamDisposed`): that call's kernels may have been enqueued after the
+ * disposal's drain, so what they use is freed only after the native stream is synchronized.
+ * Internal.
+ */
+export function nativeStreamKept(stream: OffThreadStream): boolean {
+  return state.kept.has(stream);
 }
 
 /** `Stream(name)` for a Stream, `Stream(0x…)` for a test's stand-in. */

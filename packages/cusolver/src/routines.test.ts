@@ -17,6 +17,8 @@ const fake = vi.hoisted(() => {
     reply: { status: 0 } as { status: number; call?: string; driver?: boolean },
     /** Runs while the worker holds the call (before its reply). */
     during: undefined as (() => void) | undefined,
+    /** Whether a stream's disposal kept its native stream (the worker outlived the wait). */
+    kept: false,
   };
   const record =
     (name: string, status: () => number) =>
@@ -72,6 +74,13 @@ const fake = vi.hoisted(() => {
 vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => ({
   ...(await importOriginal<typeof import('@cuda-tasks/cudadrv')>()),
   DeviceBuffer: fake.DeviceBuffer,
+  // Only the stream synchronization of a kept native stream reaches the driver here.
+  driver: () => ({
+    cuStreamSynchronize: (handle: unknown) => {
+      fake.events.push(`synchronize stream ${handle}`);
+      return 0;
+    },
+  }),
   // The driver's CUresult check, without a driver to name the result.
   check: (result: number, call: string) => {
     if (result !== 0) throw new Error(`driver check: ${call} gave CUresult ${result}`);
@@ -89,6 +98,7 @@ vi.mock('./ffi/cusolver.js', async (importOriginal) => ({
 vi.mock('./handle.js', () => ({ handles: { get: () => 7n } }));
 vi.mock('./issue-worker.js', () => ({
   offThreadReady: (size: number) => size >= fake.worker.threshold && fake.worker.ready,
+  nativeStreamKept: () => fake.worker.kept,
   issueOffThread: async (
     symbol: string,
     stream: { context: { handle: bigint }; ffiHandle: bigint },
@@ -139,6 +149,7 @@ beforeEach(() => {
     ready: true,
     reply: { status: 0 },
     during: undefined,
+    kept: false,
   });
 });
 
@@ -280,6 +291,38 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
     );
     await expect(failed).rejects.toBeInstanceOf(CusolverError);
     expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
+  });
+
+  it('a stream disposed while the worker was still issuing past the wait (native stream kept): its kernels are waited for before the free', async () => {
+    const disposable = {
+      ...stream,
+      disposed: false,
+      context: { ...stream.context, makeCurrent: () => fake.events.push('make current') },
+      toString: () => 'Stream(d)',
+    };
+    fake.worker.during = () => {
+      disposable.disposed = true;
+      fake.worker.kept = true;
+    };
+    const failed = getrfAwaited(
+      disposable as unknown as Stream,
+      'float64',
+      2048,
+      2048,
+      100n,
+      2048,
+      200n,
+      300n,
+    );
+    await expect(failed).rejects.toBeInstanceOf(DisposedError);
+    // The disposal's drain came before the worker's kernels: the free waits for them on the
+    // native stream the disposal left alive.
+    expect(events().slice(-4)).toEqual([
+      'end cusolver.getrf',
+      'make current',
+      'synchronize stream 13',
+      'free 4096',
+    ]);
   });
 
   it('a stream disposed before the worker issued (nothing issued): a DisposedError naming it, the workspace freed', async () => {

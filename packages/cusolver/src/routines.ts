@@ -15,6 +15,7 @@ import {
   currentSignal,
   DeviceBuffer,
   DisposedError,
+  driver,
   dtypeBytes,
   type Stream,
 } from '@cuda-tasks/cudadrv';
@@ -32,6 +33,7 @@ import {
 import { handles } from './handle.js';
 import {
   issueOffThread,
+  nativeStreamKept,
   type OffThreadReply,
   type OffThreadSymbol,
   offThreadReady,
@@ -262,9 +264,17 @@ async function issueOffThreadAwaited(
     endOperation(token);
     // Declared used again after the worker's kernels, so that the free is ordered after them.
     // A disposed stream was drained by its dispose, which waited for the worker to be done
-    // issuing on it: the free then needs no ordering.
-    if (!stream.disposed) work.useOn(stream);
-    work.dispose();
+    // issuing on it, unless that wait timed out: then the native stream was kept, and the
+    // worker's kernels, enqueued after the drain, are waited for here.
+    try {
+      if (!stream.disposed) work.useOn(stream);
+      else if (nativeStreamKept(stream)) {
+        stream.context.makeCurrent();
+        checkDriver(driver().cuStreamSynchronize(stream.ffiHandle), 'cuStreamSynchronize');
+      }
+    } finally {
+      work.dispose();
+    }
   }
   if (signal?.aborted) throw signal.reason;
   if (reply.status !== 0) {

@@ -348,8 +348,9 @@ export class Stream {
    * wrapper, and later hand-offs and frees of buffers it used wait for that event on the GPU.
    * Either way the stream takes no more work. Safe to call twice. A stream that is capturing
    * cannot be disposed (a CaptureError): end the capture first. A stream-disposed listener
-   * may keep the native stream alive (`StreamDisposedListener`); one that throws (`onStreamDisposed`) does not stop the others or the disposal: its error is
-   * thrown once the stream is gone (an AggregateError for several).
+   * may keep the native stream alive (`StreamDisposedListener`); one that throws
+   * (`onStreamDisposed`) does not stop the others or the disposal: its error is thrown once
+   * the stream is gone (an AggregateError for several).
    */
   dispose(): void {
     if (this.#disposed) return;
