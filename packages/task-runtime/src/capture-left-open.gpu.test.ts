@@ -169,7 +169,9 @@ describeGpu('a capture left open by a task, on the GPU', () => {
     const input = randomFloat32(N, 5);
     const x = DeviceArray.fromHost(input);
     const y = DeviceArray.zeros('float32', N);
-    await y.toHost(); // in place before the capture: no hand-off inside it
+    // Both in place before the capture: no hand-off (a wait on an event recorded outside the
+    // capture, which a capturing stream may not make) inside it.
+    await Promise.all([x.toHost(), y.toHost()]);
     const fork = Event.create();
     const join = Event.create();
     let origin: Stream | undefined;
