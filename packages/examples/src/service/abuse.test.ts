@@ -509,6 +509,79 @@ describe('shutdown', () => {
     await expect(post(port, '/solve-random', { n: 8, seed: 9 })).rejects.toThrow();
   });
 
+  it('requests that reach the server as shutdown begins all get an answer: none dropped', async () => {
+    const fake = fakeGpu(200);
+    const { service, port } = await start({ runTask: fake.runTask });
+    // 30 connections accepted (or in the backlog), whose requests are written just before
+    // shutdown() begins: none parsed yet.
+    const sockets = await Promise.all(
+      Array.from(
+        { length: 30 },
+        () =>
+          new Promise<Socket>((resolve, reject) => {
+            const socket = connect(port, '127.0.0.1', () => resolve(socket));
+            socket.once('error', reject);
+          }),
+      ),
+    );
+    const answers = sockets.map(
+      (socket, seed) =>
+        new Promise<RawAnswer>((resolve) => {
+          let text = '';
+          socket.on('data', (chunk) => {
+            text += chunk.toString('latin1');
+          });
+          socket.on('error', () => {});
+          socket.on('close', () => {
+            const [statusLine = '', ...lines] = text.split('\r\n\r\n')[0]!.split('\r\n');
+            const headers: Record<string, string> = {};
+            for (const line of lines) {
+              const colon = line.indexOf(':');
+              if (colon > 0)
+                headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+            }
+            resolve({
+              text,
+              status: Number(statusLine.split(' ')[1] ?? 0),
+              headers,
+              endedAfterMs: 0,
+            });
+          });
+          const body = JSON.stringify({ n: 8, seed });
+          socket.write(postHead('/solve-random', body.length) + body);
+        }),
+    );
+    const report = await service.shutdown({ graceMs: 3000 });
+    const all = await Promise.all(answers);
+    const statuses: Record<string, number> = {};
+    for (const answer of all) statuses[answer.status] = (statuses[answer.status] ?? 0) + 1;
+    console.log(`30 requests at shutdown: ${JSON.stringify(statuses)}; ${JSON.stringify(report)}`);
+    for (const answer of all) {
+      expect([200, 503]).toContain(answer.status);
+      if (answer.status === 503) {
+        expect(answer.headers.connection).toBe('close');
+        expect(answer.headers['retry-after']).toBe('1');
+        expect(answer.text).toMatch(/shutting down/);
+      } else expect(answer.text).toContain('"ran":"POST /solve-random"');
+    }
+    expect(report.unanswered).toBe(0);
+    expect(service.listening).toBe(false);
+  }, 15_000);
+
+  it('a request on a new connection during the drain window is answered 503 with connection: close', async () => {
+    const { service, port } = await start({ runTask: fakeGpu(0).runTask });
+    const closing = service.shutdown({ graceMs: 2000, drainMs: 300 });
+    await sleep(50);
+    const answer = await rawExchange(port, 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n', '', 2000);
+    expect(answer.status).toBe(503);
+    expect(answer.headers.connection).toBe('close');
+    expect(answer.headers['retry-after']).toBe('1');
+    expect(answer.endedAfterMs!).toBeLessThan(1000);
+    const report = await closing;
+    expect(report.elapsedMs).toBeGreaterThanOrEqual(290);
+    expect(report.elapsedMs).toBeLessThan(1500);
+  });
+
   it('cancels what runs past the grace: those requests answer 503', async () => {
     const fake = fakeGpu(60_000);
     const { service, port } = await start({ runTask: fake.runTask });

@@ -17,8 +17,9 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, Server as NetServer, type Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { gemv, matmul, nrm2 } from '@cuda-tasks/cublas';
 import {
   availability,
@@ -503,6 +504,9 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
+/** net.Server's close: stops accepting, leaves the open connections alone. */
+const netServerClose = NetServer.prototype.close;
+
 /** Resolves once every promise settled, or after `ms`, whichever comes first. */
 async function settledWithin(promises: Iterable<Promise<unknown>>, ms: number): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -551,7 +555,18 @@ export interface ShutdownOptions {
   graceMs?: number;
   /** How long cancelled requests get to be answered, ms, before their connections close (default 2000). */
   cancelMs?: number;
+  /**
+   * The drain window, ms (default 400, bounded by `graceMs`): for this long the listener still
+   * accepts, so that requests already sent (in the listen backlog, or on a connection whose
+   * request was not read yet) are answered 503 with `Connection: close` and `Retry-After`
+   * instead of being dropped; afterwards a connection is closed once it has no request in
+   * progress and has been quiet this long.
+   */
+  drainMs?: number;
 }
+
+/** `ShutdownOptions.drainMs`'s default. */
+export const DEFAULT_DRAIN_MS = 400;
 
 /** What `GpuService.shutdown` did. */
 export interface ShutdownReport {
@@ -568,10 +583,12 @@ export interface ShutdownReport {
 /** The HTTP server of the service, with an orderly shutdown and its figures. */
 export interface GpuService extends Server {
   /**
-   * Stops in order: stops accepting connections and closes the idle ones; lets the requests in
-   * flight finish within `graceMs` (their answers say `connection: close`); then cancels the
-   * rest (answered 503) and waits up to `cancelMs`; closes every connection left; frees the
-   * shared stream and the search index. New requests on open connections meanwhile get 503.
+   * Stops in order: for the drain window (`drainMs`) it keeps accepting and answers every new
+   * request 503 with `Connection: close` and `Retry-After: 1`, then stops accepting; a
+   * connection is closed once it has no request in progress and has been quiet for the drain
+   * window; the requests in flight have `graceMs` to finish (their answers say
+   * `connection: close`); then the rest are cancelled (answered 503) with up to `cancelMs` to
+   * answer; every connection left is closed; the shared stream and the search index are freed.
    * Resolves with what it did; calling it again returns the same promise.
    */
   shutdown(options?: ShutdownOptions): Promise<ShutdownReport>;
@@ -863,6 +880,13 @@ export function createServer(options: ServerOptions = {}): GpuService {
     }
   };
 
+  /** An open connection: its requests in progress, and when it was last active. */
+  interface Connection {
+    requests: number;
+    activeAt: number;
+  }
+  const connections = new Map<Socket, Connection>();
+
   const server = createHttpServer(
     {
       headersTimeout: bounds.headersTimeoutMs,
@@ -872,6 +896,15 @@ export function createServer(options: ServerOptions = {}): GpuService {
       connectionsCheckingInterval: 1000,
     },
     (request, response) => {
+      const connection = connections.get(request.socket);
+      if (connection !== undefined) {
+        connection.requests++;
+        connection.activeAt = performance.now();
+        response.once('close', () => {
+          connection.requests--;
+          connection.activeAt = performance.now();
+        });
+      }
       const entry: InFlight = { cancel: undefined };
       // onRequest catches everything it can; this is the last guard so that nothing escapes.
       const handled = onRequest(request, response, entry)
@@ -886,10 +919,26 @@ export function createServer(options: ServerOptions = {}): GpuService {
     },
   );
   server.maxConnections = bounds.maxConnections;
+  server.on('connection', (socket: Socket) => {
+    const connection: Connection = { requests: 0, activeAt: performance.now() };
+    connections.set(socket, connection);
+    socket.on('data', () => {
+      connection.activeAt = performance.now();
+    });
+    socket.once('close', () => connections.delete(socket));
+  });
+
+  /** Closes the connections with no request in progress, quiet for `quietMs`. */
+  const closeQuietConnections = (quietMs: number) => {
+    const now = performance.now();
+    for (const [socket, connection] of connections) {
+      if (connection.requests === 0 && now - connection.activeAt >= quietMs) socket.destroy();
+    }
+  };
 
   let released = false;
-  /** Frees the shared stream and the search index (once its build settles). */
-  const release = async () => {
+  /** Frees the shared stream and the search index (once its build settles, within `waitMs`). */
+  const release = async (waitMs = 2000) => {
     if (released) return;
     released = true;
     lifetime.abort(new RequestError(503, 'the service is shutting down'));
@@ -897,10 +946,12 @@ export function createServer(options: ServerOptions = {}): GpuService {
     shared = undefined;
     const pending = searchIndex;
     searchIndex = undefined;
-    await pending?.then(
+    // A build that ignores the abort is disposed whenever it ends; shutdown does not wait on it.
+    const disposed = pending?.then(
       (index) => index.dispose(),
       () => undefined,
     );
+    if (disposed !== undefined) await settledWithin([disposed], waitMs);
   };
   server.on('close', () => void release());
 
@@ -908,11 +959,20 @@ export function createServer(options: ServerOptions = {}): GpuService {
     closing ??= (async () => {
       const graceMs = shutdownOptions.graceMs ?? 10_000;
       const cancelMs = shutdownOptions.cancelMs ?? 2000;
+      const drainMs = Math.min(shutdownOptions.drainMs ?? DEFAULT_DRAIN_MS, graceMs);
       const started = performance.now();
       const atStart = inFlight.size;
-      server.close(() => undefined); // stops accepting; its callback runs once all connections end
-      server.closeIdleConnections();
-      await settledWithin(inFlight.values(), graceMs);
+      // The drain window: still accepting, every new request is answered 503 (onRequest).
+      await sleep(drainMs);
+      // Stops accepting and keeps the open connections (http.Server#close would also close the
+      // ones whose request was not read yet); they close below once quiet.
+      netServerClose.call(server, () => undefined);
+      const deadline = started + graceMs;
+      while (performance.now() < deadline) {
+        closeQuietConnections(drainMs);
+        if (inFlight.size === 0 && connections.size === 0) break;
+        await sleep(Math.min(25, Math.max(0, deadline - performance.now())));
+      }
       let cancelled = 0;
       if (inFlight.size > 0) {
         const reason = new RequestError(
@@ -929,7 +989,7 @@ export function createServer(options: ServerOptions = {}): GpuService {
       }
       const unanswered = inFlight.size;
       server.closeAllConnections();
-      await release();
+      await release(cancelMs);
       return { inFlight: atStart, cancelled, unanswered, elapsedMs: performance.now() - started };
     })();
     return closing;
