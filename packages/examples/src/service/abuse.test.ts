@@ -582,6 +582,22 @@ describe('shutdown', () => {
     expect(report.elapsedMs).toBeLessThan(1500);
   });
 
+  it('an index build that ignores its signal does not hold shutdown past cancelMs', async () => {
+    const { service, port } = await start({
+      // A runner that ignores the signal, and a build that never ends.
+      runTask: (work) => work(),
+      createSearchIndex: () => new Promise<SearchBackend>(() => undefined),
+      search: { rows: 10, dim: 2 },
+    });
+    const searching = post(port, '/search', { query: [1, 2], k: 1 });
+    await sleep(100);
+    const started = performance.now();
+    const report = await service.shutdown({ graceMs: 200, cancelMs: 300 });
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(report).toMatchObject({ inFlight: 1, cancelled: 1, unanswered: 0 });
+    expect((await searching).status).toBe(503);
+  });
+
   it('cancels what runs past the grace: those requests answer 503', async () => {
     const fake = fakeGpu(60_000);
     const { service, port } = await start({ runTask: fake.runTask });

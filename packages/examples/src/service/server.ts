@@ -28,6 +28,7 @@ import {
   CudaOutOfMemoryError,
   CudaUnavailableError,
   currentStream,
+  Device,
   DeviceArray,
   Stream,
 } from '@cuda-tasks/cudadrv';
@@ -43,6 +44,7 @@ import {
 import { Admission, AdmissionRefused } from './admission.js';
 import { BodyBudget, readBody } from './body.js';
 import { drawUniform } from './draw.js';
+import { IdleTrim, type IdleTrimOptions, type TrimmablePool } from './idle-trim.js';
 import {
   DEFAULT_DEADLINES_MS,
   estimatedGpuBytes,
@@ -176,6 +178,14 @@ export interface ServerOptions {
    * bounds it): then 503 with `Retry-After`.
    */
   maxWaitMs?: number;
+  /**
+   * Giving the device memory pool's reserve back once the GPU is idle (`IdleTrim`): when no GPU
+   * work has been in flight for `idleMs` (default 2000) after some ran, an unref'd timer trims
+   * the pool to the bytes in use plus `headroomBytes` (default 256 MiB); never while work runs.
+   * `pool` replaces device 0's pool, which is the default only with the default `runTask`.
+   * False: never trims.
+   */
+  idleTrim?: (IdleTrimOptions & { pool?: TrimmablePool }) | false;
 }
 
 /** The service's defaults for the bounds of `ServerOptions`. */
@@ -645,7 +655,29 @@ export function createServer(options: ServerOptions = {}): GpuService {
   }
   const onServerError = options.onServerError ?? ((error: unknown) => console.error(error));
   const checkGpu = options.checkGpu ?? gpuHealth;
-  const runTask: NonNullable<ServerOptions['runTask']> = options.runTask ?? task;
+  const trimOptions = options.idleTrim === false ? undefined : (options.idleTrim ?? {});
+  // Device 0's pool is trimmed only where the service runs its own tasks on the GPU.
+  const trimPool: (() => TrimmablePool | undefined) | undefined =
+    trimOptions?.pool !== undefined
+      ? () => trimOptions.pool
+      : trimOptions !== undefined && options.runTask === undefined
+        ? () => (gpuNow().usable ? Device.get(0).primaryContext().memoryPool : undefined)
+        : undefined;
+  const idle =
+    trimPool === undefined ? undefined : new IdleTrim(trimPool, trimOptions, onServerError);
+  const givenRunTask: NonNullable<ServerOptions['runTask']> = options.runTask ?? task;
+  // Every GPU task is counted, so that the pool is trimmed only once none has run for a while.
+  const runTask: NonNullable<ServerOptions['runTask']> =
+    idle === undefined
+      ? givenRunTask
+      : async (work, taskOptions) => {
+          const end = idle.begin();
+          try {
+            return await givenRunTask(work, taskOptions);
+          } finally {
+            end();
+          }
+        };
   const deadlines: Record<string, number> = { ...DEFAULT_DEADLINES_MS };
   for (const [route, ms] of Object.entries(options.deadlinesMs ?? {})) {
     if (typeof ms !== 'number' || !(ms > 0)) {
@@ -941,6 +973,7 @@ export function createServer(options: ServerOptions = {}): GpuService {
   const release = async (waitMs = 2000) => {
     if (released) return;
     released = true;
+    idle?.stop();
     lifetime.abort(new RequestError(503, 'the service is shutting down'));
     shared?.dispose();
     shared = undefined;
