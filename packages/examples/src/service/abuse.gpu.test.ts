@@ -206,24 +206,36 @@ describeGpu('the service under abuse, on the GPU', () => {
     expect(ok.length).toBeGreaterThan(0);
     expect(busy.length).toBeGreaterThan(0);
     for (const answer of busy) expect(answer.retryAfter).toBe('1');
-    // A correct float64 LU of a random n = 2048 matrix: ||b - Ax|| / ||b|| is about cond(A) eps.
+    // A correct float64 LU of a random n = 2048 matrix: ||b - Ax|| / ||b|| is about cond(A) eps,
+    // and cond(A) of a random matrix has a heavy tail (a few in a thousand reach 1e-8). The
+    // bound only catches gross errors; what shows the flood changed nothing is below.
     const residuals = ok.map((answer) => JSON.parse(answer.text).residual as number);
     console.log(
       `flood residuals: max ${Math.max(...residuals).toExponential(2)}, p50 ${percentile(residuals, 50).toExponential(2)}`,
     );
-    for (const residual of residuals) expect(residual).toBeLessThan(1e-8);
+    for (const residual of residuals) expect(residual).toBeLessThan(1e-6);
     expect(reservedIdle).toBeLessThanOrEqual(reservedBefore + 512 * MiB);
     expect(trimmedAfterMs).toBeLessThan(5500);
-    // A seed's answer does not depend on the stream or the load it ran under: some of the
-    // flood's seeds again, one at a time, give the same x, bit for bit.
-    const picked = [0, 1, Math.floor(ok.length / 2), ok.length - 1].map((i) => ok[i]!);
+    // A seed's answer does not depend on the stream or the load it ran under: the flood's four
+    // largest residuals, and its first and last answers, again one at a time, give the same x
+    // and the same residual, bit for bit.
+    const byResidual = [...ok].sort(
+      (p, q) => JSON.parse(q.text).residual - JSON.parse(p.text).residual,
+    );
+    const picked = [...byResidual.slice(0, 4), ok[0]!, ok[ok.length - 1]!];
+    const again: string[] = [];
     for (const answer of picked) {
-      const fromFlood = JSON.parse(answer.text) as { seed: number; x: number[] };
+      const fromFlood = JSON.parse(answer.text) as { seed: number; x: number[]; residual: number };
       const alone = await post(port, '/solve-random', { n: 2048, seed: fromFlood.seed });
       expect(alone.status).toBe(200);
-      const isolated = JSON.parse(alone.text) as { x: number[] };
+      const isolated = JSON.parse(alone.text) as { x: number[]; residual: number };
+      again.push(
+        `seed ${fromFlood.seed}: ${fromFlood.residual.toExponential(2)} in the flood, ${isolated.residual.toExponential(2)} alone`,
+      );
       expect(fromFlood.x).toEqual(isolated.x);
+      expect(fromFlood.residual).toBe(isolated.residual);
     }
+    console.log(`flood answers again one at a time, identical: ${again.join('; ')}`);
     expect(serverErrors).toEqual([]);
     expect(Math.max(...health)).toBeLessThan(1000);
     expect(service.statistics()).toMatchObject({ inFlight: 0, gpuBytesInFlight: 0, waiting: 0 });
