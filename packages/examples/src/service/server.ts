@@ -1022,6 +1022,9 @@ export function createServer(options: ServerOptions = {}): GpuService {
       }
       const unanswered = inFlight.size;
       server.closeAllConnections();
+      // http.Server's own close, now that no connection is left: it also stops the server's
+      // connection-checking timer (the listener itself was closed above; its error is moot).
+      server.close(() => undefined);
       await release(cancelMs);
       return { inFlight: atStart, cancelled, unanswered, elapsedMs: performance.now() - started };
     })();
