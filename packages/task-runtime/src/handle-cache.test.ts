@@ -90,8 +90,44 @@ async function concurrently<T>(count: number, body: (index: number) => T): Promi
 }
 
 describe('leases', () => {
+  it('the first use in a context makes the whole bound at once; a burst after it creates none and shares past the bound', async () => {
+    const { cache, options } = makeCache({ maxHandlesPerContext: 4 });
+    const first = await task(() => cache.get());
+    expect(options.create).toHaveBeenCalledTimes(4);
+    expect(cache.statistics()).toMatchObject({ created: 4, idle: 4, leased: 0 });
+    const handles = await concurrently(6, () => cache.get());
+    expect(options.create).toHaveBeenCalledTimes(4);
+    expect(new Set(handles).size).toBe(4);
+    expect(handles).toContain(first);
+  });
+
+  it('after idle handles were destroyed, a task shares one that exists and the cache grows back between turns', async () => {
+    const { cache, options } = makeCache({ maxHandlesPerContext: 3 });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const holder = task(async () => {
+      const mine = cache.get();
+      await gate;
+      return mine;
+    });
+    await sleep(1);
+    expect(cache.destroyIdle()).toBe(2);
+    const created = options.create.mock.calls.length;
+    let shared: FakeHandle | undefined;
+    const sharer = task(async () => {
+      shared = cache.get();
+      expect(options.create).toHaveBeenCalledTimes(created); // none inline
+      await sleep(5);
+    });
+    await sharer;
+    release();
+    expect(shared).toBe(await holder);
+    expect(options.create.mock.calls.length - created).toBe(2); // grown back, one per turn
+    expect(cache.statistics().handles).toBe(3);
+  });
+
   it('a lease goes back to the idle pool when the task settles, and serves the next task', async () => {
-    const { cache, options } = makeCache();
+    const { cache, options } = makeCache({ maxHandlesPerContext: 1 });
     const makeCurrentBefore = context0.makeCurrentCalls;
     const handle = await task(async () => {
       const handle = cache.get();
@@ -121,7 +157,7 @@ describe('leases', () => {
   });
 
   it('one lease per task and context: each device has its own handles', async () => {
-    const { cache } = makeCache();
+    const { cache } = makeCache({ maxHandlesPerContext: 1 });
     const [on0, on1, again1] = await task(async () => {
       const on0 = cache.get();
       const on1 = withDevice(1, () => cache.get());
@@ -547,7 +583,7 @@ describe('exception-safe release, disposal, and out-of-memory', () => {
   it('dispose() removes the listeners, destroys idle handles, and leased ones when their task settles', async () => {
     const disposedBefore = fake.disposedListeners.size;
     const hooksBefore = fake.state.outOfMemoryHooks.size;
-    const { cache, options } = makeCache();
+    const { cache, options } = makeCache({ maxHandlesPerContext: 2 });
     expect(fake.disposedListeners.size).toBe(disposedBefore + 1);
     expect(fake.state.outOfMemoryHooks.size).toBe(hooksBefore + 1);
     await concurrently(2, () => cache.get());
@@ -572,7 +608,7 @@ describe('exception-safe release, disposal, and out-of-memory', () => {
   });
 
   it('the out-of-memory hook destroys the idle handles of that context', async () => {
-    const { cache, options } = makeCache();
+    const { cache, options } = makeCache({ maxHandlesPerContext: 1 });
     await task(() => {
       cache.get();
       withDevice(1, () => cache.get());

@@ -160,6 +160,8 @@ interface ContextHandles<H> {
   readonly idle: HandleRecord<H>[];
   /** Where the search for a handle to share starts (round-robin among the least leased). */
   cursor: number;
+  /** Whether a creation ahead of need is scheduled (`#growAhead`). */
+  growing: boolean;
 }
 
 /** Options of `configureHandles`. */
@@ -190,10 +192,12 @@ const registry = processWide<HandleRegistry>('handle-caches', () => ({
  *
  * - **A lease per task and context**, taken at the task's first call and given back when the
  *   task settles (never left to the GC), each lease in its own try.
- * - **A bound per context** (`maxHandlesPerContext`, default 16): a burst creates at most that
- *   many handles; tasks beyond it share the least-leased ones, rebound at each call (a
- *   SetStream costs tens of nanoseconds; creating a handle costs milliseconds). `warm()` makes
- *   them ahead, while the GPU is idle.
+ * - **Made ahead, bounded per context** (`maxHandlesPerContext`, default 16): the first task
+ *   to use the cache in a context creates the whole bound at once, as the stream pool does,
+ *   so that a burst creates none; tasks beyond it share the least-leased ones, rebound at
+ *   each call (a SetStream costs tens of nanoseconds). Handles destroyed later (idle trim,
+ *   out of memory) are made again between event-loop turns, tasks sharing meanwhile.
+ *   `warm()` (and the runtime's `prewarm()`) makes them at startup instead.
  * - **Lazy binding with one rebind-skip rule**: `get()` binds only when the current stream
  *   differs from the bound one, and calls `setStream` only when the library does not have
  *   that stream already (a pooled stream that came back with the same handle costs nothing).
@@ -494,7 +498,7 @@ export class HandleCache<H> implements TaskResourceOwner {
   #contextHandles(context: Context): ContextHandles<H> {
     let handles = this.#contexts.get(context);
     if (handles === undefined) {
-      this.#contexts.set(context, (handles = { all: [], idle: [], cursor: 0 }));
+      this.#contexts.set(context, (handles = { all: [], idle: [], cursor: 0, growing: false }));
     }
     return handles;
   }
@@ -516,16 +520,24 @@ export class HandleCache<H> implements TaskResourceOwner {
     return record;
   }
 
-  /** Gives `task` a lease of a handle of `context`: idle, new (below the bound), or shared. */
+  /**
+   * Gives `task` a lease of a handle of `context`: an idle one; at the context's first use, a
+   * new one, with the rest of the bound made at once (handles are made ahead of bursts, as
+   * task streams are); otherwise one that other tasks hold (the least leased), while the
+   * context grows ahead of need between event-loop turns below its bound.
+   */
   #lease(task: TaskState, context: Context, stream: Stream): HandleRecord<H> {
     if (this.#disposed) throw new DisposedError(`HandleCache "${this.name}"`);
     const handles = this.#contextHandles(context);
     let record = takeIdle(handles.idle, stream);
     if (record === undefined) {
-      if (handles.all.length < this.maxHandlesPerContext) record = this.#create(context, handles);
-      else {
+      if (handles.all.length === 0) {
+        record = this.#create(context, handles);
+        this.#fillAhead(context, handles);
+      } else {
         record = leastLeased(handles);
         this.#shared++;
+        this.#growAhead(context, handles);
       }
     }
     record.leases++;
@@ -533,6 +545,49 @@ export class HandleCache<H> implements TaskResourceOwner {
     const lease: Lease<H> = { owner: this, record, next: task.leases };
     task.leases = lease;
     return record;
+  }
+
+  /**
+   * Creates idle handles of `context` up to the bound (and the idle bound) now; a creation
+   * that fails (out of memory) stops it quietly: tasks share what exists.
+   */
+  #fillAhead(context: Context, handles: ContextHandles<H>): void {
+    try {
+      while (
+        handles.all.length < this.maxHandlesPerContext &&
+        handles.idle.length < this.maxIdlePerContext
+      ) {
+        handles.idle.unshift(this.#create(context, handles));
+      }
+    } catch {
+      // The leased handle exists; the others are made when resources allow.
+    }
+  }
+
+  /**
+   * Below the bound with no idle handle: creates one more in a later event-loop turn, outside
+   * any task's call, and again each turn while fewer than two are idle.
+   */
+  #growAhead(context: Context, handles: ContextHandles<H>): void {
+    if (handles.growing || handles.all.length >= this.maxHandlesPerContext) return;
+    handles.growing = true;
+    setImmediate(() => {
+      handles.growing = false;
+      if (
+        this.#disposed ||
+        handles.idle.length >= 2 ||
+        handles.all.length >= this.maxHandlesPerContext ||
+        handles.idle.length >= this.maxIdlePerContext
+      ) {
+        return;
+      }
+      try {
+        handles.idle.unshift(this.#create(context, handles));
+      } catch {
+        return; // Out of resources: tasks share what exists.
+      }
+      this.#growAhead(context, handles);
+    });
   }
 
   /**

@@ -76,7 +76,7 @@ async function turns(n: number): Promise<void> {
 }
 
 describe('the stream pool is made ahead of bursts', () => {
-  it('defaults: 32 streams per context, all created at the pool’s first use', () => {
+  it('defaults: 128 streams per context, all created at the pool’s first use', () => {
     expect(defaults).toEqual({
       prewarm: DEFAULT_MAX_STREAMS,
       maxStreams: DEFAULT_MAX_STREAMS,
@@ -84,7 +84,7 @@ describe('the stream pool is made ahead of bursts', () => {
       spare: 2,
       trimIdleAfterMs: 1000,
     });
-    expect(DEFAULT_MAX_STREAMS).toBe(32);
+    expect(DEFAULT_MAX_STREAMS).toBe(128);
   });
 
   it('the environment sets maxStreams and prewarm; a bad value is ignored with a warning', async () => {
@@ -104,8 +104,8 @@ describe('the stream pool is made ahead of bursts', () => {
     // here, so the test run prints nothing).
     const emitted = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
     try {
-      expect(settingsFrom({ CUDA_TASKS_MAX_STREAMS: 'many' }).maxStreams).toBe(32);
-      expect(settingsFrom({ CUDA_TASKS_PREWARM_STREAMS: '-3' }).prewarm).toBe(32);
+      expect(settingsFrom({ CUDA_TASKS_MAX_STREAMS: 'many' }).maxStreams).toBe(128);
+      expect(settingsFrom({ CUDA_TASKS_PREWARM_STREAMS: '-3' }).prewarm).toBe(128);
       const type = { type: 'CudaTasksConfigurationWarning' };
       expect(emitted.mock.calls).toEqual([
         ['CUDA_TASKS_MAX_STREAMS="many" is not a non-negative integer; ignored', type],
@@ -263,29 +263,62 @@ describe('the stream pool is made ahead of bursts', () => {
     expect(fake.state.trimmed).toContain(second.stream);
   });
 
+  it('raising prewarm and maxStreams after the pool’s first use creates the new streams at once; a burst after it creates none', async () => {
+    configureStreams({ prewarm: 4, maxStreams: 4 });
+    const context = freshContext();
+    const first = acquireStream(context);
+    const pool = first.pool;
+    releaseStream(first);
+    expect(pool.streams).toHaveLength(4);
+    configureStreams({ prewarm: 9, maxStreams: 9 });
+    expect(pool.streams).toHaveLength(9);
+    const before = created();
+    const held = Array.from({ length: 9 }, () => acquireStream(context));
+    expect(new Set(held.map((entry) => entry.stream)).size).toBe(9);
+    expect(created()).toBe(before);
+    for (const entry of held) releaseStream(entry);
+  });
+
+  it('raising maxStreams alone lets a used pool grow ahead, between turns, instead of sharing', async () => {
+    configureStreams({ prewarm: 2, maxStreams: 2, spare: 2 });
+    const context = freshContext();
+    const held = [acquireStream(context), acquireStream(context)];
+    const pool = held[0]!.pool;
+    expect(pool.streams).toHaveLength(2);
+    configureStreams({ maxStreams: 6 });
+    expect(pool.streams).toHaveLength(2); // nothing inline
+    await turns(6);
+    expect(pool.streams).toHaveLength(4); // two spare, made between turns
+    const more = [acquireStream(context), acquireStream(context)];
+    expect(new Set([...held, ...more].map((entry) => entry.stream)).size).toBe(4);
+    for (const entry of [...held, ...more]) releaseStream(entry);
+  });
+
   it('lowering maxStreams destroys idle streams beyond it', () => {
     configureStreams({ prewarm: 8, maxStreams: 8 });
     const context = freshContext();
     const held = acquireStream(context);
-    const destroyed = streamPoolStatistics().destroyed;
+    const idle = [...held.pool.idle];
     configureStreams({ maxStreams: 3 });
     expect(held.pool.streams).toHaveLength(3);
     expect(held.pool.streams).toContain(held);
-    expect(streamPoolStatistics().destroyed - destroyed).toBe(5);
+    // The five oldest idle streams were taken out to be destroyed once their work is done.
+    const retired = idle.filter((entry) => !held.pool.streams.includes(entry));
+    expect(retired).toHaveLength(5);
     releaseStream(held);
   });
 });
 
 describe('tasks and the shared streams', () => {
-  it('32 concurrent tasks get 32 distinct streams by default; 40 share, none created mid-burst', async () => {
+  it('128 concurrent tasks get 128 distinct streams by default; 140 share, none created mid-burst', async () => {
     const before = created();
-    const first = await burst(32);
-    expect(new Set(first).size).toBe(32);
+    const first = await burst(128);
+    expect(new Set(first).size).toBe(128);
     const afterFirst = created();
-    expect(afterFirst - before).toBeLessThanOrEqual(32);
-    const second = await burst(40);
+    expect(afterFirst - before).toBeLessThanOrEqual(128);
+    const second = await burst(140);
     expect(created()).toBe(afterFirst);
-    expect(new Set(second).size).toBe(32);
+    expect(new Set(second).size).toBe(128);
     for (const s of second) expect(s).not.toBe(device0.context.defaultStream);
   });
 });

@@ -1,12 +1,13 @@
 /**
  * The task streams: one pool per (context, priority), created ahead of the work that needs
- * them. Creating a stream while a kernel runs can block until the kernel finishes (50
- * cuStreamCreate calls in a row took 203 ms on an H200 while a kernel ran: see
- * docs/decisions/0020-stream-pool-ahead-of-bursts.md), so a burst of tasks must find its
- * streams made: the pool creates `prewarm` streams at its first use (or at `prewarmStreams()`),
- * grows ahead of need one stream per event-loop turn, and past `maxStreams` gives tasks
- * streams that other tasks hold, round-robin. A task never creates a stream inline, except
- * the very first of a pool configured with `prewarm: 0`.
+ * them. Creating a stream while a kernel runs can block until the kernel finishes, so a burst
+ * of tasks must find its streams made: the pool creates `prewarm` streams (default: all
+ * `maxStreams`, 128) at its first use or at `prewarmStreams()`, grows ahead of need one stream
+ * per event-loop turn when `prewarm` is lower, and past `maxStreams` gives tasks streams that
+ * other tasks hold, round-robin. A task never creates a stream inline, except the very first
+ * of a pool configured with `prewarm: 0`. `configureStreams` applies to pools already in use:
+ * a higher `prewarm` creates the missing streams at once, a higher `maxStreams` lets them grow.
+ * See docs/decisions/0035-a-stream-per-task-up-to-128.md.
  */
 import { CaptureError, type Context, Device, Stream, StreamCapture } from '@cuda-tasks/cudadrv';
 import { releaseStreamCache } from '@cuda-tasks/cudadrv/internal';
@@ -79,10 +80,11 @@ interface PoolState {
 }
 
 /**
- * Streams per (context, priority) by default: the most hardware queues a GPU has
- * (CUDA_DEVICE_MAX_CONNECTIONS is at most 32); past it, more streams buy no more concurrency.
+ * Streams per (context, priority) by default: as many kernels as recent GPUs run at once
+ * (128 on Hopper and later), so that up to 128 concurrent tasks each get a stream of their
+ * own; tasks beyond share streams.
  */
-export const DEFAULT_MAX_STREAMS = 32;
+export const DEFAULT_MAX_STREAMS = 128;
 
 /** Reads a non-negative integer setting from the environment; warns and ignores a bad one. */
 function fromEnvironment(environment: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -464,17 +466,17 @@ export function pooledStream(stream: Stream): PooledStream | undefined {
 /** Options of `configureStreams`; each is per (context, priority). */
 export interface StreamPoolOptions {
   /**
-   * Streams created when the pool is first used, or by `prewarmStreams()` (default:
-   * `maxStreams`; environment `CUDA_TASKS_PREWARM_STREAMS`). Creating 32 streams on an idle
-   * GPU takes about a millisecond; creating them during a burst can stall the event loop for
-   * as long as a kernel runs.
+   * Streams created when the pool is first used, or by `prewarmStreams()`, or at once by
+   * `configureStreams` for a pool already in use (default: `maxStreams`; environment
+   * `CUDA_TASKS_PREWARM_STREAMS`). Creating a stream on an idle GPU takes about a quarter of
+   * a millisecond; creating streams during a burst can stall the event loop for as long as a
+   * kernel runs.
    */
   prewarm?: number;
   /**
-   * The most streams the pool creates (default 32, the most hardware queues a GPU has;
-   * environment `CUDA_TASKS_MAX_STREAMS`). Tasks beyond it share streams, round-robin: their
-   * work is ordered on the shared stream, and each one's `synchronize()` also waits for the
-   * other's work issued before it.
+   * The most streams the pool creates (default 128; environment `CUDA_TASKS_MAX_STREAMS`).
+   * Tasks beyond it share streams, round-robin: their work is ordered on the shared stream,
+   * and each one's `synchronize()` also waits for the other's work issued before it.
    */
   maxStreams?: number;
   /**
@@ -503,10 +505,11 @@ function checkCount(name: string, value: number | undefined, minimum: number): v
 }
 
 /**
- * Configures the task streams' pools (every context and priority). Checks every option before
- * changing anything. A lower `maxIdle` or `maxStreams` destroys idle streams beyond it at once
- * (each after its work is done); a higher `prewarm` takes effect at the next
- * `prewarmStreams()` or for pools not used yet.
+ * Configures the task streams' pools (every context and priority), at any time. Checks every
+ * option before changing anything. A lower `maxIdle` or `maxStreams` destroys idle streams
+ * beyond it at once (each after its work is done); a higher `prewarm` creates the missing
+ * streams of the pools in use now (call it outside a burst), and a higher `maxStreams` lets
+ * them grow ahead of need between event-loop turns.
  * @example configureStreams({ prewarm: 16, maxStreams: 16 });
  */
 export function configureStreams(options: StreamPoolOptions): void {
@@ -544,6 +547,11 @@ export function configureStreams(options: StreamPoolOptions): void {
       while (pool.streams.length > settings.maxStreams && pool.idle.length > 0) {
         retire(pool.idle[0]!);
       }
+      if (!pool.prewarmed) continue;
+      // A pool in use takes a higher prewarm now (created here, not inside a later burst)
+      // and a higher maxStreams through its growth ahead of need.
+      prewarmPool(pool);
+      growAhead(pool);
     }
   }
 }

@@ -93,6 +93,12 @@ export class TaskState {
   /** The trace recorder that saw it start (told when it settles), or null. */
   observer: TaskObserver | null = null;
   settled = false;
+  /**
+   * The frames of its last two `withStream` streams, reused while still valid (see
+   * `streamFrame`): alternating two streams allocates no frame per call.
+   */
+  lastStreamFrame: Frame | undefined = undefined;
+  previousStreamFrame: Frame | undefined = undefined;
 
   constructor(
     name: string | undefined,
@@ -257,6 +263,14 @@ const runtime = processWide<RuntimeState>('runtime', () => {
  * task at any time) is refused with a CudaArgumentError.
  */
 export function streamFrame(task: TaskState, stream: Stream): Frame {
+  const last = task.lastStreamFrame;
+  if (last !== undefined && last.stream === stream && frameStillValid(last)) return last;
+  const previous = task.previousStreamFrame;
+  if (previous !== undefined && previous.stream === stream && frameStillValid(previous)) {
+    task.previousStreamFrame = last;
+    task.lastStreamFrame = previous;
+    return previous;
+  }
   if (stream.disposed) throw new DisposedError(`withStream: ${stream}`);
   const pooled = pooledStream(stream);
   if (pooled !== undefined && pooled.holders === 0) {
@@ -266,13 +280,27 @@ export function streamFrame(task: TaskState, stream: Stream): Frame {
         'create a stream of your own with Stream.create() to keep one',
     );
   }
-  return {
+  const frame: Frame = {
     task,
     device: stream.context.device,
     stream,
     pooled,
     epoch: pooled === undefined ? 0 : pooled.epoch,
   };
+  task.previousStreamFrame = last;
+  task.lastStreamFrame = frame;
+  return frame;
+}
+
+/**
+ * Whether a frame `streamFrame` made earlier would be made the same now: its stream is not
+ * disposed and, for a pool stream, is still held by the tasks that held it then (the pool
+ * bumps the epoch when it goes back). Frames are never changed, so one can be reused.
+ */
+function frameStillValid(frame: Frame): boolean {
+  if (frame.stream!.disposed) return false;
+  const pooled = frame.pooled;
+  return pooled === undefined || (pooled.epoch === frame.epoch && pooled.holders > 0);
 }
 
 /**
@@ -306,7 +334,11 @@ export function currentFrame(): Frame {
 
 /** @internal Runs `fn()` with `frame` as the current frame (see `currentFrame`). */
 export function enterFrame<R>(frame: Frame, fn: () => R): R {
-  runtime.frameCacheId = -1;
+  // `storage.run` keeps the async id: code of `fn` that runs before any await finds `frame`
+  // in the cache (id 0 is never kept, see `currentFrame`).
+  const id = executionAsyncId();
+  runtime.frameCacheId = id > 0 ? id : -1;
+  runtime.frameCache = frame;
   try {
     return storage.run(frame, fn);
   } finally {

@@ -11,7 +11,7 @@ vi.mock('@cuda-tasks/cudadrv', () => fake.module);
 vi.mock('@cuda-tasks/cudadrv/internal', () => fake.module);
 
 import { configureStreams, onStreamReleased, streamPoolStatistics } from './pool.js';
-import { currentTaskState, device, stream } from './state.js';
+import { currentFrame, currentTaskState, device, stream } from './state.js';
 import { currentTask, synchronize, task, withDevice, withStream } from './task.js';
 
 const device0 = fake.devices[0]!;
@@ -288,7 +288,93 @@ describe('the stream an async context sees', () => {
   });
 });
 
+describe('a burst of task starts is spread over event-loop turns', () => {
+  /** Holds the thread for `ms`, as a task's first synchronous GPU calls do. */
+  function busy(ms: number): void {
+    const end = performance.now() + ms;
+    while (performance.now() < end);
+  }
+
+  it('tasks past 4 ms of one turn start in later turns, in order; each turn stays short', async () => {
+    const order: number[] = [];
+    const turns: number[] = [];
+    let turn = 0;
+    let ticking = true;
+    const tick = () => {
+      turn++;
+      if (ticking) setImmediate(tick);
+    };
+    // A fresh turn: the slice counts from the first task start of a turn.
+    await new Promise((resolve) => setImmediate(resolve));
+    setImmediate(tick);
+    const results = Array.from({ length: 30 }, (_, i) =>
+      task(() => {
+        order.push(i);
+        turns.push(turn);
+        busy(1);
+        return i * 2;
+      }),
+    );
+    const inline = order.length;
+    expect(await Promise.all(results)).toEqual(Array.from({ length: 30 }, (_, i) => i * 2));
+    ticking = false;
+    expect(order).toEqual(Array.from({ length: 30 }, (_, i) => i));
+    // The first turn started a few (4 ms of 1 ms tasks, and the one that crossed the line).
+    expect(inline).toBeGreaterThanOrEqual(1);
+    expect(inline).toBeLessThanOrEqual(6);
+    // The rest started over several later turns, at most ~6 tasks each.
+    const perTurn = new Map<number, number>();
+    for (const t of turns) perTurn.set(t, (perTurn.get(t) ?? 0) + 1);
+    expect(perTurn.size).toBeGreaterThanOrEqual(5);
+    for (const count of perTurn.values()) expect(count).toBeLessThanOrEqual(6);
+  });
+
+  it('a task whose signal aborts while it waits to start never runs; its promise rejects with the reason', async () => {
+    await new Promise((resolve) => setImmediate(resolve));
+    {
+      const ran: string[] = [];
+      const first = task(() => busy(6)); // uses up this turn's slice
+      const controller = new AbortController();
+      const waiting = task(() => ran.push('waiting'), { signal: controller.signal });
+      const after = task(() => ran.push('after'));
+      controller.abort(new Error('gone'));
+      await first;
+      await expect(waiting).rejects.toThrow('gone');
+      await after;
+      expect(ran).toEqual(['after']);
+    }
+  });
+});
+
 describe('withStream', () => {
+  it('alternating two streams reuses their frames; a disposed stream or a pool stream given back is refused again', async () => {
+    const s1 = userStream(context0, 's1');
+    const s2 = userStream(context0, 's2');
+    const frames = new Set<unknown>();
+    for (let i = 0; i < 6; i++) {
+      frames.add(withStream(i % 2 ? s2 : s1, () => currentFrame()));
+      expect(withStream(i % 2 ? s2 : s1, () => stream())).toBe(i % 2 ? s2 : s1);
+    }
+    expect(frames.size).toBe(2);
+    (s1 as unknown as { disposed: boolean }).disposed = true;
+    expect(() => withStream(s1, () => stream())).toThrow(/withStream/);
+    expect(withStream(s2, () => stream())).toBe(s2);
+    // A task's pool stream, used from outside while the task holds it, then given back.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let theirs!: Stream;
+    const holder = task(async () => {
+      theirs = stream();
+      await gate;
+    });
+    await sleep(1);
+    expect(withStream(theirs, () => stream())).toBe(theirs);
+    expect(withStream(theirs, () => stream())).toBe(theirs);
+    release();
+    await holder;
+    expect(() => withStream(theirs, () => stream())).toThrow(/no task holds it now/);
+  });
+
   it('a sync function sees the stream; the previous one is back after it returns', () => {
     const s = userStream();
     expect(withStream(s, () => stream())).toBe(s);

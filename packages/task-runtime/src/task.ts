@@ -123,7 +123,97 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
     pooled: undefined,
     epoch: 0,
   };
-  return enterFrameWith(frame, startTask<T>, fn, state);
+  if (starts.head === starts.queue.length) {
+    const now = performance.now();
+    if (starts.turnStart < 0) {
+      starts.turnStart = now;
+      if (!starts.endArmed) {
+        starts.endArmed = true;
+        setImmediate(endStartTurn);
+      }
+    }
+    if (now - starts.turnStart <= START_SLICE_MS)
+      return enterFrameWith(frame, startTask<T>, fn, state);
+  }
+  return deferStart(fn, state, frame);
+}
+
+/**
+ * Milliseconds of one event-loop turn that task starts may take: a task started later in the
+ * same turn (a burst of tasks, each issuing its first GPU work synchronously) starts in a later
+ * turn instead, in order, so that a burst never holds the event loop for long.
+ */
+const START_SLICE_MS = 4;
+
+interface DeferredStart {
+  fn: () => unknown;
+  state: TaskState;
+  frame: Frame;
+  resolve: (value: unknown) => void;
+  reject: (reason: unknown) => void;
+}
+
+/** The task starts of this turn, and those waiting for a later one (first in, first out). */
+const starts = {
+  /** When the first task of this turn started (performance.now()); -1: none yet. */
+  turnStart: -1,
+  /** Whether the end of this turn is scheduled (it resets `turnStart`). */
+  endArmed: false,
+  queue: [] as (DeferredStart | undefined)[],
+  head: 0,
+};
+
+function endStartTurn(): void {
+  starts.endArmed = false;
+  starts.turnStart = -1;
+}
+
+/** Queues a task's start for a later turn; its promise settles as the task's would. */
+function deferStart<T>(fn: () => T | Promise<T>, state: TaskState, frame: Frame): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    if (starts.head === starts.queue.length) setImmediate(startDeferred);
+    starts.queue.push({
+      fn,
+      state,
+      frame,
+      resolve: resolve as (value: unknown) => void,
+      reject,
+    });
+  });
+}
+
+/**
+ * Starts the queued tasks for at most `START_SLICE_MS` of this turn (at least one), then
+ * leaves the rest to the next turn. A task whose signal aborted while it waited is rejected
+ * with the signal's reason, its function never run.
+ */
+function startDeferred(): void {
+  const begin = performance.now();
+  starts.turnStart = begin;
+  if (!starts.endArmed) {
+    starts.endArmed = true;
+    setImmediate(endStartTurn);
+  }
+  const queue = starts.queue;
+  let started = 0;
+  while (starts.head < queue.length) {
+    if (started > 0 && performance.now() - begin > START_SLICE_MS) break;
+    const next = queue[starts.head]!;
+    queue[starts.head++] = undefined;
+    const signal = next.state.signal;
+    if (signal?.aborted) {
+      next.state.settled = true;
+      next.reject(signal.reason);
+      continue;
+    }
+    started++;
+    next.resolve(enterFrameWith(next.frame, startTask, next.fn, next.state));
+  }
+  if (starts.head < queue.length) setImmediate(startDeferred);
+  else {
+    queue.length = 0;
+    starts.head = 0;
+  }
 }
 
 /**
@@ -331,7 +421,7 @@ export function prewarmStreams(
  * Returns the streams and the handles per cache.
  * @example
  * import '@cuda-tasks/cublas';
- * prewarm(); // { streams: 32, handles: { cublas: 16, ... } }
+ * prewarm(); // { streams: 128, handles: { cublas: 16, ... } }
  */
 export function prewarm(
   d?: Device | number,
