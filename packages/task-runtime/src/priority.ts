@@ -1,5 +1,10 @@
 import type { Context } from '@cuda-tasks/cudadrv';
-import type { TaskPriority } from './state.js';
+
+/**
+ * How urgent a task's GPU work is: its streams come from the pool of that priority (CUDA
+ * stream priorities: 'high' is the device's greatest, 'normal' the default, 'low' the least).
+ */
+export type TaskPriority = 'high' | 'normal' | 'low';
 
 /** The task priorities, from the most urgent. */
 export const TASK_PRIORITIES: readonly TaskPriority[] = ['high', 'normal', 'low'];

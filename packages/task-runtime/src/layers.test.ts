@@ -1,0 +1,33 @@
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describeLayers } from '@cuda-tasks/testing';
+
+/**
+ * The runtime reads bottom-up: the process-wide registry, the priorities, the stream binding,
+ * NVTX and the cleanup report; the stream pools; the task-local state; what works on that
+ * state (traces, graph capture, the library kit's HandleCache); `task()` itself; the entry.
+ * It builds on cudadrv's public API and, as the layer the libraries stand on, on its
+ * `./internal` (the provider slot, the observer, process state).
+ */
+describeLayers({
+  name: '@cuda-tasks/task-runtime',
+  source: dirname(fileURLToPath(import.meta.url)),
+  layers: [
+    ['process-wide.ts', 'priority.ts', 'stream-binding.ts', 'nvtx.ts', 'cleanup.ts'],
+    ['pool.ts'],
+    ['state.ts'],
+    ['trace.ts', 'graphs.ts', 'handle-cache.ts'],
+    ['task.ts'],
+    ['index.ts'],
+  ],
+  knownEdges: [
+    'state.ts -> priority.ts',
+    'task.ts -> handle-cache.ts',
+    'pool.ts -> process-wide.ts',
+  ],
+  siblings: {
+    '@cuda-tasks/cudadrv': '*',
+    '@cuda-tasks/cudadrv/ffi': ['nvtx.ts'],
+    '@cuda-tasks/cudadrv/internal': '*',
+  },
+});
