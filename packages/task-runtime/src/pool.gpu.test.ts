@@ -1,8 +1,8 @@
 /**
  * The stream pool under bursts, on the GPU (issue 15, section 0): a burst of tasks larger than
- * any before must not stall the event loop. Creating streams while a kernel runs blocks until
- * the kernel finishes (docs/decisions/0020-stream-pool-ahead-of-bursts.md), so the pool is
- * created ahead, at its first use while the GPU is idle, and tasks past its bound share
+ * any before must not stall the event loop. Creating streams while a kernel runs can block
+ * until the kernel finishes (docs/decisions/0035-a-stream-per-task-up-to-128.md), so the pool
+ * is created ahead, at its first use while the GPU is idle, and tasks past its bound share
  * streams instead of creating them mid-burst.
  */
 import { readFileSync } from 'node:fs';
@@ -72,7 +72,7 @@ describeGpu('the stream pool under bursts', () => {
         `${streamPoolStatistics().created - createdAfterFifty}`,
     );
     // The pool was made at the first task, before any kernel ran, and never grew mid-burst.
-    expect(createdAfterFifty - createdBefore).toBeLessThanOrEqual(32);
+    expect(createdAfterFifty - createdBefore).toBeLessThanOrEqual(128);
     expect(streamPoolStatistics().created).toBe(createdAfterFifty);
     // Each burst waited for its kernels; neither stalled the event loop (before the pool was
     // made ahead, the 50-task burst stalled it for 208-218 ms).

@@ -40,6 +40,11 @@ describeGpu('task runtime on the GPU', () => {
   it('runs 16 concurrent tasks on 16 distinct streams with correct results', async () => {
     const n = 1 << 16;
     const x = randomFloat32(n, 11);
+    // Every task holds its stream until all 16 have issued their work: a burst's starts are
+    // spread over event-loop turns, and a task that finished first would give its stream back.
+    let started = 0;
+    let allStarted!: () => void;
+    const gate = new Promise<void>((resolve) => (allStarted = resolve));
     const results = await Promise.all(
       Array.from({ length: 16 }, (_, t) =>
         task(
@@ -48,6 +53,8 @@ describeGpu('task runtime on the GPU', () => {
             const dy = DeviceArray.empty('float32', n);
             launch(spin, { grid: 1, block: 1 }, 2_000_000); // 2 ms, so the tasks overlap
             launch(axpb, { grid: 128, block: 256 }, dy, dx, t, 1, n);
+            if (++started === 16) allStarted();
+            await gate;
             await synchronize();
             const y = await dy.toHost();
             dx.dispose();
