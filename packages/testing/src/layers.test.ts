@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  crossingImports,
   findCircle,
   importStatements,
   layerOf,
@@ -63,6 +64,17 @@ describe('the layer rules', () => {
       ['ffi/cublas.ts', ['handle.ts', 'errors.ts']],
     ]);
     expect(upwardImports(graph, layers)).toEqual(['ffi/cublas.ts -> handle.ts']);
+  });
+
+  it('finds imports between folders kept apart', () => {
+    const graph = new Map([
+      ['seed/demo.ts', ['cli.ts', 'seed/scene.ts', 'service/stats.ts']],
+      ['service/server.ts', ['cli.ts', 'service/stats.ts']],
+      ['cli.ts', []],
+    ]);
+    expect(crossingImports(graph, ['seed/', 'service/'])).toEqual([
+      'seed/demo.ts -> service/stats.ts',
+    ]);
   });
 
   it('allows sibling imports by entry point and file', () => {

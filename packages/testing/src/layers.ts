@@ -145,6 +145,22 @@ export function upwardImports(
   return upward;
 }
 
+/** Every edge of `graph` as `from -> to` where `to` lies in one of `apart` and `from` does not. */
+export function crossingImports(
+  graph: ReadonlyMap<string, readonly string[]>,
+  apart: readonly string[],
+): string[] {
+  const folderOf = (file: string) => apart.find((folder) => file.startsWith(folder));
+  const crossing: string[] = [];
+  for (const [from, targets] of graph) {
+    for (const to of targets) {
+      const folder = folderOf(to);
+      if (folder !== undefined && folder !== folderOf(from)) crossing.push(`${from} -> ${to}`);
+    }
+  }
+  return crossing;
+}
+
 /**
  * What a package may import from the others: each `@cuda-tasks/...` specifier (an entry point
  * as its `exports` name it) with the files that may import it, `'*'` for all of them.
@@ -220,25 +236,14 @@ export function describeLayers(rules: LayerRules): void {
     const { graph, siblings } = readPackage(rules.source);
     const upward = () => upwardImports(graph, rules.layers);
     const unlisted = () => unlistedSiblingImports(siblings, rules.siblings);
-    const apartImports = (): string[] => {
-      const apart = rules.apart ?? [];
-      const folderOf = (file: string) => apart.find((folder) => file.startsWith(folder));
-      const crossing: string[] = [];
-      for (const [from, targets] of graph) {
-        for (const to of targets) {
-          const folder = folderOf(to);
-          if (folder !== undefined && folder !== folderOf(from)) crossing.push(`${from} -> ${to}`);
-        }
-      }
-      return crossing;
-    };
+    const apartImports = () => crossingImports(graph, rules.apart ?? []);
 
     it('sees every source file and its imports', () => {
       const edges = [...graph].flatMap(([from, targets]) =>
         targets.map((to) => `${from} -> ${to}`),
       );
       expect(edges).toEqual(expect.arrayContaining([...rules.knownEdges]));
-      expect(graph.get('index.ts')?.length ?? 0).toBeGreaterThan(0);
+      expect(rules.knownEdges.length).toBeGreaterThan(0);
     });
 
     it('gives every source file one layer', () => {
