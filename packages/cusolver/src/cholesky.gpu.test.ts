@@ -10,8 +10,8 @@ import {
   transpose,
 } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from '../test/device.js';
 import { CusolverError, cholesky, choleskySolve, NotPositiveDefiniteError } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 /** Largest |element| strictly above (part 'upper') or below ('lower') the diagonal. */
 function strictTriangleMax(a: Float64Array, n: number, part: 'upper' | 'lower'): number {

@@ -10,8 +10,8 @@ import {
   subtract,
 } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from '../test/device.js';
 import { eigh } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 describeGpu('symmetric eigenproblem: eigh (syevd)', () => {
   for (const dtype of SOLVER_DTYPES) {

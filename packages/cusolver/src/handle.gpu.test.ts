@@ -8,9 +8,9 @@ import {
   relativeResidual,
 } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
+import { download, upload } from '../test/device.js';
 import { cusolver } from './ffi/index.js';
 import { handle, handles, solve, version } from './index.js';
-import { download, upload } from './testing/device.js';
 
 /** The stream a cusolverDn handle is bound to, asked from cuSOLVER itself. */
 function boundStream(h: bigint): bigint | null {

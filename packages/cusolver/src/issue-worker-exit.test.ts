@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // A process whose issue worker is idle must be free to exit: the worker holds the event loop
-// only while a call is in flight. Run in a real child process on the koffi test double.
+// only while a call is in flight. Run in a real child process on the test double of the
+// worker's native functions.
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 const directory = mkdtempSync(join(tmpdir(), 'issue-worker-exit-'));
 
@@ -23,17 +24,15 @@ describe('an idle issue worker', () => {
       `const CALL = ${call};
 import { issueOffThread, startIssueWorkerWith } from ${JSON.stringify(here('./issue-worker.ts'))};
 const ready = await startIssueWorkerWith({
-  koffi: ${JSON.stringify(here('./testing/koffi-double.cjs'))},
-  cuda: ['libcuda.so.1'],
-  cusolver: ['libcusolver.so.12'],
+  bindings: ${JSON.stringify(here('../test/issue-bindings-double.ts'))},
   handlesPerContext: 4,
 });
-const reply = !CALL ? { status: 0 } : await issueOffThread(
+const reply = !CALL ? {} : await issueOffThread(
   'cusolverDnDgetrf',
   { context: { handle: 1n }, ffiHandle: 10n } as never,
   [4, 4, 1000n, 4, 2000n, 3000n, 4000n],
 );
-console.log(JSON.stringify({ ready, status: reply.status }));
+console.log(JSON.stringify({ ready, reply }));
 `,
     );
     const started = Date.now();
@@ -52,7 +51,7 @@ console.log(JSON.stringify({ ready, status: reply.status }));
     expect(child.status, child.stderr).toBe(0);
     expect(JSON.parse(child.stdout.trim().split('\n').at(-1) ?? '')).toEqual({
       ready: true,
-      status: 0,
+      reply: {},
     });
   });
 });

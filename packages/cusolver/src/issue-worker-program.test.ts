@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CusolverError } from './errors.js';
 import {
+  issueFailureError,
   issueOffThread,
   issueWorkerStatistics,
   nativeStreamKept,
@@ -13,9 +15,9 @@ import {
   streamDisposed,
 } from './issue-worker.js';
 
-// The worker's own program, run in a real worker thread on a koffi test double
-// (testing/koffi-double.cjs) that logs every native call it receives.
-const double = fileURLToPath(new URL('./testing/koffi-double.cjs', import.meta.url));
+// The worker's own program, run in a real worker thread on a test double of its native
+// functions (test/issue-bindings-double.ts) that logs every native call it receives.
+const double = fileURLToPath(new URL('../test/issue-bindings-double.ts', import.meta.url));
 const directory = mkdtempSync(join(tmpdir(), 'issue-worker-'));
 const logFile = join(directory, 'calls.jsonl');
 const saved = process.env.ISSUE_WORKER_DOUBLE_LOG;
@@ -68,7 +70,7 @@ async function logged(pattern: RegExp): Promise<void> {
   throw new Error(`${pattern} was never logged`);
 }
 
-describe("the issue worker's program, on a koffi test double", () => {
+describe("the issue worker's program, on a test double of its native functions", () => {
   beforeAll(() => {
     process.env.ISSUE_WORKER_DOUBLE_LOG = logFile;
     writeFileSync(logFile, '');
@@ -85,16 +87,11 @@ describe("the issue worker's program, on a koffi test double", () => {
   });
 
   const start = (handlesPerContext = 16) =>
-    startIssueWorkerWith({
-      koffi: double,
-      cuda: ['libcuda.so.1'],
-      cusolver: ['libcusolver.so.12'],
-      handlesPerContext,
-    });
+    startIssueWorkerWith({ bindings: double, handlesPerContext });
 
   it('gives each stream a handle of its own, bound once, ordered after its previous call', async () => {
     expect(await start()).toBe(true);
-    expect(await getrf(1n, 10n)).toEqual({ status: 0, id: expect.any(Number) });
+    expect(await getrf(1n, 10n)).toEqual({});
     expect(calls()).toEqual([
       'cuCtxSetCurrent(1n)',
       'cuEventCreate(100n)',
@@ -142,38 +139,59 @@ describe("the issue worker's program, on a koffi test double", () => {
     ]);
   });
 
-  it('issues nothing on a capturing stream, and reports a failing routine after recording', async () => {
+  it('issues nothing on a capturing stream, and reports a failing routine after recording, as a CusolverError', async () => {
     expect(await start()).toBe(true);
-    expect(await getrf(1n, 666n)).toMatchObject({ status: 0, capturing: true });
+    expect(await getrf(1n, 666n)).toEqual({ capturing: true });
     expect(calls()).toEqual(['cuCtxSetCurrent(1n)']);
-    expect(await getrf(1n, 10n, 13)).toMatchObject({
-      status: 7,
-      call: 'cusolverDnDgetrf',
-      driver: false,
+    const failed = await getrf(1n, 10n, 13);
+    expect(failed).toEqual({
+      error: { name: 'CusolverError', status: 7, call: 'cusolverDnDgetrf' },
     });
     expect(calls().slice(-2)).toEqual([
       'cusolverDnDgetrf(101n, 13, 4, 1000n, 13, 2000n, 3000n, 4000n)',
       'cuEventRecord(100n, 10n)',
     ]);
+    // Rebuilt on this thread as the library's own error, as a call on this thread throws it.
+    const error = issueFailureError(failed.error!);
+    expect(error).toBeInstanceOf(CusolverError);
+    expect(error).toMatchObject({
+      code: 7,
+      status: 'CUSOLVER_STATUS_INTERNAL_ERROR',
+      call: 'cusolverDnDgetrf',
+    });
+    // An error thrown in the worker comes back with its kind and message.
     const unknown = await issueOffThread('cusolverDnXgetrf' as never, target(1n, 10n), []);
-    expect(unknown).toMatchObject({ status: -1, call: 'cusolverDnXgetrf' });
+    expect(unknown).toEqual({
+      error: {
+        name: 'TypeError',
+        status: -1,
+        call: 'cusolverDnXgetrf',
+        message: 'the cuSOLVER issue worker issues no cusolverDnXgetrf',
+      },
+    });
+    expect(() => {
+      throw issueFailureError(unknown.error!);
+    }).toThrow(
+      new TypeError(
+        'cusolverDnXgetrf in the cuSOLVER issue worker: the cuSOLVER issue worker issues no cusolverDnXgetrf',
+      ),
+    );
     // Only the call that succeeded is counted.
     expect(issueWorkerStatistics().offThread).toBe(0);
   });
 
-  it('a library it cannot load fails the start with its name; a later start can succeed', async () => {
-    const failed = await startIssueWorkerWith({
-      koffi: double,
-      cuda: ['libcuda.so.1'],
-      cusolver: ['missing-libcusolver.so.12', 'missing-libcusolver.so.11'],
-      handlesPerContext: 16,
-    });
+  it('bindings it cannot load fail the start with their message; a later start can succeed', async () => {
+    process.env.ISSUE_WORKER_DOUBLE_MISSING = 'missing-libcusolver.so.12';
+    let failed: boolean;
+    try {
+      failed = await start();
+    } finally {
+      delete process.env.ISSUE_WORKER_DOUBLE_MISSING;
+    }
     expect(failed).toBe(false);
     const statistics = issueWorkerStatistics();
     expect(statistics.state).toBe('failed');
-    expect(statistics.failure).toContain(
-      'the worker could not load missing-libcusolver.so.12: missing-libcusolver.so.12: cannot open shared object file; missing-libcusolver.so.11',
-    );
+    expect(statistics.failure).toBe('missing-libcusolver.so.12: cannot open shared object file');
     expect(await start()).toBe(true);
     expect(issueWorkerStatistics().state).toBe('ready');
   });
@@ -184,8 +202,8 @@ describe("the issue worker's program, on a koffi test double", () => {
     const disposed = target(1n, 11n);
     const queued = getrf(disposed);
     streamDisposed(disposed);
-    expect(await queued).toEqual({ status: 0, cancelled: true });
-    expect(await busy).toMatchObject({ status: 0 });
+    expect(await queued).toEqual({ cancelled: true });
+    expect(await busy).toEqual({});
     const log = calls();
     expect(log.filter((call) => /\b11n\b/.test(call))).toEqual([]);
     expect(log).toContain('cusolverDnDgetrf(101n, 17, 4, 1000n, 17, 2000n, 3000n, 4000n)');
@@ -209,7 +227,7 @@ describe("the issue worker's program, on a koffi test double", () => {
       'cusolverDnDgetrf(101n, 17, 4, 1000n, 17, 2000n, 3000n, 4000n)',
       'cuEventRecord(100n, 10n)',
     ]);
-    expect(await pending).toMatchObject({ status: 0 });
+    expect(await pending).toEqual({});
     // A stream created later at the same address: the handle is bound to it again.
     await getrf(streamOf(1n, 10n));
     expect(calls()).toEqual([
@@ -226,17 +244,17 @@ describe("the issue worker's program, on a koffi test double", () => {
     const controller = new AbortController();
     const queued = getrf(1n, 11n, 4, controller.signal);
     controller.abort(new Error('deadline'));
-    expect(await queued).toEqual({ status: 0, cancelled: true });
+    expect(await queued).toEqual({ cancelled: true });
     await busy;
     expect(calls().filter((call) => /\b11n\b/.test(call))).toEqual([]);
     // Already aborted: not even posted.
-    expect(await getrf(1n, 11n, 4, AbortSignal.abort())).toEqual({ status: 0, cancelled: true });
+    expect(await getrf(1n, 11n, 4, AbortSignal.abort())).toEqual({ cancelled: true });
     // Aborting during the worker's call: its real reply.
     const late = new AbortController();
     const issuing = getrf(1n, 12n, 17, late.signal);
     await logged(/cusolverDnDgetrf.*17/);
     late.abort();
-    expect(await issuing).toMatchObject({ status: 0 });
+    expect(await issuing).toEqual({});
     expect(await issuing).not.toHaveProperty('cancelled');
   });
 
@@ -260,8 +278,8 @@ describe("the issue worker's program, on a koffi test double", () => {
     expect(answer).toBe('keep-native-stream');
     expect(nativeStreamKept(disposed)).toBe(true);
     // Every later call of the stream was cancelled, although the wait timed out.
-    for (const call of queued) expect(await call).toEqual({ status: 0, cancelled: true });
-    expect(await issuing).toMatchObject({ status: 0 });
+    for (const call of queued) expect(await call).toEqual({ cancelled: true });
+    expect(await issuing).toEqual({});
     // The handle was unbound: a new stream at the same address is bound afresh.
     await getrf(streamOf(1n, 10n));
     const log = calls();

@@ -12,6 +12,7 @@ import {
   relativeResidual,
 } from '@cuda-tasks/testing';
 import { afterEach, beforeAll, expect, it } from 'vitest';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from '../test/device.js';
 import {
   DEFAULT_ISSUE_WORKER_THRESHOLD,
   issueWorkerStatistics,
@@ -21,7 +22,6 @@ import {
   solve,
   startIssueWorker,
 } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 const offThread = () => issueWorkerStatistics().offThread;
 

@@ -38,7 +38,7 @@ describe('the issue worker threshold', () => {
 });
 
 describe('a worker that cannot load its libraries', () => {
-  it('reports why, and every call stays inline (counted while it started, not after)', async () => {
+  it('reports why in the shared loader’s words, and every call stays inline (counted while it started, not after)', async () => {
     const saved = process.env.CUDA_TASKS_LIBCUSOLVER;
     process.env.CUDA_TASKS_LIBCUSOLVER = '/nonexistent/libcusolver.so.12';
     try {
@@ -48,8 +48,11 @@ describe('a worker that cannot load its libraries', () => {
       expect(await startIssueWorker()).toBe(false);
       const statistics = issueWorkerStatistics();
       expect(statistics).toMatchObject({ state: 'failed', offThread: 0, inline: 1 });
-      // Whichever library failed first here (libcuda without a GPU), the dlopen error says so.
-      expect(statistics.failure).toMatch(/libcuda|libcusolver/);
+      // The loader's CudaUnavailableError for whichever library failed first (libcuda where
+      // there is no driver, else libcusolver, from the environment variable).
+      expect(statistics.failure).toMatch(
+        /^(The NVIDIA CUDA driver \(libcuda\) is not available: could not load libcuda\.so\.1 or libcuda\.so\.|cuSOLVER is not available: could not load \/nonexistent\/libcusolver\.so\.12 \(from CUDA_TASKS_LIBCUSOLVER\)\.)/,
+      );
       expect(offThreadReady(4096)).toBe(false);
       expect(issueWorkerStatistics().inline).toBe(1);
     } finally {

@@ -1,20 +1,22 @@
 /**
  * The issue worker: a worker thread that issues large LU factorizations (cusolverDn<t>getrf)
  * so that their host-side work does not block the event loop. cuSOLVER enqueues a large
- * factorization as hundreds of kernels from the calling thread: getrf of n = 4096 (float64)
- * keeps the caller busy for 2-3 ms on the H200, during which a Node service answers nothing
- * (docs/decisions/0032-issue-large-factorizations-from-a-worker.md). A C service pays the
- * same on the thread of that one request; the worker gives Node the same: the event loop
- * only posts a message and awaits the reply.
+ * factorization as hundreds of kernels from the calling thread, which in Node is the event
+ * loop: a service answers nothing meanwhile (the figures are in
+ * docs/decisions/0032-issue-large-factorizations-from-a-worker.md). With the worker, the event
+ * loop only posts a message and awaits the reply. This module is the event loop's side; the
+ * worker runs issue-worker-thread.ts, and issue-worker-protocol.ts holds what they exchange.
  *
  * The worker owns cusolverDn handles of its own (never the task's lease, so no handle is used
  * from two threads): one per stream, at most as many per context as the task handles' bound
- * (`configureHandles`, 16 by default). It issues the calls one after
- * another, on the caller's stream with the caller's context current; before each call the
- * stream waits for the handle's previous call (an event), as the handle cache does for a
- * task's handle. The caller allocates the workspace (stream-ordered) before posting and frees
- * it after the reply, so the free is ordered after the routine's kernels. Only routines whose
- * promise the caller awaits anyway (`lu`, `solve`) go through it; everything else stays inline.
+ * (`configureHandles`, 16 by default). It issues the calls one after another, on the caller's
+ * stream with the caller's context current; before each call the stream waits for the
+ * handle's previous call (an event), as the handle cache does for a task's handle. The caller
+ * allocates the workspace (stream-ordered) before posting and frees it after the reply, so the
+ * free is ordered after the routine's kernels. Only routines whose promise the caller awaits
+ * anyway (`lu`, `solve`) go through it; everything else stays inline. A failure in the worker
+ * comes back as a structured message (`IssueFailure`) from which `issueFailureError` rebuilds
+ * the library's own error (CudaError, CusolverError).
  *
  * Each call carries a shared word (queued, issuing, done, cancelled) that the worker claims
  * before it issues anything. A call still queued can thus be cancelled from the event loop:
@@ -26,49 +28,40 @@
  * the native stream is kept (leaked, with a process warning) instead of destroyed.
  */
 import { Worker } from 'node:worker_threads';
-import type { Stream } from '@cuda-tasks/cudadrv';
-import { koffiModulePath, libcudaSpec } from '@cuda-tasks/cudadrv/ffi';
+import { check as checkDriver, type Stream } from '@cuda-tasks/cudadrv';
 import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
-import { libcusolverSpec } from './ffi/cusolver.js';
+import { check } from './errors.js';
 import { handles } from './handle.js';
+import {
+  CANCELLED,
+  type FromWorker,
+  ISSUING,
+  type IssueFailure,
+  type IssueWorkerData,
+  type OffThreadReply,
+  type OffThreadSymbol,
+  QUEUED,
+  type ToWorker,
+} from './issue-worker-protocol.js';
+
+export type {
+  IssueFailure,
+  IssueWorkerData,
+  OffThreadReply,
+  OffThreadSymbol,
+} from './issue-worker-protocol.js';
 
 /** The default of `setIssueWorkerThreshold`: factorizations of n >= 2048 go to the worker. */
 export const DEFAULT_ISSUE_WORKER_THRESHOLD = 2048;
-
-/** The routines the worker declares (the same prototypes as ffi/cusolver.ts). */
-export type OffThreadSymbol = 'cusolverDnSgetrf' | 'cusolverDnDgetrf';
-
-/** What the worker answers for one call: status 0, or the call that failed and its status. */
-export interface OffThreadReply {
-  /** 0, or the failing call's CUresult (`driver`) or cusolverStatus_t. */
-  readonly status: number;
-  /** The call that failed (a cuda* driver function or a cusolverDn routine). */
-  readonly call?: string;
-  /** Whether `status` is a CUresult (else a cusolverStatus_t). */
-  readonly driver?: boolean;
-  /** The stream began a capture before the worker got to the call: nothing was issued. */
-  readonly capturing?: boolean;
-  /**
-   * The call was cancelled before the worker issued it (its stream was disposed, or the
-   * signal given to `issueOffThread` aborted): nothing was issued.
-   */
-  readonly cancelled?: boolean;
-}
 
 /** What the worker needs of the stream a call runs on: a Stream (or a test's stand-in). */
 export type OffThreadStream = Pick<Stream, 'ffiHandle'> & {
   readonly context: { readonly handle: bigint };
 };
 
-// The states of a call's shared word. The worker moves QUEUED to ISSUING (or finds CANCELLED
-// and skips the call), then ISSUING to DONE; the event loop moves QUEUED to CANCELLED.
-const QUEUED = 0;
-const ISSUING = 1;
-const DONE = 2;
-const CANCELLED = 3;
 /** How long a stream's disposal waits for the worker to finish issuing a call on it. */
 const ISSUING_WAIT_MS = 10_000;
-const CANCELLED_REPLY: OffThreadReply = Object.freeze({ status: 0, cancelled: true });
+const CANCELLED_REPLY: OffThreadReply = Object.freeze({ cancelled: true });
 
 /** How the issue worker stands, from `issueWorkerStatistics`. */
 export interface IssueWorkerStatistics {
@@ -130,156 +123,6 @@ const state: WorkerState = ((globalThis as any)[STATE_KEY] ??= {
 state.streams ??= new WeakSet();
 state.kept ??= new WeakSet();
 
-/**
- * The worker's program (CommonJS, run with `eval`). It loads koffi, libcuda and libcusolver
- * by the names the main thread uses (already loaded in the process: the same handles), then
- * answers each `{ id, context, stream, symbol, args, flag }` with `{ id, status, call?, driver? }`
- * (or `{ id, capturing: true }` for a stream that began a capture before the call got here).
- * It claims the call's shared word `flag` first (queued to issuing) and skips a call that was
- * cancelled, without a reply; once done it stores done and wakes a disposal waiting on it.
- * `{ forget: stream, context }` (the stream was disposed) unbinds the handle bound to it.
- * Handles: one per stream, at most `handlesPerContext` per context; past that the least
- * recently used one moves to the new stream. Before each call its stream waits on the event
- * recorded after the handle's previous call (the handle's internal buffers; on the same stream
- * it costs a microsecond and covers a new stream at a disposed one's address).
- */
-const WORKER_SOURCE = `
-'use strict';
-const { parentPort, workerData } = require('node:worker_threads');
-function load(koffi, names) {
-  const failures = [];
-  for (const name of names) {
-    try { return koffi.load(name); } catch (error) { failures.push(name + ': ' + error.message); }
-  }
-  throw new Error('the worker could not load ' + failures.join('; '));
-}
-let run;
-let forget;
-try {
-  const koffi = require(workerData.koffi);
-  const cuda = load(koffi, workerData.cuda);
-  const solver = load(koffi, workerData.cusolver);
-  const cuCtxSetCurrent = cuda.func('int cuCtxSetCurrent(void *ctx)');
-  const cuStreamIsCapturing = cuda.func('int cuStreamIsCapturing(void *hStream, _Out_ int *captureStatus)');
-  const cuEventCreate = cuda.func('int cuEventCreate(_Out_ void **phEvent, unsigned int Flags)');
-  const cuEventRecord = cuda.func('int cuEventRecord(void *hEvent, void *hStream)');
-  const cuStreamWaitEvent = cuda.func('int cuStreamWaitEvent(void *hStream, void *hEvent, unsigned int Flags)');
-  const cusolverDnCreate = solver.func('int cusolverDnCreate(_Out_ void **handle)');
-  const cusolverDnSetStream = solver.func('int cusolverDnSetStream(void *handle, void *streamId)');
-  const routines = {};
-  for (const t of ['S', 'D']) {
-    routines['cusolverDn' + t + 'getrf'] = solver.func('int cusolverDn' + t +
-      'getrf(void *handle, int m, int n, void *A, int lda, void *Workspace, void *devIpiv, void *devInfo)');
-  }
-  const limit = workerData.handlesPerContext;
-  const contexts = new Map();
-  let current;
-  let clock = 0;
-  const driverFailure = (call, status) => ({ status, call, driver: true });
-  // The handle for this stream: its own, a new one, or the least recently used one.
-  const slotFor = (context, stream) => {
-    let slots = contexts.get(context);
-    if (slots === undefined) contexts.set(context, (slots = []));
-    // Its own handle, else one whose stream was disposed (unbound), else a new one.
-    let slot = slots.find((s) => s.stream === stream) ?? slots.find((s) => s.stream === undefined);
-    if (slot !== undefined) return slot;
-    if (slots.length < limit) {
-      const out = [null];
-      let status = cuEventCreate(out, 2); // CU_EVENT_DISABLE_TIMING
-      if (status !== 0) return driverFailure('cuEventCreate', status);
-      const event = out[0];
-      status = cusolverDnCreate(out);
-      if (status !== 0) return { status, call: 'cusolverDnCreate', driver: false };
-      slot = { handle: out[0], event, stream: undefined, used: false, last: 0 };
-      slots.push(slot);
-      return slot;
-    }
-    return slots.reduce((a, b) => (b.last < a.last ? b : a));
-  };
-  forget = (context, stream) => {
-    for (const slot of contexts.get(context) ?? []) {
-      if (slot.stream === stream) slot.stream = undefined;
-    }
-  };
-  run = (message) => {
-    let status;
-    if (current !== message.context) {
-      status = cuCtxSetCurrent(message.context);
-      if (status !== 0) return driverFailure('cuCtxSetCurrent', status);
-      current = message.context;
-    }
-    const capture = [0];
-    status = cuStreamIsCapturing(message.stream, capture);
-    if (status !== 0) return driverFailure('cuStreamIsCapturing', status);
-    if (capture[0] !== 0) return { status: 0, capturing: true };
-    const routine = routines[message.symbol];
-    if (routine === undefined) return { status: -1, call: String(message.symbol), driver: false };
-    const slot = slotFor(message.context, message.stream);
-    if (slot.status !== undefined) return slot;
-    if (slot.used) {
-      status = cuStreamWaitEvent(message.stream, slot.event, 0);
-      if (status !== 0) return driverFailure('cuStreamWaitEvent', status);
-    }
-    if (slot.stream !== message.stream) {
-      status = cusolverDnSetStream(slot.handle, message.stream);
-      if (status !== 0) return { status, call: 'cusolverDnSetStream', driver: false };
-      slot.stream = message.stream;
-    }
-    slot.last = ++clock;
-    const result = routine(slot.handle, ...message.args);
-    const recorded = cuEventRecord(slot.event, message.stream);
-    slot.used = true;
-    if (result !== 0) return { status: result, call: message.symbol, driver: false };
-    if (recorded !== 0) return driverFailure('cuEventRecord', recorded);
-    return { status: 0 };
-  };
-} catch (error) {
-  parentPort.postMessage({ failed: String((error && error.message) || error) });
-}
-if (run !== undefined) {
-  parentPort.on('message', (message) => {
-    if (message.forget !== undefined) {
-      forget(message.context, message.forget);
-      return;
-    }
-    const flag = message.flag;
-    // Cancelled while queued (its stream disposed, its signal aborted): nothing is issued.
-    if (Atomics.compareExchange(flag, 0, ${QUEUED}, ${ISSUING}) !== ${QUEUED}) return;
-    let reply;
-    try {
-      reply = run(message);
-    } catch (error) {
-      reply = { status: -1, call: String((error && error.message) || error), driver: false };
-    } finally {
-      Atomics.store(flag, 0, ${DONE});
-      Atomics.notify(flag, 0);
-    }
-    parentPort.postMessage({ ...reply, id: message.id });
-  });
-  parentPort.postMessage({ ready: true });
-}
-`;
-
-/** What the worker is started with: where koffi is, the library names to try, the handle bound. */
-export interface IssueWorkerData {
-  /** koffi's module file (`koffiModulePath()`), or a test double's. */
-  readonly koffi: string;
-  /** Names to load libcuda by, in order. */
-  readonly cuda: readonly string[];
-  /** Names to load libcusolver by, in order. */
-  readonly cusolver: readonly string[];
-  /** Handles the worker keeps per context (one per stream up to this). */
-  readonly handlesPerContext: number;
-}
-
-function libraryNames(spec: {
-  environmentVariable: string;
-  candidates: readonly string[];
-}): string[] {
-  const override = process.env[spec.environmentVariable];
-  return override ? [override] : [...spec.candidates];
-}
-
 function fail(reason: string): void {
   state.state = 'failed';
   state.failure = reason;
@@ -312,7 +155,7 @@ function settle(id: number, reply: OffThreadReply): void {
   state.pending.delete(id);
   if (state.pending.size === 0) state.worker?.unref();
   forgetSignal(call);
-  if (reply.status === 0 && reply.capturing !== true && reply.cancelled !== true) {
+  if (reply.error === undefined && reply.capturing !== true && reply.cancelled !== true) {
     state.offThread++;
   }
   call.resolve(reply);
@@ -353,7 +196,7 @@ export function streamDisposed(stream: OffThreadStream): 'keep-native-stream' | 
     state.kept.add(stream);
     return 'keep-native-stream';
   } finally {
-    state.worker?.postMessage({ forget: stream.ffiHandle, context: stream.context.handle });
+    post({ kind: 'forget', context: stream.context.handle, stream: stream.ffiHandle });
   }
 }
 
@@ -406,25 +249,30 @@ function awaitIssued(flag: Int32Array): boolean {
  */
 export function startIssueWorker(): Promise<boolean> {
   if (state.started !== undefined) return state.started;
-  let data: IssueWorkerData;
-  try {
-    data = {
-      koffi: koffiModulePath(),
-      cuda: libraryNames(libcudaSpec),
-      cusolver: libraryNames(libcusolverSpec),
-      // As many as the task handles' bound (`configureHandles`), read when it starts.
-      handlesPerContext: handles.maxHandlesPerContext,
-    };
-  } catch (error) {
-    fail((error as Error).message);
-    return Promise.resolve(false);
-  }
-  return startIssueWorkerWith(data);
+  // As many handles as the task handles' bound (`configureHandles`), read when it starts.
+  return startIssueWorkerWith({ handlesPerContext: handles.maxHandlesPerContext });
 }
 
 /**
- * `startIssueWorker` with the worker's data given: the unit tests start it on a koffi test
- * double. Internal.
+ * The worker's module and how to start it. Built, it is dist/issue-worker-thread.js beside
+ * this module's chunk. From the TypeScript source (this module's URL ends in `.ts`: vitest,
+ * tsx), the worker starts issue-worker-source.mjs, which registers tsx's loader in the worker
+ * and imports issue-worker-thread.ts, with the `@cuda-tasks/source` condition so that it
+ * resolves the workspace packages to their sources too.
+ */
+function workerEntry(): { url: URL; execArgv: string[] | undefined } {
+  if (!import.meta.url.endsWith('.ts')) {
+    return { url: new URL('./issue-worker-thread.js', import.meta.url), execArgv: undefined };
+  }
+  return {
+    url: new URL('./issue-worker-source.mjs', import.meta.url),
+    execArgv: [...process.execArgv, '--conditions=@cuda-tasks/source'],
+  };
+}
+
+/**
+ * `startIssueWorker` with the worker's data given: the unit tests start it on a test double
+ * of the native functions (`bindings`). Internal.
  */
 export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
   if (state.started !== undefined) return state.started;
@@ -434,10 +282,11 @@ export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
   const started = new Promise<boolean>((resolve) => {
     let worker: Worker;
     try {
-      worker = new Worker(WORKER_SOURCE, {
-        eval: true,
+      const entry = workerEntry();
+      worker = new Worker(entry.url, {
         workerData: data,
-        // Its own small heap: it holds a few closures and numbers.
+        ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),
+        // Its own small heap: it holds its bindings, a few closures and numbers.
         resourceLimits: { maxOldGenerationSizeMb: 32 },
       });
     } catch (error) {
@@ -446,9 +295,9 @@ export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
       return;
     }
     state.worker = worker;
-    worker.on('message', (message: Record<string, unknown>) => {
+    worker.on('message', (message: FromWorker) => {
       if (state.worker !== worker) return;
-      if (message.ready === true) {
+      if (message.kind === 'ready') {
         // Referenced while it starts and while a call is in flight, not while idle. (Here,
         // after the listeners: adding a 'message' listener references its port again.)
         if (state.pending.size === 0) worker.unref();
@@ -456,12 +305,12 @@ export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
         resolve(true);
         return;
       }
-      if (typeof message.failed === 'string') {
-        fail(message.failed);
+      if (message.kind === 'failed') {
+        fail(message.reason);
         resolve(false);
         return;
       }
-      settle(message.id as number, message as unknown as OffThreadReply);
+      settle(message.id, message.reply);
     });
     worker.on('error', (error) => {
       if (state.worker === worker) fail(error.message);
@@ -528,7 +377,8 @@ export function issueOffThread(
     }
     if (state.pending.size === 0) worker.ref();
     state.pending.set(id, call);
-    worker.postMessage({
+    post({
+      kind: 'issue',
       id,
       context: stream.context.handle,
       stream: stream.ffiHandle,
@@ -537,6 +387,32 @@ export function issueOffThread(
       flag,
     });
   });
+}
+
+/** Posts `message` to the worker, if one is running. */
+function post(message: ToWorker): void {
+  state.worker?.postMessage(message);
+}
+
+/**
+ * The library's own error for a failure the worker reported: the CudaError that cudadrv's
+ * `check` makes for a CUresult, the CusolverError of this package's `check` for a
+ * cusolverStatus_t, else an Error of the caught error's kind (TypeError, RangeError, or Error
+ * with its name) whose message says it came from the worker's call. Internal.
+ */
+export function issueFailureError(failure: IssueFailure): Error {
+  try {
+    if (failure.name === 'CudaError') checkDriver(failure.status, failure.call);
+    else if (failure.name === 'CusolverError') check(failure.status, failure.call);
+  } catch (error) {
+    return error as Error;
+  }
+  const message = `${failure.call} in the cuSOLVER issue worker: ${failure.message ?? `status ${failure.status}`}`;
+  if (failure.name === 'TypeError') return new TypeError(message);
+  if (failure.name === 'RangeError') return new RangeError(message);
+  const error = new Error(message);
+  error.name = failure.name;
+  return error;
 }
 
 /**

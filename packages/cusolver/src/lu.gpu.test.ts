@@ -11,8 +11,8 @@ import {
   transpose,
 } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from '../test/device.js';
 import { CusolverError, lu, luSolve, SingularMatrixError, solve } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 describeGpu('LU: lu, luSolve, solve (getrf/getrs)', () => {
   for (const dtype of SOLVER_DTYPES) {

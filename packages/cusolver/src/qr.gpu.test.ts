@@ -7,8 +7,8 @@ import {
   relativeError,
 } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from '../test/device.js';
 import { qr } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 describeGpu('QR: qr (geqrf + orgqr)', () => {
   for (const dtype of SOLVER_DTYPES) {

@@ -14,7 +14,7 @@ const fake = vi.hoisted(() => {
   const worker = {
     threshold: 1024,
     ready: true,
-    reply: { status: 0 } as { status: number; call?: string; driver?: boolean },
+    reply: {} as import('./issue-worker.js').OffThreadReply,
     /** Runs while the worker holds the call (before its reply). */
     during: undefined as (() => void) | undefined,
     /** Whether a stream's disposal kept its native stream (the worker outlived the wait). */
@@ -96,7 +96,9 @@ vi.mock('./ffi/cusolver.js', async (importOriginal) => ({
   cusolver: () => fake.api,
 }));
 vi.mock('./handle.js', () => ({ handles: { get: () => 7n } }));
-vi.mock('./issue-worker.js', () => ({
+vi.mock('./issue-worker.js', async (importOriginal) => ({
+  // issueFailureError is the real one: it rebuilds the worker's failures with the checks above.
+  ...(await importOriginal<typeof import('./issue-worker.js')>()),
   offThreadReady: (size: number) => size >= fake.worker.threshold && fake.worker.ready,
   nativeStreamKept: () => fake.worker.kept,
   issueOffThread: async (
@@ -147,7 +149,7 @@ beforeEach(() => {
   Object.assign(fake.worker, {
     threshold: 1024,
     ready: true,
-    reply: { status: 0 },
+    reply: {},
     during: undefined,
     kept: false,
   });
@@ -263,7 +265,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
   });
 
   it("the worker's failing status is a CusolverError naming its call, after the free", async () => {
-    fake.worker.reply = { status: 7, call: 'cusolverDnSgetrf', driver: false };
+    fake.worker.reply = { error: { name: 'CusolverError', status: 7, call: 'cusolverDnSgetrf' } };
     const failed = getrfAwaited(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n);
     await expect(failed).rejects.toBeInstanceOf(CusolverError);
     await expect(failed).rejects.toMatchObject({
@@ -278,7 +280,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
     fake.worker.during = () => {
       disposable.disposed = true;
     };
-    fake.worker.reply = { status: 7, call: 'cusolverDnDgetrf', driver: false };
+    fake.worker.reply = { error: { name: 'CusolverError', status: 7, call: 'cusolverDnDgetrf' } };
     const failed = getrfAwaited(
       disposable as unknown as Stream,
       'float64',
@@ -330,7 +332,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
     fake.worker.during = () => {
       disposable.disposed = true;
     };
-    fake.worker.reply = { status: 0, cancelled: true } as never;
+    fake.worker.reply = { cancelled: true };
     const failed = getrfAwaited(
       disposable as unknown as Stream,
       'float64',
@@ -380,7 +382,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
   });
 
   it('a driver call failing in the worker is a CudaError naming that call', async () => {
-    fake.worker.reply = { status: 1, call: 'cuCtxSetCurrent', driver: true };
+    fake.worker.reply = { error: { name: 'CudaError', status: 1, call: 'cuCtxSetCurrent' } };
     await expect(
       getrfAwaited(stream, 'float64', 2048, 2048, 100n, 2048, 200n, 300n),
     ).rejects.toThrow('driver check: cuCtxSetCurrent gave CUresult 1');

@@ -32,6 +32,7 @@ import {
 } from './ffi/cusolver.js';
 import { handles } from './handle.js';
 import {
+  issueFailureError,
   issueOffThread,
   nativeStreamKept,
   type OffThreadReply,
@@ -277,10 +278,7 @@ async function issueOffThreadAwaited(
     }
   }
   if (signal?.aborted) throw signal.reason;
-  if (reply.status !== 0) {
-    if (reply.driver === true) checkDriver(reply.status, reply.call ?? 'the issue worker');
-    check(reply.status, reply.call ?? routine.symbol);
-  }
+  if (reply.error !== undefined) throw issueFailureError(reply.error);
   if (reply.capturing === true) {
     throw new CaptureError(
       routine.symbol,

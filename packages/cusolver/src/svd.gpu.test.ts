@@ -10,8 +10,8 @@ import {
   transpose,
 } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
+import { download, SOLVER_DTYPES, TOLERANCE, upload } from '../test/device.js';
 import { svd } from './index.js';
-import { download, SOLVER_DTYPES, TOLERANCE, upload } from './testing/device.js';
 
 /** The first `rows` rows of a column-major matrix with `totalRows` rows and `columns` columns. */
 function topRows(a: Float64Array, totalRows: number, columns: number, rows: number): Float64Array {

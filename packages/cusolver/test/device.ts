@@ -1,6 +1,6 @@
 import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { roundTo } from '@cuda-tasks/testing';
-import type { SolverDType } from '../validate.js';
+import type { SolverDType } from '../src/validate.js';
 
 /** Both dtypes the GPU tests run for. */
 export const SOLVER_DTYPES: readonly SolverDType[] = ['float32', 'float64'];
