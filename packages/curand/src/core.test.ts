@@ -67,7 +67,7 @@ const calls = () => fake.calls.splice(0);
 
 describe('a cuRAND generator moving between streams', () => {
   it('taken up again on the stream it was released from: no wait and no curandSetStream', () => {
-    const core = GeneratorCore.create(context, 'philox', 1n, 0n, undefined);
+    const core = GeneratorCore.create(context, 'curand-philox', 1n, 0n, undefined);
     const a = stream('a');
     core.bind(a);
     expect(calls()).toEqual(['setStream a']);
@@ -79,7 +79,7 @@ describe('a cuRAND generator moving between streams', () => {
   });
 
   it('released and taken up on another stream: that stream waits for the handoff, then curandSetStream', () => {
-    const core = GeneratorCore.create(context, 'philox', 1n, 0n, undefined);
+    const core = GeneratorCore.create(context, 'curand-philox', 1n, 0n, undefined);
     const a = stream('a');
     const b = stream('b');
     core.bind(a);
@@ -95,7 +95,7 @@ describe('a cuRAND generator moving between streams', () => {
 
 describe("a generator's starting state", () => {
   it('is pending after creation, a new seed and a new offset; prepareState sets it up once', () => {
-    const core = GeneratorCore.create(context, 'philox', 1n, 0n, undefined);
+    const core = GeneratorCore.create(context, 'curand-philox', 1n, 0n, undefined);
     calls();
     expect(core.statePending).toBe(true);
     core.prepareState();

@@ -2,7 +2,7 @@ import type { Context, Stream } from '@cuda-tasks/cudadrv';
 import { StreamBinding } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import { curand } from './ffi/curand.js';
-import { type GeneratorKind, rngTypeOf } from './validation.js';
+import { type CurandKind, rngTypeOf } from './validation.js';
 
 /**
  * @internal One native cuRAND generator and the stream bookkeeping around it, shared by user
@@ -18,7 +18,7 @@ export class GeneratorCore {
   /** The `curandGenerator_t`. */
   readonly handle: bigint;
   readonly context: Context;
-  readonly kind: GeneratorKind;
+  readonly kind: CurandKind;
   /** The seed last set (see `setSeed`). */
   seed: bigint;
   /** For default generators: the seed sequence's epoch the seed was drawn in. */
@@ -32,7 +32,7 @@ export class GeneratorCore {
   readonly #binding: StreamBinding;
   #destroyed = false;
 
-  private constructor(handle: bigint, context: Context, kind: GeneratorKind) {
+  private constructor(handle: bigint, context: Context, kind: CurandKind) {
     this.handle = handle;
     this.context = context;
     this.kind = kind;
@@ -50,7 +50,7 @@ export class GeneratorCore {
    */
   static create(
     context: Context,
-    kind: GeneratorKind,
+    kind: CurandKind,
     seed: bigint,
     offset: bigint,
     ordering: number | undefined,

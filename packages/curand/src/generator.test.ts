@@ -122,7 +122,15 @@ describe('argument checks before any native call', () => {
   });
 
   it('reaches the loader only for valid input (which then says what is missing)', () => {
-    expect(() => new Generator({ seed: 1 })).toThrow(CudaUnavailableError);
+    expect(() => new Generator({ kind: 'curand-philox', seed: 1 })).toThrow(CudaUnavailableError);
+    expect(() => new Generator({ kind: 'xorwow' })).toThrow(CudaUnavailableError);
+  });
+
+  it('makes a counter-based philox generator without loading anything', () => {
+    const generator = new Generator({ seed: 1 });
+    expect(generator.kind).toBe('philox');
+    expect(generator.seed).toBe(1n);
+    expect(new Generator().seed).not.toBe(new Generator().seed);
   });
 });
 

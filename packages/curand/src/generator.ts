@@ -15,22 +15,26 @@ import {
 } from '@cuda-tasks/cudadrv';
 import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { GeneratorCore } from './core.js';
+import { type CounterDistribution, CounterState, outputsConsumed } from './counter.js';
 import { check } from './errors.js';
 import { curand } from './ffi/curand.js';
-import { defaultCore } from './handle.js';
+import { defaultCore, defaultCounter } from './handle.js';
+import { launchPhilox } from './philox-kernels.js';
 import { BITS, type Generation, LOG_NORMAL, NORMAL, POISSON, UNIFORM } from './routines.js';
 import { nextSeed } from './seeds.js';
 import {
+  type CurandKind,
+  checkKind,
   checkLambda,
   checkNormalParameters,
   checkTarget,
   type GenerationPlan,
   type GeneratorKind,
   type GeneratorOrdering,
+  MAX_PHILOX_LAMBDA,
   OUTPUT_ALIGNMENT,
   orderingOf,
   planGeneration,
-  rngTypeOf,
   type TargetLayout,
   toUint64,
 } from './validation.js';
@@ -40,18 +44,27 @@ export type FloatDType = 'float32' | 'float64';
 
 /** Options for `new Generator(...)`. */
 export interface GeneratorOptions {
-  /** The algorithm (default `'philox'`, Philox-4x32-10). */
+  /**
+   * The algorithm (default `'philox'`: this package's counter-based Philox4x32-10, no device
+   * state; `'curand-philox'`, `'xorwow'` and `'mrg32k3a'` are cuRAND's generators).
+   */
   kind?: GeneratorKind;
   /**
    * The seed (a non-negative integer, or a BigInt below 2^64). Omitted: the next seed of the
    * process's seed sequence (see `setDefaultSeed`), so two unseeded generators differ.
    */
   seed?: number | bigint;
-  /** Where in the seed's sequence to start (default 0). */
+  /**
+   * Where in the seed's sequence to start (default 0). For `'philox'`: the index of the first
+   * 32-bit output the next call draws (see `Generator.offset`).
+   */
   offset?: number | bigint;
-  /** The ordering of results (default: cuRAND's default ordering). */
+  /** cuRAND kinds only: the ordering of results (default: cuRAND's default ordering). */
   ordering?: GeneratorOrdering;
-  /** The context that owns the generator's device state (default: the current device's). */
+  /**
+   * cuRAND kinds only: the context that owns the generator's device state (default: the
+   * current device's). A `'philox'` generator has none and runs on any device.
+   */
   context?: Context;
 }
 
@@ -80,20 +93,27 @@ const ALIGNMENT_MASK = BigInt(OUTPUT_ALIGNMENT - 1);
 const plan: GenerationPlan = { body: 0, tail: 0, direct: true, scratchBytes: 0, tailByteOffset: 0 };
 
 /**
- * A cuRAND pseudorandom generator that follows the stream of whoever uses it: each call runs
- * on the current task's stream (or `{ stream }`), and the generator is bound to that stream
- * lazily (curandSetStream only when the stream changes).
+ * A pseudorandom generator that follows the stream of whoever uses it: each call runs on the
+ * current task's stream (or `{ stream }`).
  *
- * Its state advances in stream order. When it is used from another stream than last time,
- * the new stream is first ordered after the old one on the GPU (the host never waits), the
- * same hand-off as a DeviceArray's: so a generator with an explicit seed gives the same
- * numbers whichever tasks or streams use it, as long as the calls are issued in the same
- * order. Two concurrent tasks sharing one generator are therefore serialized on the GPU for
- * its calls, in the order the host issued them; give each task its own generator (or use the
- * task's default generator, `rand`/`randn`) to keep them independent.
+ * **`'philox'` (the default)** is counter-based, as PyTorch's CUDA generator: the generator is
+ * a seed and an offset on the host, and each call launches this package's Philox4x32-10
+ * kernel with them on the stream, advancing the offset when the call is issued. Creating,
+ * seeding, moving the offset and disposing make no driver call and never wait for the GPU;
+ * two tasks or streams using one generator need no GPU-side hand-off, and the numbers depend
+ * only on the order in which calls are issued. A call inside a graph capture records its
+ * (seed, offset), so each replay draws the numbers the capture drew. The j-th output of a
+ * seed is the j-th `curand(&s)` of cuRAND's device API after `curand_init(seed, 0, 0, &s)`
+ * (see the package README for the sequence and each distribution's formula).
+ *
+ * **cuRAND's generators** (`'curand-philox'`, `'xorwow'`, `'mrg32k3a'`) hold a native
+ * generator with device state that advances in stream order: when it is used from another
+ * stream than last time, the new stream is first ordered after the old one on the GPU (the
+ * host never waits). Creating or reseeding one sets its state up with calls that wait for the
+ * whole GPU to drain.
  *
  * @example
- * using generator = new Generator({ kind: 'philox', seed: 42 });
+ * using generator = new Generator({ seed: 42 });
  * const x = DeviceArray.empty('float32', 1_000_000);
  * generator.normal(x, { mean: 2, stddev: 3 });
  * const values = await x.toHost();
@@ -102,32 +122,53 @@ export class Generator {
   readonly [generatorBrand] = true;
   /** The algorithm. */
   readonly kind: GeneratorKind;
-  /** The native generator; undefined for `defaultGenerator()`, which resolves per call. */
+  /** cuRAND kinds: the native generator. */
   readonly #core: GeneratorCore | undefined;
+  /** 'philox': the seed and offset. Both undefined: `defaultGenerator()`, resolved per call. */
+  readonly #counter: CounterState | undefined;
+  #disposed = false;
 
   /**
-   * Creates a generator in the current device's context (or `options.context`). Creating one
-   * allocates its device state: keep generators and reuse them, or use `defaultGenerator()`.
+   * Creates a generator. `'philox'` (the default): a seed and an offset, no native call.
+   * cuRAND kinds: a native generator in the current device's context (or `options.context`)
+   * whose state setup waits for the GPU to drain: keep those and reuse them.
    */
   constructor(options?: GeneratorOptions);
   constructor(options: GeneratorOptions | typeof TASK_DEFAULT = {}) {
     if (options === TASK_DEFAULT) {
       this.kind = 'philox';
       this.#core = undefined;
+      this.#counter = undefined;
       return;
     }
     if (typeof options !== 'object' || options === null) {
       throw new CudaArgumentError(`Generator: options must be an object, got ${String(options)}`);
     }
-    const kind = options.kind ?? 'philox';
-    rngTypeOf(kind);
+    const kind = checkKind(options.kind ?? 'philox');
     const seed = options.seed === undefined ? undefined : toUint64(options.seed, 'Generator: seed');
     const offset =
       options.offset === undefined ? 0n : toUint64(options.offset, 'Generator: offset');
     const ordering = options.ordering === undefined ? undefined : orderingOf(options.ordering);
-    const context = options.context ?? currentContext();
     this.kind = kind;
-    this.#core = GeneratorCore.create(context, kind, seed ?? nextSeed(), offset, ordering);
+    if (kind === 'philox') {
+      if (ordering !== undefined) {
+        throw new CudaArgumentError(
+          `Generator: ordering applies to cuRAND's generators; the 'philox' kind has one order (use kind 'curand-philox' for cuRAND's Philox with an ordering)`,
+        );
+      }
+      this.#core = undefined;
+      this.#counter = new CounterState(seed ?? nextSeed(), offset);
+      return;
+    }
+    const context = options.context ?? currentContext();
+    this.#counter = undefined;
+    this.#core = GeneratorCore.create(
+      context,
+      kind as CurandKind,
+      seed ?? nextSeed(),
+      offset,
+      ordering,
+    );
     finalizer.register(this, this.#core, this);
     if (options.context === undefined) this.#core.prepareOn(currentStream());
   }
@@ -144,28 +185,49 @@ export class Generator {
 
   /** True for `defaultGenerator()`, which stands for the current task's default generator. */
   get isTaskDefault(): boolean {
-    return this.#core === undefined;
+    return this.#core === undefined && this.#counter === undefined;
   }
 
   /**
    * The raw `curandGenerator_t`, for routines of `@cuda-tasks/curand/ffi` that this class
-   * does not wrap (for `defaultGenerator()`: the current task's). Reading it binds the
-   * generator to the current stream (ordered after its previous one): call the routine on
-   * that stream, and read `handle` again inside `withStream(other, ...)` to use another one,
-   * rather than calling curandSetStream yourself (the binding would go out of step).
+   * does not wrap. Reading it binds the generator to the current stream (ordered after its
+   * previous one): call the routine on that stream, and read `handle` again inside
+   * `withStream(other, ...)` to use another one, rather than calling curandSetStream yourself
+   * (the binding would go out of step). For `defaultGenerator()`: the current task's cuRAND
+   * generator, as `handle()` gives it (not the one `rand`/`randn` draw from; its creation
+   * waits for the GPU). A `'philox'` generator has no native generator: a CudaArgumentError.
    */
   get handle(): bigint {
+    if (this.#counter !== undefined) {
+      throw new CudaArgumentError(
+        `Generator.handle: a 'philox' generator is counter-based and has no curandGenerator_t; create one of kind 'curand-philox' for cuRAND's routines`,
+      );
+    }
     return this.#resolve(currentStream()).handle;
   }
 
   /** The seed last set (for `defaultGenerator()`: the current task's generator's). */
   get seed(): bigint {
-    return (this.#core ?? defaultCore(currentStream())).seed;
+    this.#assertUsable();
+    return (this.#core ?? this.#counter ?? defaultCounter(currentStream())).seed;
+  }
+
+  /**
+   * `'philox'` (and `defaultGenerator()`, for the current task): the index of the 32-bit
+   * output the next call starts from. Each call moves it on by the outputs it consumes:
+   * `bits`, `uniform` float32 and `poisson` 1 per element; `uniform` float64 2 per element;
+   * `normal` and `logNormal` float32 2 per pair of elements and float64 4 per pair (an odd
+   * length counts a whole last pair). Undefined for cuRAND's kinds.
+   */
+  get offset(): bigint | undefined {
+    if (this.#core !== undefined) return undefined;
+    this.#assertUsable();
+    return (this.#counter ?? defaultCounter(currentStream())).offset;
   }
 
   /** Whether `dispose()` has been called (never true for `defaultGenerator()`). */
   get disposed(): boolean {
-    return this.#core?.destroyed ?? false;
+    return this.#core?.destroyed ?? this.#disposed;
   }
 
   /**
@@ -175,6 +237,8 @@ export class Generator {
    */
   uniform<D extends FloatDType>(array: DeviceArray<D>, options: StreamOption = {}): DeviceArray<D> {
     const layout = this.#check('Generator.uniform', array, UNIFORM.dtypes);
+    if (this.#core === undefined)
+      return this.#draw(UNIFORM, 'uniform', array, layout, options.stream, 0, 0);
     return this.#generate(UNIFORM, array, layout, options.stream, 0, 0);
   }
 
@@ -189,6 +253,9 @@ export class Generator {
     const stddev = options.stddev ?? 1;
     checkNormalParameters('Generator.normal', mean, stddev);
     const layout = this.#check('Generator.normal', array, NORMAL.dtypes);
+    if (this.#core === undefined) {
+      return this.#draw(NORMAL, 'normal', array, layout, options.stream, mean, stddev);
+    }
     return this.#generate(NORMAL, array, layout, options.stream, mean, stddev);
   }
 
@@ -205,6 +272,9 @@ export class Generator {
     const stddev = options.stddev ?? 1;
     checkNormalParameters('Generator.logNormal', mean, stddev);
     const layout = this.#check('Generator.logNormal', array, LOG_NORMAL.dtypes);
+    if (this.#core === undefined) {
+      return this.#draw(LOG_NORMAL, 'logNormal', array, layout, options.stream, mean, stddev);
+    }
     return this.#generate(LOG_NORMAL, array, layout, options.stream, mean, stddev);
   }
 
@@ -219,8 +289,15 @@ export class Generator {
     lambda: number,
     options: StreamOption = {},
   ): DeviceArray<'uint32'> {
-    checkLambda('Generator.poisson', lambda);
+    checkLambda(
+      'Generator.poisson',
+      lambda,
+      this.#core === undefined ? MAX_PHILOX_LAMBDA : Infinity,
+    );
     const layout = this.#check('Generator.poisson', array, POISSON.dtypes);
+    if (this.#core === undefined) {
+      return this.#draw(POISSON, 'poisson', array, layout, options.stream, lambda, 0);
+    }
     const stream = resolveStream(options.stream);
     if (stream.capturing) {
       throw new CaptureError(
@@ -237,39 +314,61 @@ export class Generator {
    */
   bits(array: DeviceArray<'uint32'>, options: StreamOption = {}): DeviceArray<'uint32'> {
     const layout = this.#check('Generator.bits', array, BITS.dtypes);
+    if (this.#core === undefined)
+      return this.#draw(BITS, 'bits', array, layout, options.stream, 0, 0);
     return this.#generate(BITS, array, layout, options.stream, 0, 0);
   }
 
   /**
    * Reseeds the generator and restarts its sequence at offset 0: afterwards it gives what
    * `new Generator({ kind, seed })` would. For `defaultGenerator()`, reseeds the current
-   * task's default generator (for `options.stream`'s context).
+   * task's default generator (for `options.stream`'s context). `'philox'`: host-side only.
    */
   setSeed(seed: number | bigint, options: StreamOption = {}): void {
     const value = toUint64(seed, 'Generator.setSeed: seed');
     this.#assertUsable();
+    if (this.#counter !== undefined) {
+      this.#counter.setSeed(value);
+      return;
+    }
     const stream = resolveStream(options.stream);
+    if (this.#core === undefined) {
+      defaultCounter(stream).setSeed(value);
+      return;
+    }
     const core = this.#resolve(stream);
     core.setSeed(value);
     core.prepareOn(stream);
   }
 
-  /** Moves to `offset` in the current seed's sequence (skipping ahead costs nothing). */
+  /**
+   * Moves to `offset` in the current seed's sequence (skipping ahead costs nothing). For
+   * `'philox'`: the index of the 32-bit output the next call starts from (see `offset`).
+   */
   setOffset(offset: number | bigint, options: StreamOption = {}): void {
     const value = toUint64(offset, 'Generator.setOffset: offset');
     this.#assertUsable();
+    if (this.#counter !== undefined) {
+      this.#counter.setOffset(value);
+      return;
+    }
     const stream = resolveStream(options.stream);
+    if (this.#core === undefined) {
+      defaultCounter(stream).setOffset(value);
+      return;
+    }
     const core = this.#resolve(stream);
     core.setOffset(value);
     core.prepareOn(stream);
   }
 
   /**
-   * Sets up the generator's starting state on the device now (curandGenerateSeeds, ordered on
-   * the current stream or `options.stream`) instead of at its next generation. The
-   * constructor, `setSeed` and `setOffset` already do it unless the stream is capturing a
-   * graph; a generation inside a capture needs it done (a CaptureError says so otherwise), so
-   * call this before `capture()` for a generator seeded inside one.
+   * cuRAND kinds: sets up the generator's starting state on the device now
+   * (curandGenerateSeeds, ordered on the current stream or `options.stream`) instead of at its
+   * next generation. The constructor, `setSeed` and `setOffset` already do it unless the
+   * stream is capturing a graph; a generation inside a capture needs it done (a CaptureError
+   * says so otherwise), so call this before `capture()` for a generator seeded inside one.
+   * `'philox'` has no device state: nothing to do.
    * @example
    * generator.setSeed(7);
    * generator.prepare();
@@ -277,6 +376,7 @@ export class Generator {
    */
   prepare(options: StreamOption = {}): void {
     this.#assertUsable();
+    if (this.#core === undefined) return;
     const stream = resolveStream(options.stream);
     if (stream.capturing) {
       throw new CaptureError(
@@ -288,10 +388,15 @@ export class Generator {
   }
 
   /**
-   * Destroys the native generator (its device memory is freed once work in flight is done).
-   * Safe to call twice; does nothing for `defaultGenerator()`, which the task runtime owns.
+   * Disposes of the generator: cuRAND kinds destroy the native generator (its device memory
+   * is freed once work in flight is done); `'philox'` only refuses further calls. Safe to call
+   * twice; does nothing for `defaultGenerator()`, which the task runtime owns.
    */
   dispose(): void {
+    if (this.#counter !== undefined) {
+      this.#disposed = true;
+      return;
+    }
     const core = this.#core;
     if (core === undefined || core.destroyed) return;
     finalizer.unregister(this);
@@ -304,13 +409,13 @@ export class Generator {
 
   /** `Generator(...)`: the kind and whether it is the task default. */
   toString(): string {
-    return this.#core === undefined
+    return this.isTaskDefault
       ? 'Generator(task default, philox)'
-      : `Generator(${this.kind}${this.#core.destroyed ? ', disposed' : ''})`;
+      : `Generator(${this.kind}${this.disposed ? ', disposed' : ''})`;
   }
 
   #assertUsable(): void {
-    if (this.#core?.destroyed) throw new DisposedError('Generator');
+    if (this.disposed) throw new DisposedError('Generator');
   }
 
   /** Checks the generator and the output array before any native call. */
@@ -322,7 +427,7 @@ export class Generator {
     return checkTarget(operation, array, dtypes);
   }
 
-  /** The native generator for `stream`, bound to it. */
+  /** The native generator for `stream`, bound to it (the task's cuRAND one for the default). */
   #resolve(stream: Stream): GeneratorCore {
     const core = this.#core;
     if (core === undefined) return defaultCore(stream);
@@ -334,6 +439,41 @@ export class Generator {
     }
     core.bind(stream);
     return core;
+  }
+
+  /**
+   * A 'philox' generation: one launch writing straight into the target (contiguous, or a 2-D
+   * block given by its rows and leading dimension) with the generator's (seed, offset), then
+   * the offset moves on. Allocates nothing.
+   */
+  #draw<A extends DeviceArray>(
+    generation: Generation,
+    distribution: CounterDistribution,
+    array: A,
+    layout: TargetLayout,
+    requestedStream: Stream | undefined,
+    a: number,
+    b: number,
+  ): A {
+    const stream = resolveStream(requestedStream);
+    assertSameContext(generation.operation, 'the output', array, stream);
+    const counter = this.#counter ?? defaultCounter(stream);
+    const length = array.length;
+    if (length === 0) return array;
+    const contiguous = layout === 'contiguous';
+    launchPhilox(
+      distribution,
+      array,
+      stream,
+      contiguous ? length : array.rows,
+      contiguous ? length : array.leadingDimension,
+      counter.offsetArgument,
+      counter.seedArgument,
+      a,
+      b,
+    );
+    counter.advance(outputsConsumed(distribution, array.dtype, length));
+    return array;
   }
 
   #generate<A extends DeviceArray>(

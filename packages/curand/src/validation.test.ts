@@ -60,7 +60,9 @@ describe('toUint64', () => {
 
 describe('generator kinds and orderings', () => {
   it('maps kinds to curand.h rng types', () => {
-    expect(rngTypeOf('philox')).toBe(161);
+    expect(rngTypeOf('curand-philox')).toBe(161);
+    // This package's counter-based Philox is not cuRAND's.
+    expect(() => rngTypeOf('philox')).toThrow(/got philox/);
     expect(rngTypeOf('xorwow')).toBe(101);
     expect(rngTypeOf('mrg32k3a')).toBe(121);
   });

@@ -26,16 +26,41 @@ export function toUint64(value: unknown, what: string): bigint {
 }
 
 /**
- * The pseudorandom generators this package exposes: Philox-4x32-10 (counter based, the
- * default: cheap to create and to seed), XORWOW and MRG32k3a.
+ * The pseudorandom generators this package exposes. `'philox'` (the default) is this
+ * package's counter-based Philox4x32-10: a (seed, offset) pair on the host and no device
+ * state, so creating and seeding one costs no driver call. The others are cuRAND's host
+ * generators (a native generator with device state, set up with calls that wait for the GPU
+ * to drain): `'curand-philox'` (cuRAND's Philox4x32-10, with its own output order), XORWOW
+ * and MRG32k3a.
  */
-export type GeneratorKind = 'philox' | 'xorwow' | 'mrg32k3a';
+export type GeneratorKind = 'philox' | 'curand-philox' | 'xorwow' | 'mrg32k3a';
 
-const RNG_TYPES: Readonly<Record<GeneratorKind, number>> = {
-  philox: curandRngType.CURAND_RNG_PSEUDO_PHILOX4_32_10,
+/** The kinds cuRAND generates (a native generator each). */
+export type CurandKind = Exclude<GeneratorKind, 'philox'>;
+
+const RNG_TYPES: Readonly<Record<CurandKind, number>> = {
+  'curand-philox': curandRngType.CURAND_RNG_PSEUDO_PHILOX4_32_10,
   xorwow: curandRngType.CURAND_RNG_PSEUDO_XORWOW,
   mrg32k3a: curandRngType.CURAND_RNG_PSEUDO_MRG32K3A,
 };
+
+const KINDS: readonly GeneratorKind[] = ['philox', ...(Object.keys(RNG_TYPES) as CurandKind[])];
+
+/** Checks a generator kind (CudaArgumentError naming the valid ones for anything else). */
+export function checkKind(kind: unknown): GeneratorKind {
+  if (typeof kind === 'string' && KINDS.includes(kind as GeneratorKind)) {
+    return kind as GeneratorKind;
+  }
+  throw new CudaArgumentError(
+    `generator kind must be one of ${KINDS.join(', ')}, got ${String(kind)}`,
+  );
+}
+
+/**
+ * The largest Poisson rate of the 'philox' kind: its counts are uint32, and 2^31 leaves
+ * more than 9,000 standard deviations of room below 2^32.
+ */
+export const MAX_PHILOX_LAMBDA = 2 ** 31;
 
 /**
  * The enum value `table` gives the name `value`; a CudaArgumentError naming `what` and the
@@ -48,9 +73,12 @@ function lookUp(table: Readonly<Record<string, number>>, what: string, value: un
   );
 }
 
-/** The `curandRngType_t` for a generator kind (CudaArgumentError for an unknown kind). */
+/**
+ * The `curandRngType_t` of a cuRAND generator kind (CudaArgumentError for an unknown kind,
+ * and for 'philox', which cuRAND does not generate: its cuRAND counterpart is 'curand-philox').
+ */
 export function rngTypeOf(kind: unknown): number {
-  return lookUp(RNG_TYPES, 'generator kind', kind);
+  return lookUp(RNG_TYPES, 'cuRAND generator kind', kind);
 }
 
 /**
@@ -139,11 +167,16 @@ export function checkNormalParameters(operation: string, mean: unknown, stddev: 
   }
 }
 
-/** Checks a Poisson rate. */
-export function checkLambda(operation: string, lambda: unknown): void {
+/** Checks a Poisson rate (for the 'philox' kind, `max` is `MAX_PHILOX_LAMBDA`). */
+export function checkLambda(operation: string, lambda: unknown, max = Infinity): void {
   if (typeof lambda !== 'number' || !Number.isFinite(lambda) || !(lambda > 0)) {
     throw new CudaArgumentError(
       `${operation}: lambda must be a finite number > 0, got ${String(lambda)}`,
+    );
+  }
+  if (lambda > max) {
+    throw new CudaArgumentError(
+      `${operation}: lambda must be at most ${max} for this generator (its counts are uint32), got ${lambda}`,
     );
   }
 }
