@@ -34,14 +34,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { availability } from '@cuda-tasks/cudadrv';
-import {
-  CommandLineError,
-  isEntryPoint,
-  parseCommandLine,
-  parseCommandLineOrExit,
-  usage,
-} from '@cuda-tasks/examples/cli';
 import { kernelsPtxPath, kernelsSourcePath } from '@cuda-tasks/examples/kernels';
+import { CommandLineError, isEntryPoint, parseCommandLine, usage } from './cli.js';
 import {
   addLines,
   type BenchLine,
@@ -471,10 +465,14 @@ async function mainScaling(options: RunArguments): Promise<number> {
 }
 
 async function main(): Promise<number> {
-  parseCommandLineOrExit(process.argv.slice(2), benchCommandLine); // --help, unknown flags
+  const argv = process.argv.slice(2);
   let options: RunArguments;
   try {
-    options = parseBenchArguments(process.argv.slice(2));
+    if (parseCommandLine(argv, benchCommandLine).help) {
+      console.log(usage(benchCommandLine));
+      return 0;
+    }
+    options = parseBenchArguments(argv);
   } catch (error) {
     if (!(error instanceof CommandLineError)) throw error;
     console.error(`${error.message}\n\n${error.usage}`);

@@ -1,7 +1,7 @@
 /**
- * The command lines of the examples and the benchmark suite: `node:util` `parseArgs` in
- * strict mode, so an unknown or misspelt flag is an error that lists the valid ones (and
- * suggests the closest), and `--help` prints them.
+ * The command lines of the examples: `node:util` `parseArgs` in strict mode, so an unknown or
+ * misspelt flag is an error that lists the valid ones (and suggests the closest), and `--help`
+ * prints them.
  */
 import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';

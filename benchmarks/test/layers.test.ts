@@ -1,0 +1,43 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describeLayers } from '@cuda-tasks/testing';
+
+/**
+ * The suite reads bottom-up: the timing harness, the report, the scaling configuration, the
+ * bare koffi baseline and the command-line parser; the task batches and the scaling report;
+ * the benchmarks themselves; the runs that gather them; `pnpm bench` (run.ts). It measures the
+ * packages through their public entries, and the seed demo's workload and kernels from the
+ * examples; it parses its own command line rather than borrow the examples' parser.
+ */
+describeLayers({
+  name: '@cuda-tasks/benchmarks',
+  source: join(dirname(fileURLToPath(import.meta.url)), '..', 'src'),
+  layers: [
+    ['harness.ts', 'report.ts', 'scaling-config.ts', 'bare.ts', 'cli.ts'],
+    ['batches.ts', 'scaling-report.ts'],
+    [
+      'core.ts',
+      'host.ts',
+      'kernels.ts',
+      'libraries.ts',
+      'paired.ts',
+      'scaling.ts',
+      'scaling-chart.ts',
+    ],
+    ['ours.ts', 'scaling-run.ts'],
+    ['run.ts'],
+  ],
+  knownEdges: ['run.ts -> report.ts', 'paired.ts -> batches.ts', 'ours.ts -> libraries.ts'],
+  siblings: {
+    '@cuda-tasks/cudadrv': '*',
+    '@cuda-tasks/task-runtime': '*',
+    '@cuda-tasks/cublas': '*',
+    '@cuda-tasks/cublas/ffi': '*',
+    '@cuda-tasks/curand': '*',
+    '@cuda-tasks/curand/ffi': '*',
+    '@cuda-tasks/cusolver': '*',
+    '@cuda-tasks/kernels': '*',
+    '@cuda-tasks/examples/kernels': '*',
+    '@cuda-tasks/examples/seed': '*',
+  },
+});
