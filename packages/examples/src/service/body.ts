@@ -60,6 +60,79 @@ export interface ReadBodyOptions {
   minBytesPerSecond?: number;
   /** How long the body may take before its rate is checked, ms (default 1000). */
   rateGraceMs?: number;
+  /**
+   * Keep a body that was read whole counted in `budget` (default false): the caller gives its
+   * `length` back with `budget.release` once done with it (after parsing it, say).
+   */
+  keepReserved?: boolean;
+}
+
+/** The least bytes of a `BodyBytes` segment (but for a body known to be shorter). */
+const MIN_SEGMENT_BYTES = 64 * 1024;
+
+/**
+ * A request body's bytes as they arrive, copied into segments that each own their ArrayBuffer
+ * (so that they can be transferred to a worker thread): each new segment is as large as the
+ * bytes so far (at least 64 KiB, at most what the Content-Length leaves), so a body takes
+ * a few segments, never more than twice its bytes, and the copying is spread over its reads
+ * instead of one concatenation at its end.
+ */
+export class BodyBytes {
+  /** Bytes received. */
+  length = 0;
+  readonly #expected: number | undefined;
+  readonly #segments: Uint8Array[] = [];
+  /** Bytes filled in the last segment. */
+  #filled = 0;
+
+  /** `expected`: the body's declared length, if known. */
+  constructor(expected?: number) {
+    this.#expected = expected;
+  }
+
+  /** Copies `chunk` in after the bytes so far. */
+  append(chunk: Uint8Array): void {
+    let offset = 0;
+    while (offset < chunk.length) {
+      let segment = this.#segments.at(-1);
+      if (segment === undefined || this.#filled === segment.length) {
+        const left = chunk.length - offset;
+        const grow = Math.max(MIN_SEGMENT_BYTES, this.length);
+        const size =
+          this.#expected === undefined || this.#expected <= this.length
+            ? Math.max(left, grow)
+            : Math.max(left, Math.min(this.#expected - this.length, grow));
+        segment = new Uint8Array(size);
+        this.#segments.push(segment);
+        this.#filled = 0;
+      }
+      const count = Math.min(segment.length - this.#filled, chunk.length - offset);
+      segment.set(chunk.subarray(offset, offset + count), this.#filled);
+      this.#filled += count;
+      this.length += count;
+      offset += count;
+    }
+  }
+
+  /** The bytes, in order: the segments (the last one cut to what it holds). */
+  segments(): Uint8Array[] {
+    const segments = this.#segments.slice();
+    const last = segments.length - 1;
+    if (last >= 0 && this.#filled < segments[last]!.length) {
+      segments[last] = segments[last]!.subarray(0, this.#filled);
+    }
+    return segments;
+  }
+
+  /** The bytes as one Buffer: over the segment itself where there is one, else a copy. */
+  toBuffer(): Buffer {
+    const segments = this.segments();
+    if (segments.length === 1) {
+      const only = segments[0]!;
+      return Buffer.from(only.buffer, only.byteOffset, only.length);
+    }
+    return Buffer.concat(segments, this.length);
+  }
 }
 
 /** `ReadBodyOptions.minBytesPerSecond`'s default: 64 KiB/s. */
@@ -77,15 +150,16 @@ function busy(budget: BodyBudget): RequestError {
 }
 
 /**
- * Reads a request body. Refuses with a RequestError: 413 for a body over `maxBytes` (by its
+ * Reads a request body into `BodyBytes` (owned segments, ready to transfer). Refuses with a RequestError: 413 for a body over `maxBytes` (by its
  * Content-Length, or as it streams in), 503 (Retry-After: 1) when the budget of bytes being read
  * has no room for the bytes that arrived, 408 past `timeoutMs` or when, after `rateGraceMs`, a
  * second brings fewer than `minBytesPerSecond` (or the rest of the body), the signal's reason
  * when it aborts, 400 when the stream fails. Only bytes received are counted against the
- * budget; they go back to it once the read settles either way. A refused body is left unread:
- * answer with `connection: close`.
+ * budget; they go back to it once the read settles, unless `keepReserved` keeps a body read
+ * whole counted until its caller releases it. A refused body is left unread: answer with
+ * `connection: close`.
  */
-export function readBody(request: IncomingMessage, options: ReadBodyOptions): Promise<Buffer> {
+export function readBody(request: IncomingMessage, options: ReadBodyOptions): Promise<BodyBytes> {
   const { maxBytes, budget, timeoutMs, signal } = options;
   const minRate = options.minBytesPerSecond ?? DEFAULT_MIN_BODY_BYTES_PER_SECOND;
   const rateGraceMs = options.rateGraceMs ?? 1000;
@@ -101,22 +175,22 @@ export function readBody(request: IncomingMessage, options: ReadBodyOptions): Pr
   }
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolveBody, reject) => {
-    const chunks: Buffer[] = [];
+    let bytes: BodyBytes | undefined = new BodyBytes(known ? declared : undefined);
     let received = 0;
     let reserved = 0;
     let timer: ReturnType<typeof setTimeout> | undefined;
     let rateTimer: ReturnType<typeof setTimeout> | undefined;
     let windowStart = 0;
-    const settle = (error: unknown, body?: Buffer) => {
+    const settle = (error: unknown, body?: BodyBytes) => {
       request.off('data', onData);
       request.off('end', onEnd);
       request.off('error', onError);
       signal?.removeEventListener('abort', onAbort);
       if (timer !== undefined) clearTimeout(timer);
       if (rateTimer !== undefined) clearTimeout(rateTimer);
-      budget?.release(reserved);
+      if (body === undefined || options.keepReserved !== true) budget?.release(reserved);
       reserved = 0;
-      chunks.length = 0;
+      bytes = undefined;
       if (body === undefined) reject(error);
       else resolveBody(body);
     };
@@ -138,9 +212,9 @@ export function readBody(request: IncomingMessage, options: ReadBodyOptions): Pr
         }
         reserved += chunk.length;
       }
-      chunks.push(chunk);
+      bytes!.append(chunk);
     };
-    const onEnd = () => settle(undefined, Buffer.concat(chunks, received));
+    const onEnd = () => settle(undefined, bytes);
     // A client that disconnects mid-body: reject instead of leaving an unhandled 'error'.
     const onError = (error: Error) =>
       settle(new RequestError(400, `reading the body failed: ${error.message}`));

@@ -45,6 +45,7 @@ import { Admission, AdmissionRefused } from './admission.js';
 import { BodyBudget, readBody } from './body.js';
 import { drawUniform } from './draw.js';
 import { IdleTrim, type IdleTrimOptions, type TrimmablePool } from './idle-trim.js';
+import { ParsePool, type ParsePoolOptions, type ParsePoolStatistics } from './parse-pool.js';
 import {
   DEFAULT_DEADLINES_MS,
   estimatedGpuBytes,
@@ -55,15 +56,14 @@ import {
 import { SearchIndex, type SearchIndexOptions, type SearchResult } from './search.js';
 import { memoryStatistics } from './stats.js';
 import {
+  type BodyContext,
+  type BodyRoute,
   DEFAULT_LIMITS,
   type MatmulRequest,
-  parseJson,
-  parseMatmulRequest,
-  parseSearchRequest,
-  parseSolveRandomRequest,
-  parseSolveRequest,
+  type ParsedBody,
   RequestError,
   type RequestLimits,
+  type SearchRequest,
   type SolveRandomRequest,
   type SolveRequest,
 } from './validation.js';
@@ -151,11 +151,19 @@ export interface ServerOptions {
    */
   onCancelled?: (path: string, reason: RequestError) => void;
   /**
-   * Options for a request's task, from its route and its parsed body, merged over the ones the
-   * service sets (name, priority, signal). The hook for per-request task options, such as the
-   * load script's own rule for which requests are small.
+   * Options for a request's task, from its route and its validated body (the route's request:
+   * `{ n, k, a, b }` for `/solve`, its arrays as Float64Array; see validation.ts), merged over
+   * the ones the service sets (name, priority, signal). The hook for per-request task options,
+   * such as the load script's own rule for which requests are small.
    */
   taskOptionsFor?: (path: string, body: unknown) => TaskOptions;
+  /**
+   * Decoding, parsing and validating request bodies off the event loop (`ParsePool`): bodies
+   * of `inlineBelowBytes` (16 KiB) or more go to a pool of worker threads (min(4, cores - 1) by
+   * default), the rest are parsed inline. A body that takes more than `timeoutMs` (5000) to parse
+   * or exhausts a worker's heap is a 413. False: every body is parsed on the event loop.
+   */
+  bodyParsing?: ParsePoolOptions | false;
   /**
    * Per route, how many requests may run their GPU work at once, over
    * `DEFAULT_GPU_IN_FLIGHT` (`Infinity`: no bound). The others wait in line (see `maxWaiting`,
@@ -456,22 +464,22 @@ interface Prepared {
 
 interface Route {
   method: string;
-  /** Validates the parsed JSON body (pure, no GPU call). */
-  prepare(body: unknown, limits: RequestLimits): Prepared;
+  /** Its work for a body that `parseRequestBody` validated for the route (no GPU call yet). */
+  prepare(body: ParsedBody): Prepared;
 }
 
 const ROUTES: Readonly<Record<string, Route>> = {
   '/solve': {
     method: 'POST',
-    prepare(body, limits) {
-      const request = parseSolveRequest(body, limits);
+    prepare(body) {
+      const request = body as SolveRequest;
       return { bytes: estimatedGpuBytes('/solve', request), run: () => runSolve(request) };
     },
   },
   '/solve-random': {
     method: 'POST',
-    prepare(body, limits) {
-      const request = parseSolveRandomRequest(body, limits);
+    prepare(body) {
+      const request = body as SolveRandomRequest;
       return {
         bytes: estimatedGpuBytes('/solve-random', request),
         run: () => runSolveRandom(request),
@@ -480,8 +488,8 @@ const ROUTES: Readonly<Record<string, Route>> = {
   },
   '/matmul': {
     method: 'POST',
-    prepare(body, limits) {
-      const request = parseMatmulRequest(body, limits);
+    prepare(body) {
+      const request = body as MatmulRequest;
       return { bytes: estimatedGpuBytes('/matmul', request), run: () => runMatmul(request) };
     },
   },
@@ -554,6 +562,8 @@ export interface ServiceStatistics {
   waiting: number;
   /** Whether `shutdown` was called. */
   closing: boolean;
+  /** The body parsers: bodies parsed inline and in workers, workers alive, timeouts, crashes. */
+  bodyParsing: ParsePoolStatistics;
 }
 
 /** Options of `GpuService.shutdown`. */
@@ -709,6 +719,11 @@ export function createServer(options: ServerOptions = {}): GpuService {
   }
   const memory = Number.isFinite(budget) ? new Admission(Math.floor(budget), line) : undefined;
   const bodies = new BodyBudget(bounds.maxBufferedBodyBytes);
+  const parsing = new ParsePool(
+    options.bodyParsing === false
+      ? { workers: 0 }
+      : { onError: onServerError, ...options.bodyParsing },
+  );
   const priorities = options.priorities ?? true;
   // Created on the first request that needs it, so that a server without GPU still starts.
   let shared: Stream | undefined;
@@ -735,12 +750,13 @@ export function createServer(options: ServerOptions = {}): GpuService {
     }
     return searchIndex;
   };
+  const bodyContext: BodyContext = { limits, searchDim, searchRows };
   const routes: Readonly<Record<string, Route>> = {
     ...ROUTES,
     '/search': {
       method: 'POST',
       prepare(body) {
-        const request = parseSearchRequest(body, searchDim, searchRows);
+        const request = body as SearchRequest;
         let index: SearchBackend | undefined;
         return {
           bytes: estimatedGpuBytes('/search', request, { rows: searchRows }),
@@ -839,17 +855,25 @@ export function createServer(options: ServerOptions = {}): GpuService {
       );
       entry.cancel = cancellation.cancel;
       const signal = cancellation.signal;
-      const body = parseJson(
-        await readBody(request, {
-          maxBytes: limits.maxBodyBytes,
-          budget: bodies,
-          timeoutMs: bounds.bodyTimeoutMs,
-          minBytesPerSecond: bounds.minBodyBytesPerSecond,
-          rateGraceMs: bounds.bodyRateGraceMs,
-          signal,
-        }),
-      );
-      const prepared = route.prepare(body, limits);
+      const raw = await readBody(request, {
+        maxBytes: limits.maxBodyBytes,
+        budget: bodies,
+        timeoutMs: bounds.bodyTimeoutMs,
+        minBytesPerSecond: bounds.minBodyBytesPerSecond,
+        rateGraceMs: bounds.bodyRateGraceMs,
+        signal,
+        keepReserved: true,
+      });
+      // The body's bytes stay counted until it is parsed (a large one off the loop, its
+      // bytes moved to a worker), so bodies waiting for a worker are bounded too.
+      const length = raw.length;
+      let body: ParsedBody;
+      try {
+        body = await parsing.parse(path as BodyRoute, raw.segments(), bodyContext, signal);
+      } finally {
+        bodies.release(length);
+      }
+      const prepared = route.prepare(body);
       const gpu = gpuNow();
       if (!gpu.usable) {
         throw new RequestError(503, `the GPU is not usable: ${gpu.reason ?? 'unknown reason'}`);
@@ -974,6 +998,7 @@ export function createServer(options: ServerOptions = {}): GpuService {
     if (released) return;
     released = true;
     idle?.stop();
+    const parsersClosed = parsing.close();
     lifetime.abort(new RequestError(503, 'the service is shutting down'));
     shared?.dispose();
     shared = undefined;
@@ -984,7 +1009,10 @@ export function createServer(options: ServerOptions = {}): GpuService {
       (index) => index.dispose(),
       () => undefined,
     );
-    if (disposed !== undefined) await settledWithin([disposed], waitMs);
+    await settledWithin(
+      disposed === undefined ? [parsersClosed] : [parsersClosed, disposed],
+      waitMs,
+    );
   };
   server.on('close', () => void release());
 
@@ -1040,6 +1068,7 @@ export function createServer(options: ServerOptions = {}): GpuService {
       gpuBytesInFlight: memory?.holders ?? 0,
       waiting,
       closing: closing !== undefined,
+      bodyParsing: parsing.statistics(),
     };
   };
 
@@ -1194,7 +1223,8 @@ export function main(argv: readonly string[] = process.argv.slice(2)): Promise<G
       console.error(`prewarm skipped: ${withoutDirectories(error.message)}`);
     }
   }
-  const server = createServer({ sharedStream, priorities });
+  // The body parsers start now too, not on the first large body.
+  const server = createServer({ sharedStream, priorities, bodyParsing: { prestart: true } });
   return new Promise((resolveServer, reject) => {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', () => {

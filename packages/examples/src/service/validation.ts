@@ -304,3 +304,45 @@ export function parseSearchRequest(body: unknown, dim: number, rows: number): Se
   }
   return { query: values, k };
 }
+
+/** The routes whose JSON bodies `parseRequestBody` validates. */
+export type BodyRoute = '/solve' | '/solve-random' | '/matmul' | '/search';
+
+/** What validating a body needs besides the body: the limits and the search index's shape. */
+export interface BodyContext {
+  /** The dimensions and body size the service accepts. */
+  limits: RequestLimits;
+  /** The dimension of the search index's embeddings (`/search`'s query length). */
+  searchDim: number;
+  /** The rows of the search index (`/search`'s largest k is min(100, rows)). */
+  searchRows: number;
+}
+
+/** A validated body of one of the `BodyRoute`s. */
+export type ParsedBody = SolveRequest | SolveRandomRequest | MatmulRequest | SearchRequest;
+
+/**
+ * Decodes a request body (UTF-8), parses it as JSON and validates it for `path`: the route's
+ * `parse*Request`, with its RequestError (400) for a bad body. The one function the service
+ * runs on a body, inline or in a parse worker (parse-pool.ts), so both refuse alike.
+ * @example parseRequestBody('/solve-random', Buffer.from('{"n":8,"seed":1}'), context); // { n: 8, seed: 1 }
+ */
+export function parseRequestBody(
+  path: BodyRoute,
+  body: Buffer | string,
+  context: BodyContext,
+): ParsedBody {
+  const json = parseJson(body);
+  switch (path) {
+    case '/solve':
+      return parseSolveRequest(json, context.limits);
+    case '/solve-random':
+      return parseSolveRandomRequest(json, context.limits);
+    case '/matmul':
+      return parseMatmulRequest(json, context.limits);
+    case '/search':
+      return parseSearchRequest(json, context.searchDim, context.searchRows);
+    default:
+      throw new RequestError(404, `no body route ${String(path)}`);
+  }
+}
