@@ -30,7 +30,7 @@ import {
 
 const ptxPath = fileURLToPath(new URL('../../cudadrv/test/fixtures/kernels.ptx', import.meta.url));
 
-const KINDS: readonly GeneratorKind[] = ['philox', 'xorwow', 'mrg32k3a'];
+const KINDS: readonly GeneratorKind[] = ['philox', 'curand-philox', 'xorwow', 'mrg32k3a'];
 const DTYPES: readonly FloatDType[] = ['float32', 'float64'];
 const N = 1_000_000;
 
