@@ -8,7 +8,7 @@
  * or a stream: plans are shared by every task of a context. An algorithm that needs no
  * workspace needs nothing of the task's cuBLAS handle either; one that needs workspace gets
  * the (handle, stream) pair's, as every cuBLAS routine does. Where the heuristic finds no
- * algorithm, the plan says so and `gemm` calls cublasSgemm / cublasDgemm as before.
+ * algorithm, the plan says so and `gemm` calls cublasSgemm / cublasDgemm instead.
  */
 import type { Context } from '@cuda-tasks/cudadrv';
 import { koffi } from '@cuda-tasks/cudadrv/ffi';

@@ -130,8 +130,8 @@ export class Scratch {
  * A native handle or address in the form koffi converts fastest for a `uint64_t` parameter: a
  * Number when it is exact (below 2^53, where every x86-64 and arm64 user-space and CUDA
  * unified address lies), else the BigInt itself. koffi takes either; from a Number it needs
- * no BigInt work (measured on a CPU: 30 ns per `uint64_t` argument against 37 ns from a
- * BigInt), and the hot paths keep addresses as Numbers so that they make no BigInt per call.
+ * no BigInt work, and the hot paths keep addresses as Numbers so that they make no BigInt per
+ * call (docs/decisions/0002-number-addresses.md).
  */
 export function ffiValue(handle: bigint): number | bigint {
   return handle <= 0x1f_ffff_ffff_ffffn && handle >= 0n ? Number(handle) : handle;

@@ -60,8 +60,9 @@ export const MAX_REDUCTION_BLOCK = 1024;
 
 /**
  * Elements each thread loads before combining them: memory requests in flight. A reduction
- * reads each element once and computes little, so it needs many bytes in flight per SM to
- * reach the memory's bandwidth (Little's law: about 4.8 TB/s x 0.7 us over 132 SMs is 25 KB).
+ * reads each element once and computes little, so it needs many bytes in flight per
+ * multiprocessor to reach the memory's bandwidth (bandwidth times latency, by Little's law:
+ * docs/decisions/0023-vectorized-full-reductions.md).
  */
 const UNROLL = 8;
 

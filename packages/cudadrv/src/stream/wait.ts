@@ -11,12 +11,12 @@ import type { Stream } from './stream.js';
  *
  * Strategy (chosen by measurement: docs/decisions/0004-waiter-tiers.md):
  * 1. in a microtask (so that other tasks started in the same turn issue their work first),
- *    spin on cuStreamQuery up to 64 times (about 1.5 us each): work of up to ~100 us completes here
- *    with the latency of a blocking synchronize. All spinning waiters share one round-robin spin:
- *    each round queries every waiter's stream once, resolves those that are done, and lets their
- *    continuations issue more work before the next round (one thread serving many streams, as in
- *    C). The spinning of all waiters together is capped per turn of the event loop (the rest goes
- *    on in the next turn), so many waiters, or a chain of awaits that never yields, never hold the
+ *    spin on cuStreamQuery up to 64 times: short work completes here with the latency of a
+ *    blocking synchronize. All spinning waiters share one round-robin spin: each round queries
+ *    every waiter's stream once, resolves those that are done, and lets their continuations
+ *    issue more work before the next round (one thread serving many streams, as in C). The
+ *    spinning of all waiters together is capped per turn of the event loop (the rest goes on in
+ *    the next turn), so many waiters, or a chain of awaits that never yields, never hold the
  *    loop for long;
  * 2. then record an event and poll it each turn of the event loop (setImmediate, so other
  *    callbacks run in between) for up to the polling window (`setPollingWindow`, 20 ms by
@@ -27,8 +27,8 @@ import type { Stream } from './stream.js';
  *    uses blocking sync, so the worker sleeps). At most `MAX_BLOCKING_WAITS` such calls run at
  *    once, so libuv's pool (4 threads) is never starved; the others go on being polled every
  *    millisecond, each on its own, so no waiter waits behind another's longer work. A sleeping
- *    wait learns of the work's end 0.1-0.8 ms late on the H200's hosts (a blocking sync's wake-up
- *    and the callback's way back to the event loop), against a few microseconds when polled:
+ *    wait learns of the work's end later than a polled one (a blocking sync's wake-up and the
+ *    callback's way back to the event loop, against a turn of the loop):
  *    docs/decisions/0031-poll-waits-of-milliseconds.md.
  */
 
@@ -88,9 +88,10 @@ waitState.pollingWindowMs ??= DEFAULT_POLLING_WINDOW_MS;
  * window. Within the window a wait sees its work done within microseconds, and the event loop
  * turns without pause while any wait is pending (one CPU core busy, the loop still serving
  * everything else between two polls). Past it the wait sleeps in `cuEventSynchronize` on
- * libuv's pool: no CPU, but it learns of the end 0.1-0.8 ms late. The default, 20 ms, polls
- * the waits of a service's requests and sleeps through long batch work; `Infinity` always
- * polls (as CUDA's own spinning synchronize does), 0 sleeps after the first spin. Process-wide.
+ * libuv's pool: no CPU, but it learns of the end later, by a worker thread's wake-up. The
+ * default, 20 ms, polls the waits of a service's requests and sleeps through long batch work;
+ * `Infinity` always polls (as CUDA's own spinning synchronize does), 0 sleeps after the first
+ * spin. Process-wide.
  * @example setPollingWindow(5); // a service that would rather spare the CPU
  */
 export function setPollingWindow(ms: number): number {
