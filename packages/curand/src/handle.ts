@@ -22,8 +22,9 @@ const state = curandState<CacheState>('default-generators', () => ({
  * The tasks' default generators, through the task runtime's library kit (HandleCache): one
  * counter-based Philox (seed, offset) per task and context, seeded from the process's seed
  * sequence (`setDefaultSeed`). Creating one is pure JavaScript, so the kit's making them ahead
- * costs nothing. Not `ordered`: a call's numbers depend on the offset at issue time only, so
- * moving to another stream needs no GPU-side wait.
+ * costs nothing. Not `ordered` and no hand-off: a call's numbers depend on the offset at issue
+ * time only, and the GPU never reads the state, so a task taking a counter over from another
+ * waits for nothing on the GPU.
  */
 function counterCache(): HandleCache<CounterState> {
   return (state.counters ??= new HandleCache<CounterState>({
@@ -36,6 +37,7 @@ function counterCache(): HandleCache<CounterState> {
     destroy() {},
     setStream() {},
     ordered: false,
+    handOff: false,
   }));
 }
 

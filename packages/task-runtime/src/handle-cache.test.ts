@@ -77,14 +77,17 @@ function makeCache(options: Partial<HandleCacheOptions<FakeHandle>> = {}) {
 async function concurrently<T>(count: number, body: (index: number) => T): Promise<T[]> {
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
+  let started = 0;
   const tasks = Array.from({ length: count }, (_, index) =>
     task(async () => {
       const result = body(index);
+      started++;
       await gate;
       return result;
     }),
   );
-  await sleep(1);
+  // All hold their handles at once (a burst's starts may span event-loop turns).
+  while (started < count) await sleep(1);
   open();
   return Promise.all(tasks);
 }

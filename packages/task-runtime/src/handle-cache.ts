@@ -89,6 +89,13 @@ export interface HandleCacheOptions<H> {
    */
   ordered?: boolean;
   /**
+   * Whether a handle going idle hands its work on to the next user's stream (default true:
+   * the next bind elsewhere waits for it on the GPU). False for handles the GPU never reads
+   * (host-side state that only supplies kernel arguments, such as a counter-based random
+   * generator's seed and offset): consecutive tasks then share no GPU-side wait.
+   */
+  handOff?: boolean;
+  /**
    * The most handles per context (default: `configureHandles`'s, 16). Tasks beyond it share
    * the least-leased handles, each call rebinding it to the caller's stream.
    */
@@ -513,6 +520,7 @@ export class HandleCache<H> implements TaskResourceOwner {
       context,
       setStream: (stream) => setStream(handle, stream),
       ordered: this.#ordered,
+      handOff: this.#options.handOff ?? true,
     });
     const record = new HandleRecord(handle, context, binding);
     this.#records.set(handle, record);

@@ -53,7 +53,8 @@ async function burst(count: number, body: () => Stream = stream): Promise<FakeSt
       await gate;
     }),
   );
-  await sleep(1);
+  // Every task holds its stream until all have started (a burst's starts may span turns).
+  while (seen.length < count) await sleep(1);
   release();
   await Promise.all(tasks);
   return seen;

@@ -468,9 +468,8 @@ export interface StreamPoolOptions {
   /**
    * Streams created when the pool is first used, or by `prewarmStreams()`, or at once by
    * `configureStreams` for a pool already in use (default: `maxStreams`; environment
-   * `CUDA_TASKS_PREWARM_STREAMS`). Creating a stream on an idle GPU takes about a quarter of
-   * a millisecond; creating streams during a burst can stall the event loop for as long as a
-   * kernel runs.
+   * `CUDA_TASKS_PREWARM_STREAMS`). Creating streams during a burst can stall the event loop
+   * for as long as a kernel runs; on an idle GPU it is cheap (see docs/performance.md).
    */
   prewarm?: number;
   /**

@@ -25,11 +25,9 @@ import { processWide } from './process-wide.js';
 // Process-wide: task ids stay unique when two copies of this package load.
 const taskIds = processWide('task-ids', () => ({ next: 0 }));
 
-/**
- * How urgent a task's GPU work is: its streams come from the pool of that priority (CUDA
- * stream priorities: 'high' is the device's greatest, 'normal' the default, 'low' the least).
- */
-export type TaskPriority = 'high' | 'normal' | 'low';
+import type { TaskPriority } from './priority.js';
+
+export type { TaskPriority };
 
 /**
  * A resource a task holds until it settles: an entry of the task's lease list (see

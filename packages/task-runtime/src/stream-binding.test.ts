@@ -115,3 +115,28 @@ describe('StreamBinding', () => {
     expect(calls).toEqual(['setStream FakeStream(a)', 'setStream FakeStream(a)']);
   });
 });
+
+describe('a binding without hand-off', () => {
+  it('records no event on release and makes the next stream wait for nothing', () => {
+    const calls: string[] = [];
+    const b = new StreamBinding({
+      context,
+      setStream: (stream) => calls.push(`setStream ${String(stream)}`),
+      handOff: false,
+    });
+    gpu();
+    const a = streamNamed('a');
+    const c = streamNamed('c');
+    b.bind(a);
+    b.release();
+    expect(gpu()).toEqual([]);
+    b.bind(c);
+    b.bind(a);
+    expect(gpu()).toEqual([]);
+    expect(calls).toEqual([
+      'setStream FakeStream(a)',
+      'setStream FakeStream(c)',
+      'setStream FakeStream(a)',
+    ]);
+  });
+});

@@ -14,6 +14,12 @@ export interface StreamBindingOptions {
    * streams share nothing (a cuBLAS handle with a workspace per stream).
    */
   ordered?: boolean;
+  /**
+   * Whether a `release()` hands the object's earlier work on to the next stream (default
+   * true): the next `bind` elsewhere waits for it on the GPU. False for objects the GPU never
+   * reads (a host-side counter that only supplies kernel arguments): no event, no wait.
+   */
+  handOff?: boolean;
 }
 
 /**
@@ -37,6 +43,7 @@ export interface StreamBindingOptions {
 export class StreamBinding {
   readonly #options: StreamBindingOptions;
   readonly #ordered: boolean;
+  readonly #handOff: boolean;
   /** The stream the object is bound to now (undefined: unbound, the next bind decides). */
   #stream: Stream | undefined;
   /** Where its work last went while bound (kept across `invalidate`), for ordering. */
@@ -52,7 +59,8 @@ export class StreamBinding {
 
   constructor(options: StreamBindingOptions) {
     this.#options = options;
-    this.#ordered = options.ordered ?? true;
+    this.#handOff = options.handOff ?? true;
+    this.#ordered = this.#handOff && (options.ordered ?? true);
   }
 
   /** The stream the object is bound to (undefined before its first bind and after a release). */
@@ -115,7 +123,7 @@ export class StreamBinding {
     const last = this.#last;
     this.#stream = undefined;
     this.#last = undefined;
-    if (last === undefined) return;
+    if (last === undefined || !this.#handOff) return;
     if (last.disposed) {
       this.#releasedFrom = last;
       return;

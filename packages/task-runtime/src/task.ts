@@ -123,25 +123,26 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
     pooled: undefined,
     epoch: 0,
   };
-  if (starts.head === starts.queue.length) {
-    const now = performance.now();
-    if (starts.turnStart < 0) {
-      starts.turnStart = now;
-      if (!starts.endArmed) {
-        starts.endArmed = true;
-        setImmediate(endStartTurn);
-      }
+  if (starts.head === starts.queue.length && starts.turnWork <= START_SLICE_MS) {
+    if (!starts.endArmed) {
+      starts.endArmed = true;
+      setImmediate(endStartTurn);
     }
-    if (now - starts.turnStart <= START_SLICE_MS)
+    const begin = performance.now();
+    try {
       return enterFrameWith(frame, startTask<T>, fn, state);
+    } finally {
+      starts.turnWork += performance.now() - begin;
+    }
   }
   return deferStart(fn, state, frame);
 }
 
 /**
- * Milliseconds of one event-loop turn that task starts may take: a task started later in the
- * same turn (a burst of tasks, each issuing its first GPU work synchronously) starts in a later
- * turn instead, in order, so that a burst never holds the event loop for long.
+ * Milliseconds of one event-loop turn that task starts (each task's `fn` up to its first
+ * await) may take: a task started later in the same turn (a burst of tasks, each issuing its
+ * first GPU work synchronously) starts in a later turn instead, in order, so that a burst
+ * never holds the event loop for long.
  */
 const START_SLICE_MS = 4;
 
@@ -155,9 +156,9 @@ interface DeferredStart {
 
 /** The task starts of this turn, and those waiting for a later one (first in, first out). */
 const starts = {
-  /** When the first task of this turn started (performance.now()); -1: none yet. */
-  turnStart: -1,
-  /** Whether the end of this turn is scheduled (it resets `turnStart`). */
+  /** Milliseconds the task starts of this turn took so far. */
+  turnWork: 0,
+  /** Whether the end of this turn is scheduled (it resets `turnWork`). */
   endArmed: false,
   queue: [] as (DeferredStart | undefined)[],
   head: 0,
@@ -165,7 +166,7 @@ const starts = {
 
 function endStartTurn(): void {
   starts.endArmed = false;
-  starts.turnStart = -1;
+  starts.turnWork = 0;
 }
 
 /** Queues a task's start for a later turn; its promise settles as the task's would. */
@@ -188,8 +189,6 @@ function deferStart<T>(fn: () => T | Promise<T>, state: TaskState, frame: Frame)
  * with the signal's reason, its function never run.
  */
 function startDeferred(): void {
-  const begin = performance.now();
-  starts.turnStart = begin;
   if (!starts.endArmed) {
     starts.endArmed = true;
     setImmediate(endStartTurn);
@@ -197,7 +196,7 @@ function startDeferred(): void {
   const queue = starts.queue;
   let started = 0;
   while (starts.head < queue.length) {
-    if (started > 0 && performance.now() - begin > START_SLICE_MS) break;
+    if (started > 0 && starts.turnWork > START_SLICE_MS) break;
     const next = queue[starts.head]!;
     queue[starts.head++] = undefined;
     const signal = next.state.signal;
@@ -207,7 +206,9 @@ function startDeferred(): void {
       continue;
     }
     started++;
+    const begin = performance.now();
     next.resolve(enterFrameWith(next.frame, startTask, next.fn, next.state));
+    starts.turnWork += performance.now() - begin;
   }
   if (starts.head < queue.length) setImmediate(startDeferred);
   else {
