@@ -75,7 +75,7 @@ const mixedCount = config.mixedN * config.mixedN;
 const mixedLaunch = { grid: Math.ceil(mixedCount / BLOCK), block: BLOCK };
 
 function makeSlot(index: number): Slot {
-  const generator = new Generator({ kind: 'philox', seed: config.seed + index });
+  const generator = new Generator({ kind: 'curand-philox', seed: config.seed + index });
   const uniform = (shape: number | number[]) =>
     generator.uniform(DeviceArray.empty('float32', shape));
   const mixed = [config.mixedN, config.mixedN];
