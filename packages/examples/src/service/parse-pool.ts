@@ -36,7 +36,12 @@ export interface ParsePoolOptions {
   inlineBelowBytes?: number;
   /** The most time one body may take in a worker, ms (default 5000): past it, 413. */
   timeoutMs?: number;
-  /** Each worker's heap (V8 old generation), MiB (default 1024): a body needing more is a 413. */
+  /**
+   * Each worker's heap (V8 old generation), MiB (default 2048): a body that fills it is a 413.
+   * Keep it well above what one body can need at once: V8 ends the whole process, not the
+   * worker, when a single allocation (an array of a few hundred MB from a flat 64 MiB body)
+   * does not fit under the limit; a heap filled gradually ends only the worker.
+   */
   maxHeapMb?: number;
   /** Start the workers now instead of on the first large body (default false). */
   prestart?: boolean;
@@ -51,7 +56,7 @@ export const DEFAULT_INLINE_BELOW_BYTES = 16 * 1024;
 export const DEFAULT_PARSE_TIMEOUT_MS = 5000;
 
 /** `ParsePoolOptions.maxHeapMb`'s default. */
-export const DEFAULT_PARSE_HEAP_MB = 1024;
+export const DEFAULT_PARSE_HEAP_MB = 2048;
 
 /**
  * The default number of parse workers: one core fewer than the process may use (the event
@@ -363,7 +368,12 @@ export class ParsePool {
       this.#dispatch(slot, this.#queue.shift()!);
     }
     let starting = 0;
-    for (const slot of this.#slots) if (!slot.ready) starting++;
+    for (const slot of this.#slots) {
+      if (slot.ready) continue;
+      // A body waits for it: it keeps the process alive until it has parsed the body.
+      slot.worker.ref();
+      starting++;
+    }
     while (this.#queue.length > starting && this.#slots.size < this.size) {
       this.#spawn();
       starting++;
