@@ -618,7 +618,8 @@ export interface GpuService extends Server {
 
 /**
  * Creates the service (not listening yet: call `listen`). Each request's body is read within
- * bounds (size, time, bytes buffered across requests), validated (no GPU call for a bad one),
+ * bounds (size, time, bytes buffered across requests), parsed and validated (off the event loop
+ * in a worker thread when it is 16 KiB or more: `bodyParsing`; no GPU call for a bad one),
  * admitted within the bounds on GPU work in flight (bytes for every route, and a count for
  * `/search`), then runs in its own `task()`. Answers are JSON: `{ x }` for `/solve`, `{ c }` for
  * `/matmul`, `{ indices, scores }` for `/search` (best first), `{ error }` with status 400 (bad
