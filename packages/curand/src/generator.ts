@@ -101,8 +101,10 @@ const plan: GenerationPlan = { body: 0, tail: 0, direct: true, scratchBytes: 0, 
  * kernel with them on the stream, advancing the offset when the call is issued. Creating,
  * seeding, moving the offset and disposing make no driver call and never wait for the GPU;
  * two tasks or streams using one generator need no GPU-side hand-off, and the numbers depend
- * only on the order in which calls are issued. A call inside a graph capture records its
- * (seed, offset), so each replay draws the numbers the capture drew. The j-th output of a
+ * only on the order in which calls are issued. It is not captured into graphs (a
+ * CaptureError says so): a captured call would hold its (seed, offset), and every replay
+ * would draw the same numbers; a generator of kind `'curand-philox'`, created before the
+ * capture, keeps its state on the device and draws new numbers at each replay. The j-th output of a
  * seed is the j-th `curand(&s)` of cuRAND's device API after `curand_init(seed, 0, 0, &s)`
  * (see the package README for the sequence and each distribution's formula).
  *
@@ -457,6 +459,12 @@ export class Generator {
   ): A {
     const stream = resolveStream(requestedStream);
     assertSameContext(generation.operation, 'the output', array, stream);
+    if (stream.capturing) {
+      throw new CaptureError(
+        'philox',
+        `${generation.operation}: a counter-based 'philox' generator${this.#counter === undefined ? ' (the task default generator of rand, randn and defaultGenerator())' : ''} cannot be captured (${stream} is capturing a graph): the captured call would hold its seed and offset, and every replay would draw the same numbers. Draw outside the capture, or create a generator of kind 'curand-philox' before capture() and pass it (its state lives on the device and advances at each replay)`,
+      );
+    }
     const counter = this.#counter ?? defaultCounter(stream);
     const length = array.length;
     if (length === 0) return array;

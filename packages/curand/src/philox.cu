@@ -54,7 +54,8 @@ __device__ __forceinline__ uint4 window(u64 s, uint2 key) {
   const unsigned r = (unsigned)s & 3u;
   const uint4 a = block(q, 0u, key);
   if (r == 0) return a;
-  const uint4 b = block(q + 1, 0u, key);
+  // The next block, modulo 2^62 blocks: the offset counts outputs modulo 2^64.
+  const uint4 b = block((q + 1) & 0x3fffffffffffffffull, 0u, key);
   if (r == 1) return make_uint4(a.y, a.z, a.w, b.x);
   if (r == 2) return make_uint4(a.z, a.w, b.x, b.y);
   return make_uint4(a.w, b.x, b.y, b.z);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
+import { CaptureError, CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
 import { hostOnlyArray, standInStream } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
@@ -307,6 +307,18 @@ describe('a counter-based generator', () => {
     expect(generator.disposed).toBe(true);
     expect(String(generator)).toBe('Generator(philox, disposed)');
     generator.dispose();
+  });
+
+  it('refuses a draw inside a graph capture (replays would repeat its numbers), before any launch', () => {
+    const generator = new Generator({ seed: 5, offset: 3 });
+    const capturing = { ...(stream as object), capturing: true } as unknown as typeof stream;
+    const x = hostOnlyArray('float32', [8], { byteLength: 32 });
+    expect(() => generator.uniform(x, { stream: capturing })).toThrow(CaptureError);
+    expect(() => generator.normal(x, { stream: capturing })).toThrow(
+      /every replay would draw the same numbers/,
+    );
+    expect(generator.offset).toBe(3n);
+    expect(launches).toEqual([]);
   });
 
   it('refuses calls once disposed, and bad arguments, before any launch', () => {

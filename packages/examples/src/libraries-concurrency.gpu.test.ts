@@ -40,16 +40,32 @@ function inputs(seed: number): { a: Float64Array; b: Float64Array } {
 let peakCublasLeased = 0;
 
 /**
+ * A barrier for `count` tasks: each awaits `arrive()` once, and all go on when the last has
+ * arrived, so that the burst's tasks are alive at once (task starts are spread over
+ * event-loop turns, and a task that finished early would give its stream and handles back).
+ */
+function barrier(count: number): () => Promise<void> {
+  let arrived = 0;
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  return () => {
+    if (++arrived === count) open();
+    return gate;
+  };
+}
+
+/**
  * One job: C = A B (cuBLAS), X = A \ C (cuSOLVER, so X = B up to rounding), R ~ N(0, 1)
  * (cuRAND, a generator of its own), and a draw from the task's default generator (its values
  * are not compared: the default seeds differ between runs; it is there to lease one).
  */
-async function job(index: number) {
+async function job(index: number, arrive?: () => Promise<void>) {
   const { a, b } = inputs(index + 1);
   const da = DeviceArray.fromHost(a, [n, n]);
   const db = DeviceArray.fromHost(b, [n, n]);
   const dc = DeviceArray.empty('float64', [n, n]);
   gemm(da, db, dc);
+  await arrive?.();
   peakCublasLeased = Math.max(peakCublasLeased, handleCache().statistics().leased);
   const dx = await solve(da, dc);
   const generator = new Generator({ seed: 1000 + index });
@@ -75,8 +91,9 @@ describeGpu('cuBLAS, cuSOLVER and cuRAND in 32 concurrent tasks', () => {
         const solversBefore = solverHandles.statistics().created;
         const generatorsBefore = generatorStatistics().created;
         peakCublasLeased = 0;
+        const arrive = barrier(tasks);
         const concurrent = await Promise.all(
-          Array.from({ length: tasks }, (_, i) => task(() => job(i))),
+          Array.from({ length: tasks }, (_, i) => task(() => job(i, arrive))),
         );
         expect(gemmBackend()).toBe(backend);
         expect(new Set(concurrent.map((result) => result.stream)).size).toBe(tasks);

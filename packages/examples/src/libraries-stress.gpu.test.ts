@@ -42,17 +42,33 @@ function inputs(index: number) {
 }
 
 /**
+ * A barrier for `count` tasks: each awaits `arrive()` once, and all go on when the last has
+ * arrived, so that the burst's tasks are alive at once (task starts are spread over
+ * event-loop turns, and a task that finished early would give its stream and handles back).
+ */
+function barrier(count: number): () => Promise<void> {
+  let arrived = 0;
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  return () => {
+    if (++arrived === count) open();
+    return gate;
+  };
+}
+
+/**
  * One job: C = A B (cuBLAS), X = A \ C (cuSOLVER; X = B up to rounding), R ~ N(0, 1) from a
  * generator seeded by the job, S = fft(signal) and T = ifft(S) (cuFFT; T = signal up to
  * rounding), and a draw from the task's default generator (not compared: default seeds depend
  * on which generator a task leases; it is there to lease one).
  */
-async function job(index: number) {
+async function job(index: number, arrive?: () => Promise<void>) {
   const { n, a, b, signal } = inputs(index);
   const da = DeviceArray.fromHost(a, [n, n]);
   const db = DeviceArray.fromHost(b, [n, n]);
   const dc = DeviceArray.empty('float64', [n, n]);
   gemm(da, db, dc);
+  await arrive?.();
   const dx = await solve(da, dc);
   const generator = new Generator({ seed: 5000 + index });
   const dr = generator.normal(DeviceArray.empty('float64', 4097));
@@ -85,8 +101,9 @@ describeGpu(
         cusolver: solverHandles.statistics(),
         curand: generatorStatistics(),
       };
+      const arrive = barrier(TASKS);
       const concurrent = await Promise.all(
-        Array.from({ length: TASKS }, (_, i) => task(() => job(i))),
+        Array.from({ length: TASKS }, (_, i) => task(() => job(i, arrive))),
       );
       for (let i = 0; i < TASKS; i++) {
         const { n, b, signal } = inputs(i);
