@@ -1,5 +1,4 @@
 import { currentSignal, resolveStream } from '../context/provider.js';
-import { check, driver } from '../driver.js';
 import {
   assertDType,
   DTYPES,
@@ -14,12 +13,11 @@ import {
   type HostArrayOf,
 } from '../dtype.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
-import { CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
-import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import { type WaitOptions, waitForStream } from '../stream/wait.js';
 import { type Allocation, DeviceBuffer, recordOf, type StreamOption } from './memory.js';
 import {
+  copyDeviceRegion,
   copyDeviceToPinned,
   copyHostToDevice,
   memset,
@@ -413,33 +411,20 @@ export class DeviceArray<D extends DType = DType> {
         `copyFrom: shape ${JSON.stringify(source.shape)} into ${JSON.stringify(this.shape)}`,
       );
     }
-    const stream = resolveStream(options.stream);
-    stream.assertUsable();
-    if (this.length === 0) return this;
-    const to = this.useOn(stream);
-    const from = source.useOn(stream, 'read');
     const bytes = this.elementBytes;
-    const api = driver();
-    stream.context.makeCurrent();
     if (this.contiguous && source.contiguous) {
-      if (this.buffer.context === source.buffer.context) {
-        const token = beginOperation('memcpyDtoD', stream);
-        const result = api.cuMemcpyDtoDAsync_v2(to, from, this.length * bytes, stream.handle);
-        endOperation(token);
-        check(result, 'cuMemcpyDtoDAsync_v2');
-      } else {
-        const token = beginOperation('memcpyPeer', stream);
-        const result = api.cuMemcpyPeerAsync(
-          to,
-          this.buffer.context.handle,
-          from,
-          source.buffer.context.handle,
-          this.length * bytes,
-          stream.handle,
-        );
-        endOperation(token);
-        check(result, 'cuMemcpyPeerAsync');
-      }
+      copyDeviceRegion(
+        'copyFrom',
+        this.buffer,
+        this.offset * bytes,
+        0,
+        source.buffer,
+        source.offset * bytes,
+        0,
+        this.length * bytes,
+        1,
+        options.stream,
+      );
       return this;
     }
     if (this.shape.length !== 2 || this.strides[0] !== 1 || source.strides[0] !== 1) {
@@ -447,30 +432,18 @@ export class DeviceArray<D extends DType = DType> {
         'copyFrom: strided copies are supported for 2-D column-major views only',
       );
     }
-    const token = beginOperation('memcpy2D', stream);
-    const result = api.cuMemcpy2DAsync_v2(
-      {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: CU_MEMORYTYPE_DEVICE,
-        srcHost: null,
-        srcDevice: from,
-        srcArray: null,
-        srcPitch: source.leadingDimension * bytes,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: CU_MEMORYTYPE_DEVICE,
-        dstHost: null,
-        dstDevice: to,
-        dstArray: null,
-        dstPitch: this.leadingDimension * bytes,
-        WidthInBytes: this.rows * bytes,
-        Height: this.columns,
-      },
-      stream.handle,
+    copyDeviceRegion(
+      'copyFrom',
+      this.buffer,
+      this.offset * bytes,
+      this.leadingDimension * bytes,
+      source.buffer,
+      source.offset * bytes,
+      source.leadingDimension * bytes,
+      this.rows * bytes,
+      this.columns,
+      options.stream,
     );
-    endOperation(token);
-    check(result, 'cuMemcpy2DAsync_v2');
     return this;
   }
 

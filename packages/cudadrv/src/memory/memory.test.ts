@@ -15,7 +15,7 @@ import {
 // With an explicit stream, range checks run before any native call (there is no libcuda
 // here: reaching the driver would throw CudaUnavailableError instead).
 
-const stream = { context: {}, name: 'fake' } as unknown as Stream;
+const stream = { context: {}, name: 'fake', assertUsable() {} } as unknown as Stream;
 const used: unknown[] = [];
 function buffer(byteLength: number): DeviceBuffer {
   return {

@@ -5,11 +5,13 @@
 import { resolveStream, throwIfCancelled } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
-import { CU_MEMHOSTALLOC_PORTABLE } from '../ffi/cuda.js';
+import { CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
 import { cudadrvState } from '../process-state.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
+import type { Stream } from '../stream/stream.js';
 import type { DeviceBuffer, StreamOption } from './memory.js';
+import { footprintsOverlap, matrixFootprint, newFootprint } from './operands.js';
 
 /** Page-locked host memory: the only host memory that copies to and from the device can overlap with. */
 export class PinnedHostBuffer {
@@ -188,6 +190,11 @@ export function copyDeviceToPinned(
 /**
  * Copies between device buffers, ordered on the stream; across devices it goes through
  * cuMemcpyPeerAsync (direct where peer access is enabled, staged by the driver otherwise).
+ * Refused with a CudaArgumentError before any native call: a byte count that is not a
+ * non-negative integer, a region that does not fit its buffer, overlapping regions of one
+ * buffer, a stream of neither buffer's context (for a copy within one context, a stream of
+ * another); with a DisposedError: a disposed stream or buffer. A refused copy declares no use
+ * of either buffer.
  */
 export function copyDeviceToDevice(
   destination: DeviceRegion,
@@ -195,16 +202,125 @@ export function copyDeviceToDevice(
   byteLength: number,
   options: StreamOption = {},
 ): void {
-  const destinationOffset = checkRange('copyDeviceToDevice (destination)', destination, byteLength);
-  const sourceOffset = checkRange('copyDeviceToDevice (source)', source, byteLength);
-  const stream = resolveStream(options.stream);
-  if (byteLength === 0) return;
+  copyDeviceRegion(
+    'copyDeviceToDevice',
+    destination.buffer,
+    destination.byteOffset ?? 0,
+    0,
+    source.buffer,
+    source.byteOffset ?? 0,
+    0,
+    byteLength,
+    1,
+    options.stream,
+  );
+}
+
+/** The two regions of the copy being checked (reused: the checks allocate nothing). */
+const destinationFootprint = newFootprint();
+const sourceFootprint = newFootprint();
+
+/**
+ * @internal The one device-to-device copy (`copyDeviceToDevice` and `DeviceArray.copyFrom`
+ * call it): `height` rows of `width` bytes, `destinationPitch` and `sourcePitch` bytes apart
+ * (a pitch is unused for one row), from `source` at byte `sourceOffset` to `destination` at
+ * byte `destinationOffset`, ordered on `stream` (default: the current stream). Everything is
+ * checked (the counts and ranges, the stream, both buffers, their contexts, overlap) before
+ * either buffer is declared used; `what` names the call in the errors.
+ */
+export function copyDeviceRegion(
+  what: string,
+  destination: DeviceBuffer,
+  destinationOffset: number,
+  destinationPitch: number,
+  source: DeviceBuffer,
+  sourceOffset: number,
+  sourcePitch: number,
+  width: number,
+  height: number,
+  streamOption: Stream | undefined,
+): void {
+  if (!Number.isSafeInteger(width) || width < 0 || !Number.isSafeInteger(height) || height < 0) {
+    throw new CudaArgumentError(
+      `${what}: the byte count must be a non-negative integer, got ${height === 1 ? width : `${height} rows of ${width}`}`,
+    );
+  }
+  const rows = height > 1;
+  if (rows && (!(destinationPitch >= width) || !(sourcePitch >= width))) {
+    throw new CudaArgumentError(
+      `${what}: pitches ${destinationPitch} (destination) and ${sourcePitch} (source) must be at least the row of ${width} bytes`,
+    );
+  }
+  const byteLength = width * height;
+  const destinationSpan = byteLength === 0 ? 0 : (height - 1) * destinationPitch + width;
+  const sourceSpan = byteLength === 0 ? 0 : (height - 1) * sourcePitch + width;
+  checkSpan(`${what} (destination)`, destination, destinationOffset, destinationSpan);
+  checkSpan(`${what} (source)`, source, sourceOffset, sourceSpan);
+  const stream = resolveStream(streamOption);
   stream.assertUsable();
-  const to = destination.buffer.useOn(stream) + BigInt(destinationOffset);
-  const from = source.buffer.useOn(stream, 'read') + BigInt(sourceOffset);
+  if (byteLength === 0) return;
+  if (destination.disposed) throw new DisposedError(`${what}: the destination DeviceBuffer`);
+  if (source.disposed) throw new DisposedError(`${what}: the source DeviceBuffer`);
+  const context = destination.context;
+  const peer = context !== source.context;
+  if (
+    peer
+      ? stream.context !== context && stream.context !== source.context
+      : stream.context !== context
+  ) {
+    throw new CudaArgumentError(
+      `${what}: the destination lives in ${context} and the source in ${source.context}, but ${stream} belongs to ${stream.context}; copy on a stream of ${peer ? 'either context' : 'their context'}`,
+    );
+  }
+  if (
+    destination === source &&
+    footprintsOverlap(
+      matrixFootprint(
+        destinationFootprint,
+        destination,
+        destinationOffset,
+        1,
+        width,
+        height,
+        destinationPitch,
+      ),
+      matrixFootprint(sourceFootprint, source, sourceOffset, 1, width, height, sourcePitch),
+    )
+  ) {
+    throw new CudaArgumentError(
+      `${what}: the destination (byte ${destinationOffset}) and the source (byte ${sourceOffset}) overlap in one buffer; copy through a temporary buffer`,
+    );
+  }
+  const to = destination.useOn(stream) + BigInt(destinationOffset);
+  const from = source.useOn(stream, 'read') + BigInt(sourceOffset);
   stream.context.makeCurrent();
   const api = driver();
-  if (destination.buffer.context === source.buffer.context) {
+  if (rows) {
+    const token = beginOperation('memcpy2D', stream);
+    const result = api.cuMemcpy2DAsync_v2(
+      {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: CU_MEMORYTYPE_DEVICE,
+        srcHost: null,
+        srcDevice: from,
+        srcArray: null,
+        srcPitch: sourcePitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: CU_MEMORYTYPE_DEVICE,
+        dstHost: null,
+        dstDevice: to,
+        dstArray: null,
+        dstPitch: destinationPitch,
+        WidthInBytes: width,
+        Height: height,
+      },
+      stream.handle,
+    );
+    endOperation(token);
+    check(result, 'cuMemcpy2DAsync_v2');
+  } else if (!peer) {
     const token = beginOperation('memcpyDtoD', stream);
     const result = api.cuMemcpyDtoDAsync_v2(to, from, byteLength, stream.ffiHandle);
     endOperation(token);
@@ -213,14 +329,23 @@ export function copyDeviceToDevice(
     const token = beginOperation('memcpyPeer', stream);
     const result = api.cuMemcpyPeerAsync(
       to,
-      destination.buffer.context.handle,
+      context.handle,
       from,
-      source.buffer.context.handle,
+      source.context.handle,
       byteLength,
       stream.handle,
     );
     endOperation(token);
     check(result, 'cuMemcpyPeerAsync');
+  }
+}
+
+/** Throws unless `span` bytes from byte `offset` fit in `buffer`. */
+function checkSpan(what: string, buffer: DeviceBuffer, offset: number, span: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0 || offset + span > buffer.byteLength) {
+    throw new CudaArgumentError(
+      `${what}: ${span} bytes at offset ${offset} do not fit in a buffer of ${buffer.byteLength} bytes`,
+    );
   }
 }
 
