@@ -1,6 +1,7 @@
 import { Stream } from '@cuda-tasks/cudadrv';
 import { stream, task, withStream } from '@cuda-tasks/task-runtime';
 import {
+  barrier,
   describeGpu,
   diagonallyDominant,
   Rng,
@@ -80,11 +81,13 @@ describeGpu('cusolverDn handles follow the task stream', () => {
 
   it('concurrent tasks get distinct handles on distinct streams and correct results', async () => {
     const n = 128;
+    const arrive = barrier(4);
     const results = await Promise.all(
       Array.from({ length: 4 }, (_, t) =>
         task(async () => {
           const h = handle();
           const own = stream().handle;
+          await arrive(); // all four hold their handles at once (starts may span turns)
           const rng = new Rng(70 + t);
           const { array: a, host: hostA } = upload('float32', diagonallyDominant(rng, n), [n, n]);
           const { array: b, host: hostB } = upload('float32', randomMatrix(rng, n, 2), [n, 2]);

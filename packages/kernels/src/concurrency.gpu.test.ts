@@ -1,6 +1,6 @@
 import type { DeviceArray } from '@cuda-tasks/cudadrv';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
-import { describeGpu } from '@cuda-tasks/testing';
+import { barrier, describeGpu } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 import { randomArray } from '../test/reference.js';
 import { elementwise } from './elementwise.js';
@@ -38,10 +38,12 @@ describeGpu('kernels in concurrent tasks', () => {
     const alone: number[][][] = [];
     for (const x of inputs) alone.push(await task(() => pipeline(x)));
     const streams = new Set<unknown>();
+    const arrive = barrier(inputs.length); // all four alive at once (starts may span turns)
     const together = await Promise.all(
       inputs.map((x) =>
         task(async () => {
           streams.add(stream());
+          await arrive();
           const result = await pipeline(x);
           await synchronize();
           return result;

@@ -3,6 +3,8 @@
  * data, float64 CPU references, a host-only DeviceArray for argument checks, stand-in operands that count their uses, the driver test
  * double for the runtime's unit tests, a CUDA header locator, and the packages' layer rules.
  */
+
+export { barrier } from './barrier.js';
 export {
   type CancellableEntry,
   describeCancelledEntries,
