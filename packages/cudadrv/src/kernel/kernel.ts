@@ -69,6 +69,8 @@ export class Kernel {
   readonly #argumentArray: bigint;
   /** This kernel's own marshaller of an argument list (see `compileLaunch`). */
   readonly #marshal: ListMarshal;
+  /** The text of the launch code generated for this kernel. */
+  readonly #launchSource: string;
   /**
    * @internal The whole launch on a checked stream and geometry: the count and up to
    * `MAX_POSITIONAL` arguments one by one (so that `launch` makes no array), checked, stored,
@@ -178,8 +180,21 @@ export class Kernel {
     };
     const compiled = compileLaunch(layout);
     this.#marshal = compiled.marshal;
+    this.#launchSource = compiled.source;
     this.launchPositional = compiled.positional;
     this.launchDirect = compiled.direct;
+  }
+
+  /**
+   * The JavaScript generated for this kernel's launches (its argument checks and stores, the
+   * buffer hand-off, cuLaunchKernelEx), exactly the text compiled: a function expression of
+   * the parts it closes over (see `LAUNCH_FACTORY_PARAMETERS`) that returns the kernel's
+   * marshaller and launches. Its last line, `//# sourceURL=cuda-tasks/launch/<name>-<n>.js`,
+   * is the name stack traces and debuggers give the generated code.
+   * @example console.log(kernel.launchSource());
+   */
+  launchSource(): string {
+    return this.#launchSource;
   }
 
   /** The largest block this kernel can be launched with. */

@@ -138,6 +138,8 @@ export interface ArenaViews {
 
 /** What `compileLaunch` makes: the list marshaller and, for up to `MAX_POSITIONAL` parameters, the launches. */
 export interface CompiledLaunch {
+  /** The text compiled (see `Kernel.launchSource`). */
+  source: string;
   marshal: ListMarshal;
   positional: PositionalLaunch | undefined;
   direct: DirectLaunch | undefined;
@@ -347,16 +349,10 @@ export function compileLaunch({
       'return { marshal, positional: launchKernel, direct: launchDirect };',
     );
   } else source.push('return { marshal, positional: undefined, direct: undefined };');
-  const factory = new Function(
-    'kernel',
-    'views',
-    'INT64_MIN',
-    'INT64_MAX',
-    'UINT64_MAX',
-    'launch',
-    source.join('\n'),
-  ) as (...parts: unknown[]) => CompiledLaunch;
-  return factory(kernel, views, INT64_MIN, INT64_MAX, UINT64_MAX, {
+  const text = launchText(kernel.name, source);
+  // Indirect eval compiles exactly the text `Kernel.launchSource()` prints, in the global scope.
+  const factory = globalEval(text) as (...parts: unknown[]) => Omit<CompiledLaunch, 'source'>;
+  const made = factory(kernel, views, INT64_MIN, INT64_MAX, UINT64_MAX, {
     module: kernel.module,
     CONTEXT: kernel.module.context,
     name: kernel.name,
@@ -371,7 +367,46 @@ export function compileLaunch({
     DeviceArray,
     clock: useClock,
   });
+  return { source: text, marshal: made.marshal, positional: made.positional, direct: made.direct };
 }
+
+/** `eval` called indirectly: it sees the global scope only, as `new Function` would. */
+// biome-ignore lint/security/noGlobalEval: the launch code is generated per kernel (docs/decisions/0027) from the declared parameter types only
+const globalEval: (text: string) => unknown = globalThis.eval;
+
+/** Launches compiled so far in this process: each one's source name is unique. */
+let compiledLaunches = 0;
+
+/**
+ * The whole text of a kernel's launch factory: a function expression of the parts it closes
+ * over (`LAUNCH_FACTORY_PARAMETERS`), named for stack traces and debuggers by its
+ * `//# sourceURL=cuda-tasks/launch/<kernel name>-<n>.js`.
+ */
+function launchText(name: string, body: readonly string[]): string {
+  const file = `${name.replace(/[^\w.$-]/g, '_')}-${++compiledLaunches}.js`;
+  return [
+    `(function launchFactory(${LAUNCH_FACTORY_PARAMETERS.join(', ')}) {`,
+    ...body,
+    '})',
+    `//# sourceURL=cuda-tasks/launch/${file}`,
+  ].join('\n');
+}
+
+/**
+ * The parameters of the function `Kernel.launchSource()` prints, in order: the kernel, its
+ * arena's typed views (`ArenaViews`), the int64 and uint64 bounds as bigints, and the launch's
+ * constants and functions (`module`, `CONTEXT`, `name`, `CONFIG`, `FUNCTION`, `ARGUMENTS`,
+ * `driver`, `check`, `beginOperation`, `endOperation`, `resolveStream`, `DeviceArray`,
+ * `clock`).
+ */
+export const LAUNCH_FACTORY_PARAMETERS = Object.freeze([
+  'kernel',
+  'views',
+  'INT64_MIN',
+  'INT64_MAX',
+  'UINT64_MAX',
+  'launch',
+] as const);
 
 export function describe(declared: KernelParameter): string {
   const parameter = declared.startsWith('const ') ? declared.slice(6) : declared;
