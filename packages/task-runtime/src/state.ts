@@ -315,8 +315,8 @@ const storage = runtime.storage;
  * it). The frame is kept for the async id it was found under instead: code running under the
  * same id sees the same frame, because the id names the running async resource (each promise
  * reaction, timer or callback its own, ids never reused) and the store of a resource changes
- * only inside `storage.run`, which `enterFrame` brackets by dropping the kept frame on entry
- * and on exit. A launch after the first in the same synchronous run then costs a read of the
+ * only inside `storage.run`, which `enterFrame` brackets by keeping `fn`'s frame on entry and
+ * the outer one again on exit (`enterFrameWith` drops the kept frame instead). A launch after the first in the same synchronous run then costs a read of the
  * id and a comparison. Id 0 (code that runs outside any async resource) is never kept.
  */
 export function currentFrame(): Frame {
@@ -333,14 +333,19 @@ export function currentFrame(): Frame {
 /** @internal Runs `fn()` with `frame` as the current frame (see `currentFrame`). */
 export function enterFrame<R>(frame: Frame, fn: () => R): R {
   // `storage.run` keeps the async id: code of `fn` that runs before any await finds `frame`
-  // in the cache (id 0 is never kept, see `currentFrame`).
+  // in the cache (id 0 is never kept, see `currentFrame`). On the way out the store is the
+  // outer one again, so the outer entry of the cache is valid again too: a loop of
+  // `withStream` calls finds its own frame in the cache at every call.
+  const outerId = runtime.frameCacheId;
+  const outer = runtime.frameCache;
   const id = executionAsyncId();
   runtime.frameCacheId = id > 0 ? id : -1;
   runtime.frameCache = frame;
   try {
     return storage.run(frame, fn);
   } finally {
-    runtime.frameCacheId = -1;
+    runtime.frameCacheId = outerId;
+    runtime.frameCache = outer;
   }
 }
 
