@@ -205,7 +205,7 @@ export function getrf(
  * worker so that its host-side work does not block the event loop (issue-worker.ts); the
  * workspace is allocated here before and freed after, ordered on the stream. Otherwise (and
  * while the worker starts) it is `getrf`, inline, and returns undefined: nothing to await, so
- * the caller's next call is issued right after, as before.
+ * the caller's next call is issued right after it.
  */
 export function getrfAwaited(
   stream: Stream,
