@@ -46,7 +46,7 @@ export {
 export { type BufferAccess, StreamCapture } from './graph/capture.js';
 export { Graph } from './graph/graph.js';
 export { Kernel, type KernelArgument, type KernelParameter } from './kernel/kernel.js';
-export { type Dim3, type LaunchConfig, launch } from './kernel/launch.js';
+export { type Dim3, type LaunchConfig, launch, launchOn } from './kernel/launch.js';
 export {
   CompileError,
   type CompileOptions,

@@ -3,8 +3,7 @@
  * cuBLAS, cuRAND and cuSOLVER wrappers, the examples and benchmarks) share beyond the public
  * API: the scratch arena, handle conversion for koffi, the operation observer hooks, the
  * current-stream provider slot and the process default device it reads, stream-disposal
- * listeners, the waiter's tuning and the allocation-free launch of a resolved stream
- * (`launchOn`), and the operand checks every
+ * listeners, the waiter's tuning, and the operand checks every
  * library runs before its native calls (context of an array vs its stream, output overlap).
  *
  * NOT PUBLIC API: anything here may change or go in any release, minor and patch included.
@@ -19,7 +18,6 @@ export {
   setCurrentStreamProvider,
 } from './context/provider.js';
 export { ffiValue, Scratch, scratch, stickyError } from './driver.js';
-export { launchOn } from './kernel/launch.js';
 export { releaseStreamCache } from './memory/block-cache.js';
 export {
   assertApart,

@@ -9,10 +9,10 @@ import {
   DeviceArray,
   type DType,
   type KernelArgument,
+  launchOn,
   resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { launchOn } from '@cuda-tasks/cudadrv/internal';
 import {
   type CallOptions,
   checkArray,

@@ -27,7 +27,8 @@ describeLayers({
   siblings: {
     '@cuda-tasks/cudadrv': '*',
     '@cuda-tasks/cudadrv/ffi': '*',
-    '@cuda-tasks/cudadrv/internal': '*',
+    // Launches go through cudadrv's public `launchOn`; only the operand check is internal.
+    '@cuda-tasks/cudadrv/internal': ['arguments.ts'],
     '@cuda-tasks/task-runtime': ['index.ts'],
   },
 });

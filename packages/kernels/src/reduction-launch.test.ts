@@ -11,7 +11,10 @@ const recorded = vi.hoisted(() => ({
   scratch: [] as number[],
 }));
 
-vi.mock('@cuda-tasks/cudadrv/internal', async (importOriginal) => ({
+const stream = vi.hoisted(() => ({
+  context: { device: { multiprocessorCount: () => 132 } },
+}));
+vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => ({
   ...(await importOriginal<object>()),
   launchOn(
     kernel: { name: string },
@@ -23,13 +26,6 @@ vi.mock('@cuda-tasks/cudadrv/internal', async (importOriginal) => ({
   ) {
     recorded.launches.push({ kernel: kernel.name, grid, block, args: [...args] });
   },
-}));
-
-const stream = vi.hoisted(() => ({
-  context: { device: { multiprocessorCount: () => 132 } },
-}));
-vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => ({
-  ...(await importOriginal<object>()),
   resolveStream: (given: Stream | undefined) => given ?? stream,
   DeviceBuffer: {
     allocate(bytes: number) {

@@ -10,10 +10,10 @@ import {
   type DType,
   type Kernel,
   type KernelArgument,
+  launchOn,
   resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { launchOn } from '@cuda-tasks/cudadrv/internal';
 import {
   type CallOptions,
   checkArray,

@@ -24,7 +24,8 @@ const recorded = vi.hoisted(() => ({
   modules: 0,
 }));
 
-vi.mock('@cuda-tasks/cudadrv/internal', async (importOriginal) => ({
+const stream = vi.hoisted(() => ({ context: { name: 'fake context' } }));
+vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => ({
   ...(await importOriginal<object>()),
   launchOn(
     kernel: { name: string; parameters: readonly string[] },
@@ -42,11 +43,6 @@ vi.mock('@cuda-tasks/cudadrv/internal', async (importOriginal) => ({
       args: [...args],
     });
   },
-}));
-
-const stream = vi.hoisted(() => ({ context: { name: 'fake context' } }));
-vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => ({
-  ...(await importOriginal<object>()),
   resolveStream: (given: Stream | undefined) => given ?? stream,
 }));
 

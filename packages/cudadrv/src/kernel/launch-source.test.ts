@@ -96,7 +96,9 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
   it('an error thrown inside the generated launch names the source in its stack', () => {
     const y = fakeArray(0x10000);
     const x = fakeArray(0x20000);
-    const refused = thrown(() => launch(kernel, { grid: 1, block: 32, stream }, y, x, 'two', 1));
+    const refused = thrown(() =>
+      launch(kernel, { grid: 1, block: 32, stream }, y, x, 'two' as unknown as number, 1),
+    );
     expect(refused).toBeInstanceOf(CudaArgumentError);
     expect(refused.stack).toContain(url!);
     fake.state.fail = true;

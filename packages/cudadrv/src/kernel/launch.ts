@@ -127,12 +127,16 @@ export function launch(
 }
 
 /**
- * `launch` for a caller that has resolved the stream (`resolveStream`) and computed
- * a one-dimensional geometry itself (`grid` and `block` positive integers within the limits,
- * `sharedMemory` a byte count that fits): the arguments come as a list the caller reuses, so
- * the call makes no array. Checks the stream, the module and the arguments as `launch` does
- * (before any buffer is declared used). The kernels package launches its cached kernels
- * through it; only `@cuda-tasks/cudadrv/internal` exports it.
+ * `launch` for a library that launches one kernel many times: the stream already resolved
+ * (`resolveStream`), a one-dimensional geometry it computed (`grid` and `block` positive
+ * integers within the limits, `sharedMemory` a byte count that fits; not checked again), and
+ * the arguments as a list the caller keeps and reuses, so that the call makes no array and
+ * no configuration object. Checks the stream, the module and every argument as `launch` does,
+ * before any buffer is declared used; then issues the launch as `launch` does for a kernel of
+ * more than eight parameters. `@cuda-tasks/kernels` launches its cached kernels through it.
+ * @example
+ * const args: KernelArgument[] = [y, x, 2.0, n]; // kept, rewritten for each call
+ * launchOn(saxpy, resolveStream(undefined), Math.ceil(n / 256), 256, 0, args);
  */
 export function launchOn(
   kernel: Kernel,
