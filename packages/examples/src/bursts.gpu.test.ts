@@ -20,7 +20,7 @@ import { DeviceArray, type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
 import { Generator } from '@cuda-tasks/curand';
 import { solve, handles as solverHandles } from '@cuda-tasks/cusolver';
 import { streamPoolStatistics, synchronize, synchronizeSync, task } from '@cuda-tasks/task-runtime';
-import { describeGpu } from '@cuda-tasks/testing';
+import { describeGpu, watchEventLoop } from '@cuda-tasks/testing';
 import { beforeAll, expect, it } from 'vitest';
 
 const ptxPath = fileURLToPath(new URL('../../cudadrv/test/fixtures/kernels.ptx', import.meta.url));
@@ -31,19 +31,12 @@ async function watched<T>(
 ): Promise<{ value: T; gapMs: number; wallMs: number }> {
   // A fresh turn, and the ticker running, before the measured code starts.
   await new Promise((resolve) => setTimeout(resolve, 5));
-  let last = performance.now();
-  let gapMs = 0;
-  const ticker = setInterval(() => {
-    const now = performance.now();
-    gapMs = Math.max(gapMs, now - last);
-    last = now;
-  }, 1);
+  const watch = watchEventLoop();
   await new Promise((resolve) => setTimeout(resolve, 3));
   const start = performance.now();
   const value = await body();
   const wallMs = performance.now() - start;
-  clearInterval(ticker);
-  gapMs = Math.max(gapMs, performance.now() - last);
+  const gapMs = watch.stop();
   return { value, gapMs, wallMs };
 }
 

@@ -21,7 +21,7 @@ import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { Generator, generatorStatistics, rand } from '@cuda-tasks/curand';
 import { solve, handles as solverHandles } from '@cuda-tasks/cusolver';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
-import { describeGpu, rng } from '@cuda-tasks/testing';
+import { barrier, describeGpu, rng } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 
 const n = 96;
@@ -38,21 +38,6 @@ function inputs(seed: number): { a: Float64Array; b: Float64Array } {
 
 /** The most cuBLAS handles leased at once, sampled right after each job's gemm. */
 let peakCublasLeased = 0;
-
-/**
- * A barrier for `count` tasks: each awaits `arrive()` once, and all go on when the last has
- * arrived, so that the burst's tasks are alive at once (task starts are spread over
- * event-loop turns, and a task that finished early would give its stream and handles back).
- */
-function barrier(count: number): () => Promise<void> {
-  let arrived = 0;
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => (open = resolve));
-  return () => {
-    if (++arrived === count) open();
-    return gate;
-  };
-}
 
 /**
  * One job: C = A B (cuBLAS), X = A \ C (cuSOLVER, so X = B up to rounding), R ~ N(0, 1)

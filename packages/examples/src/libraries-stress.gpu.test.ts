@@ -18,7 +18,7 @@ import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { Generator, generatorStatistics, rand } from '@cuda-tasks/curand';
 import { solve, handles as solverHandles } from '@cuda-tasks/cusolver';
 import { streamPoolStatistics, synchronize, task } from '@cuda-tasks/task-runtime';
-import { describeGpu, rng } from '@cuda-tasks/testing';
+import { barrier, describeGpu, rng } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 import { fft, ifft, planStatistics } from './user-library/index.js';
 
@@ -39,21 +39,6 @@ function inputs(index: number) {
   const b = Float64Array.from({ length: n * n }, () => next() * 2 - 1);
   const signal = Float32Array.from({ length: 2 * length }, () => next() * 2 - 1);
   return { n, length, a, b, signal };
-}
-
-/**
- * A barrier for `count` tasks: each awaits `arrive()` once, and all go on when the last has
- * arrived, so that the burst's tasks are alive at once (task starts are spread over
- * event-loop turns, and a task that finished early would give its stream and handles back).
- */
-function barrier(count: number): () => Promise<void> {
-  let arrived = 0;
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => (open = resolve));
-  return () => {
-    if (++arrived === count) open();
-    return gate;
-  };
 }
 
 /**

@@ -10,7 +10,7 @@ import {
   Module,
   Stream,
 } from '@cuda-tasks/cudadrv';
-import { describeGpu, failureOf, randomFloat32 } from '@cuda-tasks/testing';
+import { describeGpu, failureOf, randomFloat32, watchEventLoop } from '@cuda-tasks/testing';
 import { beforeAll, expect, it } from 'vitest';
 import { startTrace, synchronize, task, withStream } from './index.js';
 
@@ -20,16 +20,9 @@ const N = 1 << 20; // 4 MiB of int32: beyond the per-stream block cache, so free
 
 /** The largest gap between the ticks of a 1 ms interval over `ms` (the event loop's stalls). */
 async function largestLoopGap(ms: number): Promise<number> {
-  let last = performance.now();
-  let largest = 0;
-  const timer = setInterval(() => {
-    const now = performance.now();
-    largest = Math.max(largest, now - last);
-    last = now;
-  }, 1);
+  const watch = watchEventLoop();
   await sleep(ms);
-  clearInterval(timer);
-  return largest;
+  return watch.stop();
 }
 
 describeGpu('cancelling a task on the GPU', () => {

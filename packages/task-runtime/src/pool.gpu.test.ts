@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
-import { describeGpu } from '@cuda-tasks/testing';
+import { describeGpu, watchEventLoop } from '@cuda-tasks/testing';
 import { beforeAll, expect, it } from 'vitest';
 import { stream, streamPoolStatistics, synchronize, synchronizeSync, task } from './index.js';
 
@@ -23,13 +23,7 @@ const KERNEL_NS = 50_000_000;
  * ticks beyond the interval itself, and the burst's wall time.
  */
 async function burst(spin: Kernel, count: number): Promise<{ gapMs: number; wallMs: number }> {
-  let last = performance.now();
-  let gapMs = 0;
-  const ticker = setInterval(() => {
-    const now = performance.now();
-    gapMs = Math.max(gapMs, now - last);
-    last = now;
-  }, 1);
+  const watch = watchEventLoop();
   // Let the ticker start before the burst.
   await new Promise((resolve) => setTimeout(resolve, 5));
   const start = performance.now();
@@ -43,9 +37,7 @@ async function burst(spin: Kernel, count: number): Promise<{ gapMs: number; wall
     ),
   );
   const wallMs = performance.now() - start;
-  clearInterval(ticker);
-  const now = performance.now();
-  gapMs = Math.max(gapMs, now - last);
+  const gapMs = watch.stop();
   expect(handles).toHaveLength(count);
   return { gapMs, wallMs };
 }

@@ -11,6 +11,7 @@ export {
   type TaskWithSignal,
 } from './cancelled-entries.js';
 export { findCudaHeader } from './cuda-headers.js';
+export { watchEventLoop } from './event-loop.js';
 export { createFakeDriver } from './fake-driver.js';
 export { describeGpu, gpuAvailable } from './gpu.js';
 export { hostOnlyArray, STAND_IN_CONTEXT } from './host-only-array.js';
