@@ -11,6 +11,12 @@ export type DType =
   | 'float16'
   | 'bfloat16';
 
+/**
+ * The floating-point dtypes the libraries compute in (cuBLAS, cuSOLVER, cuRAND's uniform and
+ * normal draws): the one name for this union across the packages.
+ */
+export type FloatDType = 'float32' | 'float64';
+
 /** The host typed array for each dtype (half-precision types travel as Float32Array). */
 export interface HostArrayOf {
   /** float32 travels as Float32Array. */

@@ -27,6 +27,7 @@ export {
   type DType,
   dtypeBytes,
   dtypeOfHost,
+  type FloatDType,
   float16BitsToFloat32,
   float32ToBfloat16Bits,
   float32ToFloat16Bits,
@@ -45,6 +46,14 @@ export {
 } from './errors.js';
 export { type BufferAccess, StreamCapture } from './graph/capture.js';
 export { Graph } from './graph/graph.js';
+export {
+  type LibraryErrorClass,
+  type LibraryErrors,
+  type LibraryStatusTable,
+  libraryErrors,
+  type MadeErrorClass,
+  type OwnErrorClass,
+} from './library-errors.js';
 export { Kernel, type KernelArgument, type KernelParameter } from './kernel/kernel.js';
 export { type Dim3, type LaunchConfig, launch, launchOn } from './kernel/launch.js';
 export {
@@ -71,7 +80,10 @@ export {
   memsetWords,
   PinnedHostBuffer,
 } from './memory/transfer.js';
+export { type PackageCopy, packageOf, processState } from './process-state.js';
 export { Event, type EventOptions } from './stream/event.js';
+export { beginOperation, endOperation } from './stream/observer.js';
+export { type StreamPriority, streamPriority } from './stream/priority.js';
 export { Stream, type StreamOptions } from './stream/stream.js';
 export {
   DEFAULT_POLLING_WINDOW_MS,

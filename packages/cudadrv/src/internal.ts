@@ -1,7 +1,7 @@
 /**
  * @cuda-tasks/cudadrv/internal: what the sibling packages of cuda-tasks (the task runtime, the
  * cuBLAS, cuRAND and cuSOLVER wrappers, the examples and benchmarks) share beyond the public
- * API: the scratch arena, handle conversion for koffi, the operation observer hooks, the
+ * API: the scratch arena, handle conversion for koffi, the operation observer slot, the
  * current-stream provider slot and the process default device it reads, stream-disposal
  * listeners, the waiter's tuning, and the operand checks every
  * library runs before its native calls (context of an array vs its stream, output overlap).
@@ -37,6 +37,8 @@ export {
   processState,
   registerCopy,
 } from './process-state.js';
+// beginOperation / endOperation are public (`@cuda-tasks/cudadrv`); the sibling packages still
+// import them from here too, the same functions.
 export {
   beginOperation,
   endOperation,

@@ -33,8 +33,4 @@ describeLayers({
     '@cuda-tasks/cusolver/ffi': '*',
     '@cuda-tasks/kernels': '*',
   },
-  exceptions: {
-    'user-library/fft.ts -> @cuda-tasks/cudadrv/internal':
-      'issue 33: the tracing hooks a third-party library needs become public',
-  },
 });

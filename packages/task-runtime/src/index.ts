@@ -7,6 +7,12 @@
  */
 
 /**
+ * A priority by name, 'high' | 'normal' | 'low': what `task(fn, { priority })` takes, and
+ * `Stream.create({ priority })` as well; cudadrv's type, the same one (`TaskPriority` is its
+ * deprecated alias).
+ */
+export type { StreamPriority } from '@cuda-tasks/cudadrv';
+/**
  * cudadrv's `setDefaultDevice`, the same function: one process default device, with or
  * without the task runtime. A running task keeps its device; tasks started afterwards and
  * code outside tasks use the new one.

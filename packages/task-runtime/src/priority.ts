@@ -1,13 +1,19 @@
-import type { Context } from '@cuda-tasks/cudadrv';
+import {
+  type Context,
+  streamPriority as priorityIn,
+  type StreamPriority,
+} from '@cuda-tasks/cudadrv';
 
 /**
  * How urgent a task's GPU work is: its streams come from the pool of that priority (CUDA
  * stream priorities: 'high' is the device's greatest, 'normal' the default, 'low' the least).
+ * @deprecated The same type as `StreamPriority` (of `@cuda-tasks/cudadrv`, re-exported here),
+ * the one name for it; this alias goes in the next minor release.
  */
-export type TaskPriority = 'high' | 'normal' | 'low';
+export type TaskPriority = StreamPriority;
 
 /** The task priorities, from the most urgent. */
-export const TASK_PRIORITIES: readonly TaskPriority[] = ['high', 'normal', 'low'];
+export const TASK_PRIORITIES: readonly StreamPriority[] = ['high', 'normal', 'low'];
 
 /**
  * The CUDA stream priority a task of `priority` gets in `context` (lower numbers run first):
@@ -16,11 +22,8 @@ export const TASK_PRIORITIES: readonly TaskPriority[] = ['high', 'normal', 'low'
  * tasks share one pool and the option changes nothing. The range is asked of the driver once
  * per context.
  */
-export function streamPriority(context: Context, priority: TaskPriority): number {
-  const { least, greatest } = context.streamPriorityRange();
-  if (priority === 'high') return greatest;
-  if (priority === 'low') return least;
-  return Math.min(least, Math.max(greatest, 0));
+export function streamPriority(context: Context, priority: StreamPriority): number {
+  return priorityIn(priority, context);
 }
 
 /**

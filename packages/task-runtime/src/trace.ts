@@ -1,16 +1,16 @@
 import { writeFileSync } from 'node:fs';
-import { type Context, Event, type Stream, waitForStream } from '@cuda-tasks/cudadrv';
+import {
+  type Context,
+  Event,
+  type Stream,
+  type StreamPriority,
+  waitForStream,
+} from '@cuda-tasks/cudadrv';
 import { type OperationObserver, setOperationObserver } from '@cuda-tasks/cudadrv/internal';
 import { pooledStream } from './pool.js';
 import { priorityLabel } from './priority.js';
 import { processWide } from './process-wide.js';
-import {
-  currentTaskState,
-  device,
-  type TaskObserver,
-  type TaskPriority,
-  type TaskState,
-} from './state.js';
+import { currentTaskState, device, type TaskObserver, type TaskState } from './state.js';
 
 // Process-wide: tasks started through a second loaded copy of this package are traced too.
 const slot = processWide('trace-recorder', () => ({ active: null as TaskObserver | null }));
@@ -27,7 +27,7 @@ interface Operation {
   taskId: number;
   taskName: string;
   /** The issuing task's priority. */
-  priority: TaskPriority;
+  priority: StreamPriority;
   start: Event;
   end: Event;
   /** Details the operation came with (a graph replay's node count). */
@@ -84,7 +84,7 @@ export class TraceRecorder implements OperationObserver, TaskObserver {
   readonly #operations: Operation[] = [];
   readonly #tasks = new Map<
     number,
-    { name: string; priority: TaskPriority; start: number; end: number | undefined }
+    { name: string; priority: StreamPriority; start: number; end: number | undefined }
   >();
   readonly #references = new Map<Context, { event: Event; host: number }>();
   /** Timing events created ahead, per context: recording an operation only records two. */

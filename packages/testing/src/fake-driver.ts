@@ -379,6 +379,14 @@ export function createFakeDriver() {
         return stream;
       },
     },
+    /** As the real one: a name looked up in the context's range, a number passed through. */
+    streamPriority(priority: 'high' | 'normal' | 'low' | number, context: FakeContext): number {
+      if (typeof priority === 'number') return priority;
+      const range = rangeOf(context.device.ordinal);
+      if (priority === 'high') return range.greatest;
+      if (priority === 'low') return range.least;
+      return Math.min(range.least, Math.max(range.greatest, 0));
+    },
     setCurrentStreamProvider(
       stream: () => unknown,
       device: () => unknown,

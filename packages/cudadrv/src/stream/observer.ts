@@ -30,9 +30,15 @@ export function setOperationObserver(observer: OperationObserver | null): Operat
 }
 
 /**
- * Marks the start of an operation for the observer; returns -1 (and does nothing) when none
- * is installed, or when `stream` is capturing a graph. Library packages call it around each
- * native call they issue.
+ * Marks the start of an operation for the observer (the task runtime's trace recorder);
+ * returns -1 (and does nothing) when none is installed, or when `stream` is capturing a graph.
+ * A library (this repository's, or a third party's) calls it around each native call it
+ * issues, naming the call, and hands the token to `endOperation` right after; the pair
+ * allocates nothing when no observer is installed.
+ * @example
+ * const token = beginOperation('cufft.c2c.forward', stream);
+ * const status = cufftExecC2C(plan, input, output, CUFFT_FORWARD);
+ * endOperation(token);
  */
 export function beginOperation(
   name: string,
@@ -43,7 +49,7 @@ export function beginOperation(
   return observer === null || stream.capture !== null ? -1 : observer.begin(name, stream, args);
 }
 
-/** Marks the end of the operation that `beginOperation` returned `token` for. */
+/** Marks the end of the operation that `beginOperation` returned `token` for (-1: nothing). */
 export function endOperation(token: number): void {
   if (token >= 0) slot.observer?.end(token);
 }

@@ -7,6 +7,7 @@ import { CU_EVENT_WAIT_EXTERNAL } from '../ffi/graph.js';
 import type { StreamCapture } from '../graph/capture.js';
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
+import { type StreamPriority, streamPriority } from './priority.js';
 
 const streamBrand = Symbol.for('@cuda-tasks/Stream');
 
@@ -14,8 +15,11 @@ const streamBrand = Symbol.for('@cuda-tasks/Stream');
 export interface StreamOptions {
   /** The context the stream belongs to (default: the current stream's context). */
   context?: Context;
-  /** Priority: lower numbers run first; see `Context.streamPriorityRange()` (default 0). */
-  priority?: number;
+  /**
+   * Priority (default 0): a name ('high', 'normal', 'low', the names tasks take) or a number of
+   * `Context.streamPriorityRange()` (lower numbers run first); see `streamPriority`.
+   */
+  priority?: StreamPriority | number;
   /** Synchronize with the legacy NULL stream (default false: non-blocking). */
   blocking?: boolean;
   /** A name shown in traces. */
@@ -145,18 +149,20 @@ export class Stream {
   }
 
   /**
-   * Creates a stream (non-blocking unless `blocking: true`).
-   * @example const s = Stream.create({ priority: -1 });
+   * Creates a stream (non-blocking unless `blocking: true`). A priority that is neither a name
+   * nor an integer is a `CudaArgumentError`, before any native call.
+   * @example const s = Stream.create({ priority: 'high' });
    */
   static create(options: StreamOptions = {}): Stream {
     const context = options.context ?? currentContext();
+    const priority = options.priority === undefined ? 0 : streamPriority(options.priority, context);
     context.makeCurrent();
     const handle: (bigint | null)[] = [null];
     check(
       driver().cuStreamCreateWithPriority(
         handle,
         options.blocking ? 0 : CU_STREAM_NON_BLOCKING,
-        options.priority ?? 0,
+        priority,
       ),
       'cuStreamCreateWithPriority',
     );

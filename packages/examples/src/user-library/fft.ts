@@ -5,8 +5,13 @@
  * stream with `useOn`, and wrap the native call in `beginOperation` / `endOperation` so that
  * traces show it. Everything is queued on the current stream; nothing waits for the GPU.
  */
-import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
-import { beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
+import {
+  beginOperation,
+  DeviceArray,
+  endOperation,
+  resolveStream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
 import { check } from './errors.js';
 import { CUFFT_FORWARD, CUFFT_INVERSE, cufft } from './ffi.js';
 import { planCache } from './plans.js';
