@@ -235,6 +235,34 @@ describe('lazy binding with one rebind-skip rule', () => {
   });
 });
 
+describe("bind() hands a view, not the cache's bookkeeping", () => {
+  it('the handle, its bound stream and its workspace, read live; the same object at each call; nothing else', async () => {
+    const set = vi.fn();
+    const { cache } = makeCache({ ordered: false, workspace: { bytes: () => 4096, set } });
+    const other = userStream(context0, 'other');
+    await task(() => {
+      const binding = cache.bind();
+      expect(Object.keys(binding)).toEqual([]);
+      for (const internal of ['leases', 'spares', 'binding', 'context', 'lastBound', 'record']) {
+        expect(internal in binding, internal).toBe(false);
+      }
+      expect(binding.handle).toBe(cache.get());
+      expect(binding.stream).toBe(stream());
+      expect(binding.workspace).toBe(cache.workspaceOf(binding.handle, stream()));
+      expect(cache.bind()).toBe(binding);
+      // Bound elsewhere: the same view reads the new stream and its workspace.
+      const there = withStream(other, () => cache.bind());
+      expect(there).toBe(binding);
+      expect(binding.stream).toBe(other);
+      expect(binding.workspace).toBe(cache.workspaceOf(binding.handle, other));
+      expect(binding.workspace).toBe(set.mock.calls.at(-1)![1]);
+      expect(() => {
+        (binding as { handle: unknown }).handle = undefined;
+      }).toThrow(TypeError);
+    });
+  });
+});
+
 describe('a bound on the handles a burst creates', () => {
   it('past maxHandlesPerContext, tasks share the least-leased handles, rebound at each call', async () => {
     const { cache, options, log } = makeCache({ maxHandlesPerContext: 2, ordered: false });

@@ -2,17 +2,32 @@ import {
   type Context,
   currentContext,
   currentStream,
-  DeviceBuffer,
+  type DeviceBuffer,
   DisposedError,
   onOutOfMemory,
   onReleaseCached,
   type Stream,
-  type StreamCapture,
 } from '@cuda-tasks/cudadrv';
 import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
+import {
+  ContextHandles,
+  checkBound,
+  defaultMaxHandlesPerContext,
+  registerCache,
+  unregisterCache,
+} from './handle-leases.js';
+import { type HandleBinding, HandleRecord } from './handle-record.js';
+import {
+  DEFAULT_KEEP_IDLE_WORKSPACES_MS,
+  DEFAULT_MAX_WORKSPACES_PER_HANDLE,
+  type HandleWorkspace,
+  HandleWorkspaces,
+  throwCollected,
+  type WorkspaceCount,
+  WorkspaceHolders,
+} from './handle-workspaces.js';
 import { onStreamReleased } from './pool.js';
-import { processWide } from './process-wide.js';
 import {
   currentTaskState,
   type TaskLease,
@@ -21,45 +36,22 @@ import {
 } from './state.js';
 import { StreamBinding } from './stream-binding.js';
 
-/** A per-(handle, stream) workspace: how big, and how the library is told about it. */
-export interface HandleWorkspace<H> {
-  /**
-   * Bytes of workspace `handle` needs on `stream` (0: none). Read at each bind, so a changed
-   * size applies at the next bind (call `invalidate()` to force one). While `stream` captures
-   * a graph, the workspace is one the graph owns, allocated outside the capture (a library
-   * that needs one to be captured, like cuBLAS, returns its size here even where it otherwise
-   * uses its own).
-   */
-  bytes(handle: H, stream: Stream): number;
-  /**
-   * Hands the workspace to the library (cublasSetWorkspace, cufftSetWorkArea), or with
-   * `undefined` tells it to use none / its own. Called after `setStream`, and whenever the
-   * workspace the library has differs from the one for the bound stream.
-   */
-  set(handle: H, workspace: DeviceBuffer | undefined, stream: Stream): void;
-  /**
-   * Whether `setStream` makes the library forget its workspace (cuBLAS's cublasSetStream
-   * does); then `set` runs after every `setStream`.
-   */
-  resetBySetStream?: boolean;
-  /**
-   * The most workspaces one handle holds, bound or spare (default 2, at least 1). A handle
-   * bound to more streams at once (shared past the handle bound, or used through `withStream`)
-   * takes over the workspace it used least recently on another stream, ordered after that
-   * stream's work on the GPU.
-   */
-  maxWorkspacesPerHandle?: number;
-  /**
-   * How long an idle handle keeps its spare workspaces, ms (default 500; `Infinity`: until
-   * the handle is destroyed, `releaseWorkspaces()` or `MemoryPool.releaseCached()`).
-   */
-  keepIdleMs?: number;
-}
-
-/** Workspaces one handle holds at most, by default. */
-export const DEFAULT_MAX_WORKSPACES_PER_HANDLE = 2;
-/** How long an idle handle keeps its spare workspaces by default, ms. */
-export const DEFAULT_KEEP_IDLE_WORKSPACES_MS = 500;
+// The kit in parts: handle-leases.ts (the handles of a context, leases, bounds),
+// handle-workspaces.ts (a handle's workspaces), capture-workspaces.ts (the graph-owned ones),
+// handle-record.ts (a handle's bookkeeping and the view `bind()` hands out); this file ties
+// them to the task runtime (a lease per task), the listeners and the statistics.
+export {
+  configureHandles,
+  DEFAULT_MAX_HANDLES_PER_CONTEXT,
+  type HandleBoundOptions,
+  warmHandles,
+} from './handle-leases.js';
+export type { HandleBinding } from './handle-record.js';
+export {
+  DEFAULT_KEEP_IDLE_WORKSPACES_MS,
+  DEFAULT_MAX_WORKSPACES_PER_HANDLE,
+  type HandleWorkspace,
+} from './handle-workspaces.js';
 
 /** What a `HandleCache` needs to know of a library: how to make, bind and destroy a handle. */
 export interface HandleCacheOptions<H> {
@@ -104,92 +96,10 @@ export interface HandleCacheOptions<H> {
   maxIdlePerContext?: number;
 }
 
-/** A handle bound to a stream, as `bind()` gives it. */
-export interface HandleBinding<H> {
-  /** The library handle. */
-  readonly handle: H;
-  /** The stream it is bound to. */
-  readonly stream: Stream | undefined;
-  /** Its workspace on that stream (undefined without a workspace option, or of 0 bytes). */
-  readonly workspace: DeviceBuffer | undefined;
-}
-
-/** One handle and its bookkeeping. */
-class HandleRecord<H> implements HandleBinding<H> {
-  readonly handle: H;
-  readonly context: Context;
-  readonly binding: StreamBinding;
-  /** Tasks holding a lease on it now (more than one: shared past the bound). */
-  leases = 0;
-  /** The stream it was last bound to, kept after release: leases prefer a match. */
-  lastBound: Stream | undefined;
-  /**
-   * Its workspace per stream it is bound to, least recently bound first (each becomes a spare
-   * when the handle goes idle or the stream goes back to the pool; freed when the stream is
-   * disposed).
-   */
-  workspaces: Map<Stream, DeviceBuffer> | undefined;
-  /**
-   * Workspaces bound to no stream, kept for the next bind (each was last used on its
-   * `lastStream`, whose work a new stream waits for). With `workspaces`, at most the cache's
-   * `maxWorkspacesPerHandle`.
-   */
-  readonly spares: DeviceBuffer[] = [];
-  /** When it last went idle (performance.now()), for the spares' idle trim. */
-  idleSince = 0;
-  /** Its workspace on the bound stream. */
-  workspace: DeviceBuffer | undefined;
-  /** The workspace the library has: address and size (0: none or the library's own). */
-  nativeWorkspace: number | bigint = 0;
-  nativeWorkspaceBytes = 0;
-  /** The graph-owned workspace of each capture the handle is used in now. */
-  captures: Map<StreamCapture, DeviceBuffer> | undefined;
-
-  constructor(handle: H, context: Context, binding: StreamBinding) {
-    this.handle = handle;
-    this.context = context;
-    this.binding = binding;
-  }
-
-  get stream(): Stream | undefined {
-    return this.binding.stream;
-  }
-}
-
 /** A task's lease of one handle of this cache (one per cache and context), in its lease list. */
 interface Lease<H> extends TaskLease {
   readonly record: HandleRecord<H>;
 }
-
-/** The handles of one context. */
-interface ContextHandles<H> {
-  readonly all: HandleRecord<H>[];
-  readonly idle: HandleRecord<H>[];
-  /** Where the search for a handle to share starts (round-robin among the least leased). */
-  cursor: number;
-  /** Whether a creation ahead of need is scheduled (`#growAhead`). */
-  growing: boolean;
-}
-
-/** Options of `configureHandles`. */
-export interface HandleBoundOptions {
-  /** The most handles per context of each cache that sets none itself (default 16). */
-  maxHandlesPerContext?: number;
-}
-
-interface HandleRegistry {
-  /** Every cache not disposed, for `configureHandles` and `warmHandles`. */
-  readonly caches: Set<HandleCache<unknown>>;
-  maxHandlesPerContext: number;
-}
-
-/** Handles per context of a cache that sets no bound of its own. */
-export const DEFAULT_MAX_HANDLES_PER_CONTEXT = 16;
-
-const registry = processWide<HandleRegistry>('handle-caches', () => ({
-  caches: new Set(),
-  maxHandlesPerContext: DEFAULT_MAX_HANDLES_PER_CONTEXT,
-}));
 
 /**
  * The library kit: library handles (cuBLAS, cuSOLVER, cuRAND generators, or your own: cuFFT
@@ -234,13 +144,10 @@ export class HandleCache<H> implements TaskResourceOwner {
   readonly name: string;
   readonly #options: HandleCacheOptions<H>;
   readonly #ordered: boolean;
-  readonly #contexts = new Map<Context, ContextHandles<H>>();
+  readonly #handOff: boolean;
+  readonly #contexts = new Map<Context, ContextHandles<HandleRecord<H>>>();
   readonly #records = new Map<H, HandleRecord<H>>();
-  /**
-   * Per stream, how many handles hold a workspace there: a stream going back to the pool
-   * where none does (nearly always) costs one lookup, not a walk over every handle.
-   */
-  readonly #workspaceHolders = new Map<Stream, number>();
+  readonly #workspaceHolders = new WorkspaceHolders();
   readonly #removeListeners: (() => void)[];
   #maxHandles: number | undefined;
   #maxIdle: number | undefined;
@@ -253,6 +160,7 @@ export class HandleCache<H> implements TaskResourceOwner {
   #shared = 0;
   #disposed = false;
 
+  /** A cache of the library's handles that `options` describes (its bounds checked first). */
   constructor(options: HandleCacheOptions<H>) {
     checkBound(`${options.name}: maxHandlesPerContext`, options.maxHandlesPerContext, 1);
     checkBound(`${options.name}: maxIdlePerContext`, options.maxIdlePerContext, 0);
@@ -269,8 +177,10 @@ export class HandleCache<H> implements TaskResourceOwner {
     this.name = options.name;
     this.#options = options;
     this.#ordered = options.ordered ?? true;
+    this.#handOff = options.handOff ?? true;
     this.#maxHandles = options.maxHandlesPerContext;
     this.#maxIdle = options.maxIdlePerContext;
+    // Three channels: streams disposed, pool streams given back, device memory short.
     this.#removeListeners = [
       onStreamDisposed((stream) => this.#streamDisposed(stream)),
       onStreamReleased((stream) => this.#streamReleased(stream)),
@@ -284,12 +194,12 @@ export class HandleCache<H> implements TaskResourceOwner {
       }),
       onReleaseCached((context) => this.#releaseQuietly(context)),
     ];
-    registry.caches.add(this as HandleCache<unknown>);
+    registerCache(this);
   }
 
   /** The most handles per context (this cache's own bound, else `configureHandles`'s). */
   get maxHandlesPerContext(): number {
-    return this.#maxHandles ?? registry.maxHandlesPerContext;
+    return this.#maxHandles ?? defaultMaxHandlesPerContext();
   }
 
   /** Idle handles kept per context. */
@@ -313,15 +223,22 @@ export class HandleCache<H> implements TaskResourceOwner {
    * A disposed stream gives a DisposedError naming it, before any lease or bind.
    */
   get(stream: Stream = currentStream()): H {
-    return this.bind(stream).handle;
+    return this.#bound(stream).handle;
   }
 
   /**
    * `get()`, with the workspace: the running task's handle bound to `stream` (default: the
-   * current stream), and its workspace there. A disposed stream gives a DisposedError naming
-   * it, before any lease or bind.
+   * current stream), and its workspace there. What it returns is a read-only view, one per
+   * handle, returned again at each call (nothing allocated once the task holds its lease):
+   * it reads the handle's state now, so use it within the call it came from. A disposed stream
+   * gives a DisposedError naming it, before any lease or bind.
    */
   bind(stream: Stream = currentStream()): HandleBinding<H> {
+    return this.#bound(stream).view;
+  }
+
+  /** The task's record for the stream's context, leased and bound to `stream`. */
+  #bound(stream: Stream): HandleRecord<H> {
     stream.assertUsable();
     const task = currentTaskState();
     const context = stream.context;
@@ -342,176 +259,23 @@ export class HandleCache<H> implements TaskResourceOwner {
   /** Binds `record` to `stream`: stream, then workspace, then the library's own settings. */
   #bind(record: HandleRecord<H>, stream: Stream): void {
     stream.context.makeCurrent();
-    const handle = record.handle;
-    if (record.binding.bind(stream) && this.#options.workspace?.resetBySetStream) {
-      record.nativeWorkspace = 0;
-      record.nativeWorkspaceBytes = 0;
-    }
+    const setStreamCalled = record.binding.bind(stream);
     record.lastBound = stream;
-    const workspaceOptions = this.#options.workspace;
-    if (workspaceOptions !== undefined) {
-      const bytes = workspaceOptions.bytes(handle, stream);
-      const capture = stream.capture;
-      const workspace =
-        capture === null
-          ? this.#streamWorkspace(record, stream, bytes)
-          : this.#captureWorkspace(record, stream, capture, bytes);
-      record.workspace = workspace;
-      if (workspace !== undefined) {
-        const address = workspace.address;
-        if (address !== record.nativeWorkspace || bytes !== record.nativeWorkspaceBytes) {
-          workspaceOptions.set(handle, workspace, stream);
-          record.nativeWorkspace = address;
-          record.nativeWorkspaceBytes = bytes;
-        }
-      } else if (record.nativeWorkspace !== 0) {
-        workspaceOptions.set(handle, undefined, stream);
-        record.nativeWorkspace = 0;
-        record.nativeWorkspaceBytes = 0;
-      }
-    }
-    this.#options.onBind?.(handle, stream);
+    record.workspaces?.bind(stream, setStreamCalled);
+    this.#options.onBind?.(record.handle, stream);
   }
 
-  /** The (handle, stream) workspace of `bytes`, allocated on `stream` when missing or resized. */
-  #streamWorkspace(
-    record: HandleRecord<H>,
-    stream: Stream,
-    bytes: number,
-  ): DeviceBuffer | undefined {
-    let workspaces = record.workspaces;
-    let workspace = workspaces?.get(stream);
-    if (bytes > 0 && (workspace === undefined || workspace.byteLength !== bytes)) {
-      if (workspace !== undefined) {
-        this.#dropWorkspace(record, stream);
-        workspace.dispose();
-      }
-      // A spare or one taken over is handed to `stream` behind a GPU-side wait (useOn); a new
-      // one is allocated on `stream` and used only there.
-      workspace =
-        this.#reuseWorkspace(record, stream, bytes) ?? DeviceBuffer.allocate(bytes, { stream });
-      if (workspaces === undefined) record.workspaces = workspaces = new Map();
-      workspaces.set(stream, workspace);
-      this.#holdsWorkspace(stream, 1);
-    } else if (bytes === 0 && workspace !== undefined) {
-      this.#dropWorkspace(record, stream);
-      workspace.dispose();
-      workspace = undefined;
-    } else if (workspace !== undefined && workspaces!.size > 1) {
-      // Most recently bound last: a take-over picks the first.
-      workspaces!.delete(stream);
-      workspaces!.set(stream, workspace);
-    }
-    return workspace;
-  }
-
-  /**
-   * A workspace of `bytes` for `stream` without allocating: a spare (one last used on
-   * `stream` first), or at `maxWorkspacesPerHandle` the one bound least recently to another
-   * stream, which `stream` then waits for on the GPU. Undefined: allocate one.
-   */
-  #reuseWorkspace(
-    record: HandleRecord<H>,
-    stream: Stream,
-    bytes: number,
-  ): DeviceBuffer | undefined {
-    const spares = record.spares;
-    let chosen = -1;
-    for (let i = spares.length - 1; i >= 0; i--) {
-      const spare = spares[i]!;
-      if (spare.byteLength !== bytes) {
-        // Of a size no longer asked for.
-        spares.splice(i, 1);
-        if (chosen > i) chosen--;
-        spare.dispose();
-        continue;
-      }
-      if (chosen < 0 || spare.lastStream === stream) chosen = i;
-    }
-    if (chosen >= 0) {
-      const spare = spares.splice(chosen, 1)[0]!;
-      spare.useOn(stream, 'write');
-      return spare;
-    }
-    const workspaces = record.workspaces;
-    if (workspaces === undefined || workspaces.size + spares.length < this.#maxWorkspaces) {
-      return undefined;
-    }
-    for (const [other, victim] of workspaces) {
-      // A capturing stream's own workspace is left alone (its pre-capture use is not ended).
-      if (other === stream || other.capture !== null) continue;
-      this.#dropWorkspace(record, other);
-      if (victim.byteLength !== bytes) {
-        victim.dispose();
-        return undefined;
-      }
-      // Marks everything issued on `other` so far as its last use, then hands it over.
-      victim.useOn(other, 'write');
-      victim.useOn(stream, 'write');
-      return victim;
-    }
-    return undefined;
-  }
-
-  /**
-   * Keeps a workspace that `stream` no longer has as a spare of `record` (its use there ends
-   * with the work issued so far), or frees it, ordered on `stream`, where the handle has its
-   * fill of spares, the stream cannot take the mark (disposed, capturing) or the cache is
-   * disposed.
-   */
-  #park(record: HandleRecord<H>, stream: Stream, workspace: DeviceBuffer): void {
-    if (
-      this.#disposed ||
-      stream.disposed ||
-      stream.capture !== null ||
-      record.spares.length >= this.#maxWorkspaces
-    ) {
-      workspace.dispose();
-      return;
-    }
-    workspace.useOn(stream, 'write');
-    record.spares.push(workspace);
-  }
-
-  /**
-   * While `stream` captures a graph: a workspace the graph owns (allocated outside the
-   * capture, freed with the graph; each replay declares it used), never memory allocated on
-   * the capturing stream. When the capture ends, the handle rebinds at its next use, so the
-   * library gets a workspace of its own back.
-   */
-  #captureWorkspace(
-    record: HandleRecord<H>,
-    stream: Stream,
-    capture: StreamCapture,
-    bytes: number,
-  ): DeviceBuffer | undefined {
-    if (bytes === 0) return undefined;
-    const captures = (record.captures ??= new Map());
-    let workspace = captures.get(capture);
-    if (workspace === undefined || workspace.byteLength !== bytes) {
-      workspace = capture.allocateOwned(bytes);
-      captures.set(capture, workspace);
-      const owned = workspace;
-      capture.afterEnd(() => {
-        captures.delete(capture);
-        if (record.workspace === owned) record.workspace = undefined;
-        if (record.nativeWorkspace === owned.address) record.nativeWorkspace = -1;
-        if (record.binding.stream === stream) record.binding.invalidate();
-      });
-    }
-    return workspace;
-  }
-
-  #contextHandles(context: Context): ContextHandles<H> {
+  #contextHandles(context: Context): ContextHandles<HandleRecord<H>> {
     let handles = this.#contexts.get(context);
     if (handles === undefined) {
-      this.#contexts.set(context, (handles = { all: [], idle: [], cursor: 0, growing: false }));
+      handles = new ContextHandles(this, () => this.#create(context));
+      this.#contexts.set(context, handles);
     }
     return handles;
   }
 
   /** Creates a handle of `context` (idle, not yet leased). */
-  #create(context: Context, handles: ContextHandles<H>): HandleRecord<H> {
+  #create(context: Context): HandleRecord<H> {
     context.makeCurrent();
     const handle = this.#options.create(context);
     this.#created++;
@@ -520,82 +284,34 @@ export class HandleCache<H> implements TaskResourceOwner {
       context,
       setStream: (stream) => setStream(handle, stream),
       ordered: this.#ordered,
-      handOff: this.#options.handOff ?? true,
+      handOff: this.#handOff,
     });
-    const record = new HandleRecord(handle, context, binding);
+    const workspace = this.#options.workspace;
+    const workspaces =
+      workspace === undefined
+        ? undefined
+        : new HandleWorkspaces(
+            handle,
+            workspace,
+            binding,
+            this.#workspaceHolders,
+            this.#maxWorkspaces,
+          );
+    const record = new HandleRecord(handle, context, binding, workspaces);
     this.#records.set(handle, record);
-    handles.all.push(record);
     return record;
   }
 
-  /**
-   * Gives `task` a lease of a handle of `context`: an idle one; at the context's first use, a
-   * new one, with the rest of the bound made at once (handles are made ahead of bursts, as
-   * task streams are); otherwise one that other tasks hold (the least leased), while the
-   * context grows ahead of need between event-loop turns below its bound.
-   */
+  /** Gives `task` a lease of a handle of `context` (see `ContextHandles.take`). */
   #lease(task: TaskState, context: Context, stream: Stream): HandleRecord<H> {
     if (this.#disposed) throw new DisposedError(`HandleCache "${this.name}"`);
-    const handles = this.#contextHandles(context);
-    let record = takeIdle(handles.idle, stream);
-    if (record === undefined) {
-      if (handles.all.length === 0) {
-        record = this.#create(context, handles);
-        this.#fillAhead(context, handles);
-      } else {
-        record = leastLeased(handles);
-        this.#shared++;
-        this.#growAhead(context, handles);
-      }
-    }
+    const record = this.#contextHandles(context).take(stream);
+    if (record.leases > 0) this.#shared++;
     record.leases++;
     this.#leased++;
     const lease: Lease<H> = { owner: this, record, next: task.leases };
     task.leases = lease;
     return record;
-  }
-
-  /**
-   * Creates idle handles of `context` up to the bound (and the idle bound) now; a creation
-   * that fails (out of memory) stops it quietly: tasks share what exists.
-   */
-  #fillAhead(context: Context, handles: ContextHandles<H>): void {
-    try {
-      while (
-        handles.all.length < this.maxHandlesPerContext &&
-        handles.idle.length < this.maxIdlePerContext
-      ) {
-        handles.idle.unshift(this.#create(context, handles));
-      }
-    } catch {
-      // The leased handle exists; the others are made when resources allow.
-    }
-  }
-
-  /**
-   * Below the bound with no idle handle: creates one more in a later event-loop turn, outside
-   * any task's call, and again each turn while fewer than two are idle.
-   */
-  #growAhead(context: Context, handles: ContextHandles<H>): void {
-    if (handles.growing || handles.all.length >= this.maxHandlesPerContext) return;
-    handles.growing = true;
-    setImmediate(() => {
-      handles.growing = false;
-      if (
-        this.#disposed ||
-        handles.idle.length >= 2 ||
-        handles.all.length >= this.maxHandlesPerContext ||
-        handles.idle.length >= this.maxIdlePerContext
-      ) {
-        return;
-      }
-      try {
-        handles.idle.unshift(this.#create(context, handles));
-      } catch {
-        return; // Out of resources: tasks share what exists.
-      }
-      this.#growAhead(context, handles);
-    });
   }
 
   /**
@@ -619,76 +335,15 @@ export class HandleCache<H> implements TaskResourceOwner {
     const handles = this.#contextHandles(record.context);
     try {
       record.binding.release();
-      this.#parkWorkspaces(record);
+      record.workspaces?.parkAll(!this.#disposed, this.name);
     } finally {
-      if (!this.#disposed && handles.idle.length < this.maxIdlePerContext) {
-        handles.idle.push(record);
+      if (handles.putIdle(record)) {
         record.idleSince = performance.now();
-        if (record.spares.length > 0) this.#scheduleTrim(this.#keepIdleMs);
+        if ((record.workspaces?.spareCount ?? 0) > 0) this.#scheduleTrim(this.#keepIdleMs);
       } else {
         this.#destroy(record);
       }
     }
-  }
-
-  /** Makes every bound workspace of `record` a spare (or frees it; see `#park`). */
-  #parkWorkspaces(record: HandleRecord<H>): void {
-    const workspaces = record.workspaces;
-    record.workspace = undefined;
-    if (workspaces === undefined || workspaces.size === 0) return;
-    const errors: unknown[] = [];
-    for (const [stream, workspace] of workspaces) {
-      this.#holdsWorkspace(stream, -1);
-      try {
-        this.#park(record, stream, workspace);
-      } catch (error) {
-        errors.push(error);
-      }
-    }
-    workspaces.clear();
-    throwCollected(errors, `${this.name}: releasing workspaces failed`);
-  }
-
-  /** Frees every workspace of `record`, bound and spare, each ordered on its stream. */
-  #freeWorkspaces(record: HandleRecord<H>): void {
-    const workspaces = record.workspaces;
-    record.workspace = undefined;
-    const errors: unknown[] = [];
-    for (const spare of record.spares.splice(0)) {
-      try {
-        spare.dispose();
-      } catch (error) {
-        errors.push(error);
-      }
-    }
-    if (workspaces !== undefined) {
-      for (const [stream, workspace] of workspaces) {
-        this.#holdsWorkspace(stream, -1);
-        try {
-          workspace.dispose();
-        } catch (error) {
-          errors.push(error);
-        }
-      }
-      workspaces.clear();
-    }
-    throwCollected(errors, `${this.name}: freeing workspaces failed`);
-  }
-
-  /** Frees the spare workspaces of `record`; returns their bytes. */
-  #freeSpares(record: HandleRecord<H>): number {
-    let bytes = 0;
-    const errors: unknown[] = [];
-    for (const spare of record.spares.splice(0)) {
-      bytes += spare.byteLength;
-      try {
-        spare.dispose();
-      } catch (error) {
-        errors.push(error);
-      }
-    }
-    throwCollected(errors, `${this.name}: freeing spare workspaces failed`);
-    return bytes;
   }
 
   /** Arms the idle trim of spares in `ms` (an unreferenced timer) unless armed or disabled. */
@@ -705,14 +360,15 @@ export class HandleCache<H> implements TaskResourceOwner {
     let next = Number.POSITIVE_INFINITY;
     for (const handles of this.#contexts.values()) {
       for (const record of handles.idle) {
-        if (record.spares.length === 0) continue;
+        const workspaces = record.workspaces;
+        if (workspaces === undefined || workspaces.spareCount === 0) continue;
         const left = record.idleSince + this.#keepIdleMs - now;
         if (left > 0) {
           next = Math.min(next, left);
           continue;
         }
         try {
-          this.#freeSpares(record);
+          workspaces.freeSpares(this.name);
         } catch (error) {
           reportCleanupError(error, undefined);
         }
@@ -730,9 +386,10 @@ export class HandleCache<H> implements TaskResourceOwner {
     let bytes = 0;
     const errors: unknown[] = [];
     for (const record of this.#records.values()) {
+      if (record.workspaces === undefined) continue;
       if (context !== undefined && record.context !== context) continue;
       try {
-        bytes += this.#freeSpares(record);
+        bytes += record.workspaces.freeSpares(this.name);
       } catch (error) {
         errors.push(error);
       }
@@ -750,26 +407,13 @@ export class HandleCache<H> implements TaskResourceOwner {
     }
   }
 
-  /** Counts a handle more (`change` 1) or less (-1) holding a workspace on `stream`. */
-  #holdsWorkspace(stream: Stream, change: 1 | -1): void {
-    const holders = (this.#workspaceHolders.get(stream) ?? 0) + change;
-    if (holders > 0) this.#workspaceHolders.set(stream, holders);
-    else this.#workspaceHolders.delete(stream);
-  }
-
-  /** Takes `record`'s workspace on `stream` out of its map (the caller frees it). */
-  #dropWorkspace(record: HandleRecord<H>, stream: Stream): void {
-    if (record.workspaces?.delete(stream)) this.#holdsWorkspace(stream, -1);
-  }
-
   /** Destroys a handle; it is gone from the cache even when a step throws. */
   #destroy(record: HandleRecord<H>): void {
     this.#records.delete(record.handle);
-    const handles = this.#contexts.get(record.context);
-    if (handles !== undefined) remove(handles.all, record);
+    this.#contexts.get(record.context)?.remove(record);
     this.#destroyed++;
     try {
-      this.#freeWorkspaces(record);
+      record.workspaces?.freeAll(this.name);
     } finally {
       try {
         record.context.makeCurrent();
@@ -784,21 +428,7 @@ export class HandleCache<H> implements TaskResourceOwner {
   #streamDisposed(stream: Stream): void {
     for (const record of this.#records.values()) {
       try {
-        const spares = record.spares;
-        for (let i = spares.length - 1; i >= 0; i--) {
-          const spare = spares[i]!;
-          if (spare.lastStream !== stream) continue;
-          spares.splice(i, 1);
-          spare.dispose(); // ordered on the stream, still alive while this runs
-        }
-        const workspace = record.workspaces?.get(stream);
-        if (workspace !== undefined) {
-          this.#dropWorkspace(record, stream);
-          if (record.workspace === workspace) record.workspace = undefined;
-          // The library may still point at it: the next bind sets a live one.
-          record.nativeWorkspace = -1;
-          workspace.dispose();
-        }
+        record.workspaces?.streamDisposed(stream);
         record.binding.forget(stream);
         if (record.lastBound === stream) record.lastBound = undefined;
       } catch (error) {
@@ -816,13 +446,8 @@ export class HandleCache<H> implements TaskResourceOwner {
   #streamReleased(stream: Stream): void {
     if (!this.#workspaceHolders.has(stream)) return;
     for (const record of this.#records.values()) {
-      const workspace = record.workspaces?.get(stream);
-      if (workspace === undefined) continue;
       try {
-        this.#dropWorkspace(record, stream);
-        if (record.workspace === workspace) record.workspace = undefined;
-        if (record.binding.stream === stream) record.binding.invalidate();
-        this.#park(record, stream, workspace);
+        record.workspaces?.streamReleased(stream, !this.#disposed);
       } catch (error) {
         reportCleanupError(error, undefined);
       }
@@ -848,9 +473,10 @@ export class HandleCache<H> implements TaskResourceOwner {
    */
   workspaceOf(handle: H, stream: Stream): DeviceBuffer | undefined {
     const record = this.#records.get(handle);
-    if (record === undefined) return undefined;
-    if (record.binding.stream === stream && stream.capture !== null) return record.workspace;
-    return record.workspaces?.get(stream);
+    const workspaces = record?.workspaces;
+    if (workspaces === undefined) return undefined;
+    if (record!.binding.stream === stream && stream.capture !== null) return workspaces.bound;
+    return workspaces.on(stream);
   }
 
   /**
@@ -862,12 +488,8 @@ export class HandleCache<H> implements TaskResourceOwner {
   warm(count?: number, context: Context = currentContext()): number {
     if (this.#disposed) throw new DisposedError(`HandleCache "${this.name}"`);
     checkBound(`${this.name}: warm count`, count, 0);
-    const handles = this.#contextHandles(context);
     const target = Math.min(count ?? this.maxHandlesPerContext, this.maxHandlesPerContext);
-    while (handles.all.length < target && handles.idle.length < this.maxIdlePerContext) {
-      handles.idle.unshift(this.#create(context, handles));
-    }
-    return handles.all.length;
+    return this.#contextHandles(context).warm(target);
   }
 
   /**
@@ -881,15 +503,11 @@ export class HandleCache<H> implements TaskResourceOwner {
       this.#maxHandles = options.maxHandlesPerContext;
     }
     if (options.maxIdlePerContext !== undefined) this.#maxIdle = options.maxIdlePerContext;
-    this.#trimIdle();
+    this.trimToBounds();
   }
 
   /** @internal Destroys idle handles beyond the bounds (after a bound changed). */
   trimToBounds(): void {
-    this.#trimIdle();
-  }
-
-  #trimIdle(): void {
     const errors: unknown[] = [];
     for (const handles of this.#contexts.values()) {
       while (handles.idle.length > 0 && handles.idle.length > this.maxIdlePerContext) {
@@ -943,19 +561,8 @@ export class HandleCache<H> implements TaskResourceOwner {
   } {
     let idle = 0;
     for (const handles of this.#contexts.values()) idle += handles.idle.length;
-    let workspaces = 0;
-    let workspaceBytes = 0;
-    for (const record of this.#records.values()) {
-      for (const spare of record.spares) {
-        workspaces++;
-        workspaceBytes += spare.byteLength;
-      }
-      if (record.workspaces === undefined) continue;
-      for (const workspace of record.workspaces.values()) {
-        workspaces++;
-        workspaceBytes += workspace.byteLength;
-      }
-    }
+    const count: WorkspaceCount = { workspaces: 0, workspaceBytes: 0 };
+    for (const record of this.#records.values()) record.workspaces?.count(count);
     return {
       created: this.#created,
       destroyed: this.#destroyed,
@@ -963,8 +570,8 @@ export class HandleCache<H> implements TaskResourceOwner {
       leased: this.#leased,
       handles: this.#records.size,
       shared: this.#shared,
-      workspaces,
-      workspaceBytes,
+      workspaces: count.workspaces,
+      workspaceBytes: count.workspaceBytes,
     };
   }
 
@@ -976,7 +583,7 @@ export class HandleCache<H> implements TaskResourceOwner {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    registry.caches.delete(this as HandleCache<unknown>);
+    unregisterCache(this);
     for (const remove of this.#removeListeners) remove();
     if (this.#trimTimer !== undefined) clearTimeout(this.#trimTimer);
     this.#trimTimer = undefined;
@@ -985,79 +592,8 @@ export class HandleCache<H> implements TaskResourceOwner {
     this.releaseWorkspaces();
   }
 
+  /** `dispose()`, for `using`. */
   [Symbol.dispose](): void {
     this.dispose();
   }
-}
-
-/**
- * An idle handle, preferring the one last bound to `stream` (pooled streams go back to tasks,
- * so a task often gets the stream its predecessor used, and the library still has it). Else
- * the most recently idle one.
- */
-function takeIdle<H>(idle: HandleRecord<H>[], stream: Stream): HandleRecord<H> | undefined {
-  const last = idle.length - 1;
-  if (last < 0) return undefined;
-  for (let i = last; i >= 0; i--) {
-    const candidate = idle[i]!;
-    if (candidate.lastBound === stream) {
-      idle[i] = idle[last]!;
-      idle.length = last;
-      return candidate;
-    }
-  }
-  return idle.pop();
-}
-
-/** The handle with the fewest leases, round-robin among equals. */
-function leastLeased<H>(handles: ContextHandles<H>): HandleRecord<H> {
-  const all = handles.all;
-  const start = handles.cursor++ % all.length;
-  let best = all[start]!;
-  for (let i = 1; i < all.length; i++) {
-    const candidate = all[(start + i) % all.length]!;
-    if (candidate.leases < best.leases) best = candidate;
-  }
-  return best;
-}
-
-function remove<T>(list: T[], item: T): void {
-  const index = list.indexOf(item);
-  if (index >= 0) list.splice(index, 1);
-}
-
-function throwCollected(errors: unknown[], message: string): void {
-  if (errors.length === 1) throw errors[0];
-  if (errors.length > 1) throw new AggregateError(errors, message);
-}
-
-function checkBound(name: string, value: number | undefined, minimum: number): void {
-  if (value !== undefined && (!Number.isSafeInteger(value) || value < minimum)) {
-    throw new RangeError(`${name} must be an integer >= ${minimum}, got ${String(value)}`);
-  }
-}
-
-/**
- * Sets the default bound on handles per context for every cache that sets none itself (the
- * library packages' caches, unless configured), checked before anything changes. Idle handles
- * beyond a lowered bound are destroyed.
- * @example configureHandles({ maxHandlesPerContext: 8 });
- */
-export function configureHandles(options: HandleBoundOptions): void {
-  checkBound('configureHandles: maxHandlesPerContext', options.maxHandlesPerContext, 1);
-  if (options.maxHandlesPerContext !== undefined) {
-    registry.maxHandlesPerContext = options.maxHandlesPerContext;
-  }
-  for (const cache of registry.caches) cache.trimToBounds();
-}
-
-/**
- * Warms every live handle cache (cuBLAS, cuSOLVER, cuRAND default generators, yours) on
- * `context`: creates its idle handles up to its bound, ahead of a burst. Returns the handles
- * each cache has, by name.
- */
-export function warmHandles(context: Context = currentContext()): Record<string, number> {
-  const result: Record<string, number> = {};
-  for (const cache of registry.caches) result[cache.name] = cache.warm(undefined, context);
-  return result;
 }

@@ -4,8 +4,10 @@ import { describeLayers } from '@cuda-tasks/testing';
 
 /**
  * The runtime reads bottom-up: the process-wide registry, the priorities, the stream binding,
- * NVTX and the cleanup report; the stream pools; the task-local state; what works on that
- * state (traces, graph capture, the library kit's HandleCache); `task()` itself; the entry.
+ * NVTX, the cleanup report and a handle's graph-owned workspaces; a handle's workspaces, the
+ * handles of a context and their bounds; a handle's record and the view `bind()` hands out;
+ * the stream pools; the task-local state; what works on that state (traces, graph capture,
+ * the library kit's HandleCache); `task()` itself; the entry.
  * It builds on cudadrv's public API and, as the layer the libraries stand on, on its
  * `./internal` (the provider slot, the observer, process state).
  */
@@ -13,7 +15,16 @@ describeLayers({
   name: '@cuda-tasks/task-runtime',
   source: dirname(fileURLToPath(import.meta.url)),
   layers: [
-    ['process-wide.ts', 'priority.ts', 'stream-binding.ts', 'nvtx.ts', 'cleanup.ts'],
+    [
+      'process-wide.ts',
+      'priority.ts',
+      'stream-binding.ts',
+      'nvtx.ts',
+      'cleanup.ts',
+      'capture-workspaces.ts',
+    ],
+    ['handle-workspaces.ts', 'handle-leases.ts'],
+    ['handle-record.ts'],
     ['pool.ts'],
     ['state.ts'],
     ['trace.ts', 'graphs.ts', 'handle-cache.ts'],
