@@ -1,12 +1,17 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
-import { type DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
+import { type DeviceArray, type DType, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
 import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { acquireFfi } from './handle.js';
 import { GEMV } from './routines.js';
 import { scalars } from './scalars.js';
-import { checkGemv, type GemvOptions as GemvScalars, newCheckedGemv } from './validate.js';
+import {
+  checkGemv,
+  type GemvOptions as GemvScalars,
+  newCheckedGemv,
+  type SameDType,
+} from './validate.js';
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
 export interface GemvOptions extends GemvScalars, StreamOption {}
@@ -23,12 +28,12 @@ const checkedGemv = newCheckedGemv();
  * (1-D arrays, or 2-D views with one row or one column) of A's dtype, with op(A)'s column
  * and row counts; y must not share memory with A or x (a CudaArgumentError says so; views of
  * one allocation that touch different elements are fine). Returns `y`.
- * @example gemv(a, x, y, { trans: true }); // y = a^T x
+ * @example gemv(a, x, y, { transA: true }); // y = a^T x
  */
-export function gemv<Y extends DeviceArray>(
-  a: DeviceArray,
-  x: DeviceArray,
-  y: Y,
+export function gemv<A extends DType, X extends DType, Y extends DeviceArray>(
+  a: DeviceArray<A>,
+  x: DeviceArray<X> & SameDType<A, X>,
+  y: Y & SameDType<A, Y['dtype']>,
   options: GemvOptions = NO_OPTIONS,
 ): Y {
   const g = checkGemv('gemv', a, x, y, options, checkedGemv);

@@ -28,6 +28,7 @@ import {
   newCheckedGemmEx,
   newCheckedStridedBatched,
   type ProductOptions,
+  type SameDType,
 } from './validate.js';
 
 /** Options of `gemm`: C = alpha op(A) op(B) + beta C. */
@@ -84,10 +85,10 @@ function operation(transpose: boolean): number {
  * const c = DeviceArray.zeros('float32', [m, n]);
  * gemm(a, b, c, { transB: true, alpha: 2 }); // c = 2 a b^T
  */
-export function gemm<C extends DeviceArray>(
-  a: DeviceArray,
-  b: DeviceArray,
-  c: C,
+export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
+  a: DeviceArray<A>,
+  b: DeviceArray<B> & SameDType<A, B>,
+  c: C & SameDType<A, C['dtype']>,
   options: GemmOptions = NO_OPTIONS,
 ): C {
   const g = checkGemm('gemm', a, b, c, options, checkedGemm);
@@ -189,9 +190,9 @@ export function gemm<C extends DeviceArray>(
  * A new array alpha op(A) op(B) (m x n), allocated from the pool on the stream.
  * @example const c = matmul(a, b); // a: m x k, b: k x n
  */
-export function matmul<D extends DType>(
+export function matmul<D extends DType, B extends DType>(
   a: DeviceArray<D>,
-  b: DeviceArray,
+  b: DeviceArray<B> & SameDType<D, B>,
   options: MatmulOptions = {},
 ): DeviceArray<D> {
   const { dtype, m, n } = checkMatmul('matmul', a, b, options);
@@ -226,10 +227,10 @@ export function matmul<D extends DType>(
  * const c = DeviceArray.empty('float32', [m, n, batch]);
  * gemmStridedBatched(a, b, c);
  */
-export function gemmStridedBatched<C extends DeviceArray>(
-  a: DeviceArray,
-  b: DeviceArray,
-  c: C,
+export function gemmStridedBatched<A extends DType, B extends DType, C extends DeviceArray>(
+  a: DeviceArray<A>,
+  b: DeviceArray<B> & SameDType<A, B>,
+  c: C & SameDType<A, C['dtype']>,
   options: StridedBatchedOptions = NO_OPTIONS,
 ): C {
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options, checkedStridedBatched);

@@ -4,9 +4,9 @@
  * the C type of the host scalars. A wrapper looks its routine up once and has one call site,
  * as CUDA.jl generates its wrappers from a `(fname, elty)` table.
  */
+import type { FloatDType } from '@cuda-tasks/cudadrv';
 import type { CublasBindings } from './ffi/cublas.js';
 import type { ScalarType } from './scalars.js';
-import type { BlasDType } from './validate.js';
 
 /** One precision of a cuBLAS routine. */
 export interface Routine {
@@ -19,7 +19,7 @@ export interface Routine {
 }
 
 /** A routine family: its routine for each dtype. */
-export type RoutineFamily = Readonly<Record<BlasDType, Routine>>;
+export type RoutineFamily = Readonly<Record<FloatDType, Routine>>;
 
 /** The operation name of an entry point: `cublasSgemm_v2` is `cublas.sgemm`. */
 function operationOf(symbol: string): string {
@@ -27,8 +27,8 @@ function operationOf(symbol: string): string {
   return `cublas.${name[0]!.toLowerCase()}${name.slice(1)}`;
 }
 
-function family(symbols: Readonly<Record<BlasDType, keyof CublasBindings>>): RoutineFamily {
-  const routine = (dtype: BlasDType): Routine => ({
+function family(symbols: Readonly<Record<FloatDType, keyof CublasBindings>>): RoutineFamily {
+  const routine = (dtype: FloatDType): Routine => ({
     symbol: symbols[dtype],
     operation: operationOf(symbols[dtype]),
     scalar: dtype,

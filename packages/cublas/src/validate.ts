@@ -12,7 +12,13 @@
  * passes one it reuses on every call, so checking allocates nothing (messages are built only
  * on failure). Without that argument the check fills a new object.
  */
-import { CudaArgumentError, DisposedError, type DType, dtypeBytes } from '@cuda-tasks/cudadrv';
+import {
+  CudaArgumentError,
+  DisposedError,
+  type DType,
+  dtypeBytes,
+  type FloatDType,
+} from '@cuda-tasks/cudadrv';
 import {
   assertApart,
   type Footprint,
@@ -34,8 +40,28 @@ export interface OperandLike {
   readonly buffer: { readonly byteLength: number };
 }
 
-/** The dtypes the S/D routines take. */
-export type BlasDType = 'float32' | 'float64';
+/**
+ * The dtypes the S/D routines take.
+ * @deprecated The same type as `FloatDType` of `@cuda-tasks/cudadrv`, the one name for it;
+ * this alias goes in the next minor release.
+ */
+export type BlasDType = FloatDType;
+
+/**
+ * What a routine's signature adds to an operand of dtype `B` beside the first operand's `A`:
+ * nothing where they agree or either is not known statically (a plain `DeviceArray`), a
+ * property no array has where they differ, so that mixing float32 and float64 operands is a
+ * compile error that names both dtypes. The runtime check stays for untyped callers.
+ */
+export type SameDType<A extends DType, B extends DType> = [DType] extends [A]
+  ? unknown
+  : [DType] extends [B]
+    ? unknown
+    : [A] extends [B]
+      ? [B] extends [A]
+        ? unknown
+        : { 'operands must share one dtype': [A, B] }
+      : { 'operands must share one dtype': [A, B] };
 
 /** The dtypes `gemmEx` takes for A and B. */
 export type GemmExInputDType = 'float16' | 'bfloat16' | 'float32';
@@ -105,7 +131,7 @@ function blasDType(
   first: OperandLike,
   second?: OperandLike,
   third?: OperandLike,
-): BlasDType {
+): FloatDType {
   const dtype = first.dtype;
   if (
     (dtype === 'float32' || dtype === 'float64') &&
@@ -251,6 +277,29 @@ function flagOption(call: string, name: string, value: unknown): boolean {
     fail(call, `${name} must be true or false, got ${JSON.stringify(value)}`);
   }
   return value;
+}
+
+/**
+ * A transpose flag that has a deprecated spelling too (gemv's `trans` for `transA`): either
+ * is taken, and both given must say the same.
+ */
+function renamedFlagOption(
+  call: string,
+  name: string,
+  value: unknown,
+  oldName: string,
+  oldValue: unknown,
+): boolean {
+  const flag = flagOption(call, name, value);
+  if (oldValue === undefined) return flag;
+  const old = flagOption(call, oldName, oldValue);
+  if (value !== undefined && old !== flag) {
+    fail(
+      call,
+      `${name} is ${flag} but ${oldName} (its deprecated spelling) is ${old}: pass ${name} only`,
+    );
+  }
+  return old;
 }
 
 /** A scalar (alpha, beta): a number, or undefined (`fallback`). */
@@ -679,7 +728,7 @@ const NO_OPTIONS: ProductOptions & BatchOptions & GemvOptions = Object.freeze({}
 
 /** A validated gemm: its dtype, dimensions and scalars. */
 export interface CheckedGemm extends GemmShape, ProductScalars {
-  dtype: BlasDType;
+  dtype: FloatDType;
 }
 
 /** A new object for `checkGemm` to fill. */
@@ -706,7 +755,7 @@ export function checkGemm(
 
 /** What `matmul` allocates: the result's dtype and shape. */
 export interface CheckedMatmul {
-  dtype: BlasDType;
+  dtype: FloatDType;
   m: number;
   n: number;
 }
@@ -737,7 +786,7 @@ export function checkMatmul(
 
 /** A validated strided batched gemm. */
 export interface CheckedStridedBatched extends StridedBatchedShape, ProductScalars {
-  dtype: BlasDType;
+  dtype: FloatDType;
 }
 
 /** A new object for `checkStridedBatched` to fill. */
@@ -790,6 +839,12 @@ export function checkGemmEx(
 /** Options of `gemv`. */
 export interface GemvOptions {
   /** Use A^T instead of A (default false). */
+  transA?: boolean;
+  /**
+   * Use A^T instead of A.
+   * @deprecated Spelled `transA` across the libraries; `trans` is still taken (given with
+   * `transA`, both must agree) and goes in the next minor release.
+   */
   trans?: boolean;
   /** Scales A x (default 1). */
   alpha?: number;
@@ -799,7 +854,7 @@ export interface GemvOptions {
 
 /** A validated gemv: A is m x n as stored, x and y are vectors. */
 export interface CheckedGemv {
-  dtype: BlasDType;
+  dtype: FloatDType;
   trans: boolean;
   alpha: number;
   beta: number;
@@ -839,7 +894,7 @@ export function checkGemv(
   assertOperand(call, 'y', y);
   out.dtype = blasDType(call, 'axy', a, x, y);
   assertOptionsObject(call, options);
-  const trans = flagOption(call, 'trans', options.trans);
+  const trans = renamedFlagOption(call, 'transA', options.transA, 'trans', options.trans);
   out.alpha = scalarOption(call, 'alpha', options.alpha, 1);
   out.beta = scalarOption(call, 'beta', options.beta, 0);
   const la = matrixLayout(call, 'a', a, 2, layoutA);
@@ -869,7 +924,7 @@ export function checkGemv(
 
 /** A validated one-vector routine (nrm2, asum, iamax, scal). */
 export interface CheckedVector {
-  dtype: BlasDType;
+  dtype: FloatDType;
   n: number;
   incx: number;
 }
