@@ -36,8 +36,7 @@ const fake = await vi.hoisted(async () => {
       list.push(this.address);
     }
   }
-  class CudaError extends Error {}
-  Object.assign(driver.module, { DeviceBuffer, CudaError, ffiValue: (h: bigint) => Number(h) });
+  Object.assign(driver.module, { DeviceBuffer, ffiValue: (h: bigint) => Number(h) });
   Object.defineProperty(driver.FakeStream.prototype, 'ffiHandle', {
     get(this: { name: string }) {
       return this.name;
@@ -64,7 +63,11 @@ const fake = await vi.hoisted(async () => {
   return { driver, api, calls, DeviceBuffer };
 });
 
-vi.mock('@cuda-tasks/cudadrv', () => fake.driver.module);
+// The error classes and their factory are the real ones: errors.ts builds the library's on them.
+vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => {
+  const { CudaError, libraryErrors } = await importOriginal<typeof import('@cuda-tasks/cudadrv')>();
+  return Object.assign(fake.driver.module, { CudaError, libraryErrors });
+});
 vi.mock('@cuda-tasks/cudadrv/internal', () => fake.driver.module);
 vi.mock('./ffi/cublas.js', async (importOriginal) => ({
   ...(await importOriginal<typeof import('./ffi/cublas.js')>()),

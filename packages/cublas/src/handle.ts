@@ -12,6 +12,8 @@ import {
   type Context,
   CudaArgumentError,
   type DeviceBuffer,
+  packageOf,
+  processState,
   resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
@@ -51,15 +53,18 @@ interface CublasState {
   generation: number;
 }
 
-const STATE_KEY = Symbol.for('@cuda-tasks/cublas/state@2');
 // Process-wide: a second loaded copy of this package shares the handles and settings.
-const state: CublasState = ((globalThis as any)[STATE_KEY] ??= {
-  cache: undefined,
-  handles: new Map(),
-  workspaceBytes: DEFAULT_WORKSPACE_BYTES,
-  mathMode: 'default',
-  generation: 0,
-} satisfies CublasState);
+const state: CublasState = processState(
+  packageOf(import.meta.url, '@cuda-tasks/cublas'),
+  'handles',
+  (): CublasState => ({
+    cache: undefined,
+    handles: new Map(),
+    workspaceBytes: DEFAULT_WORKSPACE_BYTES,
+    mathMode: 'default',
+    generation: 0,
+  }),
+);
 
 function mathModeValue(mode: MathMode): number {
   return mode === 'tf32' ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;

@@ -10,7 +10,7 @@
  * the (handle, stream) pair's, as every cuBLAS routine does. Where the heuristic finds no
  * algorithm, the plan says so and `gemm` calls cublasSgemm / cublasDgemm instead.
  */
-import type { Context } from '@cuda-tasks/cudadrv';
+import { type Context, packageOf, processState } from '@cuda-tasks/cudadrv';
 import { koffi } from '@cuda-tasks/cudadrv/ffi';
 import { ffiValue } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
@@ -79,13 +79,17 @@ interface LtState {
   built: number;
 }
 
-const STATE_KEY = Symbol.for('@cuda-tasks/cublas/lt');
-const state: LtState = ((globalThis as any)[STATE_KEY] ??= {
-  backend: process.env.CUDA_TASKS_CUBLASLT === '0' ? 'cublas' : 'cublaslt',
-  contexts: new Map(),
-  last: undefined,
-  built: 0,
-} satisfies LtState);
+// Process-wide: a second loaded copy of this package shares the backend and the plans.
+const state: LtState = processState(
+  packageOf(import.meta.url, '@cuda-tasks/cublas'),
+  'lt',
+  (): LtState => ({
+    backend: process.env.CUDA_TASKS_CUBLASLT === '0' ? 'cublas' : 'cublaslt',
+    contexts: new Map(),
+    last: undefined,
+    built: 0,
+  }),
+);
 
 /**
  * Chooses the library behind float32 and float64 `gemm` (and `matmul`): 'cublaslt' (the

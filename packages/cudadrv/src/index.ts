@@ -46,14 +46,6 @@ export {
 } from './errors.js';
 export { type BufferAccess, StreamCapture } from './graph/capture.js';
 export { Graph } from './graph/graph.js';
-export {
-  type LibraryErrorClass,
-  type LibraryErrors,
-  type LibraryStatusTable,
-  libraryErrors,
-  type MadeErrorClass,
-  type OwnErrorClass,
-} from './library-errors.js';
 export { Kernel, type KernelArgument, type KernelParameter } from './kernel/kernel.js';
 export { type Dim3, type LaunchConfig, launch, launchOn } from './kernel/launch.js';
 export {
@@ -63,6 +55,14 @@ export {
   Module,
   ModuleLoadError,
 } from './kernel/module.js';
+export {
+  type LibraryErrorClass,
+  type LibraryErrors,
+  type LibraryStatusTable,
+  libraryErrors,
+  type MadeErrorClass,
+  type OwnErrorClass,
+} from './library-errors.js';
 export { DeviceArray, type Shape } from './memory/array.js';
 export { DeviceBuffer, type StreamOption } from './memory/memory.js';
 export {

@@ -1,4 +1,4 @@
-import { CudaError, markErrorClass } from '@cuda-tasks/cudadrv';
+import { CudaError, libraryErrors, markErrorClass } from '@cuda-tasks/cudadrv';
 import { cusolverStatus } from './ffi/cusolver.js';
 
 /** What each cusolverStatus_t means, for error messages (from the cuSOLVER documentation). */
@@ -18,11 +18,6 @@ const STATUS_MESSAGES: Readonly<Record<string, string>> = {
   CUSOLVER_STATUS_INVALID_LICENSE: 'the cuSOLVER license is invalid',
   CUSOLVER_STATUS_INVALID_WORKSPACE: 'the workspace is invalid (too small or misaligned)',
 };
-
-/** The symbolic name of a cusolverStatus_t value (`CUSOLVER_STATUS_<n>` for unknown values). */
-export function statusName(status: number): string {
-  return cusolverStatus[status] ?? `CUSOLVER_STATUS_${status}`;
-}
 
 /**
  * A failed cuSOLVER call. For a returned cusolverStatus_t, `code` is that status and `info`
@@ -92,19 +87,28 @@ export class NotPositiveDefiniteError extends CusolverError {
   }
 }
 
+const errors = libraryErrors({
+  library: 'cuSOLVER',
+  errorClass: CusolverError,
+  statuses: cusolverStatus,
+  unknownPrefix: 'CUSOLVER_STATUS_',
+  messages: STATUS_MESSAGES,
+});
+
+/** The symbolic name of a cusolverStatus_t value (`CUSOLVER_STATUS_<n>` for unknown values). */
+export const statusName: (status: number) => string = errors.statusName;
+
+/** What a cusolverStatus_t means (from the cuSOLVER documentation). */
+export const statusMessage: (status: number) => string = errors.statusMessage;
+
 /**
  * Turns a cusolverStatus_t into a CusolverError naming the call.
  * @example check(cusolver().cusolverDnCreate(out), 'cusolverDnCreate');
  */
-export function check(status: number, call: string): void {
-  if (status !== 0) throw cusolverError(status, call);
-}
+export const check: (status: number, call: string) => void = errors.check;
 
 /** The CusolverError for a non-zero cusolverStatus_t (see `check`). */
-export function cusolverError(status: number, call: string): CusolverError {
-  const name = statusName(status);
-  return new CusolverError(status, name, call, STATUS_MESSAGES[name] ?? 'unknown cuSOLVER status');
-}
+export const cusolverError: (status: number, call: string) => CusolverError = errors.error;
 
 /** What a positive devInfo means for a routine. */
 export type InfoCondition = 'singular' | 'notPositiveDefinite' | 'noConvergence';

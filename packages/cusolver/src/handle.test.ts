@@ -18,8 +18,6 @@ const fake = await vi.hoisted(async () => {
       return 0;
     },
   };
-  class CudaError extends Error {}
-  Object.assign(driver.module, { CudaError });
   Object.defineProperty(driver.FakeStream.prototype, 'handle', {
     get(this: { name: string }) {
       return this.name;
@@ -28,7 +26,11 @@ const fake = await vi.hoisted(async () => {
   return { driver, api, calls };
 });
 
-vi.mock('@cuda-tasks/cudadrv', () => fake.driver.module);
+// The error classes and their factory are the real ones: errors.ts builds the library's on them.
+vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => {
+  const { CudaError, libraryErrors } = await importOriginal<typeof import('@cuda-tasks/cudadrv')>();
+  return Object.assign(fake.driver.module, { CudaError, libraryErrors });
+});
 vi.mock('@cuda-tasks/cudadrv/internal', () => fake.driver.module);
 vi.mock('./ffi/cusolver.js', async (importOriginal) => ({
   ...(await importOriginal<typeof import('./ffi/cusolver.js')>()),

@@ -1,9 +1,7 @@
-import { resolveStream, type Stream } from '@cuda-tasks/cudadrv';
+import { packageOf, processState, resolveStream, type Stream } from '@cuda-tasks/cudadrv';
 import { HandleCache } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import { cusolver } from './ffi/cusolver.js';
-
-const CACHE_KEY = Symbol.for('@cuda-tasks/cusolver/handles');
 
 /**
  * What is specific to cuSOLVER; the task runtime's HandleCache does the rest (a lease per task
@@ -30,10 +28,14 @@ function createCache(): HandleCache<bigint> {
 }
 
 /**
- * The cusolverDn handles of this process, one lease per task and context (kept on
- * `globalThis` so that two loaded copies of this package share them).
+ * The cusolverDn handles of this process, one lease per task and context (process-wide state,
+ * so that two loaded copies of this package share them).
  */
-export const handles: HandleCache<bigint> = ((globalThis as any)[CACHE_KEY] ??= createCache());
+export const handles: HandleCache<bigint> = processState(
+  packageOf(import.meta.url, '@cuda-tasks/cusolver'),
+  'handles',
+  createCache,
+);
 
 /**
  * The current task's cusolverDn handle for the stream's context, bound to `stream` (default:

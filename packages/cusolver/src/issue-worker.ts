@@ -28,7 +28,7 @@
  * the native stream is kept (leaked, with a process warning) instead of destroyed.
  */
 import { Worker } from 'node:worker_threads';
-import { check as checkDriver, type Stream } from '@cuda-tasks/cudadrv';
+import { check as checkDriver, packageOf, processState, type Stream } from '@cuda-tasks/cudadrv';
 import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { handles } from './handle.js';
@@ -103,22 +103,25 @@ interface WorkerState {
   unlisten: (() => void) | undefined;
 }
 
-const STATE_KEY = Symbol.for('@cuda-tasks/cusolver/issue-worker');
 // Process-wide, so that two loaded copies of this package share one worker.
-const state: WorkerState = ((globalThis as any)[STATE_KEY] ??= {
-  threshold: DEFAULT_ISSUE_WORKER_THRESHOLD,
-  worker: undefined,
-  state: 'stopped',
-  started: undefined,
-  failure: undefined,
-  pending: new Map(),
-  nextId: 1,
-  offThread: 0,
-  inline: 0,
-  streams: new WeakSet(),
-  kept: new WeakSet(),
-  unlisten: undefined,
-} satisfies WorkerState);
+const state: WorkerState = processState(
+  packageOf(import.meta.url, '@cuda-tasks/cusolver'),
+  'issue-worker',
+  (): WorkerState => ({
+    threshold: DEFAULT_ISSUE_WORKER_THRESHOLD,
+    worker: undefined,
+    state: 'stopped',
+    started: undefined,
+    failure: undefined,
+    pending: new Map(),
+    nextId: 1,
+    offThread: 0,
+    inline: 0,
+    streams: new WeakSet(),
+    kept: new WeakSet(),
+    unlisten: undefined,
+  }),
+);
 // A state made by an older loaded copy of this package lacks these.
 state.streams ??= new WeakSet();
 state.kept ??= new WeakSet();

@@ -1,9 +1,16 @@
 /**
  * Compiling generated sources once: per (source, NVRTC version, device architecture) a cubin,
- * kept in memory and in the on-disk cache, and per context one loaded module. Process-wide
- * state lives on `globalThis`, so two loaded copies of this package share one cache.
+ * kept in memory and in the on-disk cache, and per context one loaded module. The cache is
+ * process-wide state (cudadrv's `processState`), so two loaded copies of this package share it.
  */
-import { type Context, CudaArgumentError, compileToCubin, Module } from '@cuda-tasks/cudadrv';
+import {
+  type Context,
+  CudaArgumentError,
+  compileToCubin,
+  Module,
+  packageOf,
+  processState,
+} from '@cuda-tasks/cudadrv';
 import { nvrtc } from '@cuda-tasks/cudadrv/ffi';
 import {
   clearCacheFolder,
@@ -48,17 +55,20 @@ interface CacheState {
   architectures: WeakMap<Context, string>;
 }
 
-const STATE_KEY = Symbol.for('@cuda-tasks/kernels/cache@1');
-const state: CacheState = ((globalThis as any)[STATE_KEY] ??= {
-  directory: undefined,
-  cubins: new Map(),
-  modules: new Map(),
-  retained: [],
-  generation: 0,
-  statistics: emptyStatistics(),
-  compilerVersion: undefined,
-  architectures: new WeakMap(),
-} satisfies CacheState);
+const state: CacheState = processState(
+  packageOf(import.meta.url, '@cuda-tasks/kernels'),
+  'cache',
+  (): CacheState => ({
+    directory: undefined,
+    cubins: new Map(),
+    modules: new Map(),
+    retained: [],
+    generation: 0,
+    statistics: emptyStatistics(),
+    compilerVersion: undefined,
+    architectures: new WeakMap(),
+  }),
+);
 
 function emptyStatistics(): KernelCacheStatistics {
   return {

@@ -47,6 +47,7 @@ import {
 } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { packageOf, processState } from '@cuda-tasks/cudadrv';
 
 /** The environment variable naming the cache folder (`0`, `off`, `false` or `none`: no disk cache). */
 export const CACHE_ENVIRONMENT_VARIABLE = 'CUDA_TASKS_KERNEL_CACHE';
@@ -146,8 +147,12 @@ class Refused extends Error {
   }
 }
 
-const WARNED_KEY = Symbol.for('@cuda-tasks/kernels/cache-warnings@1');
-const warned: Set<KernelCacheRefusal> = ((globalThis as any)[WARNED_KEY] ??= new Set());
+// Process-wide: each reason is warned about once, also across loaded copies of this package.
+const warned: Set<KernelCacheRefusal> = processState(
+  packageOf(import.meta.url, '@cuda-tasks/kernels'),
+  'cache-warnings',
+  () => new Set<KernelCacheRefusal>(),
+);
 
 function warnOnce(refusal: Refused): void {
   if (warned.has(refusal.reason)) return;

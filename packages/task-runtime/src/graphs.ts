@@ -1,6 +1,7 @@
 import { type Context, CudaArgumentError, Graph, StreamCapture } from '@cuda-tasks/cudadrv';
 import { acquireExclusiveStream, releaseStream } from './pool.js';
 import { streamPriority } from './priority.js';
+import { processWide } from './process-wide.js';
 import { currentFrame, device, enterFrame, streamFrame } from './state.js';
 
 /** Options for `capture`. */
@@ -181,9 +182,8 @@ function disposeWhenCaptured(entry: CacheEntry): void {
     );
 }
 
-const CACHE_KEY = Symbol.for('@cuda-tasks/task-runtime/graph-cache');
 // Process-wide: a second loaded copy of this package shares the cache.
-const sharedCache: GraphCache = ((globalThis as any)[CACHE_KEY] ??= new GraphCache());
+const sharedCache: GraphCache = processWide('graph-cache', () => new GraphCache());
 
 /**
  * `capture(fn)` once per `key` and device, from a process-wide `GraphCache`: the first call

@@ -1,42 +1,34 @@
-import { CudaError, markErrorClass } from '@cuda-tasks/cudadrv';
+import { type CudaError, libraryErrors } from '@cuda-tasks/cudadrv';
 import { cufftResult, cufftResultDescriptions } from './ffi.js';
 
-/** The symbolic name of a `cufftResult`, e.g. `CUFFT_INVALID_SIZE` for 8. */
-export function statusName(status: number): string {
-  return cufftResult[status] ?? `CUFFT_STATUS_${status}`;
-}
+// The error module from the status table, with cudadrv's factory, as the library packages do.
+const errors = libraryErrors({
+  library: 'cuFFT',
+  className: 'CufftError',
+  markerKey: '@cuda-tasks/examples/CufftError',
+  statuses: cufftResult,
+  unknownPrefix: 'CUFFT_STATUS_',
+  messages: cufftResultDescriptions,
+});
 
 /**
  * A cuFFT call returned something other than `CUFFT_SUCCESS`: `code` is the `cufftResult`,
  * `status` its name, `call` the function. It extends `CudaError` like the library errors of
- * this repository, so one `CudaError.isInstance` check catches them all.
+ * this repository, so one `CudaError.isInstance` check catches them all;
+ * `CufftError.isInstance(error)` is true also for one from another loaded copy of this module.
  */
-export class CufftError extends CudaError {
-  /** True for any CufftError, also one from another loaded copy of this module. */
-  static override readonly isInstance = markErrorClass(
-    CufftError,
-    '@cuda-tasks/examples/CufftError',
-  );
-  constructor(code: number, status: string, call: string, message: string) {
-    super(code, status, call, message);
-    this.name = 'CufftError';
-  }
-}
+export const CufftError = errors.ErrorClass;
+/** A failed cuFFT call (see the `CufftError` class). */
+export type CufftError = CudaError;
+
+/** The symbolic name of a `cufftResult`, e.g. `CUFFT_INVALID_SIZE` for 8. */
+export const statusName: (status: number) => string = errors.statusName;
 
 /** The CufftError for a failed call (see `check`). */
-export function cufftError(status: number, call: string): CufftError {
-  return new CufftError(
-    status,
-    statusName(status),
-    call,
-    cufftResultDescriptions[status] ?? 'unknown cuFFT status',
-  );
-}
+export const cufftError: (status: number, call: string) => CufftError = errors.error;
 
 /**
  * Throws a CufftError naming `call` unless `status` is `CUFFT_SUCCESS`.
  * @example check(cufft().cufftDestroy(plan), 'cufftDestroy');
  */
-export function check(status: number, call: string): void {
-  if (status !== 0) throw cufftError(status, call);
-}
+export const check: (status: number, call: string) => void = errors.check;

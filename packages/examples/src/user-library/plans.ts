@@ -12,6 +12,7 @@
  * (type, n, batch). Plans are made without a work area of their own
  * (cufftSetAutoAllocation(plan, 0)): the kit gives each (plan, stream) pair one.
  */
+import { packageOf, processState } from '@cuda-tasks/cudadrv';
 import { HandleCache } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import { CUFFT_C2C, CUFFT_R2C, cufft } from './ffi.js';
@@ -38,13 +39,12 @@ export const MAX_IDLE_PLANS = 32;
 
 type Caches = Record<TransformType, Map<number, Map<number, HandleCache<Plan>>>>;
 
-const CACHES_KEY = Symbol.for('@cuda-tasks/examples/user-library/plans@2');
-
 // Process-wide: two loaded copies of this module share the plans.
-const caches: Caches = ((globalThis as any)[CACHES_KEY] ??= {
-  c2c: new Map(),
-  r2c: new Map(),
-});
+const caches: Caches = processState(
+  packageOf(import.meta.url, '@cuda-tasks/examples'),
+  'user-library/plans',
+  (): Caches => ({ c2c: new Map(), r2c: new Map() }),
+);
 
 /** The statistics key of a cache, e.g. `c2c:256x4`. */
 export function planKey(type: TransformType, n: number, batch: number): string {

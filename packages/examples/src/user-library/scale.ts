@@ -9,6 +9,8 @@ import {
   type Kernel,
   launch,
   Module,
+  packageOf,
+  processState,
   resolveStream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -30,8 +32,12 @@ extern "C" __global__ void scale_complex(ComplexFloat *data, float factor,
 }
 `;
 
-const KERNELS_KEY = Symbol.for('@cuda-tasks/examples/user-library/scale-kernels');
-const kernels: Map<Context, Kernel> = ((globalThis as any)[KERNELS_KEY] ??= new Map());
+// Process-wide: two loaded copies of this module share the compiled kernels.
+const kernels: Map<Context, Kernel> = processState(
+  packageOf(import.meta.url, '@cuda-tasks/examples'),
+  'user-library/scale-kernels',
+  () => new Map<Context, Kernel>(),
+);
 
 /** The kernel for `context`, compiled on first use (tens of milliseconds, once). */
 function scaleKernel(context: Context): Kernel {
