@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { CudaError } from '@cuda-tasks/cudadrv';
 import { findCudaHeader } from '@cuda-tasks/testing';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { CublasError, check, cublasError, statusMessage, statusName } from './errors.js';
 import {
   CUBLAS_COMPUTE_32F,
@@ -85,6 +85,37 @@ describe('check', () => {
       call: 'cublasDgemm_v2',
     });
     expect(cublasError(15, 'cublasGemmEx').status).toBe('CUBLAS_STATUS_NOT_SUPPORTED');
+  });
+});
+
+describe('the error module without the library loaded', () => {
+  it('names and describes every status of the table, in the message check throws', () => {
+    for (const [name, code] of Object.entries(cublasStatus)) {
+      if (code === 0) continue;
+      expect(statusName(code)).toBe(name);
+      const message = statusMessage(code);
+      expect(message).not.toBe('unknown cuBLAS status');
+      expect(() => check(code, 'cublasCall')).toThrow(
+        new CublasError(code, name, 'cublasCall', message),
+      );
+      expect(cublasError(code, 'cublasCall').message).toBe(
+        `cublasCall failed: ${name} (${code}): ${message}`,
+      );
+    }
+  });
+
+  it('CublasError of a second loaded copy of this package is recognized both ways', async () => {
+    vi.resetModules();
+    const second = await import('./errors.js');
+    expect(second.CublasError).not.toBe(CublasError);
+    const theirs = second.cublasError(13, 'cublasDgemm_v2');
+    const ours = cublasError(13, 'cublasDgemm_v2');
+    expect(theirs).not.toBeInstanceOf(CublasError);
+    expect(CublasError.isInstance(theirs)).toBe(true);
+    expect(second.CublasError.isInstance(ours)).toBe(true);
+    expect(CudaError.isInstance(theirs)).toBe(true);
+    expect(theirs.name).toBe('CublasError');
+    expect(second.CublasError.name).toBe('CublasError');
   });
 });
 

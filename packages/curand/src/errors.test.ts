@@ -1,7 +1,7 @@
 import { CudaError } from '@cuda-tasks/cudadrv';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { CurandError, check, curandError, statusName } from './errors.js';
-import { curandStatus } from './ffi/curand.js';
+import { curandStatus, curandStatusDescriptions } from './ffi/curand.js';
 
 describe('cuRAND statuses', () => {
   it('names every status of curand.h', () => {
@@ -51,5 +51,36 @@ describe('cuRAND statuses', () => {
   it('explains a pre-existing failure as an earlier CUDA error', () => {
     expect(curandError(202, 'curandGenerate').message).toMatch(/earlier asynchronous CUDA error/);
     expect(curandError(7777, 'curandGenerate').message).toMatch(/unknown cuRAND status/);
+  });
+});
+
+describe('the error module', () => {
+  it("each message is curand.h's description, with the cause for a launch or earlier failure", () => {
+    for (const [name, code] of Object.entries(curandStatus)) {
+      const description = curandStatusDescriptions[code]!;
+      const message = curandError(code, 'curandCall').message;
+      expect(message.startsWith(`curandCall failed: ${name} (${code}): ${description}`)).toBe(true);
+      const cause = message.slice(`curandCall failed: ${name} (${code}): ${description}`.length);
+      if (name === 'CURAND_STATUS_LAUNCH_FAILURE') {
+        expect(cause).toBe(': the generator kernel could not be launched on the stream');
+      } else if (name === 'CURAND_STATUS_PREEXISTING_FAILURE') {
+        expect(cause).toMatch(
+          /^: an earlier asynchronous CUDA error .* the failure is not cuRAND's$/,
+        );
+      } else {
+        expect(cause).toBe('');
+      }
+    }
+  });
+
+  it('CurandError of a second loaded copy of this package is recognized both ways', async () => {
+    vi.resetModules();
+    const second = await import('./errors.js');
+    expect(second.CurandError).not.toBe(CurandError);
+    const theirs = second.curandError(105, 'curandGenerateNormal');
+    expect(theirs).not.toBeInstanceOf(CurandError);
+    expect(CurandError.isInstance(theirs)).toBe(true);
+    expect(second.CurandError.isInstance(curandError(105, 'x'))).toBe(true);
+    expect(CudaError.isInstance(theirs)).toBe(true);
   });
 });

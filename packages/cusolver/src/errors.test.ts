@@ -9,6 +9,7 @@ import {
   infoError,
   NotPositiveDefiniteError,
   SingularMatrixError,
+  statusMessage,
   statusName,
 } from './errors.js';
 import { cusolverStatus } from './ffi/cusolver.js';
@@ -54,6 +55,24 @@ describe('cuSOLVER status mapping', () => {
     }
     expect(Object.keys(fromHeader).length).toBeGreaterThan(20);
     expect({ ...cusolverStatus }).toEqual(fromHeader);
+  });
+});
+
+describe('the error module', () => {
+  it('names every status of the table and throws CusolverError, not a subclass, for it', () => {
+    for (const [code, name] of Object.entries(cusolverStatus).map(
+      ([c, n]) => [Number(c), n] as const,
+    )) {
+      if (code === 0) continue;
+      expect(statusName(code)).toBe(name);
+      const error = cusolverError(code, 'cusolverDnCall');
+      expect(error.constructor).toBe(CusolverError);
+      expect(error.message).toBe(
+        `cusolverDnCall failed: ${name} (${code}): ${statusMessage(code)}`,
+      );
+    }
+    expect(statusMessage(3)).toBe('an unsupported value or parameter was passed to the function');
+    expect(statusMessage(12)).toBe('unknown cuSOLVER status');
   });
 });
 
