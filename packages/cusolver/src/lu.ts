@@ -13,8 +13,8 @@ import {
   assertOptions,
   assertPivots,
   assertSquare,
-  booleanOption,
   matrixLayout,
+  renamedBooleanOption,
   rightHandSideLayout,
   type SolverDType,
 } from './validate.js';
@@ -42,6 +42,12 @@ export interface LuOptions extends StreamOption, StatusOption {}
 /** Options for `luSolve`. */
 export interface LuSolveOptions extends StreamOption {
   /** Solve A^T X = B instead of A X = B (default false). */
+  transA?: boolean;
+  /**
+   * Solve A^T X = B instead of A X = B.
+   * @deprecated Spelled `transA` across the libraries; `transpose` is still taken (given with
+   * `transA`, both must agree) and goes in the next minor release.
+   */
   transpose?: boolean;
 }
 
@@ -122,7 +128,7 @@ export async function lu<D extends SolverDType>(
  * @example
  * const factorization = await lu(a);
  * const x1 = luSolve(factorization, b1);
- * const x2 = luSolve(factorization, b2, { transpose: true });
+ * const x2 = luSolve(factorization, b2, { transA: true }); // A^T X = B
  */
 export function luSolve<D extends SolverDType>(
   factorization: LuFactorization<D>,
@@ -140,7 +146,7 @@ export function luSolve<D extends SolverDType>(
   assertPivots(factorization.pivots, n, 'luSolve');
   const right = rightHandSideLayout(b, factorization.lu, n, 'luSolve', 'lu');
   assertOptions(options, 'luSolve');
-  const transpose = booleanOption(options, 'transpose', 'luSolve');
+  const transpose = renamedBooleanOption(options, 'transA', 'transpose', 'luSolve');
   const stream = resolveStream(options.stream);
   assertOnStream('luSolve', 'lu', factorization.lu, stream);
   assertOnStream('luSolve', 'pivots', factorization.pivots, stream);

@@ -8,11 +8,21 @@
  * and the inputs are copied (on the stream, before any routine writes) where cuSOLVER would
  * overwrite them. Inputs may share memory with each other (a b that is a column of a).
  */
-import { CudaArgumentError, DeviceArray, DisposedError, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  CudaArgumentError,
+  DeviceArray,
+  DisposedError,
+  type FloatDType,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
 import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 
-/** The element types the cuSOLVER API here supports. */
-export type SolverDType = 'float32' | 'float64';
+/**
+ * The element types the cuSOLVER API here supports.
+ * @deprecated The same type as `FloatDType` of `@cuda-tasks/cudadrv`, the one name for it;
+ * this alias goes in the next minor release.
+ */
+export type SolverDType = FloatDType;
 
 /** Largest value of a C `int` (cuSOLVER's dimensions and leading dimensions). */
 export const INT_MAX = 2147483647;
@@ -172,6 +182,27 @@ export function booleanOption(options: object, name: string, call: string): bool
     );
   }
   return value;
+}
+
+/**
+ * A boolean option that has a deprecated spelling too (luSolve's `transpose` for `transA`):
+ * either is taken, and both given must say the same.
+ */
+export function renamedBooleanOption(
+  options: object,
+  name: string,
+  oldName: string,
+  call: string,
+): boolean {
+  const value = booleanOption(options, name, call);
+  if ((options as Record<string, unknown>)[oldName] === undefined) return value;
+  const old = booleanOption(options, oldName, call);
+  if ((options as Record<string, unknown>)[name] !== undefined && old !== value) {
+    throw new CudaArgumentError(
+      `${call}: option ${name} is ${value} but ${oldName} (its deprecated spelling) is ${old}: pass ${name} only`,
+    );
+  }
+  return old;
 }
 
 /**
