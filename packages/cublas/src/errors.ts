@@ -1,4 +1,4 @@
-import { type CudaError, libraryErrors } from '@cuda-tasks/cudadrv';
+import { type CudaError, type LibraryErrorClass, libraryErrors } from '@cuda-tasks/cudadrv';
 import { cublasIfLoaded, cublasStatus } from './ffi/cublas.js';
 
 /** What each status means, after the cuBLAS documentation (fallback for cublasGetStatusString). */
@@ -44,7 +44,7 @@ const errors = libraryErrors({
  *   if (CublasError.isInstance(error)) console.log(error.status, error.call);
  * }
  */
-export const CublasError = errors.ErrorClass;
+export const CublasError: LibraryErrorClass<CudaError> = errors.ErrorClass;
 /** A failed cuBLAS call (see the `CublasError` class). */
 export type CublasError = CudaError;
 

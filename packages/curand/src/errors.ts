@@ -1,4 +1,4 @@
-import { type CudaError, libraryErrors } from '@cuda-tasks/cudadrv';
+import { type CudaError, type LibraryErrorClass, libraryErrors } from '@cuda-tasks/cudadrv';
 import { curandStatus, curandStatusDescriptions } from './ffi/curand.js';
 
 /** The descriptions of curand.h, with where the failure comes from for two of them. */
@@ -24,7 +24,7 @@ const errors = libraryErrors({
  * `CurandError.isInstance(error)` is true also for one thrown by another loaded copy of this
  * package.
  */
-export const CurandError = errors.ErrorClass;
+export const CurandError: LibraryErrorClass<CudaError> = errors.ErrorClass;
 /** A failed cuRAND call (see the `CurandError` class). */
 export type CurandError = CudaError;
 

@@ -1,4 +1,4 @@
-import { type CudaError, libraryErrors } from '@cuda-tasks/cudadrv';
+import { type CudaError, type LibraryErrorClass, libraryErrors } from '@cuda-tasks/cudadrv';
 import { cufftResult, cufftResultDescriptions } from './ffi.js';
 
 // The error module from the status table, with cudadrv's factory, as the library packages do.
@@ -17,7 +17,7 @@ const errors = libraryErrors({
  * this repository, so one `CudaError.isInstance` check catches them all;
  * `CufftError.isInstance(error)` is true also for one from another loaded copy of this module.
  */
-export const CufftError = errors.ErrorClass;
+export const CufftError: LibraryErrorClass<CudaError> = errors.ErrorClass;
 /** A failed cuFFT call (see the `CufftError` class). */
 export type CufftError = CudaError;
 
