@@ -9,6 +9,7 @@ import {
   DeviceBuffer,
   DisposedError,
   type DType,
+  type FloatDType,
   resolveStream,
   type Stream,
   type StreamOption,
@@ -39,8 +40,9 @@ import {
   toUint64,
 } from './validation.js';
 
-/** The floating-point dtypes that uniform, normal and log-normal generation fill. */
-export type FloatDType = 'float32' | 'float64';
+// The floating-point dtypes uniform, normal and log-normal generation fill: cudadrv's type,
+// re-exported from this package's entry for its users.
+export type { FloatDType };
 
 /** Options for `new Generator(...)`. */
 export interface GeneratorOptions {

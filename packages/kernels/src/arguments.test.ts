@@ -159,7 +159,7 @@ describe('reductions', () => {
       /output y must be float32, got float64/,
     );
     argumentError(
-      () => mean(hostOnlyArray('int32', [4]), { out: hostOnlyArray('int32', [1]) }),
+      () => mean(hostOnlyArray('int32', [4]), { out: hostOnlyArray('int32', [1]) as never }),
       /must be float64, got int32/,
     );
     argumentError(() => argmax(f32([4]), { out: f32([1]) as never }), /must be int32/);

@@ -49,6 +49,7 @@ export {
 export {
   argmax,
   argmin,
+  type MeanDType,
   max,
   mean,
   min,

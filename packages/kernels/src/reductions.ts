@@ -145,9 +145,15 @@ export function sum<D extends DType>(
   return reduce('sum', x, options) as DeviceArray<D>;
 }
 
+/** The dtype of the mean of `D`: int32's is float64, a float's its own. */
+export type MeanDType<D extends DType> = D extends 'int32' ? 'float64' : D;
+
 /** The mean (see `sum`); int32 gives float64. An empty input gives NaN. */
-export function mean(x: DeviceArray, options?: ReduceOptions): DeviceArray {
-  return reduce('mean', x, options);
+export function mean<D extends DType>(
+  x: DeviceArray<D>,
+  options?: ReduceOptions<MeanDType<D>>,
+): DeviceArray<MeanDType<D>> {
+  return reduce('mean', x, options) as DeviceArray<MeanDType<D>>;
 }
 
 /** The largest element (see `sum` for `axis`); NaN if any is NaN. Refuses an empty input. */
