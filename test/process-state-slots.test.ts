@@ -14,10 +14,6 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const ALLOWED: Readonly<Record<string, string>> = {
   'packages/cudadrv/src/process-state.ts': 'the registry itself',
   'packages/testing/src/fake-driver.ts': "the test double of cudadrv's processState",
-  'packages/curand/src/seeds.ts':
-    'temporary: curand generator files are being rewritten in a change that moves this slot to processState',
-  'packages/curand/src/random.ts':
-    'temporary: curand generator files are being rewritten in a change that moves this slot to processState',
 };
 
 /** Indexing `globalThis` (also through a cast), aliasing it, or defining on it. */

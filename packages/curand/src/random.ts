@@ -8,9 +8,13 @@ import {
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { type FloatDType, Generator } from './generator.js';
+import { curandState } from './process.js';
 import { checkNormalParameters, checkShape, FLOATING_DTYPES } from './validation.js';
 
-const DEFAULT_KEY = Symbol.for('@cuda-tasks/curand/default-generator');
+// Process-wide: one task-default view for every loaded copy of a compatible version.
+const defaults = curandState<{ generator: Generator | undefined }>('default-generator', () => ({
+  generator: undefined,
+}));
 
 /**
  * The current task's default generator, as a `Generator`: each call on it uses the generator
@@ -25,7 +29,7 @@ const DEFAULT_KEY = Symbol.for('@cuda-tasks/curand/default-generator');
  * });
  */
 export function defaultGenerator(): Generator {
-  return ((globalThis as any)[DEFAULT_KEY] ??= Generator.taskDefault());
+  return (defaults.generator ??= Generator.taskDefault());
 }
 
 /** Options of `rand`. */

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { curandState } from './process.js';
 import { toUint64 } from './validation.js';
 
 const MASK_64 = (1n << 64n) - 1n;
@@ -33,13 +34,12 @@ function randomSeed(): bigint {
   return randomBytes(8).readBigUInt64LE(0);
 }
 
-const SEED_KEY = Symbol.for('@cuda-tasks/curand/seeds');
-// Process-wide, shared by every loaded copy of this package.
-const state: SeedState = ((globalThis as any)[SEED_KEY] ??= {
+// Process-wide, shared by every loaded copy of a compatible version of this package.
+const state: SeedState = curandState<SeedState>('seeds', () => ({
   base: randomSeed(),
   next: 0,
   epoch: 0,
-});
+}));
 
 /**
  * Restarts the process's seed sequence, from which every task's default generator (and every
