@@ -10,7 +10,7 @@
  * the (handle, stream) pair's, as every cuBLAS routine does. Where the heuristic finds no
  * algorithm, the plan says so and `gemm` calls cublasSgemm / cublasDgemm instead.
  */
-import { type Context, packageOf, processState } from '@cuda-tasks/cudadrv';
+import { type Context, CudaArgumentError, packageOf, processState } from '@cuda-tasks/cudadrv';
 import { koffi } from '@cuda-tasks/cudadrv/ffi';
 import { ffiValue } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
@@ -101,7 +101,7 @@ const state: LtState = processState(
  */
 export function setGemmBackend(backend: GemmBackend): void {
   if (backend !== 'cublaslt' && backend !== 'cublas') {
-    throw new TypeError(
+    throw new CudaArgumentError(
       `setGemmBackend: backend must be 'cublaslt' or 'cublas', got ${JSON.stringify(backend)}`,
     );
   }
