@@ -1,5 +1,10 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
-import { type DeviceArray, type DType, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
+import {
+  type DeviceArray,
+  type DType,
+  resolveStream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
 import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
