@@ -1,3 +1,4 @@
+import { CudaArgumentError } from '@cuda-tasks/cudadrv';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   DEFAULT_ISSUE_WORKER_THRESHOLD,
@@ -23,7 +24,7 @@ describe('the issue worker threshold', () => {
 
   it('takes only a number >= 0, and names what it got', () => {
     for (const bad of [-1, Number.NaN, '512', undefined]) {
-      expect(() => setIssueWorkerThreshold(bad as number)).toThrow(RangeError);
+      expect(() => setIssueWorkerThreshold(bad as number)).toThrow(CudaArgumentError);
     }
     expect(() => setIssueWorkerThreshold(-1)).toThrow(
       'setIssueWorkerThreshold: n must be a number >= 0 (Infinity: never), got -1',

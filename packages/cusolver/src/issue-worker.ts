@@ -28,7 +28,13 @@
  * the native stream is kept (leaked, with a process warning) instead of destroyed.
  */
 import { Worker } from 'node:worker_threads';
-import { check as checkDriver, packageOf, processState, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  CudaArgumentError,
+  check as checkDriver,
+  packageOf,
+  processState,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
 import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { handles } from './handle.js';
@@ -422,14 +428,14 @@ export function issueFailureError(failure: IssueFailure): Error {
  * Sets the size from which LU factorizations (`lu`, `solve`: min(m, n) >= n) are issued from
  * the issue worker instead of the calling thread; returns the previous one. Default 2048
  * (`DEFAULT_ISSUE_WORKER_THRESHOLD`); `Infinity` issues everything inline; 0 sends every
- * factorization to the worker. Process-wide. A RangeError for anything but a number >= 0.
+ * factorization to the worker. Process-wide. A CudaArgumentError for anything but a number >= 0.
  * @example
  * const previous = setIssueWorkerThreshold(Infinity); // all inline
  * setIssueWorkerThreshold(previous);
  */
 export function setIssueWorkerThreshold(n: number): number {
   if (typeof n !== 'number' || !(n >= 0)) {
-    throw new RangeError(
+    throw new CudaArgumentError(
       `setIssueWorkerThreshold: n must be a number >= 0 (Infinity: never), got ${String(n)}`,
     );
   }

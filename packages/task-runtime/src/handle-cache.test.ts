@@ -314,7 +314,7 @@ describe('a bound on the handles a burst creates', () => {
     const handles = await concurrently(6, () => cache.get());
     expect(options.create).toHaveBeenCalledTimes(4);
     expect(new Set(handles).size).toBe(4);
-    expect(() => cache.warm(-1)).toThrow(RangeError);
+    expect(() => cache.warm(-1)).toThrow(fake.CudaArgumentError);
   });
 
   it('configureHandles sets the bound of caches that set none; prewarm() makes streams and handles', async () => {
@@ -329,7 +329,7 @@ describe('a bound on the handles a burst creates', () => {
     const result = prewarm(0);
     expect(result.streams).toBeGreaterThan(0);
     expect(result.handles).toMatchObject({ fakelib: 3, bounded: 1 });
-    expect(() => configureHandles({ maxHandlesPerContext: 0 })).toThrow(RangeError);
+    expect(() => configureHandles({ maxHandlesPerContext: 0 })).toThrow(fake.CudaArgumentError);
     expect(cache.maxHandlesPerContext).toBe(3);
     // A lowered bound destroys the idle handles beyond it.
     configureHandles({ maxHandlesPerContext: 1 });
@@ -667,7 +667,7 @@ describe('exception-safe release, disposal, and out-of-memory', () => {
   });
 
   it('bad bounds are refused before anything is made', () => {
-    expect(() => makeCache({ maxHandlesPerContext: 0 })).toThrow(RangeError);
+    expect(() => makeCache({ maxHandlesPerContext: 0 })).toThrow(fake.CudaArgumentError);
     expect(() => makeCache({ maxIdlePerContext: -1 })).toThrow(/maxIdlePerContext/);
   });
 });

@@ -1,5 +1,6 @@
 import {
   type Context,
+  CudaArgumentError,
   currentContext,
   currentStream,
   type DeviceBuffer,
@@ -168,7 +169,7 @@ export class HandleCache<H> implements TaskResourceOwner {
     checkBound(`${options.name}: maxWorkspacesPerHandle`, workspace?.maxWorkspacesPerHandle, 1);
     const keepIdleMs = workspace?.keepIdleMs ?? DEFAULT_KEEP_IDLE_WORKSPACES_MS;
     if (!(keepIdleMs >= 0)) {
-      throw new RangeError(
+      throw new CudaArgumentError(
         `${options.name}: keepIdleMs must be >= 0 (or Infinity), got ${String(keepIdleMs)}`,
       );
     }

@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { Stream } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, type Stream } from '@cuda-tasks/cudadrv';
 import { describe, expect, it } from 'vitest';
 import { ContextHandles, checkBound, type HandleBounds } from './handle-leases.js';
 
@@ -111,12 +111,14 @@ describe('ContextHandles: which handle a lease gets, and when handles are made',
 });
 
 describe('checkBound', () => {
-  it('accepts undefined and safe integers from the minimum; refuses the rest with a RangeError naming it', () => {
+  it('accepts undefined and safe integers from the minimum; refuses the rest with a CudaArgumentError naming it', () => {
     expect(() => checkBound('x', undefined, 1)).not.toThrow();
     expect(() => checkBound('x', 1, 1)).not.toThrow();
     for (const bad of [0, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53]) {
       expect(() => checkBound('lib: maxHandlesPerContext', bad, 1)).toThrow(
-        new RangeError(`lib: maxHandlesPerContext must be an integer >= 1, got ${String(bad)}`),
+        new CudaArgumentError(
+          `lib: maxHandlesPerContext must be an integer >= 1, got ${String(bad)}`,
+        ),
       );
     }
   });

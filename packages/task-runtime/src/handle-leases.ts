@@ -1,4 +1,4 @@
-import { type Context, currentContext, type Stream } from '@cuda-tasks/cudadrv';
+import { type Context, CudaArgumentError, currentContext, type Stream } from '@cuda-tasks/cudadrv';
 import { processWide } from './process-wide.js';
 
 /** Options of `configureHandles`. */
@@ -71,10 +71,10 @@ export function warmHandles(context: Context = currentContext()): Record<string,
   return result;
 }
 
-/** Refuses a bound that is not a safe integer >= `minimum` with a RangeError naming it. */
+/** Refuses a bound that is not a safe integer >= `minimum` with a CudaArgumentError naming it. */
 export function checkBound(name: string, value: number | undefined, minimum: number): void {
   if (value !== undefined && (!Number.isSafeInteger(value) || value < minimum)) {
-    throw new RangeError(`${name} must be an integer >= ${minimum}, got ${String(value)}`);
+    throw new CudaArgumentError(`${name} must be an integer >= ${minimum}, got ${String(value)}`);
   }
 }
 

@@ -9,7 +9,14 @@
  * a higher `prewarm` creates the missing streams at once, a higher `maxStreams` lets them grow.
  * See docs/decisions/0035-a-stream-per-task-up-to-128.md.
  */
-import { CaptureError, type Context, Device, Stream, StreamCapture } from '@cuda-tasks/cudadrv';
+import {
+  CaptureError,
+  type Context,
+  CudaArgumentError,
+  Device,
+  Stream,
+  StreamCapture,
+} from '@cuda-tasks/cudadrv';
 import { releaseStreamCache } from '@cuda-tasks/cudadrv/internal';
 import { processWide } from './process-wide.js';
 
@@ -497,7 +504,7 @@ export interface StreamPoolOptions {
 
 function checkCount(name: string, value: number | undefined, minimum: number): void {
   if (value !== undefined && (!Number.isSafeInteger(value) || value < minimum)) {
-    throw new RangeError(
+    throw new CudaArgumentError(
       `configureStreams: ${name} must be an integer >= ${minimum}, got ${String(value)}`,
     );
   }
@@ -518,7 +525,7 @@ export function configureStreams(options: StreamPoolOptions): void {
   checkCount('spare', options.spare, 0);
   const trim = options.trimIdleAfterMs;
   if (trim !== undefined && !(trim >= 0)) {
-    throw new RangeError(
+    throw new CudaArgumentError(
       `configureStreams: trimIdleAfterMs must be >= 0 (or Infinity), got ${String(trim)}`,
     );
   }

@@ -716,7 +716,7 @@ describe('the stream pool', () => {
   it('configureStreams rejects a bad bound before changing anything', () => {
     const idle = streamPoolStatistics(0).idle;
     expect(idle).toBeGreaterThan(0);
-    expect(() => configureStreams({ maxIdle: -1 })).toThrow(RangeError);
+    expect(() => configureStreams({ maxIdle: -1 })).toThrow(fake.CudaArgumentError);
     expect(() => configureStreams({ maxIdle: 1.5 })).toThrow(/integer >= 0/);
     expect(() => configureStreams({ maxStreams: 0 })).toThrow(/maxStreams must be an integer >= 1/);
     expect(() => configureStreams({ maxIdle: 0, prewarm: -1 })).toThrow(/prewarm/);

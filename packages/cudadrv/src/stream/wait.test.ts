@@ -66,6 +66,7 @@ vi.mock('../ffi/cuda.js', async (importOriginal) => {
   return { ...original, cuda: () => fake.api };
 });
 
+import { CudaArgumentError } from '../errors.js';
 import { useClock } from '../progress.js';
 import type { Stream } from './stream.js';
 import {
@@ -346,8 +347,8 @@ describe('the polling window', () => {
     [Number.NaN, 'NaN'],
     ['5', '5'],
     [undefined, 'undefined'],
-  ])('rejects %s with a RangeError and keeps the window', (ms, shown) => {
-    expect(() => setPollingWindow(ms as number)).toThrow(RangeError);
+  ])('rejects %s with a CudaArgumentError and keeps the window', (ms, shown) => {
+    expect(() => setPollingWindow(ms as number)).toThrow(CudaArgumentError);
     expect(() => setPollingWindow(ms as number)).toThrow(
       `setPollingWindow: ms must be a number >= 0 (Infinity: always poll), got ${shown}`,
     );

@@ -1,6 +1,6 @@
 import type { Context } from '../context/device.js';
 import { check, cudaError, driver, ffiValue } from '../driver.js';
-import { DisposedError } from '../errors.js';
+import { CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ffi/cuda.js';
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
@@ -96,7 +96,7 @@ waitState.pollingWindowMs ??= DEFAULT_POLLING_WINDOW_MS;
  */
 export function setPollingWindow(ms: number): number {
   if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) {
-    throw new RangeError(
+    throw new CudaArgumentError(
       `setPollingWindow: ms must be a number >= 0 (Infinity: always poll), got ${String(ms)}`,
     );
   }
