@@ -1,11 +1,15 @@
-import { CudaArgumentError, DeviceArray, DisposedError } from '@cuda-tasks/cudadrv';
+import {
+  CudaArgumentError,
+  DeviceArray,
+  DisposedError,
+  type FloatDType,
+} from '@cuda-tasks/cudadrv';
 import { describeGpu, rng } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 import { cublas } from './ffi/index.js';
 import {
   asum,
   axpy,
-  type BlasDType,
   CublasError,
   check,
   dot,
@@ -29,7 +33,7 @@ import { scalars } from './scalars.js';
 // ---- CPU references (float64, column-major) ----
 
 /** `n` uniform values in [-1, 1) in the dtype's host array (float64 values use all 53 bits). */
-function random(dtype: BlasDType, n: number, seed: number): Float32Array | Float64Array {
+function random(dtype: FloatDType, n: number, seed: number): Float32Array | Float64Array {
   const next = rng(seed);
   const out = dtype === 'float32' ? new Float32Array(n) : new Float64Array(n);
   for (let i = 0; i < n; i++) {
@@ -87,7 +91,7 @@ function relativeError(got: ArrayLike<number>, want: ArrayLike<number>): number 
   return Math.sqrt(difference / norm);
 }
 
-const TOLERANCE: Record<BlasDType, number> = { float32: 1e-5, float64: 1e-12 };
+const TOLERANCE: Record<FloatDType, number> = { float32: 1e-5, float64: 1e-12 };
 
 describeGpu('cuBLAS on the GPU', () => {
   it('reports its version', () => {

@@ -12,9 +12,9 @@ import {
   assertOptions,
   assertSquare,
   booleanOption,
+  type FloatDType,
   matrixLayout,
   rightHandSideLayout,
-  type SolverDType,
 } from './validate.js';
 
 /** Options for `cholesky`. */
@@ -31,7 +31,7 @@ export interface CholeskyOptions extends StreamOption {
  * travels with the value, so a copy (`{ ...f, factor: f.factor.copy() }`) or one rebuilt from
  * saved parts solves the same way. Dispose `factor` when done.
  */
-export interface CholeskyFactorization<D extends SolverDType = SolverDType> {
+export interface CholeskyFactorization<D extends FloatDType = FloatDType> {
   /** The n x n factor, L or U as `upper` says; its other triangle is zero. */
   readonly factor: DeviceArray<D>;
   /** true: `factor` is U with A = U^T U; false: L with A = L L^T. */
@@ -61,7 +61,7 @@ export interface CholeskySolveOptions extends StreamOption {
  * const factorization = await cholesky(a, { upper: true });
  * const x = choleskySolve(factorization, b); // solves with U
  */
-export async function cholesky<D extends SolverDType>(
+export async function cholesky<D extends FloatDType>(
   a: DeviceArray<D>,
   options: CholeskyOptions & StatusOption = {},
 ): Promise<CholeskyFactorization<D>> {
@@ -148,17 +148,17 @@ function factorAndTriangle(
  * const x = choleskySolve(factorization, b); // uses U, as computed
  * const y = choleskySolve(factorization.factor, b, { upper: true }); // the same, stated
  */
-export function choleskySolve<D extends SolverDType>(
+export function choleskySolve<D extends FloatDType>(
   factorization: CholeskyFactorization<D>,
   b: DeviceArray<D>,
   options?: CholeskySolveOptions,
 ): DeviceArray<D>;
-export function choleskySolve<D extends SolverDType>(
+export function choleskySolve<D extends FloatDType>(
   factor: DeviceArray<D>,
   b: DeviceArray<D>,
   options: CholeskySolveOptions & { upper: boolean },
 ): DeviceArray<D>;
-export function choleskySolve<D extends SolverDType>(
+export function choleskySolve<D extends FloatDType>(
   factorization: CholeskyFactorization<D> | DeviceArray<D>,
   b: DeviceArray<D>,
   options: CholeskySolveOptions = {},

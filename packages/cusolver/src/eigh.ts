@@ -6,8 +6,8 @@ import {
   assertOptions,
   assertSquare,
   booleanOption,
+  type FloatDType,
   matrixLayout,
-  type SolverDType,
 } from './validate.js';
 
 /** Options for `eigh`. */
@@ -17,7 +17,7 @@ export interface EighOptions extends StreamOption {
 }
 
 /** Eigenvalues and eigenvectors of a symmetric matrix: A V = V diag(values). */
-export interface EighResult<D extends SolverDType = SolverDType> {
+export interface EighResult<D extends FloatDType = FloatDType> {
   /** The n eigenvalues in ascending order. */
   values: DeviceArray<D>;
   /** n x n orthogonal matrix: column j is the unit eigenvector of `values[j]`. */
@@ -33,7 +33,7 @@ export interface EighResult<D extends SolverDType = SolverDType> {
  * @example
  * const { values, vectors } = await eigh(a);
  */
-export async function eigh<D extends SolverDType>(
+export async function eigh<D extends FloatDType>(
   a: DeviceArray<D>,
   options: EighOptions = {},
 ): Promise<EighResult<D>> {

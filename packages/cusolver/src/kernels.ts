@@ -11,7 +11,7 @@ import {
   Module,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import type { SolverDType } from './validate.js';
+import type { FloatDType } from './validate.js';
 
 const SOURCE = `
 // Helpers for @cuda-tasks/cusolver: zero one strict triangle of a matrix, transpose a matrix.
@@ -60,8 +60,8 @@ extern "C" __global__ void cusolver_transpose_f64(double *out, long long ldOut, 
 
 interface HelperKernels {
   module: Module;
-  zeroTriangle: Record<SolverDType, Kernel>;
-  transpose: Record<SolverDType, Kernel>;
+  zeroTriangle: Record<FloatDType, Kernel>;
+  transpose: Record<FloatDType, Kernel>;
 }
 
 // Per context; a module holds only code, so a second loaded copy of this package may compile its own.
@@ -115,7 +115,7 @@ function grid(rows: number, columns: number): [number, number] {
  * `'upper'` zeroes the elements above the diagonal (i < j), `'lower'` those below (i > j).
  */
 export function zeroTriangle(
-  array: DeviceArray<SolverDType>,
+  array: DeviceArray<FloatDType>,
   part: 'upper' | 'lower',
   stream: Stream,
 ): void {
@@ -123,7 +123,7 @@ export function zeroTriangle(
   const columns = array.columns;
   const leadingDimension = columns > 1 ? array.leadingDimension : Math.max(1, rows);
   launch(
-    kernels(stream.context).zeroTriangle[array.dtype as SolverDType],
+    kernels(stream.context).zeroTriangle[array.dtype as FloatDType],
     { grid: grid(rows, columns), block: BLOCK, stream },
     array,
     rows,
@@ -134,7 +134,7 @@ export function zeroTriangle(
 }
 
 /** A new contiguous array holding the transpose of a 2-D column-major array, on `stream`. */
-export function transpose<D extends SolverDType>(
+export function transpose<D extends FloatDType>(
   source: DeviceArray<D>,
   stream: Stream,
 ): DeviceArray<D> {
@@ -143,7 +143,7 @@ export function transpose<D extends SolverDType>(
   const out = DeviceArray.empty(source.dtype, [columns, rows], { stream });
   try {
     launch(
-      kernels(stream.context).transpose[source.dtype as SolverDType],
+      kernels(stream.context).transpose[source.dtype as FloatDType],
       { grid: grid(rows, columns), block: BLOCK, stream },
       out,
       Math.max(1, columns),

@@ -13,17 +13,17 @@ import {
   assertOptions,
   assertPivots,
   assertSquare,
+  type FloatDType,
   matrixLayout,
   renamedBooleanOption,
   rightHandSideLayout,
-  type SolverDType,
 } from './validate.js';
 
 /**
  * An LU factorization with partial pivoting, A = P * L * U, as LAPACK's getrf leaves it.
  * Dispose both arrays when done.
  */
-export interface LuFactorization<D extends SolverDType = SolverDType> {
+export interface LuFactorization<D extends FloatDType = FloatDType> {
   /**
    * L and U of an m x n matrix in one m x n array: U on and above the diagonal, L's
    * multipliers below it (L's unit diagonal is not stored).
@@ -62,7 +62,7 @@ function factorOn(
   stream: Stream,
   m: number,
   n: number,
-  factors: DeviceArray<SolverDType>,
+  factors: DeviceArray<FloatDType>,
   pivots: DeviceArray<'int32'>,
   info: DeviceArray<'int32'>,
   awaited: boolean,
@@ -91,7 +91,7 @@ function factorOn(
  * const { lu: factors, pivots } = await lu(a);
  * const x = luSolve({ lu: factors, pivots }, b);
  */
-export async function lu<D extends SolverDType>(
+export async function lu<D extends FloatDType>(
   a: DeviceArray<D>,
   options: LuOptions = {},
 ): Promise<LuFactorization<D>> {
@@ -130,7 +130,7 @@ export async function lu<D extends SolverDType>(
  * const x1 = luSolve(factorization, b1);
  * const x2 = luSolve(factorization, b2, { transA: true }); // A^T X = B
  */
-export function luSolve<D extends SolverDType>(
+export function luSolve<D extends FloatDType>(
   factorization: LuFactorization<D>,
   b: DeviceArray<D>,
   options: LuSolveOptions = {},
@@ -180,7 +180,7 @@ export function luSolve<D extends SolverDType>(
  * const x = await solve(a, b);
  * console.log(await x.toHost());
  */
-export async function solve<D extends SolverDType>(
+export async function solve<D extends FloatDType>(
   a: DeviceArray<D>,
   b: DeviceArray<D>,
   options: LuOptions = {},

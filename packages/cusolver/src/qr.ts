@@ -2,10 +2,10 @@ import { DeviceArray, DeviceBuffer, resolveStream, type StreamOption } from '@cu
 import { disposeAll } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { geqrf, orgqr } from './routines.js';
-import { assertOnStream, assertOptions, matrixLayout, type SolverDType } from './validate.js';
+import { assertOnStream, assertOptions, type FloatDType, matrixLayout } from './validate.js';
 
 /** The reduced QR factorization A = Q R of an m x n matrix, k = min(m, n). */
-export interface QrFactorization<D extends SolverDType = SolverDType> {
+export interface QrFactorization<D extends FloatDType = FloatDType> {
   /** m x k with orthonormal columns (Q^T Q = I). */
   q: DeviceArray<D>;
   /** k x n upper triangular (zero below the diagonal) or trapezoidal when m < n. */
@@ -21,7 +21,7 @@ export interface QrFactorization<D extends SolverDType = SolverDType> {
  * @example
  * const { q, r } = qr(a); // a: 100 x 20 -> q: 100 x 20, r: 20 x 20
  */
-export function qr<D extends SolverDType>(
+export function qr<D extends FloatDType>(
   a: DeviceArray<D>,
   options: StreamOption = {},
 ): QrFactorization<D> {

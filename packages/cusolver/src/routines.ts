@@ -39,7 +39,7 @@ import {
   type OffThreadSymbol,
   offThreadReady,
 } from './issue-worker.js';
-import type { SolverDType } from './validate.js';
+import type { FloatDType } from './validate.js';
 
 /** An entry point of libcusolver, as named in cusolverDn.h. */
 type Entry = keyof CusolverBindings;
@@ -62,9 +62,9 @@ export interface SolverRoutine {
 }
 
 /** A routine family: its routine for each dtype. */
-export type SolverFamily = Readonly<Record<SolverDType, SolverRoutine>>;
+export type SolverFamily = Readonly<Record<FloatDType, SolverRoutine>>;
 
-function routine(dtype: SolverDType, symbol: Entry, query: boolean): SolverRoutine {
+function routine(dtype: FloatDType, symbol: Entry, query: boolean): SolverRoutine {
   return {
     symbol,
     bufferSize: query ? (`${symbol}_bufferSize` as Entry) : undefined,
@@ -75,7 +75,7 @@ function routine(dtype: SolverDType, symbol: Entry, query: boolean): SolverRouti
 }
 
 /** A family whose routines take a workspace sized by `<symbol>_bufferSize`. */
-function withWorkspace(symbols: Readonly<Record<SolverDType, EntryWithQuery>>): SolverFamily {
+function withWorkspace(symbols: Readonly<Record<FloatDType, EntryWithQuery>>): SolverFamily {
   return Object.freeze({
     float32: routine('float32', symbols.float32, true),
     float64: routine('float64', symbols.float64, true),
@@ -83,7 +83,7 @@ function withWorkspace(symbols: Readonly<Record<SolverDType, EntryWithQuery>>): 
 }
 
 /** A family whose routines take no workspace. */
-function withoutWorkspace(symbols: Readonly<Record<SolverDType, Entry>>): SolverFamily {
+function withoutWorkspace(symbols: Readonly<Record<FloatDType, Entry>>): SolverFamily {
   return Object.freeze({
     float32: routine('float32', symbols.float32, false),
     float64: routine('float64', symbols.float64, false),
@@ -183,7 +183,7 @@ function fillMode(upper: boolean): number {
 /** LU factorization of an m x n matrix in place: A = P * L * U (cusolverDn<t>getrf). */
 export function getrf(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   m: number,
   n: number,
   a: bigint,
@@ -209,7 +209,7 @@ export function getrf(
  */
 export function getrfAwaited(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   m: number,
   n: number,
   a: bigint,
@@ -299,7 +299,7 @@ async function issueOffThreadAwaited(
 /** Solves A X = B (or A^T X = B) with getrf's factors; B is overwritten by X (cusolverDn<t>getrs). */
 export function getrs(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   transpose: boolean,
   n: number,
   nrhs: number,
@@ -319,7 +319,7 @@ export function getrs(
 /** Cholesky factorization in place, of the `upper` or lower triangle (cusolverDn<t>potrf). */
 export function potrf(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   upper: boolean,
   n: number,
   a: bigint,
@@ -338,7 +338,7 @@ export function potrf(
 /** Solves A X = B with potrf's factor; B is overwritten by X (cusolverDn<t>potrs). */
 export function potrs(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   upper: boolean,
   n: number,
   nrhs: number,
@@ -357,7 +357,7 @@ export function potrs(
 /** Householder QR in place: R above the diagonal, reflectors below, scalars in tau (cusolverDn<t>geqrf). */
 export function geqrf(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   m: number,
   n: number,
   a: bigint,
@@ -379,7 +379,7 @@ export function geqrf(
  */
 export function orgqr(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   m: number,
   n: number,
   k: number,
@@ -406,7 +406,7 @@ const JOB_SOME = 83; // 'S'
  */
 export function gesvd(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   full: boolean,
   m: number,
   n: number,
@@ -441,7 +441,7 @@ export function gesvd(
  */
 export function syevd(
   stream: Stream,
-  dtype: SolverDType,
+  dtype: FloatDType,
   upper: boolean,
   n: number,
   a: bigint,

@@ -6,8 +6,8 @@ import {
   assertOnStream,
   assertOptions,
   booleanOption,
+  type FloatDType,
   matrixLayout,
-  type SolverDType,
 } from './validate.js';
 
 /** Options for `svd`. */
@@ -20,7 +20,7 @@ export interface SvdOptions extends StreamOption {
 }
 
 /** A singular value decomposition A = U diag(S) V^T. */
-export interface SvdResult<D extends SolverDType = SolverDType> {
+export interface SvdResult<D extends FloatDType = FloatDType> {
   /** Left singular vectors, one per column: m x k (m x m with `full`). */
   u: DeviceArray<D>;
   /** The k = min(m, n) singular values, non-negative, in descending order. */
@@ -40,7 +40,7 @@ export interface SvdResult<D extends SolverDType = SolverDType> {
  * const { u, s, vt } = await svd(a);           // reduced
  * const full = await svd(a, { full: true });   // U m x m, V^T n x n
  */
-export async function svd<D extends SolverDType>(
+export async function svd<D extends FloatDType>(
   a: DeviceArray<D>,
   options: SvdOptions = {},
 ): Promise<SvdResult<D>> {

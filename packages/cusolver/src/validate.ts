@@ -24,6 +24,8 @@ import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
  */
 export type SolverDType = FloatDType;
 
+export type { FloatDType };
+
 /** Largest value of a C `int` (cuSOLVER's dimensions and leading dimensions). */
 export const INT_MAX = 2147483647;
 

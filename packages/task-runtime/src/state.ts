@@ -25,6 +25,7 @@ import { processWide } from './process-wide.js';
 // Process-wide: task ids stay unique when two copies of this package load.
 const taskIds = processWide('task-ids', () => ({ next: 0 }));
 
+import type { StreamPriority } from '@cuda-tasks/cudadrv';
 import type { TaskPriority } from './priority.js';
 
 export type { TaskPriority };
@@ -66,7 +67,7 @@ export class TaskState {
   readonly parent: TaskState | undefined;
   readonly isRoot: boolean;
   /** The priority of its streams (inherited from the parent unless the task gave its own). */
-  readonly priority: TaskPriority;
+  readonly priority: StreamPriority;
   /**
    * What cancels the task: its own `signal` option combined with its parent's (undefined:
    * nothing). Once aborted, every GPU operation issued from the task throws its reason.
@@ -101,7 +102,7 @@ export class TaskState {
   constructor(
     name: string | undefined,
     parent: TaskState | undefined,
-    priority: TaskPriority = 'normal',
+    priority: StreamPriority = 'normal',
     signal: AbortSignal | undefined = undefined,
     deviceOrdinal = -1,
   ) {

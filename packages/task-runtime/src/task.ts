@@ -4,6 +4,7 @@ import {
   CudaArgumentError,
   Device,
   type Stream,
+  type StreamPriority,
   waitForStream,
 } from '@cuda-tasks/cudadrv';
 import { reportCleanupError } from './cleanup.js';
@@ -19,7 +20,6 @@ import {
   stream,
   streamFrame,
   streamOf,
-  type TaskPriority,
   TaskState,
   taskDeviceOrdinal,
 } from './state.js';
@@ -38,7 +38,7 @@ export interface TaskOptions {
    * also the least, so 'low' runs as 'normal' does; on a device with a single priority level
    * the option changes nothing. `withStream` keeps its own stream whatever the priority.
    */
-  priority?: TaskPriority;
+  priority?: StreamPriority;
   /**
    * Cancels the task when it aborts (`AbortSignal.timeout(ms)` gives a deadline). Then the
    * task's pending `synchronize()` (and `toHost()`) rejects at once with the signal's reason
@@ -311,7 +311,7 @@ export interface TaskInfo {
   /** Whether this is the root task (code outside any `task()`). */
   isRoot: boolean;
   /** The priority of its streams (see `TaskOptions.priority`). */
-  priority: TaskPriority;
+  priority: StreamPriority;
   /**
    * What cancels it: its `signal` option combined with its parents' (undefined: nothing).
    * Pass it on to other cancellable work (`fetch(url, { signal })`).
@@ -371,7 +371,11 @@ export function deviceSynchronize(): void {
 }
 
 /** The pools to make, once per stream priority: `priorities` checked, in `context`. */
-function prewarmPools(context: Context, priorities: readonly TaskPriority[], call: string): number {
+function prewarmPools(
+  context: Context,
+  priorities: readonly StreamPriority[],
+  call: string,
+): number {
   if (!Array.isArray(priorities) || priorities.length === 0) {
     throw new CudaArgumentError(
       `${call}: priorities must be a non-empty array of 'high', 'normal' and 'low'`,
@@ -407,7 +411,7 @@ function prewarmPools(context: Context, priorities: readonly TaskPriority[], cal
  */
 export function prewarmStreams(
   d?: Device | number,
-  priorities: readonly TaskPriority[] = ['normal'],
+  priorities: readonly StreamPriority[] = ['normal'],
 ): number {
   const target = d === undefined ? device() : typeof d === 'number' ? Device.get(d) : d;
   return prewarmPools(target.primaryContext(), priorities, 'prewarmStreams');
@@ -426,7 +430,7 @@ export function prewarmStreams(
  */
 export function prewarm(
   d?: Device | number,
-  priorities: readonly TaskPriority[] = ['normal'],
+  priorities: readonly StreamPriority[] = ['normal'],
 ): {
   streams: number;
   handles: Record<string, number>;

@@ -4,7 +4,7 @@
  * its GPU work). Both go to `task(fn, { priority, signal })`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { TaskPriority } from '@cuda-tasks/task-runtime';
+import type { StreamPriority } from '@cuda-tasks/cudadrv';
 import { RequestError } from './validation.js';
 
 /**
@@ -35,7 +35,7 @@ function dimension(body: unknown, field: string): number {
  * over the resident embeddings), 'normal' for the rest.
  * @example requestPriority('/solve-random', { n: 256, seed: 1 }); // 'high'
  */
-export function requestPriority(path: string, body: unknown): TaskPriority {
+export function requestPriority(path: string, body: unknown): StreamPriority {
   switch (path) {
     case '/search':
       return 'high';
