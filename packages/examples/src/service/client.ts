@@ -128,7 +128,8 @@ export function checkSolution(
   return undefined;
 }
 
-interface Response {
+/** A whole HTTP answer: its status and body text. */
+export interface Response {
   status: number;
   text: string;
 }
@@ -139,7 +140,12 @@ interface Response {
  */
 export const REQUEST_GRACE_MS = 5000;
 
-function post(agent: Agent, url: URL, body: Buffer, timeoutMs: number): Promise<Response> {
+/**
+ * POSTs a JSON `body` to `url` through `agent`; resolves with the whole answer, or rejects
+ * when none came within `timeoutMs`.
+ * @example const { status, text } = await post(agent, new URL('http://127.0.0.1:8080/solve'), body, 5000);
+ */
+export function post(agent: Agent, url: URL, body: Buffer, timeoutMs: number): Promise<Response> {
   return new Promise((resolveResponse, reject) => {
     const request = httpRequest(
       url,

@@ -4,11 +4,12 @@
  * CPU reference says, with the server's event loop never held for long while 32 of them are
  * in flight. Prints the largest event-loop delay.
  */
-import { Agent, request as httpRequest } from 'node:http';
+import { Agent } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { describeGpu, rng } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { post } from './client.js';
 import { createServer, type GpuService } from './server.js';
 
 /** A random n x n matrix made well conditioned by adding n to its diagonal, column-major. */
@@ -43,37 +44,20 @@ function residual(n: number, k: number, a: Float64Array, x: number[], b: Float64
   return worst;
 }
 
-function post(
+/** POSTs `body` to `path` of the local service through `agent`: the status and the parsed answer. */
+async function postJson(
   port: number,
   agent: Agent,
   path: string,
   body: Buffer,
 ): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': body.length },
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => chunks.push(chunk));
-        response.on('end', () =>
-          resolve({
-            status: response.statusCode ?? 0,
-            json: JSON.parse(Buffer.concat(chunks).toString('utf8')),
-          }),
-        );
-        response.on('error', reject);
-      },
-    );
-    request.on('error', reject);
-    request.end(body);
-  });
+  const { status, text } = await post(
+    agent,
+    new URL(`http://127.0.0.1:${port}${path}`),
+    body,
+    60_000,
+  );
+  return { status, json: JSON.parse(text) };
 }
 
 describeGpu('large bodies parsed off the loop, on the GPU', () => {
@@ -109,13 +93,13 @@ describeGpu('large bodies parsed off the loop, on the GPU', () => {
       return { a, b, body };
     });
     // The first wave warms the streams, handles and workers; the second is measured.
-    await Promise.all(systems.map((system) => post(port, agent, '/solve', system.body)));
+    await Promise.all(systems.map((system) => postJson(port, agent, '/solve', system.body)));
     const before = service.statistics().bodyParsing;
     const delay = monitorEventLoopDelay({ resolution: 1 });
     delay.enable();
     const started = performance.now();
     const answers = await Promise.all(
-      systems.map((system) => post(port, agent, '/solve', system.body)),
+      systems.map((system) => postJson(port, agent, '/solve', system.body)),
     );
     const elapsedMs = performance.now() - started;
     delay.disable();
@@ -146,7 +130,7 @@ describeGpu('large bodies parsed off the loop, on the GPU', () => {
     const b = Float64Array.from({ length: k * n }, () => next() * 2 - 1);
     const body = Buffer.from(JSON.stringify({ m, k, n, a: Array.from(a), b: Array.from(b) }));
     const before = service.statistics().bodyParsing.offloaded;
-    const answer = await post(port, agent, '/matmul', body);
+    const answer = await postJson(port, agent, '/matmul', body);
     expect(answer.status).toBe(200);
     expect(service.statistics().bodyParsing.offloaded - before).toBe(1);
     let worst = 0;

@@ -8,10 +8,11 @@
  * cores (shared with other processes) the OS preempts the loop for tens of ms whatever it
  * runs, so there the bound is 50 ms (the bodies parsed inline held it 83-103 ms on 2 cores).
  */
-import { Agent, request as httpRequest } from 'node:http';
+import { Agent } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, describe, expect, it } from 'vitest';
+import { post } from './client.js';
 import { createServer, type GpuService, type ServerOptions } from './server.js';
 
 const services: GpuService[] = [];
@@ -46,38 +47,20 @@ function system(n: number, seed: number): { body: Buffer; a: Float64Array; b: Fl
   return { body, a, b };
 }
 
-/** POSTs `body` to `path` through `agent`; resolves with the status and the parsed answer. */
-function post(
+/** POSTs `body` to `path` of the local service through `agent`: the status and the parsed answer. */
+async function postJson(
   port: number,
   agent: Agent,
   path: string,
   body: Buffer,
 ): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': body.length },
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => chunks.push(chunk));
-        response.on('end', () =>
-          resolve({
-            status: response.statusCode ?? 0,
-            json: JSON.parse(Buffer.concat(chunks).toString('utf8')),
-          }),
-        );
-        response.on('error', reject);
-      },
-    );
-    request.on('error', reject);
-    request.end(body);
-  });
+  const { status, text } = await post(
+    agent,
+    new URL(`http://127.0.0.1:${port}${path}`),
+    body,
+    60_000,
+  );
+  return { status, json: JSON.parse(text) };
 }
 
 describe('large request bodies are parsed off the event loop', () => {
@@ -96,12 +79,14 @@ describe('large request bodies are parsed off the event loop', () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 32 });
     try {
       // A first wave starts whatever the service starts lazily; the second is measured.
-      await Promise.all(systems.map((s) => post(port, agent, '/solve', s.body)));
+      await Promise.all(systems.map((s) => postJson(port, agent, '/solve', s.body)));
       seen.clear();
       const before = service.statistics().bodyParsing;
       const delay = monitorEventLoopDelay({ resolution: 1 });
       delay.enable();
-      const answers = await Promise.all(systems.map((s) => post(port, agent, '/solve', s.body)));
+      const answers = await Promise.all(
+        systems.map((s) => postJson(port, agent, '/solve', s.body)),
+      );
       delay.disable();
       const maxMs = delay.max / 1e6;
       console.log(
