@@ -130,7 +130,9 @@ export function checkSolution(
 
 /** A whole HTTP answer: its status and body text. */
 export interface Response {
+  /** The HTTP status code. */
   status: number;
+  /** The body, as UTF-8 text. */
   text: string;
 }
 
