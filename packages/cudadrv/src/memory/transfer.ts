@@ -254,8 +254,8 @@ export function copyDeviceRegion(
   const byteLength = width * height;
   const destinationSpan = byteLength === 0 ? 0 : (height - 1) * destinationPitch + width;
   const sourceSpan = byteLength === 0 ? 0 : (height - 1) * sourcePitch + width;
-  checkSpan(`${what} (destination)`, destination, destinationOffset, destinationSpan);
-  checkSpan(`${what} (source)`, source, sourceOffset, sourceSpan);
+  checkSpan(what, 'destination', destination, destinationOffset, destinationSpan);
+  checkSpan(what, 'source', source, sourceOffset, sourceSpan);
   const stream = resolveStream(streamOption);
   stream.assertUsable();
   if (byteLength === 0) return;
@@ -340,11 +340,20 @@ export function copyDeviceRegion(
   }
 }
 
-/** Throws unless `span` bytes from byte `offset` fit in `buffer`. */
-function checkSpan(what: string, buffer: DeviceBuffer, offset: number, span: number): void {
+/**
+ * Throws unless `span` bytes from byte `offset` fit in `buffer` (the copy's `role` side);
+ * the message is built only on failure.
+ */
+function checkSpan(
+  what: string,
+  role: 'destination' | 'source',
+  buffer: DeviceBuffer,
+  offset: number,
+  span: number,
+): void {
   if (!Number.isSafeInteger(offset) || offset < 0 || offset + span > buffer.byteLength) {
     throw new CudaArgumentError(
-      `${what}: ${span} bytes at offset ${offset} do not fit in a buffer of ${buffer.byteLength} bytes`,
+      `${what} (${role}): ${span} bytes at offset ${offset} do not fit in a buffer of ${buffer.byteLength} bytes`,
     );
   }
 }
