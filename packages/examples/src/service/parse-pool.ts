@@ -1,8 +1,8 @@
 /**
- * Request bodies decoded, parsed and validated off the event loop. A `/solve` body of n = 128 is
- * about 300 KB of JSON: its `toString` and `JSON.parse` take 3 ms alone and far more when many
- * bodies finish in one socket read and are parsed back to back, so the loop stalls for every
- * request (docs/decisions/0037-request-bodies-parsed-off-the-loop.md). A small pool of worker
+ * Request bodies decoded, parsed and validated off the event loop. A large JSON body (a `/solve`
+ * matrix) takes milliseconds to decode and parse, and many bodies can finish in one socket read
+ * and be parsed back to back, so parsing them inline would stall the loop for every request
+ * (docs/decisions/0037-request-bodies-parsed-off-the-loop.md has the figures). A small pool of worker
  * threads takes the body's bytes (the ArrayBuffer is transferred, not copied), runs the same
  * `parseRequestBody` as the inline path, and transfers the Float64Arrays back: the loop only
  * posts a message and receives the result. Small bodies stay inline, where a hand-off would
@@ -49,7 +49,7 @@ export interface ParsePoolOptions {
   onError?: (error: Error) => void;
 }
 
-/** `ParsePoolOptions.inlineBelowBytes`'s default: 16 KiB, which parses inline in about 60 us. */
+/** `ParsePoolOptions.inlineBelowBytes`'s default: 16 KiB (small enough to parse inline; see decision 0037). */
 export const DEFAULT_INLINE_BELOW_BYTES = 16 * 1024;
 
 /** `ParsePoolOptions.timeoutMs`'s default. */
