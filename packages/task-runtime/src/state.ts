@@ -1,4 +1,4 @@
-import { AsyncLocalStorage, executionAsyncId } from 'node:async_hooks';
+import { AsyncLocalStorage, executionAsyncId, executionAsyncResource } from 'node:async_hooks';
 import {
   type CaptureError,
   CudaArgumentError,
@@ -331,10 +331,33 @@ export function currentFrame(): Frame {
   return frame;
 }
 
-/** @internal Runs `fn()` with `frame` as the current frame (see `currentFrame`). */
+/**
+ * The property under which `storage` keeps a resource's store, where this Node keeps stores
+ * on async resources (Node 20 and 22: `AsyncLocalStorage#kResourceStore`); undefined where it
+ * keeps them otherwise (async context frames), and `run()` is used.
+ */
+const resourceStoreKey: symbol | undefined = (() => {
+  const key = (storage as unknown as { kResourceStore?: unknown }).kResourceStore;
+  return typeof key === 'symbol' ? key : undefined;
+})();
+
+/** Whether `storage` propagates stores to new async resources (`run` enables it). */
+function storageEnabled(): boolean {
+  return (storage as unknown as { enabled?: unknown }).enabled === true;
+}
+
+/**
+ * @internal Runs `fn()` with `frame` as the current frame (see `currentFrame`).
+ *
+ * This is `storage.run(frame, fn)` written out where the store lives on the running async
+ * resource: set the store on it, run `fn`, put the outer store back, which is what `run`
+ * does after its own lookups (the store in force, the rest arguments). Promises and
+ * callbacks `fn` creates take the store from the resource as with `run`. Elsewhere (async
+ * context frames, or before the storage's first `run` enables its propagation), `run` itself.
+ */
 export function enterFrame<R>(frame: Frame, fn: () => R): R {
-  // `storage.run` keeps the async id: code of `fn` that runs before any await finds `frame`
-  // in the cache (id 0 is never kept, see `currentFrame`). On the way out the store is the
+  // The async id stays the same: code of `fn` that runs before any await finds `frame` in
+  // the cache (id 0 is never kept, see `currentFrame`). On the way out the store is the
   // outer one again, so the outer entry of the cache is valid again too: a loop of
   // `withStream` calls finds its own frame in the cache at every call.
   const outerId = runtime.frameCacheId;
@@ -342,6 +365,19 @@ export function enterFrame<R>(frame: Frame, fn: () => R): R {
   const id = executionAsyncId();
   runtime.frameCacheId = id > 0 ? id : -1;
   runtime.frameCache = frame;
+  const key = resourceStoreKey;
+  if (key !== undefined && storageEnabled()) {
+    const resource = executionAsyncResource() as Record<symbol, unknown>;
+    const saved = resource[key];
+    resource[key] = frame;
+    try {
+      return fn();
+    } finally {
+      resource[key] = saved;
+      runtime.frameCacheId = outerId;
+      runtime.frameCache = outer;
+    }
+  }
   try {
     return storage.run(frame, fn);
   } finally {

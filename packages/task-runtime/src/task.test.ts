@@ -375,6 +375,33 @@ describe('withStream', () => {
     expect(() => withStream(theirs, () => stream())).toThrow(/no task holds it now/);
   });
 
+  it('sets the store on the running async resource itself where Node keeps stores there (no AsyncLocalStorage.run per call)', async () => {
+    const { AsyncLocalStorage } = await import('node:async_hooks');
+    const keepsStoresOnResources =
+      typeof (new AsyncLocalStorage() as unknown as { kResourceStore?: unknown }).kResourceStore ===
+      'symbol';
+    const s = userStream(context0, 'resource-store');
+    await task(async () => {
+      withStream(s, () => stream()); // the storage's propagation is on from here
+      const run = vi.spyOn(AsyncLocalStorage.prototype, 'run');
+      try {
+        const seen = await withStream(s, async () => {
+          const before = stream();
+          await sleep(1);
+          const later = await new Promise<Stream>((resolve) =>
+            setImmediate(() => resolve(stream())),
+          );
+          return [before, stream(), later];
+        });
+        expectSame(seen, [s, s, s]);
+        expect(stream()).not.toBe(s);
+        expect(run.mock.calls.length).toBe(keepsStoresOnResources ? 0 : 1);
+      } finally {
+        run.mockRestore();
+      }
+    });
+  });
+
   it('a sync function sees the stream; the previous one is back after it returns', () => {
     const s = userStream();
     expect(withStream(s, () => stream())).toBe(s);
