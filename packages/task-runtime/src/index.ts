@@ -42,6 +42,8 @@ export {
   type HandleWorkspace,
   warmHandles,
 } from './handle-cache.js';
+export { SharedHandle, type SharedHandleOptions } from './handle-shared.js';
+export { IssueEnvelope, type IssueEnvelopeOptions } from './issue-envelope.js';
 export { nvtxAvailable, range } from './nvtx.js';
 export {
   configureStreams,

@@ -6,8 +6,9 @@ import { describeLayers } from '@cuda-tasks/testing';
  * The runtime reads bottom-up: the process-wide registry, the priorities, the stream binding,
  * NVTX, the cleanup report and a handle's graph-owned workspaces; a handle's workspaces, the
  * handles of a context and their bounds; a handle's record and the view `bind()` hands out;
- * the stream pools; the task-local state; what works on that state (traces, graph capture,
- * the library kit's HandleCache); `task()` itself; the entry.
+ * a context's shared handle; the stream pools; the task-local state; what works on that state
+ * (traces, graph capture, the library kit's HandleCache); `task()` itself and the kit's issue
+ * envelope; the entry.
  * It builds on cudadrv's public API and, as the layer the libraries stand on, on its
  * `./internal` (the provider slot, the observer, process state).
  */
@@ -24,11 +25,11 @@ describeLayers({
       'capture-workspaces.ts',
     ],
     ['handle-workspaces.ts', 'handle-leases.ts'],
-    ['handle-record.ts'],
+    ['handle-record.ts', 'handle-shared.ts'],
     ['pool.ts'],
     ['state.ts'],
     ['trace.ts', 'graphs.ts', 'handle-cache.ts'],
-    ['task.ts'],
+    ['task.ts', 'issue-envelope.ts'],
     ['index.ts'],
   ],
   knownEdges: [
