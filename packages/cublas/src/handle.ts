@@ -18,7 +18,7 @@ import {
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import { ffiValue } from '@cuda-tasks/cudadrv/internal';
-import { HandleCache } from '@cuda-tasks/task-runtime';
+import { HandleCache, IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import {
   CUBLAS_DEFAULT_MATH,
@@ -147,31 +147,19 @@ export function handleCache(): HandleCache<CublasHandle> {
 }
 
 // Created at import (nothing native happens until a task uses it), so that the runtime's
-// prewarm() finds it.
-handleCache();
-
+// prewarm() finds it: the envelope below takes it.
 /**
- * @internal The current task's handle bound to `stream` with its workspace there, settings
- * applied and the stream's context current: `gemm` passes the workspace to cublasLtMatmul.
+ * @internal The issue envelope of every cuBLAS and cuBLASLt call (the task runtime's kit): the
+ * current task's handle bound to the stream with its workspace there, settings applied and the
+ * stream's context current (`blas.handle(stream).ffiHandle`, `blas.binding(stream)`), then the
+ * trace around the native call and the status checked as a CublasError (`blas.begin`,
+ * `blas.end`).
  */
-export function acquireBinding(stream: Stream): {
-  readonly handle: CublasHandle;
-  readonly workspace: DeviceBuffer | undefined;
-} {
-  const binding = handleCache().bind(stream);
-  stream.context.makeCurrent();
-  return binding;
-}
-
-/**
- * @internal The current task's handle as koffi takes it without BigInt work (see
- * `ffiValue`), ready for `stream`. Every wrapper calls this before its native call.
- */
-export function acquireFfi(stream: Stream): number | bigint {
-  const record = handleCache().get(stream);
-  stream.context.makeCurrent();
-  return record.ffiHandle;
-}
+export const blas: IssueEnvelope<CublasHandle> = new IssueEnvelope<CublasHandle>({
+  name: 'cublas',
+  check,
+  handles: handleCache(),
+});
 
 /**
  * The current task's cuBLAS handle (a `cublasHandle_t` as a BigInt), bound to `stream`
@@ -183,7 +171,7 @@ export function acquireFfi(stream: Stream): number | bigint {
  * check(cublas().cublasSswap_v2(handle(), n, x.useOn(stream()), 1, y.useOn(stream()), 1), 'cublasSswap_v2');
  */
 export function handle(stream?: Stream): bigint {
-  return acquireBinding(resolveStream(stream)).handle.handle;
+  return blas.binding(resolveStream(stream)).handle.handle;
 }
 
 /**

@@ -14,10 +14,9 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
-import { check } from './errors.js';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './ffi/cublas.js';
-import { acquireFfi } from './handle.js';
+import { blas } from './handle.js';
 import { ASUM, AXPY, DOT, IAMAX, NRM2, type Routine, SCAL } from './routines.js';
 import { scalars } from './scalars.js';
 import {
@@ -56,14 +55,13 @@ export function axpy<Y extends DeviceArray>(
   assertSameContext('axpy', 'y', y, stream);
   if (v.n === 0) return y;
   const routine = AXPY[v.dtype];
-  const handle = acquireFfi(stream);
+  const handle = blas.handle(stream).ffiHandle;
   const px = x.ffiAddressOn(stream, 'read');
   const py = y.ffiAddressOn(stream);
   const s = scalars().set(routine.scalar, alpha);
-  const token = beginOperation(routine.operation, stream);
+  const token = blas.begin(stream, routine.operation);
   const status = cublas()[routine.symbol](handle, v.n, s.alpha, px, v.incx, py, v.incy);
-  endOperation(token);
-  check(status, routine.symbol);
+  blas.end(token, status, routine.symbol);
   return y;
 }
 
@@ -82,13 +80,12 @@ export function scal<X extends DeviceArray>(
   assertSameContext('scal', 'x', x, stream);
   if (v.n === 0) return x;
   const routine = SCAL[v.dtype];
-  const handle = acquireFfi(stream);
+  const handle = blas.handle(stream).ffiHandle;
   const px = x.ffiAddressOn(stream);
   const s = scalars().set(routine.scalar, alpha);
-  const token = beginOperation(routine.operation, stream);
+  const token = blas.begin(stream, routine.operation);
   const status = cublas()[routine.symbol](handle, v.n, s.alpha, px, v.incx);
-  endOperation(token);
-  check(status, routine.symbol);
+  blas.end(token, status, routine.symbol);
   return x;
 }
 
@@ -110,32 +107,33 @@ async function reduce(
 ): Promise<number> {
   const result = DeviceArray.empty(resultType, [1], { stream });
   try {
-    // The handle (which can fail) before the operands are declared used on the stream: a
-    // reduction that throws there leaves no trace on them.
-    const handle = acquireFfi(stream);
+    // The envelope's order: the handle (which can fail) before the operands are declared used
+    // on the stream, so that a reduction that throws there leaves no trace on them.
+    const handle = blas.handle(stream).ffiHandle;
     const api = cublas();
     const px = x.ffiAddressOn(stream, 'read');
     const py = y?.ffiAddressOn(stream, 'read');
     const pointer = result.ffiAddressOn(stream);
-    check(
+    blas.check(
       api.cublasSetPointerMode_v2(handle, CUBLAS_POINTER_MODE_DEVICE),
       'cublasSetPointerMode_v2',
     );
     let status: number;
-    const token = beginOperation(routine.operation, stream);
+    const token = blas.begin(stream, routine.operation);
     try {
       status =
         py === undefined
           ? api[routine.symbol](handle, n, px, incx, pointer)
           : api[routine.symbol](handle, n, px, incx, py, incy, pointer);
     } finally {
-      endOperation(token);
-      check(
+      // Host pointer mode back whatever happened; the status is read after.
+      blas.endTrace(token);
+      blas.check(
         api.cublasSetPointerMode_v2(handle, CUBLAS_POINTER_MODE_HOST),
         'cublasSetPointerMode_v2',
       );
     }
-    check(status, routine.symbol);
+    blas.check(status, routine.symbol);
     const host = await result.toHost({ stream });
     return host[0]!;
   } finally {

@@ -5,10 +5,9 @@ import {
   resolveStream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
-import { check } from './errors.js';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
-import { acquireFfi } from './handle.js';
+import { blas } from './handle.js';
 import { GEMV } from './routines.js';
 import { scalars } from './scalars.js';
 import {
@@ -49,13 +48,13 @@ export function gemv<A extends DType, X extends DType, Y extends DeviceArray>(
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
   const routine = GEMV[g.dtype];
-  const handle = acquireFfi(stream);
+  const handle = blas.handle(stream).ffiHandle;
   const pa = a.ffiAddressOn(stream, 'read');
   const px = x.ffiAddressOn(stream, 'read');
   const py = y.ffiAddressOn(stream);
   const s = scalars().set(routine.scalar, g.alpha, g.beta);
   const trans = g.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const token = beginOperation(routine.operation, stream);
+  const token = blas.begin(stream, routine.operation);
   const status = cublas()[routine.symbol](
     handle,
     trans,
@@ -70,7 +69,6 @@ export function gemv<A extends DType, X extends DType, Y extends DeviceArray>(
     py,
     g.incy,
   );
-  endOperation(token);
-  check(status, routine.symbol);
+  blas.end(token, status, routine.symbol);
   return y;
 }

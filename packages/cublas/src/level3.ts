@@ -3,9 +3,14 @@
  * and the mixed-precision gemmEx. Column-major, as cuBLAS; float32 picks the S routine,
  * float64 the D routine.
  */
-import { DeviceArray, type DType, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
-import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
-import { check } from './errors.js';
+import {
+  DeviceArray,
+  type DType,
+  resolveStream,
+  type Stream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import {
   CUBLAS_COMPUTE_32F,
   CUBLAS_GEMM_DEFAULT,
@@ -14,7 +19,7 @@ import {
   cublas,
 } from './ffi/cublas.js';
 import { cublasLt } from './ffi/cublaslt.js';
-import { acquireBinding, acquireFfi, mathMode, workspaceSize } from './handle.js';
+import { blas, mathMode, workspaceSize } from './handle.js';
 import { alignmentOf, computeTypeOf, gemmBackend, type LtProblem, ltPlan } from './lt.js';
 import { GEMM, GEMM_EX, GEMM_STRIDED_BATCHED } from './routines.js';
 import { scalars } from './scalars.js';
@@ -73,6 +78,25 @@ function operation(transpose: boolean): number {
   return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
+/** A product's operand addresses on its stream, reused by every call likewise. */
+const operands = { a: 0 as number | bigint, b: 0 as number | bigint, c: 0 as number | bigint };
+
+/**
+ * The envelope's second step for a product C = op(A) op(B) (+ C), after its handle: A and B
+ * declared read on `stream`, C written; their addresses in `operands`.
+ */
+function useOperands(
+  stream: Stream,
+  a: DeviceArray,
+  b: DeviceArray,
+  c: DeviceArray,
+): typeof operands {
+  operands.a = a.ffiAddressOn(stream, 'read');
+  operands.b = b.ffiAddressOn(stream, 'read');
+  operands.c = c.ffiAddressOn(stream);
+  return operands;
+}
+
 /**
  * C = alpha op(A) op(B) + beta C, in place on `c`, ordered on the stream: through
  * cublasLtMatmul with an algorithm chosen once per problem and cached (see
@@ -127,44 +151,39 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
       let workspaceAddress: number | bigint = 0;
       let workspaceBytes = 0;
       if (plan.workspaceNeeded > 0) {
-        const workspace = acquireBinding(stream).workspace;
+        const workspace = blas.binding(stream).workspace;
         if (workspace !== undefined) {
           workspaceAddress = workspace.address;
           workspaceBytes = workspace.byteLength;
         }
       }
-      const pa = a.ffiAddressOn(stream, 'read');
-      const pb = b.ffiAddressOn(stream, 'read');
-      const pc = c.ffiAddressOn(stream);
-      const token = beginOperation(routine.operation, stream);
+      const address = useOperands(stream, a, b, c);
+      const token = blas.begin(stream, routine.operation);
       const status = cublasLt().cublasLtMatmul(
         plan.ltHandle,
         plan.desc,
         s.alpha,
-        pa,
+        address.a,
         plan.aDesc,
-        pb,
+        address.b,
         plan.bDesc,
         s.beta,
-        pc,
+        address.c,
         plan.cDesc,
-        pc,
+        address.c,
         plan.cDesc,
         plan.algo,
         workspaceAddress,
         workspaceBytes,
         stream.ffiHandle,
       );
-      endOperation(token);
-      check(status, 'cublasLtMatmul');
+      blas.end(token, status, 'cublasLtMatmul');
       return c;
     }
   }
-  const handle = acquireFfi(stream);
-  const pa = a.ffiAddressOn(stream, 'read');
-  const pb = b.ffiAddressOn(stream, 'read');
-  const pc = c.ffiAddressOn(stream);
-  const token = beginOperation(routine.operation, stream);
+  const handle = blas.handle(stream).ffiHandle;
+  const address = useOperands(stream, a, b, c);
+  const token = blas.begin(stream, routine.operation);
   const status = cublas()[routine.symbol](
     handle,
     transA,
@@ -173,16 +192,15 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
     g.n,
     g.k,
     s.alpha,
-    pa,
+    address.a,
     g.lda,
-    pb,
+    address.b,
     g.ldb,
     s.beta,
-    pc,
+    address.c,
     g.ldc,
   );
-  endOperation(token);
-  check(status, routine.symbol);
+  blas.end(token, status, routine.symbol);
   return c;
 }
 
@@ -239,13 +257,11 @@ export function gemmStridedBatched<A extends DType, B extends DType, C extends D
   assertSameContext('gemmStridedBatched', 'b', b, stream);
   assertSameContext('gemmStridedBatched', 'c', c, stream);
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
-  const handle = acquireFfi(stream);
-  const pa = a.ffiAddressOn(stream, 'read');
-  const pb = b.ffiAddressOn(stream, 'read');
-  const pc = c.ffiAddressOn(stream);
+  const handle = blas.handle(stream).ffiHandle;
+  const address = useOperands(stream, a, b, c);
   const routine = GEMM_STRIDED_BATCHED[g.dtype];
   const s = scalars().set(routine.scalar, g.alpha, g.beta);
-  const token = beginOperation(routine.operation, stream);
+  const token = blas.begin(stream, routine.operation);
   const status = cublas()[routine.symbol](
     handle,
     operation(g.transA),
@@ -254,20 +270,19 @@ export function gemmStridedBatched<A extends DType, B extends DType, C extends D
     g.n,
     g.k,
     s.alpha,
-    pa,
+    address.a,
     g.lda,
     g.strideA,
-    pb,
+    address.b,
     g.ldb,
     g.strideB,
     s.beta,
-    pc,
+    address.c,
     g.ldc,
     g.strideC,
     g.batch,
   );
-  endOperation(token);
-  check(status, routine.symbol);
+  blas.end(token, status, routine.symbol);
   return c;
 }
 
@@ -293,12 +308,10 @@ export function gemmEx<C extends DeviceArray>(
   assertSameContext('gemmEx', 'b', b, stream);
   assertSameContext('gemmEx', 'c', c, stream);
   if (g.m === 0 || g.n === 0) return c;
-  const handle = acquireFfi(stream);
-  const pa = a.ffiAddressOn(stream, 'read');
-  const pb = b.ffiAddressOn(stream, 'read');
-  const pc = c.ffiAddressOn(stream);
+  const handle = blas.handle(stream).ffiHandle;
+  const address = useOperands(stream, a, b, c);
   const s = scalars().set(GEMM_EX.scalar, g.alpha, g.beta);
-  const token = beginOperation(GEMM_EX.operation, stream);
+  const token = blas.begin(stream, GEMM_EX.operation);
   const status = cublas()[GEMM_EX.symbol](
     handle,
     operation(g.transA),
@@ -307,20 +320,19 @@ export function gemmEx<C extends DeviceArray>(
     g.n,
     g.k,
     s.alpha,
-    pa,
+    address.a,
     g.aType,
     g.lda,
-    pb,
+    address.b,
     g.bType,
     g.ldb,
     s.beta,
-    pc,
+    address.c,
     g.cType,
     g.ldc,
     CUBLAS_COMPUTE_32F,
     CUBLAS_GEMM_DEFAULT,
   );
-  endOperation(token);
-  check(status, GEMM_EX.symbol);
+  blas.end(token, status, GEMM_EX.symbol);
   return c;
 }

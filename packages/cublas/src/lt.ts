@@ -9,10 +9,15 @@
  * workspace needs nothing of the task's cuBLAS handle either; one that needs workspace gets
  * the (handle, stream) pair's, as every cuBLAS routine does. Where the heuristic finds no
  * algorithm, the plan says so and `gemm` calls cublasSgemm / cublasDgemm instead.
+ *
+ * The cuBLASLt handle is the task runtime kit's second kind of handle (`SharedHandle`): one
+ * per context, shared by every task, the context's plans hanging off it; the calls go through
+ * cuBLAS's issue envelope (`blas` in handle.ts) like every other cuBLAS call.
  */
 import { type Context, CudaArgumentError, packageOf, processState } from '@cuda-tasks/cudadrv';
 import { koffi } from '@cuda-tasks/cudadrv/ffi';
 import { ffiValue } from '@cuda-tasks/cudadrv/internal';
+import { SharedHandle } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import {
   CUBLAS_COMPUTE_32F,
@@ -64,15 +69,17 @@ export interface LtPlan extends Readonly<LtProblem> {
   readonly owned: { desc: bigint; layouts: bigint[]; result: bigint | undefined };
 }
 
+/** A context's cuBLASLt handle and the plans built with it (the kit's shared handle). */
 interface ContextPlans {
-  handle: bigint;
-  ffiHandle: number | bigint;
-  plans: Map<string, LtPlan>;
+  readonly handle: bigint;
+  readonly ffiHandle: number | bigint;
+  readonly plans: Map<string, LtPlan>;
 }
 
 interface LtState {
   backend: GemmBackend;
-  readonly contexts: Map<Context, ContextPlans>;
+  /** Per context: its cuBLASLt handle with its plans, made at the context's first plan. */
+  readonly contexts: SharedHandle<ContextPlans>;
   /** The plan of the last call: a loop of one shape finds it without building a key. */
   last: LtPlan | undefined;
   /** Plans built since the process started (for tests and statistics). */
@@ -85,7 +92,20 @@ const state: LtState = processState(
   'lt',
   (): LtState => ({
     backend: process.env.CUDA_TASKS_CUBLASLT === '0' ? 'cublas' : 'cublaslt',
-    contexts: new Map(),
+    contexts: new SharedHandle<ContextPlans>({
+      name: 'cublasLt',
+      create() {
+        const out: (bigint | null)[] = [null];
+        check(cublasLt().cublasLtCreate(out), 'cublasLtCreate');
+        const handle = out[0] as bigint;
+        return { handle, ffiHandle: ffiValue(handle), plans: new Map() };
+      },
+      destroy(plans) {
+        for (const plan of plans.plans.values()) destroyPlan(plan);
+        plans.plans.clear();
+        cublasLt().cublasLtDestroy(plans.handle);
+      },
+    }),
     last: undefined,
     built: 0,
   }),
@@ -168,14 +188,7 @@ function keyOf(p: LtProblem): string {
 export function ltPlan(context: Context, problem: LtProblem): LtPlan {
   const last = state.last;
   if (last !== undefined && matches(last, context, problem)) return last;
-  let plans = state.contexts.get(context);
-  if (plans === undefined) {
-    const out: (bigint | null)[] = [null];
-    check(cublasLt().cublasLtCreate(out), 'cublasLtCreate');
-    const handle = out[0] as bigint;
-    plans = { handle, ffiHandle: ffiValue(handle), plans: new Map() };
-    state.contexts.set(context, plans);
-  }
+  const plans = state.contexts.get(context);
   const key = keyOf(problem);
   let plan = plans.plans.get(key);
   if (plan === undefined) {
@@ -331,15 +344,9 @@ function destroyPlan(plan: LtPlan): void {
  */
 export function releasePlans(): number {
   let count = 0;
-  for (const [context, plans] of state.contexts) {
-    for (const plan of plans.plans.values()) {
-      destroyPlan(plan);
-      count++;
-    }
-    cublasLt().cublasLtDestroy(plans.handle);
-    state.contexts.delete(context);
-  }
+  for (const [, plans] of state.contexts.entries()) count += plans.plans.size;
   state.last = undefined;
+  state.contexts.release();
   return count;
 }
 
@@ -351,6 +358,6 @@ export function lastPlan(): LtPlan | undefined {
 /** How many plans are cached, and how many were built since the process started. */
 export function planStatistics(): { cached: number; built: number } {
   let cached = 0;
-  for (const plans of state.contexts.values()) cached += plans.plans.size;
+  for (const [, plans] of state.contexts.entries()) cached += plans.plans.size;
   return { cached, built: state.built };
 }
