@@ -1,10 +1,11 @@
 /**
  * The cuSOLVER routines the solvers call. One table per routine family maps the matrix
  * dtype to the S or D entry point (and its `_bufferSize` query), as CUDA.jl generates its
- * wrappers from a `(fname, elty)` table; one envelope, `issue` (CUDA.jl's `@workspace`),
- * takes the handle bound to the stream, sizes the workspace, allocates it from the
- * stream-ordered pool, issues the call between `beginOperation`/`endOperation`, and frees the
- * workspace right after (the free is ordered on the stream, after the routine's kernels).
+ * wrappers from a `(fname, elty)` table; one function, `issue` (CUDA.jl's `@workspace`),
+ * takes the handle bound to the stream through the task runtime's issue envelope (`solver`),
+ * sizes the workspace, allocates it from the stream-ordered pool, issues the call inside the
+ * envelope's trace, checks its status, and frees the workspace right after (the free is
+ * ordered on the stream, after the routine's kernels).
  * Each routine passes in only its arguments. Arguments are device addresses already ordered
  * on the stream (`useOn`); nothing here waits for the GPU. Internal: the public API
  * validates before it calls these.
@@ -19,7 +20,8 @@ import {
   dtypeBytes,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { beginOperation, endOperation, Scratch } from '@cuda-tasks/cudadrv/internal';
+import { Scratch } from '@cuda-tasks/cudadrv/internal';
+import { IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import {
   CUBLAS_FILL_MODE_LOWER,
@@ -40,6 +42,12 @@ import {
   offThreadReady,
 } from './issue-worker.js';
 import type { FloatDType } from './validate.js';
+
+/**
+ * The issue envelope of every cuSOLVER call (the task runtime's kit): the task's handle bound
+ * to the stream with its context current, the trace, the status checked as a CusolverError.
+ */
+const solver = new IssueEnvelope<bigint>({ name: 'cusolver', check, handles });
 
 /** An entry point of libcusolver, as named in cusolverDn.h. */
 type Entry = keyof CusolverBindings;
@@ -129,7 +137,7 @@ function workspaceSize(
   const bufferSize = routine.bufferSize!;
   const slot = (arena ??= new Scratch(16));
   slot.i32[0] = 0;
-  check(query(api[bufferSize], handle, slot.pointer), bufferSize);
+  solver.check(query(api[bufferSize], handle, slot.pointer), bufferSize);
   return slot.i32[0]!;
 }
 
@@ -144,11 +152,12 @@ function allocateWorkspace(
 }
 
 /**
- * Issues one cuSOLVER routine on `stream` (CUDA.jl's `@workspace`): binds the task's handle
- * to the stream with its context current; for a routine with a workspace, runs `query` to
- * size it and allocates that many elements (at least one) plus `extraElements` from the
- * stream-ordered pool; runs `compute` between beginOperation and endOperation; frees the
- * workspace after it, ordered on the stream. Every status is checked under its entry point.
+ * Issues one cuSOLVER routine on `stream` (CUDA.jl's `@workspace`) in the envelope's order:
+ * the task's handle bound to the stream with its context current; for a routine with a
+ * workspace, `query` sizes it and that many elements (at least one) plus `extraElements` come
+ * from the stream-ordered pool; `compute` runs inside the trace (the workspace declared used
+ * there); the trace ends and the workspace is freed, ordered on the stream, whatever `compute`
+ * did; then its status is checked. Every status is checked under its entry point.
  */
 function issue(
   stream: Stream,
@@ -158,22 +167,23 @@ function issue(
   extraElements = 0,
 ): void {
   const api = cusolver();
-  const handle = handles.get(stream);
-  stream.context.makeCurrent();
+  const handle = solver.handle(stream);
   let lwork = 0;
   let work: DeviceBuffer | undefined;
   if (query !== undefined) {
     lwork = workspaceSize(api, routine, handle, query);
     work = allocateWorkspace(stream, routine, lwork, extraElements);
   }
-  const token = beginOperation(routine.operation, stream);
+  const token = solver.begin(stream, routine.operation);
+  let status: number;
   try {
     const workPointer = work === undefined ? 0n : work.useOn(stream);
-    check(compute(api[routine.symbol], handle, workPointer, lwork), routine.symbol);
+    status = compute(api[routine.symbol], handle, workPointer, lwork);
   } finally {
-    endOperation(token);
+    solver.endTrace(token);
     work?.dispose();
   }
+  solver.check(status, routine.symbol);
 }
 
 function fillMode(upper: boolean): number {
@@ -244,15 +254,14 @@ async function issueOffThreadAwaited(
   query: Query,
   args: (work: bigint) => (number | bigint)[],
 ): Promise<void> {
-  const handle = handles.get(stream);
-  stream.context.makeCurrent();
+  const handle = solver.handle(stream);
   const signal = currentSignal();
   const work = allocateWorkspace(
     stream,
     routine,
     workspaceSize(cusolver(), routine, handle, query),
   );
-  const token = beginOperation(routine.operation, stream);
+  const token = solver.begin(stream, routine.operation);
   let reply: OffThreadReply;
   try {
     reply = await issueOffThread(
@@ -262,7 +271,8 @@ async function issueOffThreadAwaited(
       signal,
     );
   } finally {
-    endOperation(token);
+    // The worker's status comes back in its reply, read below.
+    solver.endTrace(token);
     // Declared used again after the worker's kernels, so that the free is ordered after them.
     // A disposed stream was drained by its dispose, which waited for the worker to be done
     // issuing on it, unless that wait timed out: then the native stream was kept, and the
