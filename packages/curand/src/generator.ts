@@ -14,7 +14,8 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext, beginOperation, endOperation } from '@cuda-tasks/cudadrv/internal';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
+import { IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { GeneratorCore } from './core.js';
 import { type CounterDistribution, CounterState, outputsConsumed } from './counter.js';
 import { check } from './errors.js';
@@ -423,12 +424,12 @@ export class Generator {
   }
 
   /** Checks the generator and the output array before any native call. */
-  #check(operation: string, array: DeviceArray, dtypes: readonly DType[]): TargetLayout {
+  #check(call: string, array: DeviceArray, dtypes: readonly DType[]): TargetLayout {
     this.#assertUsable();
     if (!DeviceArray.isInstance(array)) {
-      throw new CudaArgumentError(`${operation}: the output must be a DeviceArray`);
+      throw new CudaArgumentError(`${call}: the output must be a DeviceArray`);
     }
-    return checkTarget(operation, array, dtypes);
+    return checkTarget(call, array, dtypes);
   }
 
   /** The native generator for `stream`, bound to it (the task's cuRAND one for the default). */
@@ -590,7 +591,15 @@ function disposeQuietly(buffer: DeviceBuffer): void {
   }
 }
 
-/** One cuRAND generation call, wrapped for the operation observer. */
+/**
+ * The issue envelope of every cuRAND generation (the task runtime's kit), for its trace and
+ * its status check: a generator binds its handle itself (`#resolve`: the task's default one
+ * through its HandleCache, one of your own through its StreamBinding), before the output is
+ * declared used, as the envelope's order has it.
+ */
+const random = new IssueEnvelope<never>({ name: 'curand', check });
+
+/** One cuRAND generation call, inside the envelope's trace and status check. */
 function issue(
   core: GeneratorCore,
   generation: Generation,
@@ -604,14 +613,13 @@ function issue(
   const api = curand();
   const handle = core.handle;
   const routine = generation.routines[dtype]!;
-  const token = beginOperation(generation.operation, stream);
+  const token = random.begin(stream, generation.operation);
   const status =
     generation.parameters === 0
       ? api[routine](handle, pointer, count)
       : generation.parameters === 1
         ? api[routine](handle, pointer, count, first)
         : api[routine](handle, pointer, count, first, second);
-  endOperation(token);
-  check(status, routine);
+  random.end(token, status, routine);
   core.statePending = false;
 }

@@ -46,20 +46,20 @@ export interface RandnOptions extends RandOptions {
   stddev?: number;
 }
 
-function checkFloatDType(operation: string, dtype: unknown): asserts dtype is FloatDType {
+function checkFloatDType(call: string, dtype: unknown): asserts dtype is FloatDType {
   if (!FLOATING_DTYPES.includes(dtype as FloatDType)) {
     throw new CudaArgumentError(
-      `${operation}: dtype must be ${FLOATING_DTYPES.join(' or ')}, got ${String(dtype)}`,
+      `${call}: dtype must be ${FLOATING_DTYPES.join(' or ')}, got ${String(dtype)}`,
     );
   }
 }
 
-function checkGenerator(operation: string, generator: unknown): Generator {
+function checkGenerator(call: string, generator: unknown): Generator {
   if (generator === undefined) return defaultGenerator();
   if (!Generator.isInstance(generator)) {
-    throw new CudaArgumentError(`${operation}: options.generator must be a Generator`);
+    throw new CudaArgumentError(`${call}: options.generator must be a Generator`);
   }
-  if (generator.disposed) throw new DisposedError(`${operation}: options.generator`);
+  if (generator.disposed) throw new DisposedError(`${call}: options.generator`);
   return generator;
 }
 
