@@ -139,7 +139,8 @@ const NO_VALUE: unknown[] = [];
 export class ElementwiseProgram {
   readonly signature: Signature;
   readonly body: string;
-  readonly what: string;
+  /** The call label messages name: the kernel's name, else its signature. */
+  readonly call: string;
   readonly #name: string;
   readonly #entry: string;
   readonly #variants = new Map<number, Variant>();
@@ -157,10 +158,10 @@ export class ElementwiseProgram {
   #lastVariant: Variant | undefined;
   #lastAlias = 0;
   readonly #lastDtypes: (DType | undefined)[];
-  /** Per parameter (inputs, then outputs): its name, its label in messages, its declared
+  /** Per parameter (inputs, then outputs): its name, its name in messages ('input x'), its declared
    * dtype (undefined for a type variable) and its type variable (-1 for a dtype). */
   readonly #names: string[];
-  readonly #labels: string[];
+  readonly #operandNames: string[];
   readonly #declared: (DType | undefined)[];
   readonly #variableOf: number[];
 
@@ -168,7 +169,7 @@ export class ElementwiseProgram {
     const provisional = options.name ?? 'elementwise';
     this.signature = parseSignature(signature, provisional, ELEMENTWISE_RESERVED);
     this.body = checkCode(body, provisional, 'the body');
-    this.what = options.name ?? `elementwise '${this.signature.text}'`;
+    this.call = options.name ?? `elementwise '${this.signature.text}'`;
     const stem = (options.name ?? 'elementwise').replace(/[^A-Za-z0-9_]+/g, '_');
     this.#name = `${stem}.cu`;
     // The kernel's name as traces and profilers show it, e.g. ct_map_sin.
@@ -176,7 +177,7 @@ export class ElementwiseProgram {
     for (const output of this.signature.outputs) {
       if (!assigns(body, output.name)) {
         throw new CudaArgumentError(
-          `${this.what}: the body never assigns the output ${output.name} (e.g. "${output.name} = ...")`,
+          `${this.call}: the body never assigns the output ${output.name} (e.g. "${output.name} = ...")`,
         );
       }
     }
@@ -188,7 +189,7 @@ export class ElementwiseProgram {
     const parameters = [...this.signature.inputs, ...this.signature.outputs];
     const inputCount = this.signature.inputs.length;
     this.#names = parameters.map((parameter) => parameter.name);
-    this.#labels = parameters.map(
+    this.#operandNames = parameters.map(
       (parameter, j) => `${j < inputCount ? 'input' : 'output'} ${parameter.name}`,
     );
     this.#declared = parameters.map((parameter) =>
@@ -205,7 +206,7 @@ export class ElementwiseProgram {
     if (declared !== undefined) {
       if (declared !== dtype) {
         throw new CudaArgumentError(
-          `${this.what}: ${this.#labels[j]} must be ${declared}, got ${dtype}`,
+          `${this.call}: ${this.#operandNames[j]} must be ${declared}, got ${dtype}`,
         );
       }
       return;
@@ -215,7 +216,7 @@ export class ElementwiseProgram {
     if (previous === undefined) this.#bound[variable] = dtype;
     else if (previous !== dtype) {
       throw new CudaArgumentError(
-        `${this.what}: ${this.#labels[j]} is ${dtype} but ${this.signature.variables[variable]} is already ${previous} (no type promotion: convert first)`,
+        `${this.call}: ${this.#operandNames[j]} is ${dtype} but ${this.signature.variables[variable]} is already ${previous} (no type promotion: convert first)`,
       );
     }
   }
@@ -227,9 +228,9 @@ export class ElementwiseProgram {
     const variable = this.#variableOf[j]!;
     const dtype = this.#bound[variable];
     if (dtype === undefined) {
-      const label = this.#labels[j]!;
+      const name = this.#operandNames[j]!;
       throw new CudaArgumentError(
-        `${this.what}: cannot tell ${this.signature.variables[variable]} (the dtype of ${label}) from the arguments; pass ${label} as an array`,
+        `${this.call}: cannot tell ${this.signature.variables[variable]} (the dtype of ${name}) from the arguments; pass ${name} as an array`,
       );
     }
     return dtype;
@@ -242,10 +243,16 @@ export class ElementwiseProgram {
     reference: DeviceArray | undefined,
     referenceIndex: number,
   ): DeviceArray {
-    const array = checkArray(value, this.what, this.#labels[j]!);
+    const array = checkArray(value, this.call, this.#operandNames[j]!);
     this.bind(j, array.dtype);
     if (reference !== undefined) {
-      checkSameShape(array, reference, this.what, this.#labels[j]!, this.#names[referenceIndex]!);
+      checkSameShape(
+        array,
+        reference,
+        this.call,
+        this.#operandNames[j]!,
+        this.#names[referenceIndex]!,
+      );
       return reference;
     }
     return array;
@@ -271,7 +278,7 @@ export class ElementwiseProgram {
       if (typeof value === 'number') continue;
       if (!DeviceArray.isInstance(value)) {
         throw new CudaArgumentError(
-          `${this.what}: ${this.#labels[j]} must be a DeviceArray or a number, got ${describe(value)}`,
+          `${this.call}: ${this.#operandNames[j]} must be a DeviceArray or a number, got ${describe(value)}`,
         );
       }
       const next = this.checkArrayArgument(j, value, reference, referenceIndex);
@@ -287,7 +294,7 @@ export class ElementwiseProgram {
     }
     if (reference === undefined) {
       throw new CudaArgumentError(
-        `${this.what}: no array argument to take the shape from; pass the output${outputCount > 1 ? 's' : ''}`,
+        `${this.call}: no array argument to take the shape from; pass the output${outputCount > 1 ? 's' : ''}`,
       );
     }
     const codes = this.#codes;
@@ -297,7 +304,7 @@ export class ElementwiseProgram {
       const dtype = this.dtypeOf(j);
       const value = j < inputCount ? inputs[j] : undefined;
       const scalar = typeof value === 'number';
-      if (scalar) scalarValue(value, dtype, this.what, this.#labels[j]!);
+      if (scalar) scalarValue(value, dtype, this.call, this.#operandNames[j]!);
       codes[j] = CTYPES[dtype].code + (scalar ? 8 : 0);
       key += codes[j]! * factor;
       factor *= 16;
@@ -469,8 +476,8 @@ export class ElementwiseProgram {
     // Every array in the stream's context; an output over an input only as exactly the same
     // elements (read, then written, by the same thread).
     checkOperands(
-      this.what,
-      this.#labels,
+      this.call,
+      this.#operandNames,
       inputs,
       inputCount,
       outputs,
@@ -508,7 +515,7 @@ export class ElementwiseProgram {
         const value = inputs[j];
         args[j] = (
           typeof value === 'number'
-            ? scalarValue(value, parameters[j]!.dtype, this.what, 'input')
+            ? scalarValue(value, parameters[j]!.dtype, this.call, 'input')
             : value
         ) as KernelArgument;
       }
@@ -571,7 +578,7 @@ export function elementwise<S extends string>(
     if (count < inputCount || count > inputCount + outputCount) {
       const names = program.signature.inputs.map((input) => input.name).join(', ');
       throw new CudaArgumentError(
-        `${program.what}: takes ${inputCount} input${inputCount === 1 ? '' : 's'} (${names}), then up to ${outputCount} output${outputCount === 1 ? '' : 's'} and { stream }; got ${args.length} arguments`,
+        `${program.call}: takes ${inputCount} input${inputCount === 1 ? '' : 's'} (${names}), then up to ${outputCount} output${outputCount === 1 ? '' : 's'} and { stream }; got ${args.length} arguments`,
       );
     }
     return count;

@@ -179,7 +179,8 @@ export interface ReductionProgramOptions {
 /** The program behind a reduction kernel; also used directly by the ready-made reductions. */
 export class ReductionProgram {
   readonly signature: Signature;
-  readonly what: string;
+  /** The call label messages name: the reduction's name, else its signature. */
+  readonly call: string;
   readonly #name: string;
   readonly #partsFor: ReductionPartsFor;
   readonly #nonEmpty: boolean;
@@ -187,7 +188,7 @@ export class ReductionProgram {
   readonly #bound: (DType | undefined)[];
   readonly #codes: number[];
   /** 'input <name>' per input, then 'output <name>': the operands' names in errors. */
-  readonly #labels: string[];
+  readonly #operandNames: string[];
 
   constructor(
     signature: string,
@@ -196,13 +197,13 @@ export class ReductionProgram {
   ) {
     const provisional = options.name ?? 'reduction';
     this.signature = parseSignature(signature, provisional, REDUCTION_RESERVED, { maxOutputs: 1 });
-    this.what = options.name ?? `reduction '${this.signature.text}'`;
+    this.call = options.name ?? `reduction '${this.signature.text}'`;
     this.#name = `${(options.name ?? 'reduction').replace(/[^A-Za-z0-9_-]+/g, '_')}.cu`;
     this.#partsFor = partsFor;
     this.#nonEmpty = options.nonEmpty ?? false;
     this.#bound = new Array(this.signature.variables.length).fill(undefined);
     this.#codes = new Array(this.signature.inputs.length + 1).fill(0);
-    this.#labels = [
+    this.#operandNames = [
       ...this.signature.inputs.map((input) => `input ${input.name}`),
       ...this.signature.outputs.map((output) => `output ${output.name}`),
     ];
@@ -213,21 +214,21 @@ export class ReductionProgram {
     inputs: ArrayLike<unknown>,
     out: unknown,
   ): { key: number; reference: DeviceArray; given: DeviceArray | undefined } {
-    const { signature, what } = this;
+    const { signature, call } = this;
     const bound = this.#bound;
     clearList(bound, undefined);
-    const bind = (parameter: Parameter, dtype: DType, label: string) => {
+    const bind = (parameter: Parameter, dtype: DType, name: string) => {
       const type = parameter.type;
       if ('dtype' in type) {
         if (type.dtype !== dtype)
-          throw new CudaArgumentError(`${what}: ${label} must be ${type.dtype}, got ${dtype}`);
+          throw new CudaArgumentError(`${call}: ${name} must be ${type.dtype}, got ${dtype}`);
         return;
       }
       const previous = bound[type.variable];
       if (previous === undefined) bound[type.variable] = dtype;
       else if (previous !== dtype) {
         throw new CudaArgumentError(
-          `${what}: ${label} is ${dtype} but ${signature.variables[type.variable]} is already ${previous} (no type promotion: convert first)`,
+          `${call}: ${name} is ${dtype} but ${signature.variables[type.variable]} is already ${previous} (no type promotion: convert first)`,
         );
       }
     };
@@ -239,31 +240,31 @@ export class ReductionProgram {
       if (typeof value === 'number') continue;
       if (!DeviceArray.isInstance(value)) {
         throw new CudaArgumentError(
-          `${what}: input ${parameter.name} must be a DeviceArray or a number, got ${describe(value)}`,
+          `${call}: input ${parameter.name} must be a DeviceArray or a number, got ${describe(value)}`,
         );
       }
-      const array = checkArray(value, what, `input ${parameter.name}`);
+      const array = checkArray(value, call, `input ${parameter.name}`);
       bind(parameter, array.dtype, `input ${parameter.name}`);
       if (reference === undefined) {
         reference = array;
         referenceName = parameter.name;
-      } else checkSameShape(array, reference, what, `input ${parameter.name}`, referenceName);
+      } else checkSameShape(array, reference, call, `input ${parameter.name}`, referenceName);
     }
     if (reference === undefined)
-      throw new CudaArgumentError(`${what}: at least one input must be a DeviceArray`);
+      throw new CudaArgumentError(`${call}: at least one input must be a DeviceArray`);
     const output = signature.outputs[0]!;
     let given: DeviceArray | undefined;
     if (out !== undefined) {
-      given = checkArray(out, what, `output ${output.name}`);
+      given = checkArray(out, call, `output ${output.name}`);
       bind(output, given.dtype, `output ${output.name}`);
     }
-    const dtypeOf = (parameter: Parameter, label: string): DType => {
+    const dtypeOf = (parameter: Parameter, name: string): DType => {
       const type = parameter.type;
       if ('dtype' in type) return type.dtype;
       const dtype = bound[type.variable];
       if (dtype === undefined) {
         throw new CudaArgumentError(
-          `${what}: cannot tell ${signature.variables[type.variable]} (the dtype of ${label}) from the arguments; pass ${label} as an array`,
+          `${call}: cannot tell ${signature.variables[type.variable]} (the dtype of ${name}) from the arguments; pass ${name} as an array`,
         );
       }
       return dtype;
@@ -276,7 +277,7 @@ export class ReductionProgram {
       const dtype = dtypeOf(parameter, parameter.name);
       const value = inputs[j];
       const scalar = typeof value === 'number';
-      if (scalar) scalarValue(value, dtype, what, `input ${parameter.name}`);
+      if (scalar) scalarValue(value, dtype, call, `input ${parameter.name}`);
       codes[j] = CTYPES[dtype].code + (scalar ? 8 : 0);
       key += codes[j]! * factor;
       factor *= 16;
@@ -320,12 +321,12 @@ export class ReductionProgram {
     }
     if (shape.length !== 2) {
       throw new CudaArgumentError(
-        `${this.what}: axis ${describe(axis)} needs a vector or a matrix, got shape [${shape.join(', ')}] (leave axis out to reduce all elements)`,
+        `${this.call}: axis ${describe(axis)} needs a vector or a matrix, got shape [${shape.join(', ')}] (leave axis out to reduce all elements)`,
       );
     }
     const normalized = axis === -1 ? 1 : axis;
     if (normalized !== 0 && normalized !== 1) {
-      throw new CudaArgumentError(`${this.what}: axis must be 0, 1 or -1, got ${describe(axis)}`);
+      throw new CudaArgumentError(`${this.call}: axis must be 0, 1 or -1, got ${describe(axis)}`);
     }
     const [rows, columns] = shape as [number, number];
     return normalized === 0
@@ -342,16 +343,16 @@ export class ReductionProgram {
     given: DeviceArray | undefined,
     stream: Stream,
   ): void {
-    const labels = this.#labels;
+    const names = this.#operandNames;
     const inputCount = this.signature.inputs.length;
     for (let j = 0; j < inputCount; j++) {
       const input = inputs[j];
       if (!DeviceArray.isInstance(input)) continue;
-      checkOnStream(this.what, labels[j]!, input, stream);
+      checkOnStream(this.call, names[j]!, input, stream);
       if (given !== undefined)
-        checkOutputApart(this.what, labels[inputCount]!, given, labels[j]!, input, false);
+        checkOutputApart(this.call, names[inputCount]!, given, names[j]!, input, false);
     }
-    if (given !== undefined) checkOnStream(this.what, labels[inputCount]!, given, stream);
+    if (given !== undefined) checkOnStream(this.call, names[inputCount]!, given, stream);
   }
 
   /** The source a call with these arguments compiles (checked as a call would be). */
@@ -369,12 +370,12 @@ export class ReductionProgram {
     const layout = this.layout(reference, options?.axis);
     if (given !== undefined && given.length !== layout.shape.reduce((x, y) => x * y, 1)) {
       throw new CudaArgumentError(
-        `${this.what}: the output must hold ${layout.shape[0]} element${layout.shape[0] === 1 ? '' : 's'} (shape [${layout.shape.join(', ')}]), got ${given}`,
+        `${this.call}: the output must hold ${layout.shape[0]} element${layout.shape[0] === 1 ? '' : 's'} (shape [${layout.shape.join(', ')}]), got ${given}`,
       );
     }
     if (this.#nonEmpty && layout.length === 0 && layout.segments > 0) {
       throw new CudaArgumentError(
-        `${this.what}: reducing zero elements has no result (no identity); the input has shape [${reference.shape.join(', ')}]`,
+        `${this.call}: reducing zero elements has no result (no identity); the input has shape [${reference.shape.join(', ')}]`,
       );
     }
     const variant = this.variant(key);
@@ -500,7 +501,7 @@ export class ReductionProgram {
       const value = inputs[j];
       args[j] = (
         typeof value === 'number'
-          ? scalarValue(value, DTYPE_BY_CODE[this.#codes[j]! & 7]!, this.what, 'input')
+          ? scalarValue(value, DTYPE_BY_CODE[this.#codes[j]! & 7]!, this.call, 'input')
           : value
       ) as KernelArgument;
     }
@@ -547,15 +548,15 @@ export function reduction(
   definition: ReductionDefinition,
   options: { name?: string } = {},
 ): ReductionKernel {
-  const what = options.name ?? 'reduction';
+  const call = options.name ?? 'reduction';
   if (typeof definition !== 'object' || definition === null)
-    throw new CudaArgumentError(`${what}: expected { map, reduce, identity, post? }`);
-  const map = checkCode(definition.map, what, 'map');
-  const reduce = checkCode(definition.reduce, what, 'reduce');
-  const identity = checkCode(definition.identity, what, 'identity');
+    throw new CudaArgumentError(`${call}: expected { map, reduce, identity, post? }`);
+  const map = checkCode(definition.map, call, 'map');
+  const reduce = checkCode(definition.reduce, call, 'reduce');
+  const identity = checkCode(definition.identity, call, 'identity');
   const accumulate = definition.accumulate;
   if (accumulate !== undefined && !Object.hasOwn(CTYPES, accumulate)) {
-    throw new CudaArgumentError(`${what}: unknown accumulate dtype ${describe(accumulate)}`);
+    throw new CudaArgumentError(`${call}: unknown accumulate dtype ${describe(accumulate)}`);
   }
   const program = new ReductionProgram(
     signature,
@@ -570,10 +571,10 @@ export function reduction(
   );
   const outputName = program.signature.outputs[0]!.name;
   if (definition.post !== undefined) {
-    checkCode(definition.post, what, 'post');
+    checkCode(definition.post, call, 'post');
     if (!assigns(definition.post, outputName)) {
       throw new CudaArgumentError(
-        `${program.what}: post never assigns the output ${outputName} (e.g. "${outputName} = a")`,
+        `${program.call}: post never assigns the output ${outputName} (e.g. "${outputName} = a")`,
       );
     }
   }
@@ -587,7 +588,7 @@ export function reduction(
     }
     if (count < inputCount || count > inputCount + 1) {
       throw new CudaArgumentError(
-        `${program.what}: takes ${inputCount} input${inputCount === 1 ? '' : 's'}, then optionally the output and { axis, stream }; got ${args.length} arguments`,
+        `${program.call}: takes ${inputCount} input${inputCount === 1 ? '' : 's'}, then optionally the output and { axis, stream }; got ${args.length} arguments`,
       );
     }
     return { out: count > inputCount ? args[inputCount] : undefined, options };

@@ -94,32 +94,32 @@ export function refusedName(
  */
 export function parseSignature(
   text: unknown,
-  what: string,
+  call: string,
   reserved: RoleNames,
   options: { maxOutputs?: number } = {},
 ): Signature {
   if (typeof text !== 'string')
-    throw new CudaArgumentError(`${what}: the signature must be a string, got ${typeof text}`);
+    throw new CudaArgumentError(`${call}: the signature must be a string, got ${typeof text}`);
   const folded = text.replace(/\s+/g, ' ').trim();
   const fail = (reason: string): never => {
-    throw new CudaArgumentError(`${what}: bad signature ${JSON.stringify(folded)}: ${reason}`);
+    throw new CudaArgumentError(`${call}: bad signature ${JSON.stringify(folded)}: ${reason}`);
   };
   const sides = folded.split('->');
   if (sides.length !== 2)
     fail('expected "inputs -> outputs", e.g. "x: float32, y: float32 -> z: float32"');
   const variables: string[] = [];
   const seen = new Set<string>();
-  const parseSide = (side: string, label: 'input' | 'output'): Parameter[] => {
+  const parseSide = (side: string, role: 'input' | 'output'): Parameter[] => {
     if (side.trim() === '') return [];
     return side.split(',').map((item) => {
       const parts = item.split(':');
       if (parts.length !== 2)
-        fail(`${label} parameter ${JSON.stringify(item.trim())} is not "name: type"`);
+        fail(`${role} parameter ${JSON.stringify(item.trim())} is not "name: type"`);
       const name = parts[0]!.trim();
       const type = parts[1]!.trim();
-      const refused = refusedName(name, label === 'input' ? reserved.inputs : reserved.outputs);
+      const refused = refusedName(name, role === 'input' ? reserved.inputs : reserved.outputs);
       if (refused !== undefined)
-        fail(`${label} ${IDENTIFIER.test(name) ? name : JSON.stringify(name)}: ${refused}`);
+        fail(`${role} ${IDENTIFIER.test(name) ? name : JSON.stringify(name)}: ${refused}`);
       if (seen.has(name)) fail(`${JSON.stringify(name)} is declared twice`);
       seen.add(name);
       if (Object.hasOwn(DTYPES, type)) return { name, type: { dtype: type as DType } };
@@ -162,8 +162,8 @@ export function reads(code: string, name: string): boolean {
 }
 
 /** Throws unless `code` is a non-empty string of C. */
-export function checkCode(code: unknown, what: string, label: string): string {
+export function checkCode(code: unknown, call: string, name: string): string {
   if (typeof code !== 'string' || code.trim() === '')
-    throw new CudaArgumentError(`${what}: ${label} must be a non-empty string of CUDA C`);
+    throw new CudaArgumentError(`${call}: ${name} must be a non-empty string of CUDA C`);
   return code;
 }

@@ -148,17 +148,17 @@ function plan(x: unknown, k: unknown, options: TopkOptions): Plan {
     outSegmentStride: axis === 0 ? k : 1,
     outRankStride: axis === 0 ? 1 : rows,
   };
-  const check = (given: unknown, dtype: DType, label: string) => {
+  const check = (given: unknown, dtype: DType, name: string) => {
     if (given === undefined) return;
-    const out = checkArray(given, 'topk', label);
+    const out = checkArray(given, 'topk', name);
     if (out.dtype !== dtype)
-      throw new CudaArgumentError(`topk: ${label} must be ${dtype}, got ${out.dtype}`);
+      throw new CudaArgumentError(`topk: ${name} must be ${dtype}, got ${out.dtype}`);
     if (
       out.shape.length !== result.outShape.length ||
       out.shape.some((d, i) => d !== result.outShape[i])
     ) {
       throw new CudaArgumentError(
-        `topk: ${label} must have shape [${result.outShape.join(', ')}], got [${out.shape.join(', ')}]`,
+        `topk: ${name} must have shape [${result.outShape.join(', ')}], got [${out.shape.join(', ')}]`,
       );
     }
   };
