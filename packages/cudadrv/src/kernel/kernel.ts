@@ -13,6 +13,7 @@ import {
   type DirectLaunch,
   describe,
   LAUNCH_CONFIG_BYTES,
+  type ListLaunch,
   type ListMarshal,
   type PositionalLaunch,
   W_PTR,
@@ -72,6 +73,12 @@ export class Kernel {
   /** The text of the launch code generated for this kernel. */
   readonly #launchSource: string;
   /**
+   * @internal The whole launch on a checked stream and geometry, the arguments as a list
+   * (checked, stored, declared used, then cuLaunchKernelEx with the kernel's own launch
+   * configuration): `launchOn`, and `launch` past the two paths below.
+   */
+  readonly launchList: ListLaunch;
+  /**
    * @internal The whole launch on a checked stream and geometry: the count and up to
    * `MAX_POSITIONAL` arguments one by one (so that `launch` makes no array), checked, stored,
    * declared used, then cuLaunchKernelEx with the kernel's own launch configuration;
@@ -85,11 +92,10 @@ export class Kernel {
    */
   readonly launchDirect: DirectLaunch | undefined;
   /**
-   * @internal The kernel's own CUlaunchConfig in its arena (no attributes): its address as
-   * koffi converts it fastest and 32- and 64-bit views of it, for the launches that take the
-   * list path (`launchOn`, kernels of more parameters).
+   * @internal The address of the kernel's own CUlaunchConfig in its arena (no attributes), as
+   * koffi converts it fastest: what every launch of the kernel passes to cuLaunchKernelEx.
    */
-  readonly launchConfig: { address: number | bigint; u32: Uint32Array; u64: BigUint64Array };
+  readonly launchConfigAddress: number | bigint;
 
   /** @internal Use `module.kernel(name, parameters)`. */
   constructor(
@@ -173,14 +179,11 @@ export class Kernel {
       configBase,
       configAddress: ffiValue(arena + BigInt(configBase)),
     };
-    this.launchConfig = {
-      address: layout.configAddress,
-      u32: new Uint32Array(view, configBase, LAUNCH_CONFIG_BYTES / 4),
-      u64: new BigUint64Array(view, configBase, LAUNCH_CONFIG_BYTES / 8),
-    };
+    this.launchConfigAddress = layout.configAddress;
     const compiled = compileLaunch(layout);
     this.#marshal = compiled.marshal;
     this.#launchSource = compiled.source;
+    this.launchList = compiled.list;
     this.launchPositional = compiled.positional;
     this.launchDirect = compiled.direct;
   }

@@ -37,7 +37,7 @@ vi.mock('../driver.js', async (importOriginal) => {
 import { CudaArgumentError } from '../errors.js';
 import { koffi } from '../ffi/library.js';
 import { DeviceArray } from '../memory/array.js';
-import type { DeviceBuffer } from '../memory/memory.js';
+import { type DeviceBuffer, handOff } from '../memory/memory.js';
 import type { Stream } from '../stream/stream.js';
 import { Kernel, type KernelArgument } from './kernel.js';
 import { launch } from './launch.js';
@@ -171,7 +171,7 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
       endOperation: () => undefined,
       resolveStream: (s: Stream | undefined) => s ?? stream,
       DeviceArray,
-      clock: { value: 0 },
+      handOff,
     });
     const y = fakeArray(0x10000);
     const x = fakeArray(0x20000);
@@ -218,7 +218,7 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
             expect(issued.length).toBe(1);
             const call = fake.state.calls[0]!;
             expect([call.config, call.fn, call.args]).toEqual([
-              kernel.launchConfig.address,
+              kernel.launchConfigAddress,
               kernel.ffiHandle,
               kernel.ffiArgumentArray,
             ]);

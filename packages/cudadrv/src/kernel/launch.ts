@@ -1,10 +1,8 @@
 import { resolveStream } from '../context/provider.js';
-import { check, driver } from '../driver.js';
 import { CudaArgumentError } from '../errors.js';
-import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import type { Kernel, KernelArgument } from './kernel.js';
-import { MAX_POSITIONAL, TWO_32 } from './marshal.js';
+import { MAX_POSITIONAL } from './marshal.js';
 
 /** Launch geometry: a number is the x dimension. */
 export type Dim3 = number | readonly [number, number?, number?];
@@ -46,7 +44,7 @@ function checkDim3(what: string, value: Dim3): void {
  */
 export function launch(kernel: Kernel, config: LaunchConfig, ...args: KernelArgument[]): void;
 // The arguments are taken one by one (the rest array above is the signature callers see): a
-// launch of a kernel of up to `MAX_POSITIONAL` parameters makes no array (see `issue`).
+// launch of a kernel of up to `MAX_POSITIONAL` parameters makes no array (see `compileLaunch`).
 export function launch(
   kernel: Kernel,
   config: LaunchConfig,
@@ -121,8 +119,8 @@ export function launch(
     positional(stream, gx, gy, gz, bx, by, bz, sharedMemory, count, a0, a1, a2, a3, a4, a5, a6, a7);
   } else {
     // biome-ignore lint/complexity/noArguments: a kernel of many parameters: its list
-    kernel.marshal(Array.prototype.slice.call(arguments, 2) as KernelArgument[], stream);
-    submit(kernel, stream, gx, gy, gz, bx, by, bz, sharedMemory);
+    const args = Array.prototype.slice.call(arguments, 2) as KernelArgument[];
+    kernel.launchList(args, stream, gx, gy, gz, bx, by, bz, sharedMemory);
   }
 }
 
@@ -132,8 +130,8 @@ export function launch(
  * integers within the limits, `sharedMemory` a byte count that fits; not checked again), and
  * the arguments as a list the caller keeps and reuses, so that the call makes no array and
  * no configuration object. Checks the stream, the module and every argument as `launch` does,
- * before any buffer is declared used; then issues the launch as `launch` does for a kernel of
- * more than eight parameters. `@cuda-tasks/kernels` launches its cached kernels through it.
+ * before any buffer is declared used; then issues the launch as `launch` does (the kernel's
+ * generated launch, taking the list). `@cuda-tasks/kernels` launches its cached kernels through it.
  * @example
  * const args: KernelArgument[] = [y, x, 2.0, n]; // kept, rewritten for each call
  * launchOn(saxpy, resolveStream(undefined), Math.ceil(n / 256), 256, 0, args);
@@ -148,53 +146,7 @@ export function launchOn(
 ): void {
   stream.assertUsable();
   kernel.checkStream(stream);
-  kernel.marshal(args, stream);
-  submit(kernel, stream, grid, 1, 1, block, 1, 1, sharedMemory);
-}
-
-/**
- * Issues cuLaunchKernelEx of `kernel` (its arguments marshalled, everything checked) on
- * `stream`.
- */
-function submit(
-  kernel: Kernel,
-  stream: Stream,
-  gx: number,
-  gy: number,
-  gz: number,
-  bx: number,
-  by: number,
-  bz: number,
-  sharedMemory: number,
-): void {
-  // A captured kernel needs its module loaded for as long as the graph lives.
-  stream.capture?.retainModule(kernel.module);
-  stream.context.makeCurrent();
-  // cuLaunchKernelEx with the kernel's own CUlaunchConfig: four arguments for koffi to
-  // convert instead of eleven (measured faster than cuLaunchKernel, in C too).
-  const launchConfig = kernel.launchConfig;
-  const words = launchConfig.u32;
-  words[0] = gx;
-  words[1] = gy;
-  words[2] = gz;
-  words[3] = bx;
-  words[4] = by;
-  words[5] = bz;
-  words[6] = sharedMemory;
-  const streamHandle = stream.ffiHandle;
-  if (typeof streamHandle === 'number') {
-    words[8] = streamHandle >>> 0;
-    words[9] = (streamHandle / TWO_32) >>> 0;
-  } else launchConfig.u64[4] = streamHandle;
-  const token = beginOperation(kernel.name, stream);
-  const result = driver().cuLaunchKernelEx(
-    launchConfig.address,
-    kernel.ffiHandle,
-    kernel.ffiArgumentArray,
-    0,
-  );
-  endOperation(token);
-  if (result !== 0) check(result, `cuLaunchKernelEx(${kernel.name})`);
+  kernel.launchList(args, stream, grid, 1, 1, block, 1, 1, sharedMemory);
 }
 
 function checkLimits(grid: number[], block: number[], sharedMemory: number): void {

@@ -1,14 +1,15 @@
 /**
  * The code generated for each kernel: its marshaller of an argument list, and its whole launch
  * (checks, stores, the pointers declared used, cuLaunchKernelEx with the kernel's own launch
- * configuration). See docs/decisions/0027-launch-marshals-per-kernel.md and
- * 0028-launch-is-one-function-per-kernel.md.
+ * configuration), the only code that issues a launch. See
+ * docs/decisions/0027-launch-marshals-per-kernel.md, 0028-launch-is-one-function-per-kernel.md
+ * and 0029-launch-without-layers.md.
  */
 import { resolveStream } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import type { DType } from '../dtype.js';
 import { DeviceArray } from '../memory/array.js';
-import { useClock } from '../progress.js';
+import { handOff } from '../memory/memory.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import type { Kernel, KernelArgument, KernelParameter } from './kernel.js';
@@ -104,6 +105,22 @@ export type DirectLaunch = (
 /** A marshaller taking the arguments as a list. */
 export type ListMarshal = (args: readonly KernelArgument[], stream: Stream) => void;
 
+/**
+ * The whole launch with the arguments as a list, on a checked stream and geometry (`launchOn`,
+ * and `launch` for other geometries of kernels of more than `MAX_POSITIONAL` parameters).
+ */
+export type ListLaunch = (
+  args: readonly KernelArgument[],
+  stream: Stream,
+  gx: number,
+  gy: number,
+  gz: number,
+  bx: number,
+  by: number,
+  bz: number,
+  sharedMemory: number,
+) => void;
+
 /** What a kernel's marshaller is made from. */
 export interface ArgumentLayout {
   kernel: Kernel;
@@ -136,11 +153,15 @@ export interface ArenaViews {
   f64: Float64Array;
 }
 
-/** What `compileLaunch` makes: the list marshaller and, for up to `MAX_POSITIONAL` parameters, the launches. */
+/**
+ * What `compileLaunch` makes: the list marshaller, the list launch and, for up to
+ * `MAX_POSITIONAL` parameters, the positional and direct launches.
+ */
 export interface CompiledLaunch {
   /** The text compiled (see `Kernel.launchSource`). */
   source: string;
   marshal: ListMarshal;
+  list: ListLaunch;
   positional: PositionalLaunch | undefined;
   direct: DirectLaunch | undefined;
 }
@@ -153,8 +174,10 @@ export interface CompiledLaunch {
  * Every argument is checked (an error names the argument and the declared type) before any
  * pointer argument is declared used on `stream`.
  *
- * - `marshal`: the arguments from a list, stored (`Kernel.marshal`; `launchOn` and kernels of
- *   more parameters launch through it).
+ * - `marshal`: the arguments from a list, checked and stored, nothing launched
+ *   (`Kernel.marshal`).
+ * - `list`: the whole launch on a checked stream and geometry, the arguments from a list
+ *   (`launchOn`; `launch` for kernels of more parameters and other geometries).
  * - `positional`: the whole launch on a checked stream and geometry, the arguments one by one;
  *   the kernel's own CUlaunchConfig is written (geometry, stream) and cuLaunchKernelEx called
  *   with the configuration, function and argument addresses as constants of the code, so that
@@ -164,9 +187,11 @@ export interface CompiledLaunch {
  *   one-dimensional geometry, the stream and the kernel's module itself
  *   (docs/decisions/0029-launch-without-layers.md).
  *
- * A `DeviceArray` argument of a typed pointer parameter is declared used inline in the common
- * case (the stream that last wrote it uses it again, nothing captures, no other stream reads
- * it; what `DeviceBuffer.ffiAddressOn` does then), through `ffiAddressOn` otherwise.
+ * The launch itself (the module kept for a capture, the configuration written,
+ * cuLaunchKernelEx between the trace's begin and end, the status check) is one block of text
+ * ending each of the three launch functions. A `DeviceArray` argument of a typed pointer
+ * parameter is handed off by one call of the memory layer's `handOff` (its common case is
+ * small enough for V8 to inline); an untyped pointer's argument by its own `ffiAddressOn`.
  */
 export function compileLaunch({
   kernel,
@@ -251,36 +276,24 @@ export function compileLaunch({
         }
       }
     }
-    // Every argument has passed: the pointers are declared used (and written).
-    const pointers = [...writers.keys()].filter((i) => writers[i] === W_PTR);
-    if (pointers.some((i) => dtypes[i] !== undefined)) {
-      // The inline use needs a stream that is neither capturing nor disposed (checked once).
-      lines.push('const plain = stream.capture === null && !stream.disposed;');
-    }
-    for (const i of pointers) {
+    // Every argument has passed: the pointers are declared used (the memory layer's one
+    // hand-off, see `handOff` in memory.ts) and their addresses written.
+    for (let i = 0; i < count; i++) {
+      if (writers[i] !== W_PTR) continue;
       const offset = slotBase + i * 8;
       const v = `v${i}`;
       const p = `p${i}`;
       const access = readOnly[i] === 1 ? 'read' : 'write';
       if (dtypes[i] === undefined) {
+        // A bigint address, or a DeviceArray or DeviceBuffer of any loaded copy of the package.
         lines.push(
           `const ${p} = typeof ${v} === 'bigint' ? ${v} : ${v}.ffiAddressOn(stream, '${access}');`,
         );
       } else {
-        // A DeviceArray (checked above). A read by the writer stream moves the last use on; a
-        // write also needs no reader on another stream since the last write.
-        const r = `r${i}`;
+        // A DeviceArray (checked above): its buffer, its allocation record and its address.
         lines.push(
-          `const ${r} = ${v}.allocation;`,
-          `let ${p};`,
-          access === 'read'
-            ? `if (plain && ${r}.stream === stream && ${r}.address !== 0 && ${r}.capture === null) {`
-            : `if (plain && ${r}.stream === stream && ${r}.address !== 0 && ${r}.capture === null && (${r}.readers === null || ${r}.readers.length === 0)) {`,
-          access === 'read'
-            ? `  ${r}.stamp = ++clock.value;`
-            : `  ${r}.stamp = ${r}.writeStamp = ++clock.value;`,
-          `  ${p} = ${v}.ffiAddress;`,
-          `} else ${p} = ${v}.ffiAddressOn(stream, '${access}');`,
+          `handOff(${v}.buffer, ${v}.allocation, stream, '${access}');`,
+          `const ${p} = ${v}.ffiAddress;`,
         );
       }
       lines.push(
@@ -292,7 +305,7 @@ export function compileLaunch({
     }
     return lines;
   };
-  /** The launch itself (see `submit` in launch.ts, which the list paths take). */
+  /** The launch itself, written once: every launch function below ends with it. */
   const word = configBase >> 2;
   const issue = [
     // A captured kernel needs its module loaded for as long as the graph lives.
@@ -320,9 +333,13 @@ export function compileLaunch({
   const source = [
     "'use strict';",
     'const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;',
-    'const { module, CONTEXT, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, resolveStream, DeviceArray, clock } = launch;',
+    'const { module, CONTEXT, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, resolveStream, DeviceArray, handOff } = launch;',
     'function marshal(args, stream) {',
     ...checks(true),
+    '}',
+    'function launchList(args, stream, gx, gy, gz, bx, by, bz, sharedMemory) {',
+    ...checks(true),
+    ...issue,
     '}',
   ];
   if (positional) {
@@ -346,9 +363,10 @@ export function compileLaunch({
       ...issue,
       'return true;',
       '}',
-      'return { marshal, positional: launchKernel, direct: launchDirect };',
+      'return { marshal, list: launchList, positional: launchKernel, direct: launchDirect };',
     );
-  } else source.push('return { marshal, positional: undefined, direct: undefined };');
+  } else
+    source.push('return { marshal, list: launchList, positional: undefined, direct: undefined };');
   const text = launchText(kernel.name, source);
   // Indirect eval compiles exactly the text `Kernel.launchSource()` prints, in the global scope.
   const factory = globalEval(text) as (...parts: unknown[]) => Omit<CompiledLaunch, 'source'>;
@@ -365,9 +383,15 @@ export function compileLaunch({
     endOperation,
     resolveStream,
     DeviceArray,
-    clock: useClock,
+    handOff,
   });
-  return { source: text, marshal: made.marshal, positional: made.positional, direct: made.direct };
+  return {
+    source: text,
+    marshal: made.marshal,
+    list: made.list,
+    positional: made.positional,
+    direct: made.direct,
+  };
 }
 
 /** `eval` called indirectly: it sees the global scope only, as `new Function` would. */
@@ -397,7 +421,7 @@ function launchText(name: string, body: readonly string[]): string {
  * arena's typed views (`ArenaViews`), the int64 and uint64 bounds as bigints, and the launch's
  * constants and functions (`module`, `CONTEXT`, `name`, `CONFIG`, `FUNCTION`, `ARGUMENTS`,
  * `driver`, `check`, `beginOperation`, `endOperation`, `resolveStream`, `DeviceArray`,
- * `clock`).
+ * `handOff`).
  */
 export const LAUNCH_FACTORY_PARAMETERS = Object.freeze([
   'kernel',

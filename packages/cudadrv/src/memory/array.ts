@@ -15,7 +15,7 @@ import {
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
 import type { Stream } from '../stream/stream.js';
 import { type WaitOptions, waitForStream } from '../stream/wait.js';
-import { type Allocation, DeviceBuffer, recordOf, type StreamOption } from './memory.js';
+import { type Allocation, DeviceBuffer, handOff, recordOf, type StreamOption } from './memory.js';
 import {
   copyDeviceRegion,
   copyDeviceToPinned,
@@ -89,8 +89,8 @@ export class DeviceArray<D extends DType = DType> {
    */
   readonly ffiAddress: number | bigint;
   /**
-   * @internal The buffer's allocation record, which a kernel's launch reads and moves inline
-   * in the common case (see `compileLaunch`).
+   * @internal The buffer's allocation record, handed to `handOff` by this array's uses and by
+   * kernel launches (see `compileLaunch`); only the memory layer reads or moves it.
    */
   readonly allocation: Allocation;
   #pointer: bigint | undefined;
@@ -285,7 +285,7 @@ export class DeviceArray<D extends DType = DType> {
    */
   useOn(stream: Stream, access: 'read' | 'write' = 'write'): bigint {
     if (this.buffer.byteLength === 0) return 0n;
-    this.buffer.ffiAddressOn(stream, access);
+    handOff(this.buffer, this.allocation, stream, access);
     return (this.#pointer ??= BigInt(this.ffiAddress));
   }
 
@@ -295,7 +295,7 @@ export class DeviceArray<D extends DType = DType> {
    */
   ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
     if (this.buffer.byteLength === 0) return 0;
-    this.buffer.ffiAddressOn(stream, access);
+    handOff(this.buffer, this.allocation, stream, access);
     return this.ffiAddress;
   }
 

@@ -70,7 +70,10 @@ import { launch } from '../kernel/launch.js';
 import type { Module } from '../kernel/module.js';
 import { Stream } from '../stream/stream.js';
 import { DeviceArray } from './array.js';
-import { DeviceBuffer } from './memory.js';
+import { CaptureError, DisposedError } from '../errors.js';
+import type { StreamCapture } from '../graph/capture.js';
+import { useClock } from '../progress.js';
+import { DeviceBuffer, handOff, recordOf } from './memory.js';
 
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
 let nextAddress = 0x10000;
@@ -369,5 +372,146 @@ describe("a launch's uses of its arrays (decision 0029)", () => {
     // The run exercised both kinds of use: with and without ordering.
     expect(declared.some((line) => line.includes('wait'))).toBe(true);
     expect(declared.filter((line, i) => i % 2 === 0 && line === '').length).toBeGreaterThan(20);
+  });
+});
+
+describe('handOff: the one hand-off of the memory layer', () => {
+  const stampsOf = (buffer: DeviceBuffer) => {
+    const { stream, stamp, writeStamp, readers, readerStamps } = recordOf(buffer);
+    return { stream, stamp, writeStamp, readers, readerStamps };
+  };
+  /** Runs `fn` with `stream` capturing into a stand-in capture that records the uses. */
+  const capturing = (stream: Stream, fn: (capture: StreamCapture) => void) => {
+    const uses: [DeviceBuffer, string][] = [];
+    const capture = {
+      stream,
+      allocations: [],
+      recordUse: (buffer: DeviceBuffer, access: string) => uses.push([buffer, access]),
+    } as unknown as StreamCapture;
+    stream.capture = capture;
+    try {
+      fn(capture);
+    } finally {
+      stream.capture = null;
+    }
+    return uses;
+  };
+
+  it('stamps: the writer stream reading moves the last use only; writing moves both', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    const before = stampsOf(buffer);
+    handOff(buffer, recordOf(buffer), a, 'read');
+    const read = stampsOf(buffer);
+    expect(read.stamp).toBe(useClock.value);
+    expect(read.stamp).toBeGreaterThan(before.stamp);
+    expect(read.writeStamp).toBe(before.writeStamp);
+    handOff(buffer, recordOf(buffer), a, 'write');
+    const written = stampsOf(buffer);
+    expect([written.stamp, written.writeStamp]).toEqual([useClock.value, useClock.value]);
+    expect(written.stream).toBe(a);
+    expect(written.readers).toBeNull();
+    expect(calls()).toEqual([]);
+  });
+
+  it('readers: a read elsewhere joins them once; a write by the writer waits for them and clears them', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    handOff(buffer, recordOf(buffer), b, 'read');
+    expect(calls()).toEqual(['record s1', 'wait s2']);
+    const first = stampsOf(buffer);
+    expect(first.stream).toBe(a);
+    expect(first.readers).toEqual([b]);
+    expect(first.readerStamps).toEqual([useClock.value]);
+    handOff(buffer, recordOf(buffer), b, 'read'); // a known reader: its stamp moves on only
+    expect(calls()).toEqual([]);
+    expect(stampsOf(buffer).readerStamps).toEqual([useClock.value]);
+    handOff(buffer, recordOf(buffer), c, 'read');
+    expect(calls()).toEqual(['record s1', 'wait s3']);
+    expect(stampsOf(buffer).readers).toEqual([b, c]);
+    // The writer writes again: it waits for both busy readers (not the common case).
+    handOff(buffer, recordOf(buffer), a, 'write');
+    expect(calls()).toEqual(['record s2', 'wait s1', 'record s3', 'wait s1']);
+    expect(stampsOf(buffer)).toMatchObject({ stream: a, readers: [], readerStamps: [] });
+    expect(stampsOf(buffer).writeStamp).toBe(useClock.value);
+  });
+
+  it('a write on another stream waits for the writer and the readers, and becomes the writer', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    handOff(buffer, recordOf(buffer), b, 'read');
+    calls();
+    handOff(buffer, recordOf(buffer), c, 'write');
+    expect(calls()).toEqual(['record s1', 'wait s3', 'record s2', 'wait s3']);
+    expect(stampsOf(buffer)).toMatchObject({ stream: c, readers: [], readerStamps: [] });
+  });
+
+  it('capture: a use by a capturing stream is recorded for the graph and moves nothing', () => {
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    const before = stampsOf(buffer);
+    const clock = useClock.value;
+    const uses = capturing(a, () => {
+      handOff(buffer, recordOf(buffer), a, 'read');
+      handOff(buffer, recordOf(buffer), a, 'write');
+    });
+    expect(uses).toEqual([
+      [buffer, 'read'],
+      [buffer, 'write'],
+    ]);
+    expect(stampsOf(buffer)).toEqual(before);
+    expect(useClock.value).toBe(clock);
+    expect(calls()).toEqual([]);
+  });
+
+  it("capture: the capture's own memory is used freely inside it and refused outside", () => {
+    let buffer: DeviceBuffer | undefined;
+    const uses = capturing(a, (capture) => {
+      buffer = DeviceBuffer.allocate(256, { stream: a });
+      expect(recordOf(buffer).capture).toBe(capture);
+      handOff(buffer, recordOf(buffer), a, 'write');
+      expect(() => handOff(buffer!, recordOf(buffer!), b, 'read')).toThrow(CaptureError);
+    });
+    expect(uses).toEqual([]);
+  });
+
+  it('empty memory: no ordering, nothing moves; disposed memory and streams throw first', () => {
+    const empty = DeviceBuffer.allocate(0, { stream: a });
+    const before = stampsOf(empty);
+    handOff(empty, recordOf(empty), b, 'write');
+    expect(stampsOf(empty)).toEqual(before);
+    expect(calls()).toEqual([]);
+    const gone = DeviceBuffer.allocate(256, { stream: a });
+    gone.dispose();
+    calls();
+    expect(() => handOff(gone, recordOf(gone), a, 'read')).toThrow(DisposedError);
+    const closed = Stream.wrap(9n, context, 's9');
+    closed.dispose();
+    const live = DeviceBuffer.allocate(256, { stream: a });
+    calls();
+    expect(() => handOff(live, recordOf(live), closed, 'read')).toThrow(DisposedError);
+    expect(calls()).toEqual([]);
+  });
+
+  it("a buffer of another copy of the package: that copy's own ffiAddressOn", () => {
+    const asked: string[] = [];
+    const foreign = {
+      byteLength: 64,
+      ffiAddressOn: (stream: Stream, access: string) => asked.push(`${stream.name} ${access}`),
+    } as unknown as DeviceBuffer;
+    expect(recordOf(foreign).address).toBe(0);
+    handOff(foreign, recordOf(foreign), b, 'read');
+    expect(asked).toEqual(['s2 read']);
+  });
+
+  it('the generated launch calls it for each typed array and edits no allocation record', () => {
+    const kernel = new Kernel({ context, disposed: false } as unknown as Module, 'h', 3n, [
+      'float32*',
+      'const float64*',
+      'pointer',
+    ]);
+    const text = kernel.launchSource();
+    expect(text).toContain("handOff(v0.buffer, v0.allocation, stream, 'write');");
+    expect(text).toContain("handOff(v1.buffer, v1.allocation, stream, 'read');");
+    expect(text).toContain("v2.ffiAddressOn(stream, 'write')");
+    expect(text).not.toMatch(/\.(stamp|writeStamp|readers|readerStamps)\b|clock/);
+    // One launch block, ending each of the three launch functions.
+    expect(text.match(/driver\(\)\.cuLaunchKernelEx\(/g)).toHaveLength(3);
   });
 });

@@ -18,7 +18,7 @@ export interface StreamOption {
 /** What the FinalizationRegistry needs to free a forgotten buffer (no reference to the buffer). */
 /**
  * @internal A buffer's allocation record: its address, the stream and clock ticks of its last
- * uses (see `DeviceBuffer.ffiAddressOn`). Launches read and move it inline in the common case.
+ * uses. Only this module reads or moves them (see `handOff`).
  */
 export interface Allocation {
   /** The device address as `ffiValue` gives it (a Number below 2^53); 0 once freed. */
@@ -190,7 +190,7 @@ let allocationOf: (buffer: DeviceBuffer) => Allocation;
 
 /**
  * The record `recordOf` gives for a buffer without one of this copy of the package (another
- * loaded copy's, a test's stand-in): address 0, so that a launch never takes its inline path
+ * loaded copy's, a test's stand-in): address 0, so that `handOff` never takes its common case
  * for it and asks the buffer itself.
  */
 const untracked: Allocation = Object.freeze({
@@ -209,9 +209,9 @@ const untracked: Allocation = Object.freeze({
 }) as Allocation;
 
 /**
- * @internal The allocation record a `DeviceArray` keeps for its launches' inline path (see
- * `compileLaunch`): the buffer's own, or one with address 0 for a buffer of another copy of
- * the package (set by DeviceBuffer's static block).
+ * @internal The allocation record a `DeviceArray` keeps to hand to `handOff`: the buffer's
+ * own, or one with address 0 for a buffer of another copy of the package, whose hand-off goes
+ * to that copy's `ffiAddressOn` (set by DeviceBuffer's static block).
  */
 export let recordOf: (buffer: DeviceBuffer) => Allocation;
 
@@ -392,106 +392,8 @@ export class DeviceBuffer {
    * for native functions declared with a `uint64_t` address, on hot paths.
    */
   ffiAddressOn(stream: Stream, access: 'read' | 'write' = 'write'): number | bigint {
-    // The common case, small enough to be inlined into a launch: the stream that last wrote
-    // the buffer uses it again, nothing captures, and no other stream reads it (what the
-    // full path below does in that case, and nothing else).
     const allocation = this.#allocation;
-    if (
-      allocation.stream === stream &&
-      allocation.address !== 0 &&
-      stream.capture === null &&
-      allocation.capture === null &&
-      !stream.disposed
-    ) {
-      if (access === 'read') {
-        allocation.stamp = ++useClock.value;
-        return allocation.address;
-      }
-      const readers = allocation.readers;
-      if (readers === null || readers.length === 0) {
-        allocation.stamp = allocation.writeStamp = ++useClock.value;
-        return allocation.address;
-      }
-    }
-    return this.#use(allocation, stream, access);
-  }
-
-  /** `ffiAddressOn` in every case (see there). */
-  #use(allocation: Allocation, stream: Stream, access: 'read' | 'write'): number | bigint {
-    stream.assertUsable();
-    if (allocation.address === 0 && this.byteLength > 0) throw unusable(allocation);
-    const capture = stream.capture;
-    if (capture !== null || allocation.capture !== null) {
-      return this.#useInCapture(allocation, stream, capture, access);
-    }
-    const stamp = ++useClock.value;
-    const writer = allocation.stream;
-    if (writer === stream) {
-      // Reads on the writer's stream need no ordering; a write still waits for other readers.
-      allocation.stamp = stamp;
-      if (access === 'read') return allocation.address;
-      allocation.writeStamp = stamp;
-      const readers = allocation.readers;
-      if (readers !== null && readers.length > 0) {
-        waitForReaders(stream, readers, allocation.readerStamps!);
-        readers.length = 0;
-        allocation.readerStamps!.length = 0;
-      }
-      return allocation.address;
-    }
-    let readers = allocation.readers;
-    if (access === 'read') {
-      const index = readers === null ? -1 : readers.indexOf(stream);
-      if (index >= 0) {
-        // This stream already waited for the last write: only its stamp moves on.
-        allocation.readerStamps![index] = stamp;
-        return allocation.address;
-      }
-      // A read orders after the last write, not after the writer stream's reads since: when
-      // that write is known complete, the read needs no ordering even if the writer stream is
-      // still reading the buffer.
-      if (!writer.hasCompleted(allocation.writeStamp)) stream.waitFor(writer);
-      if (readers === null) {
-        allocation.readers = readers = [];
-        allocation.readerStamps = [];
-      }
-      readers.push(stream);
-      allocation.readerStamps!.push(stamp);
-      return allocation.address;
-    }
-    // A write orders after every use since the last write, the writer stream's reads included.
-    if (!writer.hasCompleted(allocation.stamp)) stream.waitFor(writer);
-    if (readers !== null && readers.length > 0) {
-      waitForReaders(stream, readers, allocation.readerStamps!);
-      readers.length = 0;
-      allocation.readerStamps!.length = 0;
-    }
-    allocation.stream = stream;
-    allocation.stamp = stamp;
-    allocation.writeStamp = stamp;
-    return allocation.address;
-  }
-
-  /**
-   * A use while a capture is involved: the stream captures, or the memory belongs to a capture
-   * in progress. A captured use changes nothing now (the work runs at each launch, and the
-   * graph re-declares the use on the launching stream then); it is recorded for that.
-   */
-  #useInCapture(
-    allocation: Allocation,
-    stream: Stream,
-    capture: StreamCapture | null,
-    access: 'read' | 'write',
-  ): number | bigint {
-    const owner = allocation.capture;
-    if (owner === capture) return allocation.address;
-    if (owner !== null) {
-      throw new CaptureError(
-        'DeviceBuffer',
-        `this buffer was allocated inside the capture of ${owner.stream}, which is in progress: it is memory of the graph being captured and exists only when that graph runs, so ${stream} cannot use it${capture === null ? '' : ' (nor another capture)'}`,
-      );
-    }
-    capture!.recordUse(this, access);
+    handOff(this, allocation, stream, access);
     return allocation.address;
   }
 
@@ -520,6 +422,141 @@ export class DeviceBuffer {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/**
+ * @internal The buffer hand-off, written once: declares that `stream` is about to use the
+ * memory of `buffer`, whose allocation record is `allocation` (a `DeviceArray` keeps it, see
+ * `recordOf`). Every use goes through it: `DeviceBuffer.ffiAddressOn` and `useOn`, the arrays'
+ * `ffiAddressOn` and `useOn`, and the launch code generated per kernel (`compileLaunch`), which
+ * calls it once per typed pointer argument.
+ *
+ * The common case is these few lines, small enough for V8 to inline into the caller: the
+ * stream that last wrote the memory uses it again, nothing captures, and no other stream reads
+ * it (for a write). Then only the use-clock stamps move (progress.ts). Every other case is
+ * `handOffInFull`.
+ */
+export function handOff(
+  buffer: DeviceBuffer,
+  allocation: Allocation,
+  stream: Stream,
+  access: 'read' | 'write',
+): void {
+  if (
+    allocation.stream === stream &&
+    allocation.address !== 0 &&
+    stream.capture === null &&
+    allocation.capture === null &&
+    !stream.disposed
+  ) {
+    if (access === 'read') {
+      allocation.stamp = ++useClock.value;
+      return;
+    }
+    const readers = allocation.readers;
+    if (readers === null || readers.length === 0) {
+      allocation.stamp = allocation.writeStamp = ++useClock.value;
+      return;
+    }
+  }
+  handOffInFull(buffer, allocation, stream, access);
+}
+
+/**
+ * `handOff` in every case. The hand-off is ordered on the GPU, never by blocking the host: a
+ * read waits for the last write (once per stream); a write waits for the last write and for
+ * every read since. A use from a stream whose earlier work is known complete needs no ordering.
+ * Memory of no bytes is never read or written: its uses need no ordering and change nothing.
+ */
+function handOffInFull(
+  buffer: DeviceBuffer,
+  allocation: Allocation,
+  stream: Stream,
+  access: 'read' | 'write',
+): void {
+  if (allocation === untracked) {
+    // A buffer of another loaded copy of the package: its own copy's hand-off.
+    buffer.ffiAddressOn(stream, access);
+    return;
+  }
+  stream.assertUsable();
+  if (allocation.address === 0) {
+    if (buffer.byteLength > 0) throw unusable(allocation);
+    return;
+  }
+  const capture = stream.capture;
+  if (capture !== null || allocation.capture !== null) {
+    handOffInCapture(buffer, allocation, stream, capture, access);
+    return;
+  }
+  const stamp = ++useClock.value;
+  const writer = allocation.stream;
+  if (writer === stream) {
+    // Reads on the writer's stream need no ordering; a write still waits for other readers.
+    allocation.stamp = stamp;
+    if (access === 'read') return;
+    allocation.writeStamp = stamp;
+    const readers = allocation.readers;
+    if (readers !== null && readers.length > 0) {
+      waitForReaders(stream, readers, allocation.readerStamps!);
+      readers.length = 0;
+      allocation.readerStamps!.length = 0;
+    }
+    return;
+  }
+  let readers = allocation.readers;
+  if (access === 'read') {
+    const index = readers === null ? -1 : readers.indexOf(stream);
+    if (index >= 0) {
+      // This stream already waited for the last write: only its stamp moves on.
+      allocation.readerStamps![index] = stamp;
+      return;
+    }
+    // A read orders after the last write, not after the writer stream's reads since: when
+    // that write is known complete, the read needs no ordering even if the writer stream is
+    // still reading the buffer.
+    if (!writer.hasCompleted(allocation.writeStamp)) stream.waitFor(writer);
+    if (readers === null) {
+      allocation.readers = readers = [];
+      allocation.readerStamps = [];
+    }
+    readers.push(stream);
+    allocation.readerStamps!.push(stamp);
+    return;
+  }
+  // A write orders after every use since the last write, the writer stream's reads included.
+  if (!writer.hasCompleted(allocation.stamp)) stream.waitFor(writer);
+  if (readers !== null && readers.length > 0) {
+    waitForReaders(stream, readers, allocation.readerStamps!);
+    readers.length = 0;
+    allocation.readerStamps!.length = 0;
+  }
+  allocation.stream = stream;
+  allocation.stamp = stamp;
+  allocation.writeStamp = stamp;
+}
+
+/**
+ * A use while a capture is involved: the stream captures, or the memory belongs to a capture
+ * in progress. A captured use changes nothing now (the work runs at each launch, and the
+ * graph re-declares the use on the launching stream then); it is recorded for that.
+ */
+function handOffInCapture(
+  buffer: DeviceBuffer,
+  allocation: Allocation,
+  stream: Stream,
+  capture: StreamCapture | null,
+  access: 'read' | 'write',
+): void {
+  const owner = allocation.capture;
+  if (owner === capture) return;
+  if (owner !== null) {
+    throw new CaptureError(
+      'DeviceBuffer',
+      `this buffer was allocated inside the capture of ${owner.stream}, which is in progress: it is memory of the graph being captured and exists only when that graph runs, so ${stream} cannot use it${capture === null ? '' : ' (nor another capture)'}`,
+    );
+  }
+  capture!.recordUse(buffer, access);
 }
 
 /** The error for a use of a buffer without memory: disposed, or graph memory not there yet. */
