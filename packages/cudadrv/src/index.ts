@@ -13,6 +13,15 @@
 export { availability, type CudaAvailability, isAvailable } from './context/availability.js';
 export { Context, Device, deviceCount } from './context/device.js';
 export {
+  parseSharedEventHandle,
+  parseSharedMemoryHandle,
+  type SharedDeviceIdentity,
+  type SharedEventHandle,
+  SharedMemoryError,
+  type SharedMemoryFailure,
+  type SharedMemoryHandle,
+} from './context/ipc-handle.js';
+export {
   currentContext,
   currentDevice,
   currentSignal,
@@ -64,6 +73,15 @@ export {
   type OwnErrorClass,
 } from './library-errors.js';
 export { DeviceArray, type Shape } from './memory/array.js';
+export {
+  allocateShareable,
+  checkSharedMemory,
+  type OpenSharedMemoryOptions,
+  openSharedMemory,
+  shareableArray,
+  sharedMemoryHolders,
+  shareMemory,
+} from './memory/ipc.js';
 export { DeviceBuffer, type StreamOption } from './memory/memory.js';
 export {
   MemoryPool,
@@ -82,6 +100,7 @@ export {
 } from './memory/transfer.js';
 export { type PackageCopy, packageOf, processState } from './process-state.js';
 export { Event, type EventOptions } from './stream/event.js';
+export { InterprocessEvent } from './stream/ipc-event.js';
 export { beginOperation, endOperation } from './stream/observer.js';
 export { type StreamPriority, streamPriority } from './stream/priority.js';
 export { Stream, type StreamOptions } from './stream/stream.js';

@@ -86,6 +86,15 @@ export const libcudaSpec = {
   minimumVersion: 'the driver of CUDA 12.0 or newer (version 525 or newer)',
 } as const;
 
+/** CUevent_flags: the event may be shared with other processes (cuIpcGetEventHandle). */
+export const CU_EVENT_INTERPROCESS = 0x4;
+/** CUipcMem_flags: cuIpcOpenMemHandle enables peer access lazily (the only flag). */
+export const CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
+/** CUpointer_attribute: memory operations on the allocation synchronize (set on shared memory). */
+export const CU_POINTER_ATTRIBUTE_SYNC_MEMOPS = 6;
+/** Bytes of a CUipcMemHandle and of a CUipcEventHandle (CU_IPC_HANDLE_SIZE). */
+export const CU_IPC_HANDLE_SIZE = 64;
+
 /** CUmemorytype: host memory. */
 export const CU_MEMORYTYPE_HOST = 1;
 /** CUmemorytype: device memory. */
@@ -96,6 +105,10 @@ export const cuda = lazyBindings(() => {
   const lib = loadLibrary(libcudaSpec);
   const k = koffi();
   // typedef struct CUDA_MEMCPY2D_st { ... } CUDA_MEMCPY2D;
+  // typedef struct CUipcMemHandle_st { char reserved[CU_IPC_HANDLE_SIZE]; } CUipcMemHandle;
+  k.struct('CUipcMemHandle', { reserved: k.array('uint8_t', 64, 'Typed') });
+  // typedef struct CUipcEventHandle_st { char reserved[CU_IPC_HANDLE_SIZE]; } CUipcEventHandle;
+  k.struct('CUipcEventHandle', { reserved: k.array('uint8_t', 64, 'Typed') });
   k.struct('CUDA_MEMCPY2D', {
     srcXInBytes: 'size_t',
     srcY: 'size_t',
@@ -255,6 +268,37 @@ export const cuda = lazyBindings(() => {
     // CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
     cuMemsetD32Async: lib.func(
       'int cuMemsetD32Async(uint64_t dstDevice, uint32_t value, size_t n, uint64_t hStream)',
+    ),
+
+    // CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+    cuMemAlloc_v2: lib.func('int cuMemAlloc_v2(_Out_ uint64_t *dptr, size_t bytesize)'),
+    // CUresult cuMemFree_v2(CUdeviceptr dptr);
+    cuMemFree_v2: lib.func('int cuMemFree_v2(uint64_t dptr)'),
+    // CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr);
+    cuPointerSetAttribute: lib.func(
+      'int cuPointerSetAttribute(void *value, int attribute, uint64_t ptr)',
+    ),
+    // CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
+    cuDeviceGetPCIBusId: lib.func(
+      'int cuDeviceGetPCIBusId(_Out_ uint8_t *pciBusId, int len, int dev)',
+    ),
+    // CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+    cuIpcGetMemHandle: lib.func('int cuIpcGetMemHandle(_Out_ uint8_t *handle, uint64_t dptr)'),
+    // CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+    cuIpcOpenMemHandle: lib.func(
+      'int cuIpcOpenMemHandle_v2(_Out_ uint64_t *pdptr, CUipcMemHandle handle, unsigned int flags)',
+    ),
+    // CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+    cuMemGetAddressRange_v2: lib.func(
+      'int cuMemGetAddressRange_v2(_Out_ uint64_t *pbase, _Out_ size_t *psize, uint64_t dptr)',
+    ),
+    // CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+    cuIpcCloseMemHandle: lib.func('int cuIpcCloseMemHandle(uint64_t dptr)'),
+    // CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event);
+    cuIpcGetEventHandle: lib.func('int cuIpcGetEventHandle(_Out_ uint8_t *handle, void *event)'),
+    // CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle);
+    cuIpcOpenEventHandle: lib.func(
+      'int cuIpcOpenEventHandle(_Out_ void **phEvent, CUipcEventHandle handle)',
     ),
 
     // CUresult cuModuleLoadData(CUmodule *module, const void *image);

@@ -48,6 +48,32 @@ export interface Allocation {
   capture: StreamCapture | null;
   /** For memory allocated inside a capture that outlived it: the graph's side, else null. */
   graph: GraphMemory | null;
+  /**
+   * For memory that did not come from the pool (shared across processes): how it goes; null
+   * or absent otherwise.
+   */
+  foreign?: ForeignMemory | null;
+}
+
+/**
+ * @internal Device memory that did not come from the stream-ordered pool: memory allocated to
+ * be shared with other processes, or another process's memory mapped into this one. Its
+ * buffer frees it through `release`, once every use of it is complete (the host waits for the
+ * streams that used it: these frees are rare and cannot be stream-ordered).
+ *
+ * A read-only buffer keeps at least one entry in its `readers` (see `adoptForeign`), so that
+ * the common case of `handOff` never takes a write to it and every write reaches
+ * `handOffInFull`, which refuses it with `writeError()`: no check in the common case.
+ */
+export interface ForeignMemory {
+  /** Whether a use for writing is refused. */
+  readonly readOnly: boolean;
+  /** The error for a use for writing (read-only memory only). */
+  writeError(): Error;
+  /** Frees or unmaps the memory; called once, after every use of it has completed. */
+  release(address: number | bigint): void;
+  /** The error for a use after the memory went without `dispose()`, or null (then: disposed). */
+  goneError(): Error | null;
 }
 
 /**
@@ -80,6 +106,10 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
   const memory = allocation.graph;
   if (allocation.address === 0) {
     if (memory !== null && memory.state === 'pending') memory.state = 'released';
+    return;
+  }
+  if (allocation.foreign != null) {
+    releaseForeign(allocation, allocation.foreign);
     return;
   }
   if (memory?.graphAlive) {
@@ -146,6 +176,35 @@ function waitForReaders(
   }
 }
 
+/**
+ * Frees memory that did not come from the pool (see `ForeignMemory`): blocks until every
+ * stream that used it has finished that work, then releases it. A stream that captures is
+ * not waited for (its captured work runs only when the graph is launched).
+ */
+function releaseForeign(allocation: Allocation, foreign: ForeignMemory): void {
+  const address = allocation.address;
+  allocation.address = 0;
+  allocation.pointer = undefined;
+  try {
+    waitForUseSync(allocation.stream, allocation.stamp);
+    const readers = allocation.readers;
+    if (readers !== null) {
+      for (let i = 0; i < readers.length; i++) {
+        waitForUseSync(readers[i]!, allocation.readerStamps![i]!);
+      }
+    }
+  } finally {
+    foreign.release(address);
+  }
+}
+
+/** Blocks until `stream`'s work up to the use stamped `stamp` is done (see `releaseForeign`). */
+function waitForUseSync(stream: Stream, stamp: number): void {
+  if (!stream.disposed && stream.capture === null && !stream.hasCompleted(stamp)) {
+    stream.synchronize();
+  }
+}
+
 const finalizer = new FinalizationRegistry<Allocation>((allocation) => {
   try {
     freeAllocation(allocation, false);
@@ -206,6 +265,7 @@ const untracked: Allocation = Object.freeze({
   cacheSize: 0,
   capture: null,
   graph: null,
+  foreign: null,
 }) as Allocation;
 
 /**
@@ -326,9 +386,60 @@ export class DeviceBuffer {
         cacheSize: size,
         capture: address === 0 ? null : capture,
         graph: null,
+        foreign: null,
       },
       byteLength,
     );
+  }
+
+  /**
+   * @internal A buffer over memory that did not come from the pool (see `ForeignMemory`),
+   * usable on `stream` from now on; its `dispose()` (or the finalizer) releases it.
+   */
+  static adoptForeign(
+    address: number | bigint,
+    byteLength: number,
+    stream: Stream,
+    foreign: ForeignMemory,
+  ): DeviceBuffer {
+    const stamp = ++useClock.value;
+    return new DeviceBuffer(
+      {
+        address,
+        pointer: undefined,
+        stream,
+        stamp,
+        writeStamp: stamp,
+        // Read-only: one reader entry (the context's default stream, complete at tick 0)
+        // keeps writes out of `handOff`'s common case (see `ForeignMemory`).
+        readers: foreign.readOnly ? [stream.context.defaultStream] : null,
+        readerStamps: foreign.readOnly ? [0] : null,
+        context: stream.context,
+        registered: false,
+        cacheSize: 0,
+        capture: null,
+        graph: null,
+        foreign,
+      },
+      byteLength,
+    );
+  }
+
+  /**
+   * @internal Releases a foreign buffer's memory now (after its uses complete) without
+   * `dispose()`: later uses throw the memory's `goneError()`.
+   */
+  static releaseForeign(buffer: DeviceBuffer): void {
+    const allocation = allocationOf(buffer);
+    if (allocation.address === 0 || allocation.foreign == null) return;
+    if (allocation.registered) finalizer.unregister(buffer);
+    else forgetYoung(buffer);
+    freeAllocation(allocation, false);
+  }
+
+  /** @internal The foreign side of a buffer (see `ForeignMemory`), or null for pool memory. */
+  static foreignOf(buffer: DeviceBuffer): ForeignMemory | null {
+    return recordOf(buffer).foreign ?? null;
   }
 
   /** True for a DeviceBuffer of any loaded copy of this package. */
@@ -396,7 +507,6 @@ export class DeviceBuffer {
     handOff(this, allocation, stream, access);
     return allocation.address;
   }
-
   /**
    * Frees the memory, ordered on the last stream that used it (a block of up to 64 KiB is kept
    * for the next allocation of its size on that stream; see `MemoryPool.releaseCached`). Safe
@@ -484,6 +594,8 @@ function handOffInFull(
     if (buffer.byteLength > 0) throw unusable(allocation);
     return;
   }
+  const foreign = allocation.foreign;
+  if (foreign?.readOnly && access === 'write') throw foreign.writeError();
   const capture = stream.capture;
   if (capture !== null || allocation.capture !== null) {
     handOffInCapture(buffer, allocation, stream, capture, access);
@@ -561,6 +673,8 @@ function handOffInCapture(
 
 /** The error for a use of a buffer without memory: disposed, or graph memory not there yet. */
 function unusable(allocation: Allocation): Error {
+  const gone = allocation.foreign?.goneError();
+  if (gone) return gone;
   const state = allocation.graph?.state;
   if (state === 'pending') {
     return new CaptureError(
