@@ -1,0 +1,89 @@
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LeaseStore, processAlive } from './ipc-leases.js';
+
+// The lease records of shared memory: a folder per export, a file per importing process,
+// liveness by pid. Processes here are made up: `alive` says which exist.
+
+let base: string;
+let root: string;
+const alive = new Set<number>();
+const store = () => new LeaseStore(root, (pid) => alive.has(pid));
+const id = 'a1'.repeat(16);
+
+beforeEach(() => {
+  base = mkdtempSync(join(tmpdir(), 'leases-'));
+  root = join(base, 'root');
+  alive.clear();
+  alive.add(100); // the exporter
+});
+afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+describe('LeaseStore', () => {
+  it('an export is live while its exporter lives and has not closed it', () => {
+    const leases = store();
+    expect(leases.exportState(100, id)).toBe('stale'); // never opened
+    leases.openExport(100, id);
+    expect((statSync(root).mode & 0o777).toString(8)).toBe('700');
+    expect(leases.exportState(100, id)).toBe('live');
+    leases.closeExport(100, id);
+    expect(leases.exportState(100, id)).toBe('stale');
+  });
+
+  it('an exporter that exited: its export reads exporter-exited and its folder goes', () => {
+    const leases = store();
+    leases.openExport(100, id);
+    alive.delete(100);
+    expect(leases.exportState(100, id)).toBe('exporter-exited');
+    alive.add(100); // the pid reused by another process: no folder, so not live
+    expect(leases.exportState(100, id)).toBe('stale');
+  });
+
+  it('holders: live importers only; a dead importer is dropped (it cannot give its lease back)', () => {
+    const leases = store();
+    leases.openExport(100, id);
+    alive.add(201).add(202);
+    expect(leases.take(100, id, 201)).toBe(true);
+    expect(leases.take(100, id, 202)).toBe(true);
+    expect(leases.take(100, id, 202)).toBe(true); // taking twice is one lease
+    expect(leases.holders(100, id)).toEqual([201, 202]);
+    alive.delete(202); // killed mid-read
+    expect(leases.holders(100, id)).toEqual([201]);
+    alive.add(202); // and its pid reused: the lease was removed, it does not come back
+    expect(leases.holders(100, id)).toEqual([201]);
+    leases.give(100, id, 201);
+    expect(leases.holders(100, id)).toEqual([]);
+    leases.give(100, id, 201); // twice: nothing
+  });
+
+  it('no lease on an export that is gone', () => {
+    const leases = store();
+    alive.add(201);
+    expect(leases.take(100, id, 201)).toBe(false);
+    leases.openExport(100, id);
+    leases.closeExport(100, id);
+    expect(leases.take(100, id, 201)).toBe(false);
+    expect(leases.holders(100, id)).toEqual([]);
+    leases.give(100, id, 201);
+  });
+
+  it('refuses export names that are not a pid and 32 hex digits (no path tricks)', () => {
+    const leases = store();
+    expect(() => leases.openExport(100, '../../x')).toThrow(TypeError);
+    expect(() => leases.exportState(0, id)).toThrow(TypeError);
+  });
+
+  it('refuses a root folder that others can write', async () => {
+    const { mkdirSync, chmodSync } = await import('node:fs');
+    mkdirSync(root, { mode: 0o700 });
+    chmodSync(root, 0o777);
+    expect(() => store().openExport(100, id)).toThrow(/only it can write/);
+  });
+
+  it('processAlive: this process lives; a pid far beyond pid_max does not', () => {
+    expect(processAlive(process.pid)).toBe(true);
+    expect(processAlive(2 ** 30)).toBe(false);
+  });
+});
