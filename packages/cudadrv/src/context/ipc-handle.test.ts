@@ -39,7 +39,10 @@ const event: SharedEventHandle = {
   device,
 };
 
-function refused(input: unknown, parse = parseSharedMemoryHandle): SharedMemoryError {
+function refused(
+  input: unknown,
+  parse: (input: unknown) => unknown = parseSharedMemoryHandle,
+): SharedMemoryError {
   let caught: unknown;
   try {
     parse(input);
