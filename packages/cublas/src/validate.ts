@@ -12,33 +12,34 @@
  * passes one it reuses on every call, so checking allocates nothing (messages are built only
  * on failure). Without that argument the check fills a new object.
  */
-import {
-  CudaArgumentError,
-  DisposedError,
-  type DType,
-  dtypeBytes,
-  type FloatDType,
-} from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, type DType, type FloatDType } from '@cuda-tasks/cudadrv';
 import {
   assertApart,
+  assertFits,
+  assertOperand,
+  describeValue,
   type Footprint,
-  matrixFootprint,
+  isFloatDType,
+  type MatrixLayout,
+  matrixExtent,
   newFootprint,
-  vectorFootprint,
+  newMatrixLayout,
+  newVectorLayout,
+  type Operand,
+  operandMatrixFootprint,
+  operandVectorFootprint,
+  readMatrixLayout,
+  readVectorLayout,
+  sharedDType,
+  type VectorLayout,
+  vectorExtent,
 } from '@cuda-tasks/cudadrv/internal';
 
+export type { SameDType } from '@cuda-tasks/cudadrv';
+export type { MatrixLayout, VectorLayout };
+
 /** What the checks read from an operand (a DeviceArray has all of it). */
-export interface OperandLike {
-  readonly dtype: DType;
-  readonly shape: readonly number[];
-  /** Element strides per dimension. */
-  readonly strides: readonly number[];
-  /** Offset of the first element in the buffer, in elements. */
-  readonly offset: number;
-  readonly disposed: boolean;
-  /** The memory the array views (views of one allocation share it: the overlap checks compare it). */
-  readonly buffer: { readonly byteLength: number };
-}
+export type OperandLike = Operand;
 
 /**
  * The dtypes the S/D routines take.
@@ -47,68 +48,13 @@ export interface OperandLike {
  */
 export type BlasDType = FloatDType;
 
-/**
- * What a routine's signature adds to an operand of dtype `B` beside the first operand's `A`:
- * nothing where they agree or either is not known statically (a plain `DeviceArray`), a
- * property no array has where they differ, so that mixing float32 and float64 operands is a
- * compile error that names both dtypes. The runtime check stays for untyped callers.
- */
-export type SameDType<A extends DType, B extends DType> = [DType] extends [A]
-  ? unknown
-  : [DType] extends [B]
-    ? unknown
-    : [A] extends [B]
-      ? [B] extends [A]
-        ? unknown
-        : { 'operands must share one dtype': [A, B] }
-      : { 'operands must share one dtype': [A, B] };
-
 /** The dtypes `gemmEx` takes for A and B. */
 export type GemmExInputDType = 'float16' | 'bfloat16' | 'float32';
 
 const INT32_MAX = 2 ** 31 - 1;
 
-/** A matrix as cuBLAS sees it: rows x columns, column-major with a leading dimension. */
-export interface MatrixLayout {
-  rows: number;
-  columns: number;
-  /** Elements between the starts of two columns (lda); at least max(1, rows). */
-  leadingDimension: number;
-}
-
-/** A vector as cuBLAS sees it: n elements, `increment` elements apart. */
-export interface VectorLayout {
-  length: number;
-  increment: number;
-}
-
 function fail(call: string, message: string): never {
   throw new CudaArgumentError(`${call}: ${message}`);
-}
-
-function isOperand(value: unknown): value is OperandLike {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    Array.isArray((value as OperandLike).shape) &&
-    Array.isArray((value as OperandLike).strides) &&
-    typeof (value as OperandLike).dtype === 'string'
-  );
-}
-
-/**
- * Throws unless `value` is a usable array: a DisposedError for a freed one, a
- * CudaArgumentError for anything that is not an array.
- */
-function assertOperand(call: string, name: string, value: unknown): asserts value is OperandLike {
-  if (!isOperand(value)) fail(call, `${name} must be a DeviceArray, got ${describe(value)}`);
-  if (value.disposed) throw new DisposedError(`${call}: ${name}`);
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value !== 'object') return typeof value;
-  return value.constructor?.name ?? 'object';
 }
 
 /**
@@ -122,49 +68,25 @@ function assertInt32(call: string, name: string, what: string, value: number): v
 }
 
 /**
- * The dtype the operands share, when it is float32 or float64; otherwise fails naming each
- * operand's dtype (`names` holds the operands' one-letter names in order, e.g. 'abc').
+ * Checks a routine's operands (`names` holds their one-letter names in order, e.g. 'abc'):
+ * each a usable array, all float32 or all float64; returns that dtype, or fails naming each
+ * operand's dtype.
  */
-function blasDType(
+function floatOperands(
   call: string,
   names: string,
-  first: OperandLike,
-  second?: OperandLike,
-  third?: OperandLike,
+  first: unknown,
+  second?: unknown,
+  third?: unknown,
 ): FloatDType {
-  const dtype = first.dtype;
-  if (
-    (dtype === 'float32' || dtype === 'float64') &&
-    (second === undefined || second.dtype === dtype) &&
-    (third === undefined || third.dtype === dtype)
-  ) {
-    return dtype;
-  }
-  const operands = [first, second, third];
+  assertOperand(call, names[0]!, first);
+  if (names.length > 1) assertOperand(call, names[1]!, second);
+  if (names.length > 2) assertOperand(call, names[2]!, third);
+  const dtype = sharedDType(first, second as Operand | undefined, third as Operand | undefined);
+  if (dtype !== undefined && isFloatDType(dtype)) return dtype;
+  const operands = [first, second, third] as Operand[];
   const got = [...names].map((name, i) => `${name}: ${operands[i]!.dtype}`).join(', ');
   fail(call, `operands must all be float32 or float64 and of one dtype, got ${got}`);
-}
-
-/** Elements from the array's first element to the end of its buffer. */
-function capacity(operand: OperandLike): number {
-  return Math.floor(operand.buffer.byteLength / dtypeBytes(operand.dtype)) - operand.offset;
-}
-
-/**
- * Throws unless the elements a routine touches lie inside the operand's buffer: `extent` is
- * one past the largest element index touched, relative to the first element.
- */
-function assertFits(call: string, name: string, operand: OperandLike, extent: number): void {
-  if (extent > capacity(operand)) {
-    fail(
-      call,
-      `${name} would reach element ${extent - 1} past its first, beyond the ${capacity(operand)} elements its buffer holds from there`,
-    );
-  }
-}
-
-function newMatrixLayout(): MatrixLayout {
-  return { rows: 0, columns: 0, leadingDimension: 0 };
 }
 
 /**
@@ -175,12 +97,11 @@ function newMatrixLayout(): MatrixLayout {
 export function matrixLayout(
   call: string,
   name: string,
-  operand: OperandLike,
+  operand: Operand,
   dimensions: 2 | 3 = 2,
   out: MatrixLayout = newMatrixLayout(),
 ): MatrixLayout {
   const shape = operand.shape;
-  const strides = operand.strides;
   const allowed = dimensions === 2 ? shape.length === 1 || shape.length === 2 : shape.length === 3;
   if (!allowed) {
     fail(
@@ -190,17 +111,13 @@ export function matrixLayout(
         : `${name} must be a 3-D array [rows, columns, batch], got shape ${JSON.stringify(shape)}`,
     );
   }
-  const rows = shape[0]!;
-  const columns = shape.length > 1 ? shape[1]! : 1;
-  if (strides[0] !== 1) {
+  if (operand.strides[0] !== 1) {
     fail(
       call,
-      `${name} has a row stride of ${strides[0]}; cuBLAS needs contiguous columns (strides[0] === 1), copy() the view first`,
+      `${name} has a row stride of ${operand.strides[0]}; cuBLAS needs contiguous columns (strides[0] === 1), copy() the view first`,
     );
   }
-  // With one column (or none), or no rows, the column stride is never used.
-  const leadingDimension =
-    shape.length === 1 || columns <= 1 || rows === 0 ? Math.max(1, rows) : strides[1]!;
+  const { rows, columns, leadingDimension } = readMatrixLayout(shape, operand.strides, out);
   if (!Number.isSafeInteger(leadingDimension) || leadingDimension < Math.max(1, rows)) {
     fail(
       call,
@@ -210,17 +127,8 @@ export function matrixLayout(
   assertInt32(call, name, ' rows', rows);
   assertInt32(call, name, ' columns', columns);
   assertInt32(call, name, ' leading dimension', leadingDimension);
-  out.rows = rows;
-  out.columns = columns;
-  out.leadingDimension = leadingDimension;
   if (dimensions === 2) assertFits(call, name, operand, matrixExtent(out));
   return out;
-}
-
-/** One past the last element a matrix touches (0 for an empty one). */
-function matrixExtent(layout: MatrixLayout): number {
-  if (layout.rows === 0 || layout.columns === 0) return 0;
-  return (layout.columns - 1) * layout.leadingDimension + layout.rows;
 }
 
 /**
@@ -230,42 +138,29 @@ function matrixExtent(layout: MatrixLayout): number {
 export function vectorLayout(
   call: string,
   name: string,
-  operand: OperandLike,
-  out: VectorLayout = { length: 0, increment: 0 },
+  operand: Operand,
+  out: VectorLayout = newVectorLayout(),
 ): VectorLayout {
-  const { shape, strides } = operand;
-  let length: number;
-  let increment: number;
-  if (shape.length === 1) {
-    length = shape[0]!;
-    increment = strides[0]!;
-  } else if (shape.length === 2 && shape[1] === 1) {
-    length = shape[0]!;
-    increment = strides[0]!;
-  } else if (shape.length === 2 && shape[0] === 1) {
-    length = shape[1]!;
-    increment = strides[1]!;
-  } else {
+  if (!readVectorLayout(operand.shape, operand.strides, out)) {
     fail(
       call,
-      `${name} must be a vector (1-D, or 2-D with one row or one column), got shape ${JSON.stringify(shape)}`,
+      `${name} must be a vector (1-D, or 2-D with one row or one column), got shape ${JSON.stringify(operand.shape)}`,
     );
   }
-  if (length <= 1) increment = Math.max(1, increment);
+  const { length, increment } = out;
   if (!Number.isSafeInteger(increment) || increment < 1) {
     fail(call, `${name} has element stride ${increment}; cuBLAS needs a positive increment`);
   }
   assertInt32(call, name, ' length', length);
   assertInt32(call, name, ' increment', increment);
-  assertFits(call, name, operand, length === 0 ? 0 : (length - 1) * increment + 1);
-  out.length = length;
-  out.increment = increment;
+  assertFits(call, name, operand, vectorExtent(out));
   return out;
 }
 
 /** Checks that `value` is a number (alpha, beta). */
 export function assertScalar(call: string, name: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number') fail(call, `${name} must be a number, got ${describe(value)}`);
+  if (typeof value !== 'number')
+    fail(call, `${name} must be a number, got ${describeValue(value)}`);
 }
 
 // Options default when undefined only (as destructuring defaults do): null stays an error.
@@ -311,7 +206,7 @@ function scalarOption(call: string, name: string, value: unknown, fallback: numb
 
 function assertOptionsObject(call: string, options: unknown): asserts options is object {
   if (typeof options !== 'object' || options === null) {
-    fail(call, `options must be an object, got ${describe(options)}`);
+    fail(call, `options must be an object, got ${describeValue(options)}`);
   }
 }
 
@@ -365,55 +260,28 @@ function productShape<T extends ProductShape>(
 const layoutA = newMatrixLayout();
 const layoutB = newMatrixLayout();
 const layoutC = newMatrixLayout();
-const layoutX: VectorLayout = { length: 0, increment: 0 };
-const layoutY: VectorLayout = { length: 0, increment: 0 };
+const layoutX = newVectorLayout();
+const layoutY = newVectorLayout();
 const written: Footprint = newFootprint();
 const read: Footprint = newFootprint();
-
-/** The bytes a routine touches of a matrix operand (`blocks` matrices `stride` elements apart). */
-function matrixBytes(
-  out: Footprint,
-  operand: OperandLike,
-  layout: MatrixLayout,
-  blocks = 1,
-  stride = 0,
-): Footprint {
-  return matrixFootprint(
-    out,
-    operand.buffer,
-    operand.offset,
-    dtypeBytes(operand.dtype),
-    layout.rows,
-    layout.columns,
-    layout.leadingDimension,
-    blocks,
-    stride,
-  );
-}
-
-/** The bytes a routine touches of a vector operand. */
-function vectorBytes(out: Footprint, operand: OperandLike, layout: VectorLayout): Footprint {
-  return vectorFootprint(
-    out,
-    operand.buffer,
-    operand.offset,
-    dtypeBytes(operand.dtype),
-    layout.length,
-    layout.increment,
-  );
-}
 
 /** Fails when output matrix C (of `c`) shares a byte with input matrix `layout` of `operand`. */
 function assertMatrixApart(
   call: string,
-  c: OperandLike,
+  c: Operand,
   lc: MatrixLayout,
   name: string,
-  operand: OperandLike,
+  operand: Operand,
   layout: MatrixLayout,
 ): void {
   if (c.buffer !== operand.buffer) return;
-  assertApart(call, 'c', matrixBytes(written, c, lc), name, matrixBytes(read, operand, layout));
+  assertApart(
+    call,
+    'c',
+    operandMatrixFootprint(written, c, lc),
+    name,
+    operandMatrixFootprint(read, operand, layout),
+  );
 }
 
 /**
@@ -422,9 +290,9 @@ function assertMatrixApart(
  */
 function gemmShape<T extends GemmShape>(
   call: string,
-  a: OperandLike,
-  b: OperandLike,
-  c: OperandLike,
+  a: Operand,
+  b: Operand,
+  c: Operand,
   transA: boolean,
   transB: boolean,
   out: T,
@@ -477,7 +345,7 @@ function assertCount(call: string, name: string, value: unknown): asserts value 
 function batchedLayout(
   call: string,
   name: string,
-  operand: OperandLike,
+  operand: Operand,
   out: MatrixLayout,
 ): MatrixLayout {
   const rank = operand.shape.length;
@@ -492,7 +360,7 @@ function batchedLayout(
 function assertHolds(
   call: string,
   name: string,
-  operand: OperandLike,
+  operand: Operand,
   stride: number | undefined,
   batch: number,
 ): void {
@@ -502,12 +370,12 @@ function assertHolds(
 }
 
 /** Whether a 3-D operand holds another number of matrices than `batch`. */
-function holdsOther(operand: OperandLike, batch: number): boolean {
+function holdsOther(operand: Operand, batch: number): boolean {
   return operand.shape.length === 3 && operand.shape[2] !== batch;
 }
 
 /** The batch count the 3-D operands agree on (batch not given). */
-function impliedBatch(call: string, a: OperandLike, b: OperandLike, c: OperandLike): number {
+function impliedBatch(call: string, a: Operand, b: Operand, c: Operand): number {
   const first =
     a.shape.length === 3 ? a : b.shape.length === 3 ? b : c.shape.length === 3 ? c : undefined;
   if (first === undefined) fail(call, 'batch is required when no operand is 3-D');
@@ -529,7 +397,7 @@ function impliedBatch(call: string, a: OperandLike, b: OperandLike, c: OperandLi
 function batchStride(
   call: string,
   name: string,
-  operand: OperandLike,
+  operand: Operand,
   given: number | undefined,
   batch: number,
 ): number {
@@ -545,7 +413,7 @@ function batchStride(
 function assertBatchFits(
   call: string,
   name: string,
-  operand: OperandLike,
+  operand: Operand,
   layout: MatrixLayout,
   batch: number,
   stride: number,
@@ -563,9 +431,9 @@ function assertBatchFits(
  */
 function stridedBatchedShape<T extends StridedBatchedShape>(
   call: string,
-  a: OperandLike,
-  b: OperandLike,
-  c: OperandLike,
+  a: Operand,
+  b: Operand,
+  c: Operand,
   transA: boolean,
   transB: boolean,
   options: BatchOptions,
@@ -624,12 +492,12 @@ function stridedBatchedShape<T extends StridedBatchedShape>(
 
   // No C matrix may share a byte with any A or B matrix.
   if (c.buffer === a.buffer || c.buffer === b.buffer) {
-    matrixBytes(written, c, lc, batch, out.strideC);
+    operandMatrixFootprint(written, c, lc, batch, out.strideC);
     if (c.buffer === a.buffer) {
-      assertApart(call, 'c', written, 'a', matrixBytes(read, a, la, batch, out.strideA));
+      assertApart(call, 'c', written, 'a', operandMatrixFootprint(read, a, la, batch, out.strideA));
     }
     if (c.buffer === b.buffer) {
-      assertApart(call, 'c', written, 'b', matrixBytes(read, b, lb, batch, out.strideB));
+      assertApart(call, 'c', written, 'b', operandMatrixFootprint(read, b, lb, batch, out.strideB));
     }
   }
 
@@ -659,9 +527,9 @@ interface GemmExTypes {
  */
 function gemmExTypes<T extends GemmExTypes>(
   call: string,
-  a: OperandLike,
-  b: OperandLike,
-  c: OperandLike,
+  a: Operand,
+  b: Operand,
+  c: Operand,
   out: T,
 ): T {
   const input = a.dtype;
@@ -745,12 +613,9 @@ export function checkGemm(
   options: ProductOptions = NO_OPTIONS,
   out: CheckedGemm = newCheckedGemm(),
 ): CheckedGemm {
-  assertOperand(call, 'a', a);
-  assertOperand(call, 'b', b);
-  assertOperand(call, 'c', c);
-  out.dtype = blasDType(call, 'abc', a, b, c);
+  out.dtype = floatOperands(call, 'abc', a, b, c);
   productScalars(call, options, out);
-  return gemmShape(call, a, b, c, out.transA, out.transB, out);
+  return gemmShape(call, a as Operand, b as Operand, c as Operand, out.transA, out.transB, out);
 }
 
 /** What `matmul` allocates: the result's dtype and shape. */
@@ -772,12 +637,10 @@ export function checkMatmul(
   options: ProductOptions = NO_OPTIONS,
   out: CheckedMatmul = { dtype: 'float32', m: 0, n: 0 },
 ): CheckedMatmul {
-  assertOperand(call, 'a', a);
-  assertOperand(call, 'b', b);
-  out.dtype = blasDType(call, 'ab', a, b);
+  out.dtype = floatOperands(call, 'ab', a, b);
   const { transA, transB } = productScalars(call, options, matmulScalars);
-  const la = matrixLayout(call, 'a', a, 2, layoutA);
-  const lb = matrixLayout(call, 'b', b, 2, layoutB);
+  const la = matrixLayout(call, 'a', a as Operand, 2, layoutA);
+  const lb = matrixLayout(call, 'b', b as Operand, 2, layoutB);
   const { m, n } = productShape(call, la, lb, transA, transB, matmulShape);
   out.m = m;
   out.n = n;
@@ -803,12 +666,18 @@ export function checkStridedBatched(
   options: ProductOptions & BatchOptions = NO_OPTIONS,
   out: CheckedStridedBatched = newCheckedStridedBatched(),
 ): CheckedStridedBatched {
-  assertOperand(call, 'a', a);
-  assertOperand(call, 'b', b);
-  assertOperand(call, 'c', c);
-  out.dtype = blasDType(call, 'abc', a, b, c);
+  out.dtype = floatOperands(call, 'abc', a, b, c);
   productScalars(call, options, out);
-  return stridedBatchedShape(call, a, b, c, out.transA, out.transB, options, out);
+  return stridedBatchedShape(
+    call,
+    a as Operand,
+    b as Operand,
+    c as Operand,
+    out.transA,
+    out.transB,
+    options,
+    out,
+  );
 }
 
 /** A validated gemmEx: cudaDataType_t of each operand, dimensions and scalars. */
@@ -889,10 +758,19 @@ export function checkGemv(
   options: GemvOptions = NO_OPTIONS,
   out: CheckedGemv = newCheckedGemv(),
 ): CheckedGemv {
-  assertOperand(call, 'a', a);
-  assertOperand(call, 'x', x);
-  assertOperand(call, 'y', y);
-  out.dtype = blasDType(call, 'axy', a, x, y);
+  out.dtype = floatOperands(call, 'axy', a, x, y);
+  return gemvShape(call, a as Operand, x as Operand, y as Operand, options, out);
+}
+
+/** gemv's options, shapes and overlap, once its operands passed. */
+function gemvShape(
+  call: string,
+  a: Operand,
+  x: Operand,
+  y: Operand,
+  options: GemvOptions,
+  out: CheckedGemv,
+): CheckedGemv {
   assertOptionsObject(call, options);
   const trans = renamedFlagOption(call, 'transA', options.transA, 'trans', options.trans);
   out.alpha = scalarOption(call, 'alpha', options.alpha, 1);
@@ -909,9 +787,11 @@ export function checkGemv(
     fail(call, `y has ${vy.length} elements, ${opName('a', trans)} has ${rows} rows`);
   }
   if (y.buffer === a.buffer || y.buffer === x.buffer) {
-    vectorBytes(written, y, vy);
-    if (y.buffer === a.buffer) assertApart(call, 'y', written, 'a', matrixBytes(read, a, la));
-    if (y.buffer === x.buffer) assertApart(call, 'y', written, 'x', vectorBytes(read, x, vx));
+    operandVectorFootprint(written, y, vy);
+    if (y.buffer === a.buffer)
+      assertApart(call, 'y', written, 'a', operandMatrixFootprint(read, a, la));
+    if (y.buffer === x.buffer)
+      assertApart(call, 'y', written, 'x', operandVectorFootprint(read, x, vx));
   }
   out.trans = trans;
   out.m = la.rows;
@@ -935,9 +815,8 @@ export function checkVector(
   x: unknown,
   out: CheckedVector = { dtype: 'float32', n: 0, incx: 0 },
 ): CheckedVector {
-  assertOperand(call, 'x', x);
-  out.dtype = blasDType(call, 'x', x);
-  const vx = vectorLayout(call, 'x', x, layoutX);
+  out.dtype = floatOperands(call, 'x', x);
+  const vx = vectorLayout(call, 'x', x as Operand, layoutX);
   out.n = vx.length;
   out.incx = vx.increment;
   return out;
@@ -959,16 +838,15 @@ export function checkVectorPair(
   out: CheckedVectorPair = { dtype: 'float32', n: 0, incx: 0, incy: 0 },
   writesY = false,
 ): CheckedVectorPair {
-  assertOperand(call, 'x', x);
-  assertOperand(call, 'y', y);
-  out.dtype = blasDType(call, 'xy', x, y);
-  const vx = vectorLayout(call, 'x', x, layoutX);
-  const vy = vectorLayout(call, 'y', y, layoutY);
+  out.dtype = floatOperands(call, 'xy', x, y);
+  const vx = vectorLayout(call, 'x', x as Operand, layoutX);
+  const vy = vectorLayout(call, 'y', y as Operand, layoutY);
   if (vx.length !== vy.length) {
     fail(call, `x has ${vx.length} elements, y has ${vy.length}`);
   }
-  if (writesY && x.buffer === y.buffer) {
-    assertApart(call, 'y', vectorBytes(written, y, vy), 'x', vectorBytes(read, x, vx));
+  if (writesY && (x as Operand).buffer === (y as Operand).buffer) {
+    operandVectorFootprint(written, y as Operand, vy);
+    assertApart(call, 'y', written, 'x', operandVectorFootprint(read, x as Operand, vx));
   }
   out.n = vx.length;
   out.incx = vx.increment;

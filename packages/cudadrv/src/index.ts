@@ -73,6 +73,7 @@ export {
   type OwnErrorClass,
 } from './library-errors.js';
 export { DeviceArray, type Shape } from './memory/array.js';
+export type { SameDType } from './memory/array-checks.js';
 export {
   allocateShareable,
   checkSharedMemory,

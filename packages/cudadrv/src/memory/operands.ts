@@ -182,13 +182,26 @@ function runMeets(f: Footprint, p: number, bytes: number): boolean {
 const innerRange = { low: 0, high: 0 };
 
 /**
+ * Whether bytes [aStart, aStart + aBytes) and [bStart, bStart + bBytes) share a byte (an
+ * empty range shares none): the check of two contiguous operands of one buffer.
+ */
+export function byteRangesOverlap(
+  aStart: number,
+  aBytes: number,
+  bStart: number,
+  bBytes: number,
+): boolean {
+  return aBytes > 0 && bBytes > 0 && aStart < bStart + bBytes && bStart < aStart + aBytes;
+}
+
+/**
  * Whether two footprints share a byte. Distinct buffers never do; on one buffer, disjoint
  * extents answer at once; otherwise the runs are compared exactly: per pair of blocks in O(1)
  * when both have one run stride, else run by run of the footprint with fewer runs.
  */
 export function footprintsOverlap(a: Footprint, b: Footprint): boolean {
   if (a.buffer !== b.buffer || isEmpty(a) || isEmpty(b)) return false;
-  if (a.start + span(a) <= b.start || b.start + span(b) <= a.start) return false;
+  if (!byteRangesOverlap(a.start, span(a), b.start, span(b))) return false;
   // The outer loops below go over the blocks of the first: take the one with fewer.
   if (distinctBlocks(a) > distinctBlocks(b)) return footprintsOverlap(b, a);
   const aRuns = distinctRuns(a);
