@@ -49,6 +49,10 @@ export const CU_EVENT_BLOCKING_SYNC = 0x1;
 export const CU_EVENT_DISABLE_TIMING = 0x2;
 /** cuMemHostAlloc flag: the pinned memory counts as pinned in every CUDA context. */
 export const CU_MEMHOSTALLOC_PORTABLE = 0x1;
+/** cuMemHostRegister flag: the registered memory counts as pinned in every CUDA context. */
+export const CU_MEMHOSTREGISTER_PORTABLE = 0x1;
+/** cuMemHostRegister flag: the registered memory is mapped into the device address space. */
+export const CU_MEMHOSTREGISTER_DEVICEMAP = 0x2;
 /** CUmemPool_attribute: bytes the pool keeps reserved before releasing memory to the OS (uint64). */
 export const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
 /** CUmemPool_attribute: bytes of backing memory the pool holds now (uint64). */
@@ -237,6 +241,18 @@ export const cuda = lazyBindings(() => {
     ),
     // CUresult cuMemFreeHost(void *p);
     cuMemFreeHost: lib.func('int cuMemFreeHost(void *p)'),
+    // CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags);
+    cuMemHostRegister: funcFirst(lib, [
+      'int cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)',
+      'int cuMemHostRegister(void *p, size_t bytesize, unsigned int flags)',
+    ]),
+    // CUresult cuMemHostUnregister(void *p);
+    cuMemHostUnregister: lib.func('int cuMemHostUnregister(void *p)'),
+    // CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags);
+    cuMemHostGetDevicePointer: funcFirst(lib, [
+      'int cuMemHostGetDevicePointer_v2(_Out_ uint64_t *pdptr, void *p, unsigned int flags)',
+      'int cuMemHostGetDevicePointer(_Out_ uint64_t *pdptr, void *p, unsigned int flags)',
+    ]),
     // CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
     cuMemcpyHtoDAsync_v2: lib.func(
       'int cuMemcpyHtoDAsync_v2(uint64_t dstDevice, void *srcHost, size_t byteCount, uint64_t hStream)',
