@@ -223,6 +223,43 @@ describe('toDLPack', () => {
     array.dispose();
   });
 
+  it('dispose before the deleter: the array is unusable at once, its memory freed at the deleter', () => {
+    const array = DeviceArray.empty('float64', 1 << 16, { stream });
+    const view = array.slice(8, 100);
+    const address = toDLPack(view, { stream });
+    fake.state.calls.length = 0;
+    array.dispose();
+    expect(array.disposed).toBe(true);
+    expect(thrown(() => view.useOn(stream)).name).toBe('DisposedError');
+    expect(fake.state.calls).not.toContain('cuMemFreeAsync');
+    consumerDeletes(address);
+    expect(fake.state.calls.filter((call) => call === 'cuMemFreeAsync')).toHaveLength(1);
+    consumerDeletes(address);
+    expect(fake.state.calls.filter((call) => call === 'cuMemFreeAsync')).toHaveLength(1);
+  });
+
+  it('two exports of one buffer: the memory waits for both deleters', () => {
+    const array = DeviceArray.empty('float32', 1 << 16, { stream });
+    const first = toDLPack(array, { stream });
+    const second = toDLPack(array.slice(0, 10), { stream, readOnly: true });
+    array.dispose();
+    fake.state.calls.length = 0;
+    consumerDeletes(second);
+    expect(fake.state.calls).not.toContain('cuMemFreeAsync');
+    consumerDeletes(first);
+    expect(fake.state.calls.filter((call) => call === 'cuMemFreeAsync')).toHaveLength(1);
+    expect(pendingDLPackExports()).toBe(0);
+  });
+
+  it('a deleter without dispose frees nothing: the array stays the user’s', () => {
+    const array = DeviceArray.empty('float32', 1 << 16, { stream });
+    consumerDeletes(toDLPack(array, { stream }));
+    fake.state.calls.length = 0;
+    expect(array.disposed).toBe(false);
+    array.dispose();
+    expect(fake.state.calls.filter((call) => call === 'cuMemFreeAsync')).toHaveLength(1);
+  });
+
   it('refuses what is not a usable DeviceArray of the stream’s context before writing anything', () => {
     expect(thrown(() => toDLPack({} as DeviceArray))).toBeInstanceOf(CudaArgumentError);
     const array = DeviceArray.empty('float32', 4, { stream });

@@ -12,7 +12,7 @@ import { koffi } from '../ffi/library.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
 import { DeviceArray } from './array.js';
-import { DeviceBuffer, type ForeignMemory, type StreamOption } from './memory.js';
+import { DeviceBuffer, type ForeignMemory, lendAllocation, type StreamOption } from './memory.js';
 
 /** The DLPack ABI version this package produces and reads (major must match). */
 export const DLPACK_VERSION: Readonly<{ major: number; minor: number }> = Object.freeze({
@@ -78,6 +78,8 @@ function dtypeOfDLPack(code: number, bits: number, lanes: number): DType | undef
 interface Export {
   memory: unknown;
   array: DeviceArray | undefined;
+  /** Ends the loan of the array's memory (see `lendAllocation`). */
+  endLoan: () => void;
 }
 
 interface DLPackState {
@@ -125,6 +127,7 @@ function releaseExport(self: bigint | number | null): void {
   state.exports.delete(key);
   record.array = undefined;
   koffi().free(record.memory as never);
+  record.endLoan();
 }
 
 /** Options of `toDLPack`. */
@@ -144,9 +147,11 @@ export interface ToDLPackOptions extends StreamOption {
  * library of this process, without copying: dimensions as the array's, strides in elements
  * (column-major: the first stride is 1), `data` the allocation and `byte_offset` the first
  * element. The tensor is valid for work the consumer queues on `stream` (default: the current
- * stream) after this call; the array's pending work is ordered before it there. The array is
- * kept from the garbage collector until the consumer calls the tensor's deleter (once). Do not
- * `dispose()` the array before that: dispose frees the memory, exported or not.
+ * stream) after this call; the array's pending work is ordered before it there. The memory
+ * stays allocated until the consumer calls the tensor's deleter (once): the array is kept from
+ * the garbage collector, and its `dispose()` meanwhile makes it unusable here but frees the
+ * memory only at the deleter (ordered after this process's uses; the consumer calls the
+ * deleter once its own GPU work on the tensor is complete or ordered before the stream's).
  *
  * The deleter is a JavaScript function: called from another thread, it runs when this
  * thread's event loop turns, and the calling thread waits until then (so a thread that the
@@ -206,7 +211,7 @@ export function toDLPack(array: DeviceArray, options: ToDLPackOptions = {}): big
     view.setBigInt64(STRUCT_BYTES + 8 * i, BigInt(array.shape[source]!), true);
     view.setBigInt64(STRUCT_BYTES + 8 * (ndim + i), BigInt(array.strides[source]!), true);
   }
-  state.exports.set(address, { memory, array });
+  state.exports.set(address, { memory, array, endLoan: lendAllocation(array.buffer) });
   return address;
 }
 

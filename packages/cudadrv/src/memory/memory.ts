@@ -521,6 +521,16 @@ export class DeviceBuffer {
     }
     if (allocation.registered) finalizer.unregister(this);
     else forgetYoung(this);
+    if (loans.size > 0) {
+      const loan = loans.get(allocation);
+      if (loan !== undefined) {
+        // Lent to native code: the buffer goes now, its memory when the last loan ends.
+        loan.disposed = { ...allocation };
+        allocation.address = 0;
+        allocation.pointer = undefined;
+        return;
+      }
+    }
     freeAllocation(allocation, true);
   }
 
@@ -669,6 +679,35 @@ function handOffInCapture(
     );
   }
   capture!.recordUse(buffer, access);
+}
+
+/**
+ * Allocations lent to native code (DLPack exports) with their number of loans, and the record
+ * to free once the last loan ends when the buffer was disposed meanwhile.
+ */
+const loans = new Map<Allocation, { count: number; disposed: Allocation | null }>();
+
+/**
+ * @internal Lends the buffer's memory to native code until the returned function is called
+ * (once; later calls do nothing): a `dispose()` meanwhile makes the buffer unusable at once
+ * and frees the memory when the last loan ends, ordered after this process's uses as usual.
+ */
+export function lendAllocation(buffer: DeviceBuffer): () => void {
+  // Another loaded copy's buffer has the untracked record (address 0): not lent here.
+  const allocation = recordOf(buffer);
+  if (allocation.address === 0) return () => {};
+  let loan = loans.get(allocation);
+  if (loan === undefined) loans.set(allocation, (loan = { count: 0, disposed: null }));
+  loan.count++;
+  const held = loan;
+  let ended = false;
+  return () => {
+    if (ended) return;
+    ended = true;
+    if (--held.count > 0) return;
+    loans.delete(allocation);
+    if (held.disposed !== null) freeAllocation(held.disposed, false);
+  };
 }
 
 /** The error for a use of a buffer without memory: disposed, or graph memory not there yet. */
