@@ -4,11 +4,11 @@ import {
   resolveStream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { POTRF, potrf, potrs } from './routines.js';
 import {
-  assertOnStream,
   assertOptions,
   assertSquare,
   booleanOption,
@@ -65,16 +65,16 @@ export async function cholesky<D extends FloatDType>(
   a: DeviceArray<D>,
   options: CholeskyOptions & StatusOption = {},
 ): Promise<CholeskyFactorization<D>> {
-  const layout = matrixLayout(a, 'a', 'cholesky');
-  assertSquare(layout, 'a', 'cholesky');
-  assertOptions(options, 'cholesky');
-  const upper = booleanOption(options, 'upper', 'cholesky');
+  const layout = matrixLayout('cholesky', 'a', a);
+  assertSquare('cholesky', 'a', layout);
+  assertOptions('cholesky', options);
+  const upper = booleanOption('cholesky', options, 'upper');
   const n = layout.rows;
   const stream = resolveStream(options.stream);
-  assertOnStream('cholesky', 'a', a, stream);
+  assertSameContext('cholesky', 'a', a, stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'cholesky', POTRF[dtype]);
-  if (status !== undefined) assertOnStream('cholesky', 'info', status, stream);
+  if (status !== undefined) assertSameContext('cholesky', 'info', status, stream);
   let factor: DeviceArray<D> | undefined;
   let info: DeviceArray<'int32'> | undefined;
   try {
@@ -163,15 +163,15 @@ export function choleskySolve<D extends FloatDType>(
   b: DeviceArray<D>,
   options: CholeskySolveOptions = {},
 ): DeviceArray<D> {
-  assertOptions(options, 'choleskySolve');
+  assertOptions('choleskySolve', options);
   const { factor, upper } = factorAndTriangle(factorization, options);
-  const layout = matrixLayout(factor, 'factor', 'choleskySolve');
-  assertSquare(layout, 'factor', 'choleskySolve');
+  const layout = matrixLayout('choleskySolve', 'factor', factor);
+  assertSquare('choleskySolve', 'factor', layout);
   const n = layout.rows;
-  const right = rightHandSideLayout(b, factor as DeviceArray, n, 'choleskySolve', 'factor');
+  const right = rightHandSideLayout('choleskySolve', b, factor as DeviceArray, n, 'factor');
   const stream = resolveStream(options.stream);
-  assertOnStream('choleskySolve', 'factor', factor as DeviceArray, stream);
-  assertOnStream('choleskySolve', 'b', b, stream);
+  assertSameContext('choleskySolve', 'factor', factor as DeviceArray, stream);
+  assertSameContext('choleskySolve', 'b', b, stream);
   const matrix = factor as DeviceArray<D>;
   return solveIntoCopy(b, stream, (x, info) =>
     potrs(

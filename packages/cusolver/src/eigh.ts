@@ -1,8 +1,8 @@
 import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { SYEVD, syevd } from './routines.js';
 import {
-  assertOnStream,
   assertOptions,
   assertSquare,
   booleanOption,
@@ -37,13 +37,13 @@ export async function eigh<D extends FloatDType>(
   a: DeviceArray<D>,
   options: EighOptions = {},
 ): Promise<EighResult<D>> {
-  const layout = matrixLayout(a, 'a', 'eigh');
-  assertSquare(layout, 'a', 'eigh');
-  assertOptions(options, 'eigh');
-  const upper = booleanOption(options, 'upper', 'eigh');
+  const layout = matrixLayout('eigh', 'a', a);
+  assertSquare('eigh', 'a', layout);
+  assertOptions('eigh', options);
+  const upper = booleanOption('eigh', options, 'upper');
   const n = layout.rows;
   const stream = resolveStream(options.stream);
-  assertOnStream('eigh', 'a', a, stream);
+  assertSameContext('eigh', 'a', a, stream);
   const dtype = a.dtype;
   if (stream.capturing) {
     throw statusInCapture('eigh', stream, [SYEVD[dtype]], 'use it outside the capture');

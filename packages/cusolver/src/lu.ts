@@ -6,10 +6,10 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { GETRF, GETRS, getrf, getrfAwaited, getrs } from './routines.js';
 import {
-  assertOnStream,
   assertOptions,
   assertPivots,
   assertSquare,
@@ -95,13 +95,13 @@ export async function lu<D extends FloatDType>(
   a: DeviceArray<D>,
   options: LuOptions = {},
 ): Promise<LuFactorization<D>> {
-  const { rows: m, columns: n } = matrixLayout(a, 'a', 'lu');
-  assertOptions(options, 'lu');
+  const { rows: m, columns: n } = matrixLayout('lu', 'a', a);
+  assertOptions('lu', options);
   const stream = resolveStream(options.stream);
-  assertOnStream('lu', 'a', a, stream);
+  assertSameContext('lu', 'a', a, stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'lu', GETRF[dtype]);
-  if (status !== undefined) assertOnStream('lu', 'info', status, stream);
+  if (status !== undefined) assertSameContext('lu', 'info', status, stream);
   let factors: DeviceArray<D> | undefined;
   let pivots: DeviceArray<'int32'> | undefined;
   let info: DeviceArray<'int32'> | undefined;
@@ -140,17 +140,17 @@ export function luSolve<D extends FloatDType>(
       'luSolve: the first argument must be the { lu, pivots } object that lu() returns',
     );
   }
-  const layout = matrixLayout(factorization.lu, 'lu', 'luSolve');
-  assertSquare(layout, 'lu', 'luSolve');
+  const layout = matrixLayout('luSolve', 'lu', factorization.lu);
+  assertSquare('luSolve', 'lu', layout);
   const n = layout.rows;
-  assertPivots(factorization.pivots, n, 'luSolve');
-  const right = rightHandSideLayout(b, factorization.lu, n, 'luSolve', 'lu');
-  assertOptions(options, 'luSolve');
-  const transpose = renamedBooleanOption(options, 'transA', 'transpose', 'luSolve');
+  assertPivots('luSolve', factorization.pivots, n);
+  const right = rightHandSideLayout('luSolve', b, factorization.lu, n, 'lu');
+  assertOptions('luSolve', options);
+  const transpose = renamedBooleanOption('luSolve', options, 'transA', 'transpose');
   const stream = resolveStream(options.stream);
-  assertOnStream('luSolve', 'lu', factorization.lu, stream);
-  assertOnStream('luSolve', 'pivots', factorization.pivots, stream);
-  assertOnStream('luSolve', 'b', b, stream);
+  assertSameContext('luSolve', 'lu', factorization.lu, stream);
+  assertSameContext('luSolve', 'pivots', factorization.pivots, stream);
+  assertSameContext('luSolve', 'b', b, stream);
   return solveIntoCopy(b, stream, (x, info) =>
     getrs(
       stream,
@@ -185,17 +185,17 @@ export async function solve<D extends FloatDType>(
   b: DeviceArray<D>,
   options: LuOptions = {},
 ): Promise<DeviceArray<D>> {
-  const layout = matrixLayout(a, 'a', 'solve');
-  assertSquare(layout, 'a', 'solve');
+  const layout = matrixLayout('solve', 'a', a);
+  assertSquare('solve', 'a', layout);
   const n = layout.rows;
-  const right = rightHandSideLayout(b, a, n, 'solve');
-  assertOptions(options, 'solve');
+  const right = rightHandSideLayout('solve', b, a, n);
+  assertOptions('solve', options);
   const stream = resolveStream(options.stream);
-  assertOnStream('solve', 'a', a, stream);
-  assertOnStream('solve', 'b', b, stream);
+  assertSameContext('solve', 'a', a, stream);
+  assertSameContext('solve', 'b', b, stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'solve', GETRF[dtype], GETRS[dtype]);
-  if (status !== undefined) assertOnStream('solve', 'info', status, stream);
+  if (status !== undefined) assertSameContext('solve', 'info', status, stream);
   let factors: DeviceArray<D> | undefined;
   let pivots: DeviceArray<'int32'> | undefined;
   let info: DeviceArray<'int32'> | undefined;

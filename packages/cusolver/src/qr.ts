@@ -1,8 +1,9 @@
 import { DeviceArray, DeviceBuffer, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { disposeAll } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { geqrf, orgqr } from './routines.js';
-import { assertOnStream, assertOptions, type FloatDType, matrixLayout } from './validate.js';
+import { assertOptions, type FloatDType, matrixLayout } from './validate.js';
 
 /** The reduced QR factorization A = Q R of an m x n matrix, k = min(m, n). */
 export interface QrFactorization<D extends FloatDType = FloatDType> {
@@ -25,10 +26,10 @@ export function qr<D extends FloatDType>(
   a: DeviceArray<D>,
   options: StreamOption = {},
 ): QrFactorization<D> {
-  const { rows: m, columns: n } = matrixLayout(a, 'a', 'qr');
-  assertOptions(options, 'qr');
+  const { rows: m, columns: n } = matrixLayout('qr', 'a', a);
+  assertOptions('qr', options);
   const stream = resolveStream(options.stream);
-  assertOnStream('qr', 'a', a, stream);
+  assertSameContext('qr', 'a', a, stream);
   const dtype = a.dtype;
   const k = Math.min(m, n);
   let work: DeviceArray<D> | undefined;

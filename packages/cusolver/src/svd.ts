@@ -1,14 +1,9 @@
 import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
+import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { transpose } from './kernels.js';
 import { GESVD, gesvd } from './routines.js';
-import {
-  assertOnStream,
-  assertOptions,
-  booleanOption,
-  type FloatDType,
-  matrixLayout,
-} from './validate.js';
+import { assertOptions, booleanOption, type FloatDType, matrixLayout } from './validate.js';
 
 /** Options for `svd`. */
 export interface SvdOptions extends StreamOption {
@@ -44,11 +39,11 @@ export async function svd<D extends FloatDType>(
   a: DeviceArray<D>,
   options: SvdOptions = {},
 ): Promise<SvdResult<D>> {
-  const { rows: m, columns: n } = matrixLayout(a, 'a', 'svd');
-  assertOptions(options, 'svd');
-  const full = booleanOption(options, 'full', 'svd');
+  const { rows: m, columns: n } = matrixLayout('svd', 'a', a);
+  assertOptions('svd', options);
+  const full = booleanOption('svd', options, 'full');
   const stream = resolveStream(options.stream);
-  assertOnStream('svd', 'a', a, stream);
+  assertSameContext('svd', 'a', a, stream);
   const dtype = a.dtype;
   if (stream.capturing) {
     throw statusInCapture('svd', stream, [GESVD[dtype]], 'use it outside the capture');

@@ -1,4 +1,5 @@
 import { CudaArgumentError, DisposedError } from '@cuda-tasks/cudadrv';
+import { assertSameContext, assertSameDType } from '@cuda-tasks/cudadrv/internal';
 import { hostOnlyArray, standInStream, thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -8,10 +9,8 @@ import { lu, luSolve, solve } from './lu.js';
 import { qr } from './qr.js';
 import { svd } from './svd.js';
 import {
-  assertOnStream,
   assertOptions,
   assertPivots,
-  assertSameDType,
   assertSquare,
   booleanOption,
   INT_MAX,
@@ -21,7 +20,7 @@ import {
 
 describe('matrixLayout', () => {
   it('returns rows, columns and the leading dimension of a contiguous matrix', () => {
-    expect(matrixLayout(hostOnlyArray('float64', [5, 3]), 'a', 'lu')).toEqual({
+    expect(matrixLayout('lu', 'a', hostOnlyArray('float64', [5, 3]))).toEqual({
       rows: 5,
       columns: 3,
       leadingDimension: 5,
@@ -32,12 +31,12 @@ describe('matrixLayout', () => {
     const parent = hostOnlyArray('float32', [10, 8]);
     const view = parent.block(2, 1, 4, 5);
     expect(view.contiguous).toBe(false);
-    expect(matrixLayout(view, 'a', 'lu')).toEqual({ rows: 4, columns: 5, leadingDimension: 10 });
+    expect(matrixLayout('lu', 'a', view)).toEqual({ rows: 4, columns: 5, leadingDimension: 10 });
   });
 
   it('uses the row count as the leading dimension of a single column', () => {
     const column = hostOnlyArray('float64', [10, 8]).block(0, 3, 10, 1);
-    expect(matrixLayout(column, 'b', 'solve', true)).toEqual({
+    expect(matrixLayout('solve', 'b', column, true)).toEqual({
       rows: 10,
       columns: 1,
       leadingDimension: 10,
@@ -46,29 +45,29 @@ describe('matrixLayout', () => {
 
   it('accepts vectors only where allowed', () => {
     const v = hostOnlyArray('float32', [7]);
-    expect(matrixLayout(v, 'b', 'solve', true)).toEqual({
+    expect(matrixLayout('solve', 'b', v, true)).toEqual({
       rows: 7,
       columns: 1,
       leadingDimension: 7,
     });
-    expect(() => matrixLayout(v, 'a', 'lu')).toThrow(/lu: a must be a 2-D array/);
-    expect(() => matrixLayout(hostOnlyArray('float32', [2, 2, 2]), 'b', 'solve', true)).toThrow(
+    expect(() => matrixLayout('lu', 'a', v)).toThrow(/lu: a must be a 2-D array/);
+    expect(() => matrixLayout('solve', 'b', hostOnlyArray('float32', [2, 2, 2]), true)).toThrow(
       /1-D or 2-D/,
     );
   });
 
   it('rejects what is not a DeviceArray', () => {
     for (const value of [undefined, null, 3, 'a', new Float64Array(4), { dtype: 'float32' }]) {
-      expect(() => matrixLayout(value, 'a', 'lu')).toThrow(CudaArgumentError);
+      expect(() => matrixLayout('lu', 'a', value)).toThrow(CudaArgumentError);
     }
-    expect(() => matrixLayout(new Float64Array(4), 'a', 'lu')).toThrow(
+    expect(() => matrixLayout('lu', 'a', new Float64Array(4))).toThrow(
       /lu: a must be a DeviceArray, got Float64Array/,
     );
   });
 
   it('rejects dtypes other than float32 and float64', () => {
     for (const dtype of ['int32', 'uint8', 'float16', 'bfloat16'] as const) {
-      expect(() => matrixLayout(hostOnlyArray(dtype, [2, 2]), 'a', 'qr')).toThrow(
+      expect(() => matrixLayout('qr', 'a', hostOnlyArray(dtype, [2, 2]))).toThrow(
         new RegExp(`qr: a must be float32 or float64, got ${dtype}`),
       );
     }
@@ -76,39 +75,39 @@ describe('matrixLayout', () => {
 
   it('rejects disposed arrays with DisposedError', () => {
     const a = hostOnlyArray('float64', [3, 3], { disposed: true });
-    expect(() => matrixLayout(a, 'a', 'cholesky')).toThrow(DisposedError);
-    expect(() => matrixLayout(a, 'a', 'cholesky')).toThrow(/cholesky: a has been disposed/);
+    expect(() => matrixLayout('cholesky', 'a', a)).toThrow(DisposedError);
+    expect(() => matrixLayout('cholesky', 'a', a)).toThrow(/cholesky: a has been disposed/);
   });
 
   it('rejects empty matrices', () => {
-    expect(() => matrixLayout(hostOnlyArray('float64', [0, 3]), 'a', 'lu')).toThrow(/empty/);
-    expect(() => matrixLayout(hostOnlyArray('float64', [3, 0]), 'a', 'lu')).toThrow(/empty/);
+    expect(() => matrixLayout('lu', 'a', hostOnlyArray('float64', [0, 3]))).toThrow(/empty/);
+    expect(() => matrixLayout('lu', 'a', hostOnlyArray('float64', [3, 0]))).toThrow(/empty/);
   });
 
   it('rejects layouts cuSOLVER cannot take', () => {
     // Rows not adjacent (a row-major-like view).
     const rowMajor = hostOnlyArray('float32', [3, 4], { strides: [4, 1] });
-    expect(() => matrixLayout(rowMajor, 'a', 'svd')).toThrow(/column-major 2-D view/);
+    expect(() => matrixLayout('svd', 'a', rowMajor)).toThrow(/column-major 2-D view/);
     // Leading dimension below the row count.
     const overlapping = hostOnlyArray('float32', [4, 3], { strides: [1, 2] });
-    expect(() => matrixLayout(overlapping, 'a', 'svd')).toThrow(/leading dimension of 2/);
+    expect(() => matrixLayout('svd', 'a', overlapping)).toThrow(/leading dimension of 2/);
     // A strided vector.
     const strided = hostOnlyArray('float32', [4], { strides: [2] });
-    expect(() => matrixLayout(strided, 'b', 'solve', true)).toThrow(/contiguous/);
+    expect(() => matrixLayout('solve', 'b', strided, true)).toThrow(/contiguous/);
   });
 
   it('rejects dimensions beyond a C int', () => {
     const wide = hostOnlyArray('float32', [1, INT_MAX + 1]);
-    expect(() => matrixLayout(wide, 'a', 'qr')).toThrow(/up to 2147483647/);
+    expect(() => matrixLayout('qr', 'a', wide)).toThrow(/up to 2147483647/);
   });
 });
 
 describe('other checks', () => {
   it('assertSquare', () => {
     expect(() =>
-      assertSquare({ rows: 3, columns: 3, leadingDimension: 3 }, 'a', 'lu'),
+      assertSquare('lu', 'a', { rows: 3, columns: 3, leadingDimension: 3 }),
     ).not.toThrow();
-    expect(() => assertSquare({ rows: 3, columns: 2, leadingDimension: 3 }, 'a', 'eigh')).toThrow(
+    expect(() => assertSquare('eigh', 'a', { rows: 3, columns: 2, leadingDimension: 3 })).toThrow(
       /eigh: a must be square, got 3 x 2/,
     );
   });
@@ -116,43 +115,43 @@ describe('other checks', () => {
   it('assertSameDType', () => {
     const a = hostOnlyArray('float32', [2, 2]);
     const b = hostOnlyArray('float64', [2]);
-    expect(() => assertSameDType(a, b, 'a', 'b', 'solve')).toThrow(
+    expect(() => assertSameDType('solve', 'b', b, 'a', a)).toThrow(
       /solve: b is float64 but a is float32/,
     );
   });
 
   it('rightHandSideLayout checks rows and dtype', () => {
     const a = hostOnlyArray('float64', [4, 4]);
-    expect(rightHandSideLayout(hostOnlyArray('float64', [4, 3]), a, 4, 'solve').columns).toBe(3);
-    expect(rightHandSideLayout(hostOnlyArray('float64', [4]), a, 4, 'solve').columns).toBe(1);
-    expect(() => rightHandSideLayout(hostOnlyArray('float64', [5, 1]), a, 4, 'solve')).toThrow(
+    expect(rightHandSideLayout('solve', hostOnlyArray('float64', [4, 3]), a, 4).columns).toBe(3);
+    expect(rightHandSideLayout('solve', hostOnlyArray('float64', [4]), a, 4).columns).toBe(1);
+    expect(() => rightHandSideLayout('solve', hostOnlyArray('float64', [5, 1]), a, 4)).toThrow(
       /solve: b has 5 rows but a is 4 x 4/,
     );
-    expect(() => rightHandSideLayout(hostOnlyArray('float32', [4]), a, 4, 'solve')).toThrow(
+    expect(() => rightHandSideLayout('solve', hostOnlyArray('float32', [4]), a, 4)).toThrow(
       /same dtype/,
     );
   });
 
   it('assertPivots', () => {
-    expect(() => assertPivots(hostOnlyArray('int32', [4]), 4, 'luSolve')).not.toThrow();
-    expect(() => assertPivots(hostOnlyArray('int32', [3]), 4, 'luSolve')).toThrow(/4 elements/);
-    expect(() => assertPivots(hostOnlyArray('uint32', [4]), 4, 'luSolve')).toThrow(
+    expect(() => assertPivots('luSolve', hostOnlyArray('int32', [4]), 4)).not.toThrow();
+    expect(() => assertPivots('luSolve', hostOnlyArray('int32', [3]), 4)).toThrow(/4 elements/);
+    expect(() => assertPivots('luSolve', hostOnlyArray('uint32', [4]), 4)).toThrow(
       /pivots must be int32/,
     );
     expect(() =>
-      assertPivots(hostOnlyArray('int32', [4], { disposed: true }), 4, 'luSolve'),
+      assertPivots('luSolve', hostOnlyArray('int32', [4], { disposed: true }), 4),
     ).toThrow(DisposedError);
-    expect(() => assertPivots(undefined, 4, 'luSolve')).toThrow(/pivots must be a DeviceArray/);
+    expect(() => assertPivots('luSolve', undefined, 4)).toThrow(/pivots must be a DeviceArray/);
   });
 
   it('assertOptions and booleanOption', () => {
-    expect(() => assertOptions(undefined, 'qr')).not.toThrow();
-    expect(() => assertOptions({}, 'qr')).not.toThrow();
-    expect(() => assertOptions('upper', 'qr')).toThrow(/qr: options must be an object/);
-    expect(() => assertOptions(null, 'qr')).toThrow(CudaArgumentError);
-    expect(booleanOption({}, 'upper', 'eigh')).toBe(false);
-    expect(booleanOption({ upper: true }, 'upper', 'eigh')).toBe(true);
-    expect(() => booleanOption({ upper: 1 }, 'upper', 'eigh')).toThrow(
+    expect(() => assertOptions('qr', undefined)).not.toThrow();
+    expect(() => assertOptions('qr', {})).not.toThrow();
+    expect(() => assertOptions('qr', 'upper')).toThrow(/qr: options must be an object/);
+    expect(() => assertOptions('qr', null)).toThrow(CudaArgumentError);
+    expect(booleanOption('eigh', {}, 'upper')).toBe(false);
+    expect(booleanOption('eigh', { upper: true }, 'upper')).toBe(true);
+    expect(() => booleanOption('eigh', { upper: 1 }, 'upper')).toThrow(
       /eigh: option upper must be a boolean, got 1/,
     );
   });
@@ -199,10 +198,10 @@ describe('an array of another context than the stream', () => {
     );
   });
 
-  it('assertOnStream: refused iff the contexts differ', () => {
+  it('assertSameContext: refused iff the contexts differ', () => {
     const same = hostOnlyArray('float64', [4, 4], { byteLength: 128 });
-    expect(assertOnStream('solve', 'b', same, stream)).toBeUndefined();
-    expect(() => assertOnStream('solve', 'b', foreign(), stream)).toThrow(/solve: b lives in/);
+    expect(assertSameContext('solve', 'b', same, stream)).toBeUndefined();
+    expect(() => assertSameContext('solve', 'b', foreign(), stream)).toThrow(/solve: b lives in/);
   });
 });
 
@@ -225,7 +224,7 @@ describe('property: matrixLayout of random blocks of one allocation', () => {
           const h = Math.min(height, rows - r);
           const w = Math.min(width, columns - c);
           const block = parent.block(r, c, h, w);
-          expect(matrixLayout(block, 'a', 'lu')).toEqual({
+          expect(matrixLayout('lu', 'a', block)).toEqual({
             rows: h,
             columns: w,
             leadingDimension: w > 1 ? rows : h,
@@ -233,7 +232,7 @@ describe('property: matrixLayout of random blocks of one allocation', () => {
           // A right-hand side that is a column of the same block: an input beside an input.
           if (h === w) {
             const b = parent.block(r, c, h, 1);
-            expect(rightHandSideLayout(b, block, h, 'solve').rows).toBe(h);
+            expect(rightHandSideLayout('solve', b, block, h).rows).toBe(h);
           }
         },
       ),
