@@ -14,7 +14,7 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
+import { assertArray, assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { GeneratorCore } from './core.js';
 import { type CounterDistribution, CounterState, outputsConsumed } from './counter.js';
@@ -426,9 +426,7 @@ export class Generator {
   /** Checks the generator and the output array before any native call. */
   #check(call: string, array: DeviceArray, dtypes: readonly DType[]): TargetLayout {
     this.#assertUsable();
-    if (!DeviceArray.isInstance(array)) {
-      throw new CudaArgumentError(`${call}: the output must be a DeviceArray`);
-    }
+    assertArray(call, 'the output', array);
     return checkTarget(call, array, dtypes);
   }
 

@@ -1,6 +1,9 @@
 /**
  * Argument checks and generation planning as pure functions: everything here runs before
- * any native call and is unit-tested without a GPU.
+ * any native call and is unit-tested without a GPU. What every library checks of an array
+ * (a usable DeviceArray, its context against the stream's) comes from cudadrv's shared
+ * operand checks; what is cuRAND's own (seeds, kinds, orderings, an output cuRAND can fill,
+ * distribution parameters) is here.
  */
 import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
 import { curandOrdering, curandRngType } from './ffi/curand.js';
@@ -12,16 +15,16 @@ export const UINT64_MAX = (1n << 64n) - 1n;
  * Checks a seed or offset (a non-negative safe integer, or a BigInt below 2^64) and returns
  * it as a BigInt for `unsigned long long`.
  */
-export function toUint64(value: unknown, what: string): bigint {
+export function toUint64(value: unknown, name: string): bigint {
   if (typeof value === 'bigint') {
     if (value < 0n || value > UINT64_MAX) {
-      throw new CudaArgumentError(`${what} must be between 0 and 2^64-1, got ${value}`);
+      throw new CudaArgumentError(`${name} must be between 0 and 2^64-1, got ${value}`);
     }
     return value;
   }
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
   throw new CudaArgumentError(
-    `${what} must be a non-negative integer (a number up to 2^53-1 or a BigInt up to 2^64-1), got ${String(value)}`,
+    `${name} must be a non-negative integer (a number up to 2^53-1 or a BigInt up to 2^64-1), got ${String(value)}`,
   );
 }
 
@@ -63,13 +66,13 @@ export function checkKind(kind: unknown): GeneratorKind {
 export const MAX_PHILOX_LAMBDA = 2 ** 31;
 
 /**
- * The enum value `table` gives the name `value`; a CudaArgumentError naming `what` and the
+ * The enum value `table` gives the name `value`; a CudaArgumentError naming `name` and the
  * valid names for anything else (inherited properties included).
  */
-function lookUp(table: Readonly<Record<string, number>>, what: string, value: unknown): number {
+function lookUp(table: Readonly<Record<string, number>>, name: string, value: unknown): number {
   if (typeof value === 'string' && Object.hasOwn(table, value)) return table[value]!;
   throw new CudaArgumentError(
-    `${what} must be one of ${Object.keys(table).join(', ')}, got ${String(value)}`,
+    `${name} must be one of ${Object.keys(table).join(', ')}, got ${String(value)}`,
   );
 }
 
@@ -124,25 +127,25 @@ export const UINT32_DTYPES: readonly DType[] = ['uint32'];
  * column-major view (a `block()`), which is filled through a temporary. Returns which.
  */
 export function checkTarget(
-  operation: string,
+  call: string,
   array: ArrayLayout,
   dtypes: readonly DType[],
 ): TargetLayout {
-  if (array.disposed) throw new DisposedError(`${operation}: the output DeviceArray`);
+  if (array.disposed) throw new DisposedError(`${call}: the output DeviceArray`);
   if (!dtypes.includes(array.dtype)) {
     throw new CudaArgumentError(
-      `${operation}: needs a ${dtypes.join(' or ')} array, got ${array.dtype}`,
+      `${call}: needs a ${dtypes.join(' or ')} array, got ${array.dtype}`,
     );
   }
   if (array.contiguous) return 'contiguous';
   if (array.shape.length === 2 && array.strides[0] === 1) return 'strided';
   throw new CudaArgumentError(
-    `${operation}: the output is a strided view of shape ${JSON.stringify(array.shape)} and strides ${JSON.stringify(array.strides)}; pass a contiguous array or a 2-D column-major block`,
+    `${call}: the output is a strided view of shape ${JSON.stringify(array.shape)} and strides ${JSON.stringify(array.strides)}; pass a contiguous array or a 2-D column-major block`,
   );
 }
 
 /** Checks a shape argument (a non-negative integer, or a non-empty array of them). */
-export function checkShape(operation: string, shape: unknown): void {
+export function checkShape(call: string, shape: unknown): void {
   const dimensions = typeof shape === 'number' ? [shape] : shape;
   if (
     !Array.isArray(dimensions) ||
@@ -150,33 +153,33 @@ export function checkShape(operation: string, shape: unknown): void {
     !dimensions.every((dimension) => Number.isSafeInteger(dimension) && dimension >= 0)
   ) {
     throw new CudaArgumentError(
-      `${operation}: shape must be a non-negative integer or a non-empty array of them, got ${JSON.stringify(shape)}`,
+      `${call}: shape must be a non-negative integer or a non-empty array of them, got ${JSON.stringify(shape)}`,
     );
   }
 }
 
 /** Checks the parameters of a normal (or the normal under a log-normal) distribution. */
-export function checkNormalParameters(operation: string, mean: unknown, stddev: unknown): void {
+export function checkNormalParameters(call: string, mean: unknown, stddev: unknown): void {
   if (typeof mean !== 'number' || !Number.isFinite(mean)) {
-    throw new CudaArgumentError(`${operation}: mean must be a finite number, got ${String(mean)}`);
+    throw new CudaArgumentError(`${call}: mean must be a finite number, got ${String(mean)}`);
   }
   if (typeof stddev !== 'number' || !Number.isFinite(stddev) || !(stddev > 0)) {
     throw new CudaArgumentError(
-      `${operation}: stddev must be a finite number > 0, got ${String(stddev)}`,
+      `${call}: stddev must be a finite number > 0, got ${String(stddev)}`,
     );
   }
 }
 
 /** Checks a Poisson rate (for the 'philox' kind, `max` is `MAX_PHILOX_LAMBDA`). */
-export function checkLambda(operation: string, lambda: unknown, max = Infinity): void {
+export function checkLambda(call: string, lambda: unknown, max = Infinity): void {
   if (typeof lambda !== 'number' || !Number.isFinite(lambda) || !(lambda > 0)) {
     throw new CudaArgumentError(
-      `${operation}: lambda must be a finite number > 0, got ${String(lambda)}`,
+      `${call}: lambda must be a finite number > 0, got ${String(lambda)}`,
     );
   }
   if (lambda > max) {
     throw new CudaArgumentError(
-      `${operation}: lambda must be at most ${max} for this generator (its counts are uint32), got ${lambda}`,
+      `${call}: lambda must be at most ${max} for this generator (its counts are uint32), got ${lambda}`,
     );
   }
 }
