@@ -1,7 +1,8 @@
 /**
- * Argument checks shared by every kernel of this package. They run before anything native
- * (no current-stream lookup, no compile, no allocation), so bad input is a CudaArgumentError
- * (or DisposedError) however early the program is.
+ * Argument checks shared by every kernel of this package, built from cudadrv's shared operand
+ * checks (a usable array, its context against the stream's, overlapping byte ranges). They
+ * run before anything native (no current-stream lookup, no compile, no allocation), so bad
+ * input is a CudaArgumentError (or DisposedError) however early the program is.
  */
 import {
   bfloat16BitsToFloat32,
@@ -14,7 +15,16 @@ import {
   float32ToFloat16Bits,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
+import {
+  assertArray,
+  assertSameContext,
+  byteRangesOverlap,
+  describeValue,
+} from '@cuda-tasks/cudadrv/internal';
+
+// The package's one gateway to cudadrv's shared operand checks: the kernel families import
+// these from here.
+export { assertSameContext, describeValue };
 
 /** The options every kernel call takes last. */
 export interface CallOptions {
@@ -28,14 +38,15 @@ export function isOptions(value: unknown): value is CallOptions {
 }
 
 /** Checks that `value` is a usable, contiguous DeviceArray; returns it. */
-export function checkArray(value: unknown, what: string, label: string): DeviceArray {
-  if (!DeviceArray.isInstance(value)) {
-    throw new CudaArgumentError(`${what}: ${label} must be a DeviceArray, got ${describe(value)}`);
+export function checkArray(value: unknown, call: string, name: string): DeviceArray {
+  // The disposed array is named in full here (its dtype and shape tell which one it was).
+  if (DeviceArray.isInstance(value) && value.disposed) {
+    throw new DisposedError(`${call}: ${name} (${value})`);
   }
-  if (value.disposed) throw new DisposedError(`${what}: ${label} (${value})`);
+  assertArray(call, name, value);
   if (!value.contiguous) {
     throw new CudaArgumentError(
-      `${what}: ${label} is a strided view (${value}); pass a contiguous array (copy() it first)`,
+      `${call}: ${name} is a strided view (${value}); pass a contiguous array (copy() it first)`,
     );
   }
   return value;
@@ -54,13 +65,13 @@ export function sameShape(a: DeviceArray, b: DeviceArray): boolean {
 export function checkSameShape(
   array: DeviceArray,
   reference: DeviceArray,
-  what: string,
-  label: string,
-  referenceLabel: string,
+  call: string,
+  name: string,
+  referenceName: string,
 ): void {
   if (!sameShape(array, reference)) {
     throw new CudaArgumentError(
-      `${what}: ${label} has shape [${array.shape.join(', ')}], ${referenceLabel} has [${reference.shape.join(', ')}] (no broadcasting: pass a number for a scalar)`,
+      `${call}: ${name} has shape [${array.shape.join(', ')}], ${referenceName} has [${reference.shape.join(', ')}] (no broadcasting: pass a number for a scalar)`,
     );
   }
 }
@@ -76,16 +87,16 @@ const INTEGER_RANGES: Partial<Record<DType, [number, number]>> = {
  * The number a scalar of `dtype` is passed as: integers must be in range; half types are
  * rounded to the type (then passed as float). Throws CudaArgumentError otherwise.
  */
-export function scalarValue(value: unknown, dtype: DType, what: string, label: string): number {
+export function scalarValue(value: unknown, dtype: DType, call: string, name: string): number {
   if (typeof value !== 'number') {
     throw new CudaArgumentError(
-      `${what}: ${label} must be a DeviceArray or a number, got ${describe(value)}`,
+      `${call}: ${name} must be a DeviceArray or a number, got ${describeValue(value)}`,
     );
   }
   if (!scalarFits(value, dtype)) {
     const range = INTEGER_RANGES[dtype]!;
     throw new CudaArgumentError(
-      `${what}: ${label} is ${dtype}: expected an integer in [${range[0]}, ${range[1]}], got ${value}`,
+      `${call}: ${name} is ${dtype}: expected an integer in [${range[0]}, ${range[1]}], got ${value}`,
     );
   }
   if (dtype === 'float16') return float16BitsToFloat32(float32ToFloat16Bits(value));
@@ -107,39 +118,16 @@ export function scalarFits(value: number, dtype: DType): boolean {
   return range === undefined || (Number.isInteger(value) && value >= range[0] && value <= range[1]);
 }
 
-/** A short description of a value for messages. */
-export function describe(value: unknown): string {
-  if (DeviceArray.isInstance(value)) return String(value);
-  if (value === null) return 'null';
-  if (typeof value === 'object') return value.constructor?.name ?? 'an object';
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'string') return JSON.stringify(value);
-  return String(value);
-}
-
 /** Throws unless `dtype` is one of `allowed`. */
 export function checkDType(
   dtype: DType,
   allowed: readonly DType[],
-  what: string,
-  label: string,
+  call: string,
+  name: string,
 ): void {
   if (!allowed.includes(dtype)) {
-    throw new CudaArgumentError(`${what}: ${label} is ${dtype}; supported: ${allowed.join(', ')}`);
+    throw new CudaArgumentError(`${call}: ${name} is ${dtype}; supported: ${allowed.join(', ')}`);
   }
-}
-
-/**
- * Throws a CudaArgumentError unless `array` lives in the context of `stream` (the check every
- * library shares): a kernel of one context given memory of another faults on the device.
- */
-export function checkOnStream(
-  what: string,
-  label: string,
-  array: DeviceArray,
-  stream: Stream,
-): void {
-  assertSameContext(what, label, array, stream);
 }
 
 /**
@@ -151,21 +139,20 @@ export function checkOnStream(
  * depend on many inputs (reductions, top-k): any overlap is refused there.
  */
 export function checkOutputApart(
-  what: string,
-  outputLabel: string,
+  call: string,
+  outputName: string,
   output: DeviceArray,
-  inputLabel: string,
+  inputName: string,
   input: DeviceArray,
   inPlace: boolean,
 ): void {
-  if (output.buffer !== input.buffer || output.length === 0 || input.length === 0) return;
+  if (output.buffer !== input.buffer) return;
   const outputBytes = output.elementBytes;
   const inputBytes = input.elementBytes;
   const outputStart = output.offset * outputBytes;
   const inputStart = input.offset * inputBytes;
-  const outputEnd = outputStart + output.length * outputBytes;
-  const inputEnd = inputStart + input.length * inputBytes;
-  if (outputEnd <= inputStart || inputEnd <= outputStart) return;
+  const outputLength = output.length * outputBytes;
+  if (!byteRangesOverlap(outputStart, outputLength, inputStart, input.length * inputBytes)) return;
   if (
     inPlace &&
     outputStart === inputStart &&
@@ -175,7 +162,7 @@ export function checkOutputApart(
     return;
   }
   throw new CudaArgumentError(
-    `${what}: ${outputLabel} overlaps ${inputLabel} in memory (elements ${output.offset}..${output.offset + output.length - 1} and ${input.offset}..${input.offset + input.length - 1} of one buffer)${inPlace ? '; in place is allowed only over exactly the same elements' : ''}: pass an output apart from the inputs`,
+    `${call}: ${outputName} overlaps ${inputName} in memory (elements ${output.offset}..${output.offset + output.length - 1} and ${input.offset}..${input.offset + input.length - 1} of one buffer)${inPlace ? '; in place is allowed only over exactly the same elements' : ''}: pass an output apart from the inputs`,
   );
 }
 
@@ -183,13 +170,13 @@ export function checkOutputApart(
  * The checks of one call's arrays against the stream and each other, after the stream is
  * resolved and before anything native: every array lives in the stream's context; no output
  * overlaps another output; no output overlaps an input (but see `checkOutputApart`'s
- * `inPlace`). `labels[j]` names parameter j (inputs, then outputs); the outputs are
+ * `inPlace`). `names[j]` names parameter j (inputs, then outputs); the outputs are
  * `outputs[outputStart..outputEnd)`, undefined ones (to be allocated) skipped; numbers among
  * the inputs are skipped. Allocates nothing.
  */
 export function checkOperands(
-  what: string,
-  labels: readonly string[],
+  call: string,
+  names: readonly string[],
   inputs: ArrayLike<unknown>,
   inputCount: number,
   outputs: ArrayLike<unknown>,
@@ -200,23 +187,23 @@ export function checkOperands(
 ): void {
   for (let j = 0; j < inputCount; j++) {
     const input = inputs[j];
-    if (DeviceArray.isInstance(input)) checkOnStream(what, labels[j]!, input, stream);
+    if (DeviceArray.isInstance(input)) assertSameContext(call, names[j]!, input, stream);
   }
   for (let j = outputStart; j < outputEnd; j++) {
     const output = outputs[j];
     if (!DeviceArray.isInstance(output)) continue;
-    const label = labels[inputCount + j - outputStart]!;
-    checkOnStream(what, label, output, stream);
+    const name = names[inputCount + j - outputStart]!;
+    assertSameContext(call, name, output, stream);
     for (let k = 0; k < inputCount; k++) {
       const input = inputs[k];
       if (DeviceArray.isInstance(input)) {
-        checkOutputApart(what, label, output, labels[k]!, input, inPlace);
+        checkOutputApart(call, name, output, names[k]!, input, inPlace);
       }
     }
     for (let k = outputStart; k < j; k++) {
       const other = outputs[k];
       if (DeviceArray.isInstance(other)) {
-        checkOutputApart(what, label, output, labels[inputCount + k - outputStart]!, other, false);
+        checkOutputApart(call, name, output, names[inputCount + k - outputStart]!, other, false);
       }
     }
   }

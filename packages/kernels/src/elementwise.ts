@@ -19,7 +19,7 @@ import {
   checkOperands,
   checkSameShape,
   clearList,
-  describe,
+  describeValue,
   isOptions,
   sameShape,
   scalarFits,
@@ -278,7 +278,7 @@ export class ElementwiseProgram {
       if (typeof value === 'number') continue;
       if (!DeviceArray.isInstance(value)) {
         throw new CudaArgumentError(
-          `${this.call}: ${this.#operandNames[j]} must be a DeviceArray or a number, got ${describe(value)}`,
+          `${this.call}: ${this.#operandNames[j]} must be a DeviceArray or a number, got ${describeValue(value)}`,
         );
       }
       const next = this.checkArrayArgument(j, value, reference, referenceIndex);

@@ -9,7 +9,7 @@ import {
   checkArray,
   checkDType,
   clearList,
-  describe,
+  describeValue,
   isOptions,
 } from './arguments.js';
 import { isInteger } from './ctypes.js';
@@ -144,7 +144,7 @@ function mapProgram(x: DeviceArray, fn: UnaryFunction): ElementwiseProgram {
   const expressions = typeof fn === 'string' && Object.hasOwn(UNARY, fn) ? UNARY[fn] : undefined;
   if (expressions === undefined) {
     throw new CudaArgumentError(
-      `map: unknown function ${describe(fn)}; expected one of ${Object.keys(UNARY).join(', ')}`,
+      `map: unknown function ${describeValue(fn)}; expected one of ${Object.keys(UNARY).join(', ')}`,
     );
   }
   // Messages name the function, built only when one is thrown (a call allocates nothing).
@@ -191,7 +191,7 @@ function binary(
   const dtype = (arrayOperand ?? given)?.dtype;
   if (dtype === undefined) {
     throw new CudaArgumentError(
-      `${operation}: x or y must be a DeviceArray (got ${describe(x)} and ${describe(y)})`,
+      `${operation}: x or y must be a DeviceArray (got ${describeValue(x)} and ${describeValue(y)})`,
     );
   }
   // A program exists only for a dtype that passed the check.
@@ -310,7 +310,7 @@ export function axpby<D extends DType>(
     ['b', b],
   ] as const) {
     if (typeof value !== 'number')
-      throw new CudaArgumentError(`axpby: ${label} must be a number, got ${describe(value)}`);
+      throw new CudaArgumentError(`axpby: ${label} must be a number, got ${describeValue(value)}`);
   }
   const stream = trailing(out, options);
   four[0] = a;
@@ -405,7 +405,7 @@ export function arange(
   ] as const) {
     if (typeof value !== 'number' || !Number.isFinite(value))
       throw new CudaArgumentError(
-        `arange: ${label} must be a finite number, got ${describe(value)}`,
+        `arange: ${label} must be a finite number, got ${describeValue(value)}`,
       );
   }
   if (increment === 0) throw new CudaArgumentError('arange: step must not be 0');

@@ -15,13 +15,13 @@ import {
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import {
+  assertSameContext,
   type CallOptions,
   checkArray,
-  checkOnStream,
   checkOutputApart,
   checkSameShape,
   clearList,
-  describe,
+  describeValue,
   isOptions,
   scalarValue,
 } from './arguments.js';
@@ -240,7 +240,7 @@ export class ReductionProgram {
       if (typeof value === 'number') continue;
       if (!DeviceArray.isInstance(value)) {
         throw new CudaArgumentError(
-          `${call}: input ${parameter.name} must be a DeviceArray or a number, got ${describe(value)}`,
+          `${call}: input ${parameter.name} must be a DeviceArray or a number, got ${describeValue(value)}`,
         );
       }
       const array = checkArray(value, call, `input ${parameter.name}`);
@@ -321,12 +321,14 @@ export class ReductionProgram {
     }
     if (shape.length !== 2) {
       throw new CudaArgumentError(
-        `${this.call}: axis ${describe(axis)} needs a vector or a matrix, got shape [${shape.join(', ')}] (leave axis out to reduce all elements)`,
+        `${this.call}: axis ${describeValue(axis)} needs a vector or a matrix, got shape [${shape.join(', ')}] (leave axis out to reduce all elements)`,
       );
     }
     const normalized = axis === -1 ? 1 : axis;
     if (normalized !== 0 && normalized !== 1) {
-      throw new CudaArgumentError(`${this.call}: axis must be 0, 1 or -1, got ${describe(axis)}`);
+      throw new CudaArgumentError(
+        `${this.call}: axis must be 0, 1 or -1, got ${describeValue(axis)}`,
+      );
     }
     const [rows, columns] = shape as [number, number];
     return normalized === 0
@@ -348,11 +350,11 @@ export class ReductionProgram {
     for (let j = 0; j < inputCount; j++) {
       const input = inputs[j];
       if (!DeviceArray.isInstance(input)) continue;
-      checkOnStream(this.call, names[j]!, input, stream);
+      assertSameContext(this.call, names[j]!, input, stream);
       if (given !== undefined)
         checkOutputApart(this.call, names[inputCount]!, given, names[j]!, input, false);
     }
-    if (given !== undefined) checkOnStream(this.call, names[inputCount]!, given, stream);
+    if (given !== undefined) assertSameContext(this.call, names[inputCount]!, given, stream);
   }
 
   /** The source a call with these arguments compiles (checked as a call would be). */
@@ -556,7 +558,7 @@ export function reduction(
   const identity = checkCode(definition.identity, call, 'identity');
   const accumulate = definition.accumulate;
   if (accumulate !== undefined && !Object.hasOwn(CTYPES, accumulate)) {
-    throw new CudaArgumentError(`${call}: unknown accumulate dtype ${describe(accumulate)}`);
+    throw new CudaArgumentError(`${call}: unknown accumulate dtype ${describeValue(accumulate)}`);
   }
   const program = new ReductionProgram(
     signature,

@@ -15,13 +15,13 @@ import {
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import {
+  assertSameContext,
   type CallOptions,
   checkArray,
   checkDType,
-  checkOnStream,
   checkOutputApart,
   clearList,
-  describe,
+  describeValue,
 } from './arguments.js';
 import { generateTopk, TOPK_DTYPES, TOPK_ENTRY, topkParameters } from './codegen-topk.js';
 import { CompiledSource } from './compiled.js';
@@ -113,7 +113,7 @@ function plan(x: unknown, k: unknown, options: TopkOptions): Plan {
   const axis = options.axis === undefined || options.axis === -1 ? last : options.axis;
   if (axis !== 0 && axis !== last) {
     throw new CudaArgumentError(
-      `topk: axis must be ${shape.length === 1 ? '0' : '0 or 1'} (or -1), got ${describe(options.axis)}`,
+      `topk: axis must be ${shape.length === 1 ? '0' : '0 or 1'} (or -1), got ${describeValue(options.axis)}`,
     );
   }
   const rows = shape[0]!;
@@ -121,7 +121,9 @@ function plan(x: unknown, k: unknown, options: TopkOptions): Plan {
   const length = axis === 0 ? rows : columns;
   const segments = axis === 0 ? columns : rows;
   if (typeof k !== 'number' || !Number.isInteger(k) || k < 1 || k > MAX_TOPK) {
-    throw new CudaArgumentError(`topk: k must be an integer in 1..${MAX_TOPK}, got ${describe(k)}`);
+    throw new CudaArgumentError(
+      `topk: k must be an integer in 1..${MAX_TOPK}, got ${describeValue(k)}`,
+    );
   }
   if (k > length) {
     throw new CudaArgumentError(
@@ -133,7 +135,7 @@ function plan(x: unknown, k: unknown, options: TopkOptions): Plan {
   }
   const largest = options.largest ?? true;
   if (typeof largest !== 'boolean')
-    throw new CudaArgumentError(`topk: largest must be a boolean, got ${describe(largest)}`);
+    throw new CudaArgumentError(`topk: largest must be a boolean, got ${describeValue(largest)}`);
   // Column-major: element (r, c) of a rows x columns matrix is at r + c * rows.
   const result: Plan = {
     dtype: array.dtype,
@@ -186,13 +188,13 @@ export function topk<D extends DType>(
 ): TopkResult<D> {
   const p = plan(x, k, options);
   const stream: Stream = resolveStream(options.stream);
-  checkOnStream('topk', 'x', x, stream);
+  assertSameContext('topk', 'x', x, stream);
   if (options.values !== undefined) {
-    checkOnStream('topk', 'values', options.values, stream);
+    assertSameContext('topk', 'values', options.values, stream);
     checkOutputApart('topk', 'values', options.values, 'x', x, false);
   }
   if (options.indices !== undefined) {
-    checkOnStream('topk', 'indices', options.indices, stream);
+    assertSameContext('topk', 'indices', options.indices, stream);
     checkOutputApart('topk', 'indices', options.indices, 'x', x, false);
     if (options.values !== undefined) {
       checkOutputApart('topk', 'indices', options.indices, 'values', options.values, false);
