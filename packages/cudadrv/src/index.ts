@@ -75,6 +75,18 @@ export {
 export { DeviceArray, type Shape } from './memory/array.js';
 export type { SameDType } from './memory/array-checks.js';
 export {
+  DLDeviceType,
+  DLPACK_FLAG_BITMASK_IS_COPIED,
+  DLPACK_FLAG_BITMASK_READ_ONLY,
+  DLPACK_VERSION,
+  type FromDLPackOptions,
+  fromDLPack,
+  pendingDLPackExports,
+  type ToDLPackOptions,
+  toDLPack,
+} from './memory/dlpack.js';
+export { HostView, type HostViewArrayOf, type HostViewOptions } from './memory/host-view.js';
+export {
   allocateShareable,
   checkSharedMemory,
   type OpenSharedMemoryOptions,

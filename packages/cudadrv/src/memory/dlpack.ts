@@ -139,7 +139,7 @@ export interface ToDLPackOptions extends StreamOption {
    * array becomes a row-major (C-order) `[columns, rows]` tensor, its transpose, as row-major
    * libraries expect.
    */
-  transpose?: boolean;
+  reverseDimensions?: boolean;
 }
 
 /**
@@ -172,9 +172,9 @@ export function toDLPack(array: DeviceArray, options: ToDLPackOptions = {}): big
     );
   }
   const readOnly = options.readOnly ?? false;
-  const transpose = options.transpose ?? false;
-  if (typeof readOnly !== 'boolean' || typeof transpose !== 'boolean') {
-    throw new CudaArgumentError('toDLPack: readOnly and transpose must be booleans');
+  const reverseDimensions = options.reverseDimensions ?? false;
+  if (typeof readOnly !== 'boolean' || typeof reverseDimensions !== 'boolean') {
+    throw new CudaArgumentError('toDLPack: readOnly and reverseDimensions must be booleans');
   }
   const ndim = array.shape.length;
   const k = koffi();
@@ -207,7 +207,7 @@ export function toDLPack(array: DeviceArray, options: ToDLPackOptions = {}): big
   view.setBigUint64(at.strides, address + BigInt(STRUCT_BYTES + 8 * ndim), true);
   view.setBigUint64(at.byteOffset, empty ? 0n : BigInt(array.offset * bytes), true);
   for (let i = 0; i < ndim; i++) {
-    const source = transpose ? ndim - 1 - i : i;
+    const source = reverseDimensions ? ndim - 1 - i : i;
     view.setBigInt64(STRUCT_BYTES + 8 * i, BigInt(array.shape[source]!), true);
     view.setBigInt64(STRUCT_BYTES + 8 * (ndim + i), BigInt(array.strides[source]!), true);
   }
@@ -233,7 +233,7 @@ export interface FromDLPackOptions extends StreamOption {
    * (C-order) `[rows, columns]` tensor becomes the column-major `[columns, rows]` array of the
    * same memory, its transpose.
    */
-  transpose?: boolean;
+  reverseDimensions?: boolean;
 }
 
 /** What `readTensor` found in a DLManagedTensorVersioned (all checked). */
@@ -254,7 +254,7 @@ interface TensorFields {
  * DeviceArray without copying. Accepted: CUDA memory (kDLCUDA) of a visible device, pinned or
  * managed memory (kDLCUDAHost, kDLCUDAManaged); dtypes int8, uint8, int32, uint32, float16,
  * bfloat16, float32, float64 with one lane; layouts a DeviceArray expresses: compact
- * column-major (first stride 1; a row-major tensor with `transpose: true`), or 2-D with a
+ * column-major (first stride 1; a row-major tensor with `reverseDimensions: true`), or 2-D with a
  * leading dimension. Everything is checked before the data is used, and a refused tensor stays
  * the caller's (its deleter is not called). A tensor flagged DLPACK_FLAG_BITMASK_READ_ONLY
  * gives an array that refuses writes (a CudaArgumentError at the use). The array owns the
@@ -269,15 +269,15 @@ export function fromDLPack<D extends DType = DType>(
   pointer: bigint | number,
   options: FromDLPackOptions = {},
 ): DeviceArray<D> {
-  const transpose = options.transpose ?? false;
-  if (typeof transpose !== 'boolean') {
+  const reverseDimensions = options.reverseDimensions ?? false;
+  if (typeof reverseDimensions !== 'boolean') {
     throw new CudaArgumentError(
-      `fromDLPack: transpose must be a boolean, got ${String(transpose)}`,
+      `fromDLPack: reverseDimensions must be a boolean, got ${String(reverseDimensions)}`,
     );
   }
   const self = checkAddress(pointer);
   const fields = readTensor(self);
-  const layout = arrayLayout(fields, transpose);
+  const layout = arrayLayout(fields, reverseDimensions);
   const stream = streamFor(fields, options.stream);
   const bytes = dtypeBytes(fields.dtype);
   const first = fields.data + fields.byteOffset;
@@ -449,15 +449,15 @@ function rowMajorStrides(shape: readonly bigint[]): bigint[] {
 /**
  * The DeviceArray shape and strides for the tensor, and its span in elements from the first
  * one; refused unless a DeviceArray expresses the layout with the same indices (reversed with
- * `transpose`).
+ * `reverseDimensions`).
  */
 function arrayLayout(
   fields: TensorFields,
-  transpose: boolean,
+  reverseDimensions: boolean,
 ): { shape: number[]; strides: number[]; span: number } {
   let shape = fields.shape;
   let strides = fields.strides;
-  if (transpose) {
+  if (reverseDimensions) {
     shape = [...shape].reverse();
     strides = [...strides].reverse();
   }
@@ -483,8 +483,8 @@ function arrayLayout(
   }
   const reversed = [...shape].reverse();
   const hint =
-    !transpose && isColumnMajor(reversed, [...strides].reverse())
-      ? '; it is row-major (C order): pass { transpose: true } to view it as its column-major transpose'
+    !reverseDimensions && isColumnMajor(reversed, [...strides].reverse())
+      ? '; it is row-major (C order): pass { reverseDimensions: true } to view it as its column-major transpose'
       : '';
   refuse(
     `strides [${fields.strides.join(', ')}] of shape [${fields.shape.join(', ')}] are not a DeviceArray layout (compact column-major, or 2-D column-major with a leading dimension)${hint}`,
