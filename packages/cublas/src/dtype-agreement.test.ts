@@ -1,6 +1,6 @@
 import type { DeviceArray } from '@cuda-tasks/cudadrv';
 import { describe, expectTypeOf, it } from 'vitest';
-import { gemm, gemmStridedBatched, gemv, matmul } from './index.js';
+import { axpy, dot, gemm, gemmStridedBatched, gemv, matmul } from './index.js';
 
 // Mixed float32 / float64 operands are a compile error where the dtypes are known statically
 // (the typecheck of this package runs this file: each @ts-expect-error must meet an error),
@@ -26,9 +26,17 @@ function typecheckedOnly(): void {
   gemm(f64, f64, loose);
   gemm(loose, f32, f32);
   gemv(loose, loose, loose);
+  // @ts-expect-error y is float64, x float32
+  axpy(2, f32, f64);
+  // @ts-expect-error y is float32, x float64
+  dot(f64, f32);
+  axpy(2, f64, f64);
+  dot(f32, f32);
+  axpy(2, loose, f32);
+  dot(f64, loose);
 }
 
-describe('one dtype per product, at compile time', () => {
+describe('one dtype per call, at compile time', () => {
   it('keeps the result types: gemm returns c, matmul an array of a dtype', () => {
     expectTypeOf(typecheckedOnly).toBeFunction();
     expectTypeOf(gemm<'float32', 'float32', DeviceArray<'float32'>>).returns.toEqualTypeOf<
@@ -36,5 +44,9 @@ describe('one dtype per product, at compile time', () => {
     >();
     expectTypeOf(matmul<'float64', 'float64'>).returns.toEqualTypeOf<DeviceArray<'float64'>>();
     expectTypeOf(gemv<'float32', 'float32', DeviceArray>).returns.toEqualTypeOf<DeviceArray>();
+    expectTypeOf(axpy<'float64', DeviceArray<'float64'>>).returns.toEqualTypeOf<
+      DeviceArray<'float64'>
+    >();
+    expectTypeOf(dot<'float32', 'float32'>).returns.toEqualTypeOf<Promise<number>>();
   });
 });

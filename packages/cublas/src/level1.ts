@@ -11,6 +11,7 @@ import {
   DeviceArray,
   type DType,
   resolveStream,
+  type SameDType,
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -42,10 +43,10 @@ const checkedPair: CheckedVectorPair = { dtype: 'float32', n: 0, incx: 0, incy: 
  * share memory with y (a CudaArgumentError says so).
  * @example axpy(2, x, y); // y += 2 x
  */
-export function axpy<Y extends DeviceArray>(
+export function axpy<X extends DType, Y extends DeviceArray>(
   alpha: number,
-  x: DeviceArray,
-  y: Y,
+  x: DeviceArray<X>,
+  y: Y & SameDType<X, Y['dtype']>,
   options: VectorOptions = NO_OPTIONS,
 ): Y {
   assertScalar('axpy', 'alpha', alpha);
@@ -146,9 +147,9 @@ async function reduce(
  * resolves when the stream has computed it, without blocking the event loop.
  * @example const d = await dot(x, y);
  */
-export async function dot(
-  x: DeviceArray,
-  y: DeviceArray,
+export async function dot<X extends DType, Y extends DType>(
+  x: DeviceArray<X>,
+  y: DeviceArray<Y> & SameDType<X, Y>,
   options: VectorOptions = NO_OPTIONS,
 ): Promise<number> {
   const v = checkVectorPair('dot', x, y, checkedPair);

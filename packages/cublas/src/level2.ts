@@ -3,6 +3,7 @@ import {
   type DeviceArray,
   type DType,
   resolveStream,
+  type SameDType,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
@@ -10,12 +11,7 @@ import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { blas } from './handle.js';
 import { GEMV } from './routines.js';
 import { scalars } from './scalars.js';
-import {
-  checkGemv,
-  type GemvOptions as GemvScalars,
-  newCheckedGemv,
-  type SameDType,
-} from './validate.js';
+import { checkGemv, type GemvOptions as GemvScalars, newCheckedGemv } from './validate.js';
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
 export interface GemvOptions extends GemvScalars, StreamOption {}

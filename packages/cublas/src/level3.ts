@@ -7,6 +7,7 @@ import {
   DeviceArray,
   type DType,
   resolveStream,
+  type SameDType,
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -33,7 +34,6 @@ import {
   newCheckedGemmEx,
   newCheckedStridedBatched,
   type ProductOptions,
-  type SameDType,
 } from './validate.js';
 
 /** Options of `gemm`: C = alpha op(A) op(B) + beta C. */

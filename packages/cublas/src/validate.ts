@@ -35,7 +35,6 @@ import {
   vectorExtent,
 } from '@cuda-tasks/cudadrv/internal';
 
-export type { SameDType } from '@cuda-tasks/cudadrv';
 export type { MatrixLayout, VectorLayout };
 
 /** What the checks read from an operand (a DeviceArray has all of it). */
