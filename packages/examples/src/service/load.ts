@@ -31,10 +31,17 @@
  * reporting the small requests' p50/p99 per stream mode; and `POST /search` over
  * `--rows` x 128 embeddings resident on the GPU, top `--k`, closed loop.
  *
- * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search]`
+ * `--processes N` runs each mode's server as its own process tree instead of in this process:
+ * `server.ts --processes N`, N workers sharing the port and one search index on the GPU
+ * (cluster.ts; N = 1 is the plain service in one process), with each process's GPU memory as
+ * `nvidia-smi` reports it printed once the server listens.
+ *
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N]`
  */
+import { execFileSync } from 'node:child_process';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import {
   CommandLineError,
   isEntryPoint,
@@ -56,6 +63,7 @@ import {
   gpuHealth,
   type ServerOptions,
 } from './server.js';
+import { startServiceProcess } from './spawn-service.js';
 import { formatNumber } from './statistics.js';
 import {
   HEAD_OF_LINE_MODES,
@@ -142,6 +150,11 @@ export interface LoadOptions {
   inFlight?: number | undefined;
   /** Search: neighbours per query (default 10, at most 100). */
   k: number;
+  /**
+   * Run each mode's server as a separate process tree, `server.ts --processes N` (undefined:
+   * in this process). Not with `url`.
+   */
+  processes?: number | undefined;
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
@@ -256,6 +269,13 @@ export const loadCommandLine = {
       description: 'search: requests whose GPU work runs at once, 0 for no bound',
       default: `the server's, ${DEFAULT_GPU_IN_FLIGHT['/search']}`,
     },
+    processes: {
+      type: 'string',
+      placeholder: 'N',
+      description:
+        'run the server as its own processes: server.ts --processes N (workers sharing one search index)',
+      default: 'in this process',
+    },
   },
 } as const;
 
@@ -308,7 +328,10 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
         : values['in-flight'] === '0'
           ? 0
           : integer('in-flight', 0, 4096),
+    processes: values.processes === undefined ? undefined : integer('processes', 0, 64),
   };
+  // Each mode's server holds its own index: with processes, one mode unless asked for both.
+  if (options.processes !== undefined) options.modes = ['task'];
   if (values.workload !== undefined) {
     const names = values.workload.split(',').filter(Boolean);
     const known = ['solve', 'head-of-line', 'search'] as const;
@@ -349,6 +372,7 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
       );
     }
     options.url = url!.origin;
+    if (options.processes !== undefined) fail('--processes starts its own server: not with --url');
   }
   return options;
 }
@@ -403,6 +427,7 @@ async function serverFor(
   serverOptions: ServerOptions,
 ): Promise<{ url: URL; close: () => Promise<void> }> {
   if (options.url !== undefined) return { url: new URL(options.url), close: async () => {} };
+  if (options.processes !== undefined) return serviceProcesses(options, serverOptions);
   // Server-side 5xx errors also reach the client as answers: print only the first here.
   let logged = false;
   const server = createServer({
@@ -414,6 +439,68 @@ async function serverFor(
   });
   const url = await listen(server);
   return { url, close: () => close(server) };
+}
+
+/**
+ * `server.ts --processes N` in child processes (cluster.ts), with the flags of `serverOptions`
+ * that the command line has (the stream mode, priorities, the index's rows; a bound on
+ * searches in flight it does not take); `close` sends SIGTERM and waits for the exit.
+ */
+async function serviceProcesses(
+  options: LoadOptions,
+  serverOptions: ServerOptions,
+): Promise<{ url: URL; close: () => Promise<void> }> {
+  const script = fileURLToPath(new URL('./server.ts', import.meta.url));
+  const args = [
+    '--port',
+    '0',
+    '--processes',
+    String(options.processes),
+    '--search-rows',
+    String(serverOptions.search?.rows ?? options.rows),
+  ];
+  if (serverOptions.sharedStream) args.push('--shared-stream');
+  if (serverOptions.priorities === false) args.push('--no-priorities');
+  const service = await startServiceProcess(script, args);
+  console.log(
+    `server: ${options.processes} process${options.processes === 1 ? '' : 'es'} (server.ts ${args.join(' ')}), pid ${service.child.pid}`,
+  );
+  const memory = gpuMemoryByProcess();
+  if (memory !== undefined) console.log(`GPU memory by process (nvidia-smi): ${memory}`);
+  return {
+    url: new URL(`http://127.0.0.1:${service.port}`),
+    close: async () => {
+      if (service.child.exitCode === null) service.child.kill('SIGTERM');
+      const { code, signal } = await service.exited;
+      if (code !== 0) console.error(`server exited with ${signal ?? code}: ${service.stderr()}`);
+    },
+  };
+}
+
+/**
+ * Each process's GPU memory as `nvidia-smi` lists it ("pid: MiB, ..., total MiB"), or
+ * undefined where it does not run.
+ */
+export function gpuMemoryByProcess(): string | undefined {
+  let text: string;
+  try {
+    text = execFileSync(
+      'nvidia-smi',
+      ['--query-compute-apps=pid,used_memory', '--format=csv,noheader,nounits'],
+      { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+  } catch {
+    return undefined;
+  }
+  const rows = text
+    .split('\n')
+    .map((line) => line.split(',').map((field) => field.trim()))
+    .filter(
+      (fields) => fields.length === 2 && /^\d+$/.test(fields[0]!) && /^\d+$/.test(fields[1]!),
+    );
+  if (rows.length === 0) return undefined;
+  const total = rows.reduce((sum, [, mib]) => sum + Number(mib), 0);
+  return `${rows.map(([pid, mib]) => `${pid}: ${mib} MiB`).join(', ')}; total ${total} MiB`;
 }
 
 /** One progress line per report of the client: the phase, its time, and per kind the counts. */

@@ -7,7 +7,15 @@
  * each other.
  */
 import { gemv } from '@cuda-tasks/cublas';
-import { CudaArgumentError, DeviceArray } from '@cuda-tasks/cudadrv';
+import {
+  CudaArgumentError,
+  DeviceArray,
+  openSharedMemory,
+  type SharedMemoryError,
+  type SharedMemoryHandle,
+  shareableArray,
+  shareMemory,
+} from '@cuda-tasks/cudadrv';
 import { Generator } from '@cuda-tasks/curand';
 import { topk } from '@cuda-tasks/kernels';
 import { synchronize } from '@cuda-tasks/task-runtime';
@@ -20,6 +28,11 @@ export interface SearchIndexOptions {
   dim?: number;
   /** Seed of the Philox generator that draws them (default 7). */
   seed?: number;
+  /**
+   * Put the embeddings in memory other processes can open (`share()`, `SearchIndex.open`), as
+   * the service's cluster mode does (default false: the stream-ordered pool).
+   */
+  shareable?: boolean;
 }
 
 /** What a search found: the best first. */
@@ -61,7 +74,9 @@ export class SearchIndex {
     const rows = positiveInteger('rows', options.rows ?? 1_000_000);
     const dim = positiveInteger('dim', options.dim ?? 128);
     const generator = new Generator({ kind: 'philox', seed: options.seed ?? 7 });
-    const embeddings = DeviceArray.empty('float32', [rows, dim]);
+    const embeddings = options.shareable
+      ? shareableArray('float32', [rows, dim])
+      : DeviceArray.empty('float32', [rows, dim]);
     try {
       generator.normal(embeddings);
       await synchronize();
@@ -110,6 +125,34 @@ export class SearchIndex {
       best?.values.dispose();
       best?.indices.dispose();
     }
+  }
+
+  /**
+   * A handle of the embeddings for other processes (`SearchIndex.open`); the index must have
+   * been created `shareable`. Its embeddings are complete once `create` has resolved.
+   */
+  share(): SharedMemoryHandle {
+    return shareMemory(this.embeddings);
+  }
+
+  /**
+   * The index another process created `shareable` and `share()`d, opened read-only: its
+   * searches read the other process's embeddings, no copy made. The handle is checked as
+   * untrusted input; it must hold a 2-D float32 array.
+   * @example const index = SearchIndex.open(JSON.parse(process.env.INDEX!));
+   */
+  static open(
+    handle: SharedMemoryHandle | string,
+    options: { onExporterExit?: (error: SharedMemoryError) => void } = {},
+  ): SearchIndex {
+    const embeddings = openSharedMemory<'float32'>(handle, { access: 'read', ...options });
+    if (embeddings.dtype !== 'float32' || embeddings.shape.length !== 2) {
+      embeddings.dispose();
+      throw new CudaArgumentError(
+        `SearchIndex.open: the shared memory is ${embeddings}, not a 2-D float32 array`,
+      );
+    }
+    return new SearchIndex(embeddings);
   }
 
   /** Frees the embeddings (after the searches in flight, which are ordered before the free). */

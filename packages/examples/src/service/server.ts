@@ -9,7 +9,9 @@
  * `sharedStream: true` every request is forced onto one stream instead, for comparison (see
  * `load.ts`).
  *
- * Run: `pnpm --filter @cuda-tasks/examples serve [--port 8080] [--shared-stream]`
+ * Run: `pnpm --filter @cuda-tasks/examples serve [--port 8080] [--shared-stream] [--processes N]`
+ * (`--processes N`: N worker processes share the port and one search index on the GPU; see
+ * cluster.ts).
  */
 import {
   createServer as createHttpServer,
@@ -43,6 +45,15 @@ import {
 } from '../cli.js';
 import { Admission, AdmissionRefused } from './admission.js';
 import { BodyBudget, readBody } from './body.js';
+import {
+  type ClusterService,
+  DEFAULT_SEARCH_ROWS,
+  isClusterWorker,
+  openClusterSearchIndex,
+  parseClusterArguments,
+  startClusterPrimary,
+  stopClusterOnSignals,
+} from './cluster.js';
 import { drawUniform } from './draw.js';
 import { IdleTrim, type IdleTrimOptions, type TrimmablePool } from './idle-trim.js';
 import { ParsePool, type ParsePoolOptions, type ParsePoolStatistics } from './parse-pool.js';
@@ -1101,6 +1112,18 @@ export const serverCommandLine = {
         'on SIGTERM / SIGINT, how long requests in flight may take before they are cancelled',
       default: DEFAULT_GRACE_MS,
     },
+    processes: {
+      type: 'string',
+      placeholder: 'N',
+      description: 'worker processes sharing the port and one search index on the GPU (cluster.ts)',
+      default: 1,
+    },
+    'search-rows': {
+      type: 'string',
+      placeholder: 'N',
+      description: 'embeddings of the /search index (x 128 float32)',
+      default: DEFAULT_SEARCH_ROWS,
+    },
   },
 } as const;
 
@@ -1204,9 +1227,25 @@ export function stopOnSignals(service: GpuService, options: StopOnSignalsOptions
  * priorities), library handles and cuSOLVER's issue worker are made at startup, while the GPU
  * is idle. Resolves with the listening service; SIGTERM / SIGINT shut it down in order
  * (`stopOnSignals`, `--grace-ms`) and the process exits 0; a second signal exits at once.
+ * With `--processes N` (N > 1) this process becomes the primary of a cluster instead: it builds
+ * the search index (`--search-rows`) once in shareable GPU memory and resolves with the
+ * `ClusterService` once its N workers listen (cluster.ts); each worker runs this function too.
  */
-export function main(argv: readonly string[] = process.argv.slice(2)): Promise<GpuService> {
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+): Promise<GpuService | ClusterService> {
   const { port, sharedStream, priorities, graceMs } = parseServerArguments(argv);
+  const { processes, searchRows } = parseClusterArguments(
+    parseCommandLine(argv, serverCommandLine).values,
+    usage(serverCommandLine),
+  );
+  const worker = isClusterWorker();
+  if (processes > 1 && !worker) {
+    // The primary: builds the index once and forks the workers (cluster.ts).
+    const primary = await startClusterPrimary({ processes, searchRows, port, graceMs, argv });
+    stopClusterOnSignals(primary);
+    return primary;
+  }
   // Without a GPU the service still starts, saying so once here; its GPU routes answer 503.
   const gpu = gpuHealth();
   if (!gpu.usable) {
@@ -1225,19 +1264,28 @@ export function main(argv: readonly string[] = process.argv.slice(2)): Promise<G
     }
   }
   // The body parsers start now too, not on the first large body.
-  const server = createServer({ sharedStream, priorities, bodyParsing: { prestart: true } });
+  const server = createServer({
+    sharedStream,
+    priorities,
+    bodyParsing: { prestart: true },
+    search: { rows: searchRows },
+    // A worker of the cluster searches the primary's index, opened read-only.
+    ...(worker ? { createSearchIndex: openClusterSearchIndex } : {}),
+  });
   return new Promise((resolveServer, reject) => {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', () => {
       const address = server.address() as AddressInfo;
+      stopOnSignals(server, { graceMs });
+      resolveServer(server);
+      // A worker says nothing: the primary prints the line once every worker listens.
+      if (worker) return;
       console.log(
         `GPU service listening on http://127.0.0.1:${address.port} (${sharedStream ? 'one shared stream' : `a stream per request task${priorities ? ', small requests at high priority' : ''}`})`,
       );
       console.log(
         '  POST /solve {n, a, b, k?}   POST /solve-random {n, seed}   POST /matmul {m, k, n, a, b}   POST /search {query, k?}   GET /health',
       );
-      stopOnSignals(server, { graceMs });
-      resolveServer(server);
     });
   });
 }

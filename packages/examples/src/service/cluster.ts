@@ -1,0 +1,221 @@
+/**
+ * The service in cluster mode (`serve --processes N`): Node's way to use many cores is many
+ * processes, and a GPU service's data should not be loaded once per process. The primary
+ * process builds the search index once, in device memory allocated for sharing, and forks N
+ * workers (node:cluster) that share the listening port; each worker opens the index read-only
+ * through a CUDA IPC handle (`SearchIndex.open`) and serves every route as the single-process
+ * service does. GPU memory for the index stays one copy, whatever N.
+ *
+ * The handle reaches the workers in their environment (`CUDA_TASKS_SEARCH_INDEX`), checked as
+ * untrusted input there. A worker that dies is replaced; SIGTERM / SIGINT to the primary stop
+ * the workers (each shuts down gracefully) and then free the index.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { constants as osConstants } from 'node:os';
+import type { SharedMemoryHandle } from '@cuda-tasks/cudadrv';
+import { task } from '@cuda-tasks/task-runtime';
+import { CommandLineError } from '../cli.js';
+import { SearchIndex } from './search.js';
+
+/** The environment variable that carries the index's handle to the workers. */
+export const SEARCH_INDEX_VARIABLE = 'CUDA_TASKS_SEARCH_INDEX';
+/** The most worker processes `--processes` accepts. */
+export const MAX_PROCESSES = 64;
+/** The default of `--search-rows`. */
+export const DEFAULT_SEARCH_ROWS = 1_000_000;
+
+/** The cluster flags of the service's command line. */
+export interface ClusterArguments {
+  /** Worker processes (1: no cluster, the service runs in this process). */
+  processes: number;
+  /** Embeddings of the search index. */
+  searchRows: number;
+}
+
+/**
+ * Reads `--processes N` (1..64, default 1) and `--search-rows N` (default 1,000,000) from the
+ * values the service's command line parsed; a `CommandLineError` for anything else.
+ * @example parseClusterArguments({ processes: '4' }, 'usage'); // { processes: 4, searchRows: 1000000 }
+ */
+export function parseClusterArguments(
+  values: { processes?: string; 'search-rows'?: string },
+  usageText: string,
+): ClusterArguments {
+  const integer = (name: string, text: string | undefined, fallback: number, max: number) => {
+    if (text === undefined) return fallback;
+    const value = Number(text);
+    if (text === '' || !Number.isSafeInteger(value) || value < 1 || value > max) {
+      throw new CommandLineError(
+        `--${name} must be an integer in 1..${max}, got ${text || 'nothing'}`,
+        usageText,
+      );
+    }
+    return value;
+  };
+  return {
+    processes: integer('processes', values.processes, 1, MAX_PROCESSES),
+    searchRows: integer('search-rows', values['search-rows'], DEFAULT_SEARCH_ROWS, 100_000_000),
+  };
+}
+
+/** Whether this process is a worker of the service's cluster (it has the index's handle). */
+export function isClusterWorker(): boolean {
+  return cluster.isWorker && process.env[SEARCH_INDEX_VARIABLE] !== undefined;
+}
+
+/**
+ * In a worker: the search index the primary shared, opened read-only. The worker exits if the
+ * primary does (its index goes with it; node:cluster also ends workers whose primary is gone).
+ */
+export async function openClusterSearchIndex(): Promise<SearchIndex> {
+  const text = process.env[SEARCH_INDEX_VARIABLE];
+  if (text === undefined) throw new Error(`${SEARCH_INDEX_VARIABLE} is not set`);
+  return SearchIndex.open(text, {
+    onExporterExit: (error) => {
+      console.error(`worker ${process.pid}: ${error.message}; exiting`);
+      process.exit(1);
+    },
+  });
+}
+
+/** The primary of a running cluster. */
+export interface ClusterService {
+  /** The port the workers listen on, on 127.0.0.1. */
+  readonly port: number;
+  /** The workers' pids now. */
+  workers(): number[];
+  /** The handle of the shared index. */
+  readonly index: SharedMemoryHandle;
+  /**
+   * Stops the workers (SIGTERM: each shuts down gracefully) and frees the index. `signalled`:
+   * the workers already got the signal (a terminal's Ctrl-C reaches the whole process group),
+   * so they are not sent another (a second one would make them exit at once).
+   */
+  shutdown(signalled?: boolean): Promise<void>;
+}
+
+/** Options of `startClusterPrimary`. */
+export interface ClusterPrimaryOptions extends ClusterArguments {
+  /** The port to listen on (0: a random free one, the same for every worker). */
+  port: number;
+  /** How long the workers may take to shut down before they are killed, ms. */
+  graceMs: number;
+  /** The workers' command line (the service's flags; the workers ignore `--processes`). */
+  argv: readonly string[];
+  /**
+   * Builds the index to share (default: `SearchIndex.create` of `searchRows` x 128, shareable).
+   * A stand-in for tests without a GPU.
+   */
+  buildIndex?: () => Promise<{ share(): SharedMemoryHandle; dispose(): void }>;
+}
+
+/**
+ * In the primary: builds the index (shareable), forks `processes` workers with its handle, and
+ * resolves once every worker listens, printing the same line the single-process service
+ * prints (with the port), which `spawn-service.ts` and the load script wait for.
+ */
+export async function startClusterPrimary(options: ClusterPrimaryOptions): Promise<ClusterService> {
+  const started = performance.now();
+  const index = await (options.buildIndex?.() ??
+    task(() => SearchIndex.create({ rows: options.searchRows, dim: 128, shareable: true }), {
+      name: 'build the shared search index',
+    }));
+  const handle = index.share();
+  const built = performance.now() - started;
+  cluster.setupPrimary({ args: [...options.argv] });
+  const environment = { [SEARCH_INDEX_VARIABLE]: JSON.stringify(handle) };
+  let stopping = false;
+  let port = -1;
+  const live = new Set<Worker>();
+  const fork = () => {
+    const worker = cluster.fork(environment);
+    live.add(worker);
+    worker.once('exit', (code, signal) => {
+      live.delete(worker);
+      if (stopping) return;
+      console.error(`worker ${worker.process.pid} exited (${signal ?? code}); starting another`);
+      fork();
+    });
+    return worker;
+  };
+  const listening = new Promise<void>((resolve, reject) => {
+    let ready = 0;
+    const onListening = (_worker: Worker, address: { port: number }) => {
+      port = address.port;
+      if (++ready === options.processes) {
+        cluster.off('listening', onListening);
+        resolve();
+      }
+    };
+    cluster.on('listening', onListening);
+    cluster.once('exit', (worker, code) => {
+      if (ready < options.processes) {
+        reject(new Error(`worker ${worker.process.pid} exited with ${code} before listening`));
+      }
+    });
+  });
+  for (let i = 0; i < options.processes; i++) fork();
+  try {
+    await listening;
+  } catch (error) {
+    stopping = true;
+    for (const worker of live) worker.process.kill('SIGKILL');
+    index.dispose();
+    throw error;
+  }
+  const gib = (options.searchRows * 128 * 4) / 2 ** 30;
+  console.log(
+    `GPU service listening on http://127.0.0.1:${port} (${options.processes} processes sharing one search index of ${options.searchRows.toLocaleString('en-US')} x 128 float32, ${gib.toFixed(2)} GiB, built once in ${Math.round(built)} ms)`,
+  );
+  let stopped: Promise<void> | undefined;
+  const shutdown = (signalled = false): Promise<void> =>
+    (stopped ??= (async () => {
+      stopping = true;
+      const exits = [...live].map(
+        (worker) => new Promise<void>((resolve) => worker.once('exit', () => resolve())),
+      );
+      if (!signalled) for (const worker of live) worker.process.kill('SIGTERM');
+      const timer = setTimeout(() => {
+        for (const worker of live) worker.process.kill('SIGKILL');
+      }, options.graceMs + 2000);
+      await Promise.all(exits);
+      clearTimeout(timer);
+      // Every worker has exited: nobody holds the index, it is freed now.
+      index.dispose();
+    })());
+  return {
+    port,
+    index: handle,
+    workers: () => [...live].map((worker) => worker.process.pid!),
+    shutdown,
+  };
+}
+
+/**
+ * The primary's signals: the first SIGTERM / SIGINT shuts the cluster down and exits 0; a
+ * second exits at once with 128 + its number. SIGTERM is passed on to the workers; SIGINT is
+ * not (a terminal sends it to every process of the group; workers still running after the
+ * grace are killed).
+ */
+export function stopClusterOnSignals(service: ClusterService): void {
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      process.exit(128 + (osConstants.signals[signal] ?? 0));
+    }
+    signalled = true;
+    console.error(`${signal}: stopping ${service.workers().length} workers`);
+    service.shutdown(signal === 'SIGINT').then(
+      () => {
+        console.error('stopped');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        console.error(`shutdown failed: ${error instanceof Error ? error.message : error}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+}
