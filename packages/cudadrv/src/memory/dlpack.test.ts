@@ -28,6 +28,7 @@ vi.mock('../driver.js', async (importOriginal) => {
   return { ...original, driver: () => fake.api, check: () => undefined };
 });
 
+import { buildDLPackLibrary } from '../../test/dlpack-library.js';
 import { Context, type Device } from '../context/device.js';
 import type { DType } from '../dtype.js';
 import { CudaArgumentError } from '../errors.js';
@@ -476,4 +477,71 @@ describe('fromDLPack: malformed tensors refused before anything is used, deleter
 
 it('the C-order strides helper agrees with the column-major one reversed', () => {
   expect(rowMajor([2, 3, 4])).toEqual(columnMajor([4, 3, 2]).reverse());
+});
+
+const native = buildDLPackLibrary();
+if (typeof native === 'string') {
+  console.log(`[cuda-tasks] DLPack C-library unit tests skipped: ${native}`);
+}
+
+describe.runIf(typeof native !== 'string')('a C library on the other side of DLPack', () => {
+  const library = native as Exclude<typeof native, string>;
+
+  /** Lets koffi's queued calls from other threads run, until `done()` or 2 s. */
+  async function turnUntil(done: () => boolean): Promise<void> {
+    for (let i = 0; i < 200 && !done(); i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+
+  it('reads the exported struct as dlpack.h lays it out, and its deleter releases the export', () => {
+    const matrix = DeviceArray.empty('float32', [5, 4], { stream });
+    const address = toDLPack(matrix.block(1, 1, 3, 2), { stream, readOnly: true });
+    const fields = library.describeTensor(address);
+    // major, minor, flags, device type/id, ndim, code, bits, lanes, byte_offset, data, shape, strides
+    expect(fields).toEqual([
+      1,
+      1,
+      1,
+      DLDeviceType.kDLCUDA,
+      0,
+      2,
+      2,
+      32,
+      1,
+      (1 + 1 * 5) * 4,
+      Number(matrix.buffer.pointer),
+      3,
+      2,
+      1,
+      5,
+    ]);
+    library.releaseNow(address);
+    expect(pendingDLPackExports()).toBe(0);
+    matrix.dispose();
+  });
+
+  it('a deleter called from another thread runs once, on the main thread, when the loop turns', async () => {
+    const array = DeviceArray.empty('int32', 64, { stream });
+    const address = toDLPack(array, { stream });
+    expect(library.releaseOnThread(address)).toBe(0);
+    await turnUntil(() => pendingDLPackExports() === 0);
+    expect(pendingDLPackExports()).toBe(0);
+    array.dispose();
+  });
+
+  it('imports the library’s row-major tensor as its transpose and calls its deleter once at dispose', () => {
+    const before = library.deletedCount();
+    const tensor = library.makeTensor(0x5000_0000n, DLDeviceType.kDLCUDA, 0, 3, 4, true, 0n);
+    expect(thrown(() => fromDLPack(tensor, { stream })).message).toMatch(/reverseDimensions/);
+    expect(library.deletedCount()).toBe(before);
+    const imported = fromDLPack(tensor, { stream, reverseDimensions: true });
+    expect([imported.shape, imported.contiguous, imported.pointer]).toEqual([
+      [4, 3],
+      true,
+      0x5000_0000n,
+    ]);
+    imported.dispose();
+    imported.dispose();
+    expect(library.deletedCount()).toBe(before + 1);
+  });
 });
