@@ -1,16 +1,18 @@
 /**
  * Two small device helpers the solvers need around cuSOLVER: zeroing one strict triangle of a
  * matrix (R of a QR factorization, a Cholesky factor) and transposing a matrix (SVD of a wide
- * matrix). Compiled with NVRTC once per context, on first use, and kept for the process.
+ * matrix). Compiled on first use through the task runtime's compile cache (the kit's one NVRTC
+ * cache, in memory and on disk, shared with the kernels package) and kept for the process.
  */
 import {
   type Context,
   DeviceArray,
   type Kernel,
   launch,
-  Module,
+  type Module,
   type Stream,
 } from '@cuda-tasks/cudadrv';
+import { loadCachedModule } from '@cuda-tasks/task-runtime';
 import type { FloatDType } from './validate.js';
 
 const SOURCE = `
@@ -64,13 +66,13 @@ interface HelperKernels {
   transpose: Record<FloatDType, Kernel>;
 }
 
-// Per context; a module holds only code, so a second loaded copy of this package may compile its own.
+// The kernels of each context's module (the compile cache keeps the module loaded).
 const compiled = new Map<Context, HelperKernels>();
 
 function kernels(context: Context): HelperKernels {
   let helpers = compiled.get(context);
   if (helpers === undefined || helpers.module.disposed) {
-    const module = Module.compile(SOURCE, { context, name: 'cusolver-helpers.cu' });
+    const module = loadCachedModule(SOURCE, context, 'cusolver-helpers.cu');
     const zero = ['int32', 'int32', 'int64', 'int32'] as const;
     const dims = ['int64', 'int32', 'int32'] as const;
     helpers = {

@@ -4,7 +4,7 @@
  * in steady state looks nothing up in a map.
  */
 import type { Context, Kernel, KernelParameter } from '@cuda-tasks/cudadrv';
-import { cacheGeneration, loadModule } from './compile.js';
+import { kernelCacheGeneration, loadCachedModule } from '@cuda-tasks/task-runtime';
 
 /** One entry point of a generated source. */
 export interface EntryPoint {
@@ -35,7 +35,7 @@ function largestPowerOfTwoAtMost(value: number): number {
   return 2 ** Math.floor(Math.log2(Math.max(1, value)));
 }
 
-function loadEntry(module: ReturnType<typeof loadModule>, entry: EntryPoint): LoadedKernel {
+function loadEntry(module: ReturnType<typeof loadCachedModule>, entry: EntryPoint): LoadedKernel {
   const kernel = module.kernel(entry.name, entry.parameters);
   if (entry.blockSize !== undefined) {
     // The resident blocks of exactly that size on every multiprocessor.
@@ -78,7 +78,7 @@ export class CompiledSource {
 
   /** The entry points loaded in `context` (compiling or reading the cache the first time). */
   kernels(context: Context): readonly LoadedKernel[] {
-    const generation = cacheGeneration();
+    const generation = kernelCacheGeneration();
     if (context === this.#context && generation === this.#generation) return this.#kernels;
     return this.switchContext(context, generation);
   }
@@ -93,7 +93,7 @@ export class CompiledSource {
     if (this.#context !== undefined) (this.#others ??= new Map()).set(this.#context, this.#kernels);
     let kernels = this.#others?.get(context);
     if (kernels === undefined) {
-      const module = loadModule(this.source, context, this.name);
+      const module = loadCachedModule(this.source, context, this.name);
       kernels = this.entries.map((entry) => loadEntry(module, entry));
     }
     this.#context = context;

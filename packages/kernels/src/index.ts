@@ -9,15 +9,19 @@
  */
 import '@cuda-tasks/task-runtime';
 
-export type { CallOptions } from './arguments.js';
+/**
+ * The compile cache's settings and counters: the task runtime's (its library kit's one NVRTC
+ * cache, which cuSOLVER's helpers share), the same functions, re-exported.
+ */
 export {
+  CACHE_ENVIRONMENT_VARIABLE,
   clearKernelCache,
   type KernelCacheStatistics,
   kernelCacheDirectory,
   kernelCacheStatistics,
   setKernelCacheDirectory,
-} from './compile.js';
-export { CACHE_ENVIRONMENT_VARIABLE } from './disk-cache.js';
+} from '@cuda-tasks/task-runtime';
+export type { CallOptions } from './arguments.js';
 export {
   type ElementwiseKernel,
   type ElementwiseOptions,

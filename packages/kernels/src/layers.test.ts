@@ -3,32 +3,28 @@ import { fileURLToPath } from 'node:url';
 import { describeLayers } from '@cuda-tasks/testing';
 
 /**
- * The package reads bottom-up: C types, signatures, argument checks and the disk cache; the
- * code generators and NVRTC compilation; the compiled-kernel cache; the kernel families
- * (elementwise, reduction, top-k); the operations built on them; the entry. The entry alone
- * imports the task runtime, so that importing the package gives task-local streams.
+ * The package reads bottom-up: C types, signatures and argument checks; the code generators;
+ * the compiled kernels (loaded through the task runtime's compile cache, the kit's one NVRTC
+ * cache); the kernel families (elementwise, reduction, top-k); the operations built on them;
+ * the entry. The entry imports the task runtime too, so that importing the package gives
+ * task-local streams.
  */
 describeLayers({
   name: '@cuda-tasks/kernels',
   source: dirname(fileURLToPath(import.meta.url)),
   layers: [
-    ['ctypes.ts', 'signature.ts', 'arguments.ts', 'disk-cache.ts'],
-    ['codegen-elementwise.ts', 'codegen-reduction.ts', 'codegen-topk.ts', 'compile.ts'],
+    ['ctypes.ts', 'signature.ts', 'arguments.ts'],
+    ['codegen-elementwise.ts', 'codegen-reduction.ts', 'codegen-topk.ts'],
     ['compiled.ts'],
     ['elementwise.ts', 'reduction.ts', 'topk.ts'],
     ['ops.ts', 'reductions.ts'],
     ['index.ts'],
   ],
-  knownEdges: [
-    'reduction.ts -> codegen-reduction.ts',
-    'compiled.ts -> compile.ts',
-    'ops.ts -> elementwise.ts',
-  ],
+  knownEdges: ['reduction.ts -> codegen-reduction.ts', 'ops.ts -> elementwise.ts'],
   siblings: {
     '@cuda-tasks/cudadrv': '*',
-    '@cuda-tasks/cudadrv/ffi': '*',
     // Launches go through cudadrv's public `launchOn`; only the operand check is internal.
     '@cuda-tasks/cudadrv/internal': ['arguments.ts'],
-    '@cuda-tasks/task-runtime': ['index.ts'],
+    '@cuda-tasks/task-runtime': ['index.ts', 'compiled.ts'],
   },
 });

@@ -1,4 +1,5 @@
 import { DeviceArray, type DType } from '@cuda-tasks/cudadrv';
+import { kernelCacheStatistics } from '@cuda-tasks/task-runtime';
 import { describeGpu, rng } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
@@ -14,7 +15,6 @@ import {
   reductionDefinition,
   signatureOf,
 } from '../test/expressions.js';
-import { kernelCacheStatistics } from './compile.js';
 import { elementwise } from './elementwise.js';
 import { arange } from './ops.js';
 import { reduction } from './reduction.js';

@@ -35,9 +35,9 @@ vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => ({
   },
 }));
 
-vi.mock('./compile.js', async (importOriginal) => ({
+vi.mock('@cuda-tasks/task-runtime', async (importOriginal) => ({
   ...(await importOriginal<object>()),
-  loadModule(_source: string, context: unknown) {
+  loadCachedModule(_source: string, context: unknown) {
     return {
       context,
       kernel: (name: string) => ({

@@ -47,9 +47,9 @@ vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => ({
 }));
 
 // Occupancy: 256 threads a block, 528 blocks fill the device.
-vi.mock('./compile.js', async (importOriginal) => ({
+vi.mock('@cuda-tasks/task-runtime', async (importOriginal) => ({
   ...(await importOriginal<object>()),
-  loadModule() {
+  loadCachedModule() {
     recorded.modules++;
     return {
       kernel: (name: string, parameters: readonly string[]) => ({

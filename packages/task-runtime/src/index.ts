@@ -24,6 +24,16 @@ export {
   onCleanupError,
 } from './cleanup.js';
 export {
+  clearKernelCache,
+  type KernelCacheStatistics,
+  kernelCacheDirectory,
+  kernelCacheGeneration,
+  kernelCacheStatistics,
+  loadCachedModule,
+  setKernelCacheDirectory,
+} from './compile-cache.js';
+export { CACHE_ENVIRONMENT_VARIABLE } from './disk-cache.js';
+export {
   type CaptureOptions,
   capture,
   capturedGraphs,

@@ -4,7 +4,8 @@ import { describeLayers } from '@cuda-tasks/testing';
 
 /**
  * The runtime reads bottom-up: the process-wide registry, the priorities, the stream binding,
- * NVTX, the cleanup report and a handle's graph-owned workspaces; a handle's workspaces, the
+ * NVTX, the cleanup report and a handle's graph-owned workspaces; the compile cache's disk
+ * part, then the compile cache (the kit's NVRTC cache); a handle's workspaces, the
  * handles of a context and their bounds; a handle's record and the view `bind()` hands out;
  * a context's shared handle; the stream pools; the task-local state; what works on that state
  * (traces, graph capture, the library kit's HandleCache); `task()` itself and the kit's issue
@@ -24,6 +25,8 @@ describeLayers({
       'cleanup.ts',
       'capture-workspaces.ts',
     ],
+    ['disk-cache.ts'],
+    ['compile-cache.ts'],
     ['handle-workspaces.ts', 'handle-leases.ts'],
     ['handle-record.ts', 'handle-shared.ts'],
     ['pool.ts'],
@@ -39,7 +42,7 @@ describeLayers({
   ],
   siblings: {
     '@cuda-tasks/cudadrv': '*',
-    '@cuda-tasks/cudadrv/ffi': ['nvtx.ts'],
+    '@cuda-tasks/cudadrv/ffi': ['nvtx.ts', 'compile-cache.ts'],
     '@cuda-tasks/cudadrv/internal': '*',
   },
 });

@@ -25,9 +25,9 @@ import {
   clearKernelCache,
   kernelCacheDirectory,
   kernelCacheStatistics,
-  loadModule,
+  loadCachedModule,
   setKernelCacheDirectory,
-} from './compile.js';
+} from './compile-cache.js';
 import { resetKernelCacheWarnings } from './disk-cache.js';
 
 // The on-disk cache's trust rules, on a real filesystem. NVRTC and the driver are recorders:
@@ -91,7 +91,7 @@ const warningCodes = () =>
 function plant(source: string): string {
   const known = new Set(readdirSync(folder, { withFileTypes: false }).map(String));
   fake.next = PLANTED;
-  loadModule(source, context, 'k.cu');
+  loadCachedModule(source, context, 'k.cu');
   clearKernelCache();
   fake.next = COMPILED;
   fake.compiled = 0;
@@ -104,7 +104,7 @@ function plant(source: string): string {
 
 /** Loads `source` and checks that it was compiled and the PLANTED bytes never loaded. */
 function expectCompiledInstead(source: string): void {
-  loadModule(source, context, 'k.cu');
+  loadCachedModule(source, context, 'k.cu');
   expect(fake.compiled).toBe(1);
   expect(fake.loaded).toEqual([COMPILED]);
   for (const bytes of fake.loaded) expect(bytes).not.toEqual(PLANTED);
@@ -135,7 +135,7 @@ describe('a trusted entry', () => {
   it('is loaded without compiling (the planting itself is sound)', () => {
     const source = newSource();
     plant(source);
-    loadModule(source, context, 'k.cu');
+    loadCachedModule(source, context, 'k.cu');
     expect(fake.compiled).toBe(0);
     expect(fake.loaded).toEqual([PLANTED]);
     expect(kernelCacheStatistics()).toMatchObject({ compiled: 0, diskHits: 1, diskRefused: 0 });
@@ -148,14 +148,14 @@ describe('a trusted entry', () => {
     const link = join(root, 'link');
     symlinkSync(folder, link);
     setKernelCacheDirectory(link);
-    loadModule(source, context, 'k.cu');
+    loadCachedModule(source, context, 'k.cu');
     expect(fake.loaded).toEqual([PLANTED]);
     expect(warningCodes()).toEqual([]);
   });
 
   it('a missing folder is a quiet miss; the folder is then created', () => {
     setKernelCacheDirectory(join(root, 'absent', 'kernels'));
-    loadModule(newSource(), context, 'k.cu');
+    loadCachedModule(newSource(), context, 'k.cu');
     expect(fake.compiled).toBe(1);
     expect(warningCodes()).toEqual([]);
     expect(readdirSync(join(root, 'absent', 'kernels'))).toHaveLength(1);
@@ -262,7 +262,7 @@ describe('entries that are refused', () => {
   asRoot('one warning per reason, not one per entry or call', () => {
     const sources = [newSource(), newSource(), newSource()];
     for (const source of sources) chownSync(plant(source), OTHER_USER, OTHER_USER);
-    for (const source of sources) loadModule(source, context, 'k.cu');
+    for (const source of sources) loadCachedModule(source, context, 'k.cu');
     expect(fake.compiled).toBe(3);
     expect(fake.loaded).toEqual([COMPILED, COMPILED, COMPILED]);
     expect(warningCodes()).toEqual(['CUDA_TASKS_KERNEL_CACHE_ENTRY_OWNER']);
@@ -326,7 +326,7 @@ describe('folders that are refused', () => {
     fake.loaded = [];
     const second = newSource();
     plant(second);
-    loadModule(second, context, 'k.cu');
+    loadCachedModule(second, context, 'k.cu');
     expect(fake.loaded).toEqual([PLANTED]);
   });
 
@@ -387,7 +387,7 @@ describe('folders that are refused', () => {
     chmodSync(join(root, 'shared'), 0o1777);
     const source = newSource();
     plant(source);
-    loadModule(source, context, 'k.cu');
+    loadCachedModule(source, context, 'k.cu');
     expect(fake.loaded).toEqual([PLANTED]);
     expect(warningCodes()).toEqual([]);
   });
@@ -415,7 +415,7 @@ describe('what the cache writes', () => {
         const base = join(root, `umask-${umask.toString(8)}`);
         const cache = join(base, 'cuda-tasks', 'kernels');
         setKernelCacheDirectory(cache);
-        loadModule(newSource(), context, 'k.cu');
+        loadCachedModule(newSource(), context, 'k.cu');
         expect(kernelCacheStatistics().diskWrites).toBe(1);
         for (const created of [base, join(base, 'cuda-tasks'), cache]) {
           expect((statSync(created).mode & 0o7777).toString(8)).toBe('700');

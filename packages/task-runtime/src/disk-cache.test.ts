@@ -8,7 +8,7 @@ import {
   kernelCacheDirectory,
   kernelCacheStatistics,
   setKernelCacheDirectory,
-} from './compile.js';
+} from './compile-cache.js';
 import {
   cacheFileName,
   defaultCacheDirectory,

@@ -1,16 +1,12 @@
 /**
- * Compiling generated sources once: per (source, NVRTC version, device architecture) a cubin,
- * kept in memory and in the on-disk cache, and per context one loaded module. The cache is
- * process-wide state (cudadrv's `processState`), so two loaded copies of this package share it.
+ * The kit's NVRTC compile cache, the one every library that compiles CUDA C++ at run time uses
+ * (the kernels package's generated kernels, cuSOLVER's helpers): per (source, NVRTC version,
+ * device architecture) a cubin, kept in memory and in the on-disk cache (disk-cache.ts, with
+ * its trust rules), and per context one loaded module, kept for the process. The cache is
+ * process-wide state (`processWide`), so two loaded copies of this package share it.
+ * Decision 0040 says why it lives here.
  */
-import {
-  type Context,
-  CudaArgumentError,
-  compileToCubin,
-  Module,
-  packageOf,
-  processState,
-} from '@cuda-tasks/cudadrv';
+import { type Context, CudaArgumentError, compileToCubin, Module } from '@cuda-tasks/cudadrv';
 import { nvrtc } from '@cuda-tasks/cudadrv/ffi';
 import {
   clearCacheFolder,
@@ -19,6 +15,7 @@ import {
   removeCached,
   writeCached,
 } from './disk-cache.js';
+import { processWide } from './process-wide.js';
 
 /** What the kernel cache has done since the process started (or since `clearKernelCache`). */
 export interface KernelCacheStatistics {
@@ -55,9 +52,8 @@ interface CacheState {
   architectures: WeakMap<Context, string>;
 }
 
-const state: CacheState = processState(
-  packageOf(import.meta.url, '@cuda-tasks/kernels'),
-  'cache',
+const state: CacheState = processWide(
+  'compile-cache',
   (): CacheState => ({
     directory: undefined,
     cubins: new Map(),
@@ -124,8 +120,12 @@ export function clearKernelCache(options: { disk?: boolean } = {}): void {
   if (options.disk && directory !== null) clearCacheFolder(directory);
 }
 
-/** @internal The generation kernels were loaded in; they are stale once it moved on. */
-export function cacheGeneration(): number {
+/**
+ * A number that changes each time `clearKernelCache` forgets the cache: a library that keeps
+ * the kernels of a module from `loadCachedModule` (to launch them without a lookup) compares
+ * it with the one it loaded them in, and loads them again when it moved on.
+ */
+export function kernelCacheGeneration(): number {
   return state.generation;
 }
 
@@ -150,11 +150,15 @@ function architecture(context: Context): string {
 }
 
 /**
- * The module for `source` in `context`: loaded once per context; its cubin compiled once per
- * architecture (from memory, else disk, else NVRTC, which throws CompileError with the source
- * and the log). `name` is the file name NVRTC's messages show.
+ * The module for `source` in `context`: loaded once per context and kept loaded for the
+ * process (do not dispose it); its cubin compiled once per architecture (from memory, else the
+ * on-disk cache, else NVRTC, which throws CompileError with the source and the log). `name` is
+ * the file name NVRTC's messages show. `kernelCacheStatistics()` counts what it did.
+ * @example
+ * const module = loadCachedModule(source, stream.context, 'my-helpers.cu');
+ * const scale = module.kernel('scale_f32', ['float32*', 'float32', 'int32']);
  */
-export function loadModule(source: string, context: Context, name: string): Module {
+export function loadCachedModule(source: string, context: Context, name: string): Module {
   const key = `${compilerVersion()}\n${architecture(context)}\n${source}`;
   let byContext = state.modules.get(key);
   const loaded = byContext?.get(context);

@@ -1,7 +1,8 @@
 /**
- * The on-disk kernel cache. Entry names can be computed by anyone (a hash of NVRTC's version,
- * the architecture and a source that is the same in every installation), so an entry is loaded
- * only when nobody but this user (or root) could have put it there (decision 0033):
+ * The on-disk part of the kit's NVRTC compile cache (compile-cache.ts, decision 0040). Entry
+ * names can be computed by anyone (a hash of NVRTC's version, the architecture and a source
+ * that is the same in every installation), so an entry is loaded only when nobody but this
+ * user (or root) could have put it there (decision 0033):
  *
  * - the cache folder (symbolic links resolved) belongs to this user and neither its group nor
  *   others can write it;
@@ -47,7 +48,7 @@ import {
 } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { packageOf, processState } from '@cuda-tasks/cudadrv';
+import { processWide } from './process-wide.js';
 
 /** The environment variable naming the cache folder (`0`, `off`, `false` or `none`: no disk cache). */
 export const CACHE_ENVIRONMENT_VARIABLE = 'CUDA_TASKS_KERNEL_CACHE';
@@ -148,9 +149,8 @@ class Refused extends Error {
 }
 
 // Process-wide: each reason is warned about once, also across loaded copies of this package.
-const warned: Set<KernelCacheRefusal> = processState(
-  packageOf(import.meta.url, '@cuda-tasks/kernels'),
-  'cache-warnings',
+const warned: Set<KernelCacheRefusal> = processWide(
+  'compile-cache-warnings',
   () => new Set<KernelCacheRefusal>(),
 );
 
