@@ -94,6 +94,27 @@ int cuMemHostAlloc(void **pointer, size_t bytes, unsigned flags) {
   return *pointer ? 0 : 2; /* CUDA_ERROR_OUT_OF_MEMORY */
 }
 int cuMemFreeHost(void *pointer) { free(pointer); return 0; }
+int cuMemAlloc_v2(u64 *address, size_t bytes) { *address = (next_address += 0x100000); return 0; }
+int cuMemFree_v2(u64 address) { return 0; }
+int cuPointerSetAttribute(const void *value, int attribute, u64 address) { return 0; }
+int cuMemGetAddressRange_v2(u64 *base, size_t *size, u64 address) {
+  *base = address;
+  *size = 0;
+  return 0;
+}
+int cuDeviceGetPCIBusId(char *bus, int length, int device) {
+  strncpy(bus, "0000:00:00.0", (size_t)length);
+  return 0;
+}
+typedef struct { unsigned char reserved[64]; } ipc_handle;
+int cuIpcGetMemHandle(ipc_handle *handle, u64 address) { memset(handle, 0, 64); return 0; }
+int cuIpcOpenMemHandle_v2(u64 *address, ipc_handle handle, unsigned flags) {
+  *address = (next_address += 0x100000);
+  return 0;
+}
+int cuIpcCloseMemHandle(u64 address) { return 0; }
+int cuIpcGetEventHandle(ipc_handle *handle, void *event) { memset(handle, 0, 64); return 0; }
+int cuIpcOpenEventHandle(void **event, ipc_handle handle) { NEW_HANDLE(event); return 0; }
 int cuMemcpyHtoDAsync_v2(u64 device, const void *host, size_t bytes, void *stream) { return 0; }
 int cuMemcpyDtoHAsync_v2(void *host, u64 device, size_t bytes, void *stream) {
   memset(host, 0, bytes); /* the stand-in's device memory reads as zeros */

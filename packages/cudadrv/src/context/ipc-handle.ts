@@ -78,7 +78,9 @@ export interface SharedDeviceIdentity {
  * the view (dtype, shape, byte offset), the exporter (pid and an export id) and the device.
  */
 export interface SharedMemoryHandle {
+  /** What the object is: `'cuda-tasks/ipc-memory'`. */
   readonly format: typeof MEMORY_HANDLE_FORMAT;
+  /** The format's version (`IPC_HANDLE_VERSION`); another is refused with reason 'version'. */
   readonly version: typeof IPC_HANDLE_VERSION;
   /** The CUipcMemHandle, 128 hex digits. */
   readonly ipcHandle: string;
@@ -102,7 +104,9 @@ export interface SharedMemoryHandle {
 
 /** An interprocess event exported by one process for others to open (`InterprocessEvent.open`). */
 export interface SharedEventHandle {
+  /** What the object is: `'cuda-tasks/ipc-event'`. */
   readonly format: typeof EVENT_HANDLE_FORMAT;
+  /** The format's version (`IPC_HANDLE_VERSION`); another is refused with reason 'version'. */
   readonly version: typeof IPC_HANDLE_VERSION;
   /** The CUipcEventHandle, 128 hex digits. */
   readonly ipcHandle: string;

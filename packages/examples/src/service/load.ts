@@ -273,8 +273,7 @@ export const loadCommandLine = {
       type: 'string',
       placeholder: 'N',
       description:
-        'run the server as its own processes: server.ts --processes N (workers sharing one search index)',
-      default: 'in this process',
+        'run the server as processes of its own, server.ts --processes N: workers sharing one search index; without it, in this process',
     },
   },
 } as const;

@@ -1121,7 +1121,7 @@ export const serverCommandLine = {
     'search-rows': {
       type: 'string',
       placeholder: 'N',
-      description: 'embeddings of the /search index (x 128 float32)',
+      description: 'embeddings of the /search index, each 128 float32 values',
       default: DEFAULT_SEARCH_ROWS,
     },
   },
