@@ -2,6 +2,7 @@ import {
   CudaArgumentError,
   DeviceArray,
   resolveStream,
+  type SameDType,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
 import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
@@ -148,14 +149,14 @@ function factorAndTriangle(
  * const x = choleskySolve(factorization, b); // uses U, as computed
  * const y = choleskySolve(factorization.factor, b, { upper: true }); // the same, stated
  */
-export function choleskySolve<D extends FloatDType>(
+export function choleskySolve<D extends FloatDType, B extends FloatDType>(
   factorization: CholeskyFactorization<D>,
-  b: DeviceArray<D>,
+  b: DeviceArray<B> & SameDType<D, B>,
   options?: CholeskySolveOptions,
 ): DeviceArray<D>;
-export function choleskySolve<D extends FloatDType>(
+export function choleskySolve<D extends FloatDType, B extends FloatDType>(
   factor: DeviceArray<D>,
-  b: DeviceArray<D>,
+  b: DeviceArray<B> & SameDType<D, B>,
   options: CholeskySolveOptions & { upper: boolean },
 ): DeviceArray<D>;
 export function choleskySolve<D extends FloatDType>(

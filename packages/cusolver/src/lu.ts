@@ -3,6 +3,7 @@ import {
   currentSignal,
   DeviceArray,
   resolveStream,
+  type SameDType,
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
@@ -130,9 +131,9 @@ export async function lu<D extends FloatDType>(
  * const x1 = luSolve(factorization, b1);
  * const x2 = luSolve(factorization, b2, { transA: true }); // A^T X = B
  */
-export function luSolve<D extends FloatDType>(
+export function luSolve<D extends FloatDType, B extends FloatDType>(
   factorization: LuFactorization<D>,
-  b: DeviceArray<D>,
+  b: DeviceArray<B> & SameDType<D, B>,
   options: LuSolveOptions = {},
 ): DeviceArray<D> {
   if (typeof factorization !== 'object' || factorization === null) {
@@ -151,7 +152,8 @@ export function luSolve<D extends FloatDType>(
   assertSameContext('luSolve', 'lu', factorization.lu, stream);
   assertSameContext('luSolve', 'pivots', factorization.pivots, stream);
   assertSameContext('luSolve', 'b', b, stream);
-  return solveIntoCopy(b, stream, (x, info) =>
+  // rightHandSideLayout checked that b has the dtype of lu.
+  return solveIntoCopy(b as DeviceArray<D>, stream, (x, info) =>
     getrs(
       stream,
       b.dtype,
@@ -180,9 +182,9 @@ export function luSolve<D extends FloatDType>(
  * const x = await solve(a, b);
  * console.log(await x.toHost());
  */
-export async function solve<D extends FloatDType>(
+export async function solve<D extends FloatDType, B extends FloatDType>(
   a: DeviceArray<D>,
-  b: DeviceArray<D>,
+  b: DeviceArray<B> & SameDType<D, B>,
   options: LuOptions = {},
 ): Promise<DeviceArray<D>> {
   const layout = matrixLayout('solve', 'a', a);
@@ -202,7 +204,8 @@ export async function solve<D extends FloatDType>(
   let x: DeviceArray<D> | undefined;
   try {
     factors = a.copy({ stream });
-    x = b.copy({ stream });
+    // rightHandSideLayout checked that b has the dtype of a.
+    x = (b as DeviceArray<D>).copy({ stream });
     pivots = DeviceArray.empty('int32', n, { stream });
     // Two devInfo words: getrs resets its devInfo, so it must not overwrite getrf's.
     info = status ?? DeviceArray.empty('int32', 2, { stream });

@@ -28,23 +28,32 @@ export interface Operand {
   readonly buffer: { readonly byteLength: number };
 }
 
+/** `true` when `T` is a union of several dtypes (the dtype is not known statically), else `false`. */
+type IsUnion<T, All = T> = T extends unknown ? ([All] extends [T] ? false : true) : never;
+
 /**
  * What a signature adds to an operand of dtype `B` beside the call's first operand of dtype
- * `A`: nothing where they agree or either is not known statically (a plain `DeviceArray`), a
- * property no array has where they differ, so that mixing float32 and float64 operands is a
- * compile error that names both dtypes. The runtime check stays for untyped callers.
- * @example function axpy<D extends DType>(x: DeviceArray<D>, y: DeviceArray<D> ... // or
- * function dot<X extends DType, Y extends DType>(x: DeviceArray<X>, y: DeviceArray<Y> & SameDType<X, Y>): ...
+ * `A`: nothing where they agree or either is not known statically (a plain `DeviceArray`, or
+ * one of several dtypes such as `DeviceArray<FloatDType>`), a property no array has where
+ * they differ, so that mixing float32 and float64 operands is a compile error that names both
+ * dtypes. The runtime check stays for callers whose dtypes are not known.
+ * @example
+ * function dot<X extends DType, Y extends DType>(
+ *   x: DeviceArray<X>,
+ *   y: DeviceArray<Y> & SameDType<X, Y>,
+ * ): Promise<number>;
+ * dot(f32, f64); // error: 'operands must share one dtype': ['float32', 'float64']
  */
-export type SameDType<A extends DType, B extends DType> = [DType] extends [A]
-  ? unknown
-  : [DType] extends [B]
+export type SameDType<A extends DType, B extends DType> =
+  true extends IsUnion<A>
     ? unknown
-    : [A] extends [B]
-      ? [B] extends [A]
-        ? unknown
-        : { 'operands must share one dtype': [A, B] }
-      : { 'operands must share one dtype': [A, B] };
+    : true extends IsUnion<B>
+      ? unknown
+      : [A] extends [B]
+        ? [B] extends [A]
+          ? unknown
+          : { 'operands must share one dtype': [A, B] }
+        : { 'operands must share one dtype': [A, B] };
 
 /**
  * A short description of a value for messages: an array's own description, `null`, a class

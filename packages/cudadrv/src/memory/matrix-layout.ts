@@ -13,6 +13,7 @@ import { type Footprint, matrixFootprint, vectorFootprint } from './operands.js'
 
 /** A matrix as the libraries take it: rows x columns, column-major with a leading dimension. */
 export interface MatrixLayout {
+  /** Rows (the first dimension). */
   rows: number;
   /** Columns (1 for a vector standing for one column). */
   columns: number;
@@ -22,7 +23,9 @@ export interface MatrixLayout {
 
 /** A vector as the libraries take it: `length` elements, `increment` elements apart. */
 export interface VectorLayout {
+  /** Elements. */
   length: number;
+  /** Elements between the starts of two consecutive elements (incx); at least 1. */
   increment: number;
 }
 
