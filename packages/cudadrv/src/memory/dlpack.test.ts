@@ -1,4 +1,6 @@
 import { createRequire } from 'node:module';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -369,6 +371,22 @@ describe('fromDLPack: round trips', () => {
     expect(error).toBeInstanceOf(CudaArgumentError);
     expect(error.message).toMatch(/read-only/);
     imported.dispose();
+    expect(deleted.get(address)).toBe(1);
+  });
+
+  it('an import the garbage collector takes calls the deleter once', async () => {
+    const address = producerTensor({ shape: [1024] });
+    (() => {
+      fromDLPack(address, { stream });
+    })();
+    // A buffer joins the finalizer once it survives its turn of the event loop.
+    await new Promise((resolve) => setImmediate(resolve));
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    for (let i = 0; i < 50 && deleted.get(address) === undefined; i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
     expect(deleted.get(address)).toBe(1);
   });
 

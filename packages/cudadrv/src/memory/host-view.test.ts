@@ -1,4 +1,6 @@
 import { createRequire } from 'node:module';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
@@ -264,6 +266,25 @@ describe('HostView: pinned memory as a typed array', () => {
     expect(order).toEqual(['cuStreamSynchronize', 'cuMemHostUnregister']);
     a.dispose();
   });
+});
+
+it('a view the garbage collector takes is unpinned; typed arrays still held keep ordinary memory', async () => {
+  let pointer = 0n;
+  const held = (() => {
+    const view = HostView.allocate('float64', 512);
+    pointer = view.pointer;
+    view.array[3] = 4.5;
+    return view.array;
+  })();
+  expect(fake.state.registered.has(pointer)).toBe(true);
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  for (let i = 0; i < 50 && fake.state.registered.has(pointer); i++) {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  expect(fake.state.registered.has(pointer)).toBe(false);
+  expect([held.length, held[3]]).toEqual([512, 4.5]);
 });
 
 describe('HostView: the mapped device alias', () => {
