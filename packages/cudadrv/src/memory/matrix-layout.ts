@@ -110,7 +110,8 @@ export function elementCapacity(operand: Operand): number {
  * element (`matrixExtent`, `vectorExtent`, or a batch's).
  */
 export function assertFits(call: string, name: string, operand: Operand, extent: number): void {
-  if (extent <= elementCapacity(operand)) return;
+  // An operand touching no element (extent 0) fits wherever it starts.
+  if (extent <= 0 || extent <= elementCapacity(operand)) return;
   throw new CudaArgumentError(
     `${call}: ${name} would reach element ${extent - 1} past its first, beyond the ${elementCapacity(operand)} elements its buffer holds from there`,
   );
