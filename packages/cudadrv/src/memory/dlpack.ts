@@ -4,7 +4,7 @@
  * dlpack.h's (LP64: 80 bytes, the tensor at byte 32); see decision 0038.
  */
 
-import { Device } from '../context/device.js';
+import { Device, deviceCount } from '../context/device.js';
 import { resolveStream } from '../context/provider.js';
 import { type DType, dtypeBytes } from '../dtype.js';
 import { CudaArgumentError } from '../errors.js';
@@ -524,5 +524,9 @@ function streamFor(fields: TensorFields, given: Stream | undefined): Stream {
   }
   const current = resolveStream(undefined);
   if (current.context.device.ordinal === fields.deviceId) return current;
+  const count = deviceCount();
+  if (fields.deviceId >= count) {
+    refuse(`the tensor is on device ${fields.deviceId}, but this process sees ${count} device(s)`);
+  }
   return Device.get(fields.deviceId).primaryContext().defaultStream;
 }
