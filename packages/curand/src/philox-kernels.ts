@@ -14,6 +14,7 @@ import {
   ModuleLoadError,
   type Stream,
 } from '@cuda-tasks/cudadrv';
+import { loadCachedModule } from '@cuda-tasks/task-runtime';
 import type { CounterDistribution } from './counter.js';
 import { PHILOX_FATBIN_BASE64, PHILOX_SOURCE } from './philox-fatbin.generated.js';
 
@@ -39,8 +40,9 @@ function parameters(pointer: KernelParameter): KernelParameter[] {
 /**
  * The fat binary's module in `context`. Where the driver cannot load it (a driver older than
  * the CUDA 13 toolkit that built it, or a GPU that has neither its SASS nor a PTX JIT it can
- * run), the same source is compiled with NVRTC for the GPU instead: tens to hundreds of
- * milliseconds, once per context.
+ * run), the same source is compiled with NVRTC for the GPU instead, through the task
+ * runtime's compile cache (the kit's one NVRTC cache): tens to hundreds of milliseconds the
+ * first time, read from the disk cache in later processes.
  */
 function loadModule(context: Context): Module {
   image ??= new Uint8Array(Buffer.from(PHILOX_FATBIN_BASE64, 'base64'));
@@ -48,7 +50,7 @@ function loadModule(context: Context): Module {
     return Module.fromCubin(image, { context });
   } catch (error) {
     if (!ModuleLoadError.isInstance(error)) throw error;
-    return Module.compile(PHILOX_SOURCE, { context, name: 'philox.cu' });
+    return loadCachedModule(PHILOX_SOURCE, context, 'philox.cu');
   }
 }
 
