@@ -73,7 +73,18 @@ export {
   type OwnErrorClass,
 } from './library-errors.js';
 export { DeviceArray, type Shape } from './memory/array.js';
-export type { SameDType } from './memory/array-checks.js';
+export {
+  assertArray,
+  assertDType,
+  assertOperand,
+  assertSameDType,
+  describeValue,
+  isFloatDType,
+  isOperand,
+  type Operand,
+  type SameDType,
+  sharedDType,
+} from './memory/array-checks.js';
 export {
   DLDeviceType,
   DLPACK_FLAG_BITMASK_IS_COPIED,
@@ -95,6 +106,20 @@ export {
   sharedMemoryHolders,
   shareMemory,
 } from './memory/ipc.js';
+export {
+  assertFits,
+  elementCapacity,
+  type MatrixLayout,
+  matrixExtent,
+  newMatrixLayout,
+  newVectorLayout,
+  operandMatrixFootprint,
+  operandVectorFootprint,
+  readMatrixLayout,
+  readVectorLayout,
+  type VectorLayout,
+  vectorExtent,
+} from './memory/matrix-layout.js';
 export { DeviceBuffer, type StreamOption } from './memory/memory.js';
 export {
   MemoryPool,
@@ -102,6 +127,17 @@ export {
   onReleaseCached,
   type PoolStatistics,
 } from './memory/memory-pool.js';
+export {
+  assertApart,
+  assertSameContext,
+  byteRangesOverlap,
+  type ContextOperand,
+  type Footprint,
+  footprintsOverlap,
+  matrixFootprint,
+  newFootprint,
+  vectorFootprint,
+} from './memory/operands.js';
 export {
   copyDeviceToDevice,
   copyDeviceToPinned,

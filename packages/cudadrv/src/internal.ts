@@ -20,6 +20,8 @@ export {
   setCurrentStreamProvider,
 } from './context/provider.js';
 export { ffiValue, Scratch, scratch, stickyError } from './driver.js';
+// The operand checks are public (`@cuda-tasks/cudadrv`, for third-party libraries too); the
+// sibling packages still import them from here too, the same functions.
 export {
   assertArray,
   assertDType,
