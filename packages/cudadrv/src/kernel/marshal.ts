@@ -72,12 +72,8 @@ export type PositionalArguments = [
   a7: unknown,
 ];
 
-/**
- * A whole launch taking the geometry (checked), the argument count and the arguments one by
- * one.
- */
-export type PositionalLaunch = (
-  stream: Stream,
+/** A launch's geometry, checked: the grid's and the block's three dimensions, the shared memory. */
+export type LaunchGeometry = [
   gx: number,
   gy: number,
   gz: number,
@@ -85,8 +81,19 @@ export type PositionalLaunch = (
   by: number,
   bz: number,
   sharedMemory: number,
-  count: number,
-  ...args: PositionalArguments
+];
+
+/**
+ * A whole launch taking the stream and geometry (checked), the argument count and the
+ * arguments one by one.
+ */
+export type PositionalLaunch = (
+  ...launch: [
+    stream: Stream,
+    ...geometry: LaunchGeometry,
+    count: number,
+    ...args: PositionalArguments,
+  ]
 ) => void;
 
 /**
@@ -110,15 +117,7 @@ export type ListMarshal = (args: readonly KernelArgument[], stream: Stream) => v
  * and `launch` for other geometries of kernels of more than `MAX_POSITIONAL` parameters).
  */
 export type ListLaunch = (
-  args: readonly KernelArgument[],
-  stream: Stream,
-  gx: number,
-  gy: number,
-  gz: number,
-  bx: number,
-  by: number,
-  bz: number,
-  sharedMemory: number,
+  ...launch: [args: readonly KernelArgument[], stream: Stream, ...geometry: LaunchGeometry]
 ) => void;
 
 /** What a kernel's marshaller is made from. */
