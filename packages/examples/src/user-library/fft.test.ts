@@ -1,4 +1,5 @@
 import { CudaArgumentError, CudaError, type DeviceArray, DisposedError } from '@cuda-tasks/cudadrv';
+import { hostOnlyArray, standInStream } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import {
   CufftError,
@@ -24,11 +25,14 @@ function fake(
     disposed: boolean;
   }> = {},
 ): DeviceArray<'float32'> {
+  const length = shape.reduce((product, dimension) => product * dimension, 1);
   return {
     dtype: 'float32',
     shape,
-    length: shape.reduce((product, dimension) => product * dimension, 1),
+    strides: shape.map((_, i) => shape.slice(0, i).reduce((product, d) => product * d, 1)),
+    length,
     offset: 0,
+    buffer: { byteLength: 4 * length },
     contiguous: true,
     disposed: false,
     ...overrides,
@@ -82,7 +86,7 @@ describe('fftLayout', () => {
 
   it('refuses what is not an array, and a disposed array with DisposedError', () => {
     expect(argumentError(() => fftLayout(new Float32Array(4))).message).toBe(
-      'fft: x must be a DeviceArray, got object',
+      'fft: x must be a DeviceArray, got Float32Array',
     );
     expect(argumentError(() => fftLayout(null)).message).toBe(
       'fft: x must be a DeviceArray, got null',
@@ -158,5 +162,21 @@ describe('errors and loading', () => {
     expect(planStatistics('c2c', 12345)).toEqual([
       { key: 'c2c:12345x1', created: 0, destroyed: 0, idle: 0, leased: 0, shared: 0 },
     ]);
+  });
+});
+
+describe('an array of another context than the stream', () => {
+  it('is refused by fft, rfft and scaleComplex before anything native, naming both contexts', () => {
+    const stream = standInStream();
+    const device1 = { device: { ordinal: 1 }, toString: () => 'Context(device 1)' };
+    const foreign = () =>
+      hostOnlyArray('float32', [8], { byteLength: 32, context: device1 }) as DeviceArray<'float32'>;
+    expect(argumentError(() => fft(foreign(), { stream })).message).toMatch(
+      /^fft: x lives in Context\(device 1\), but .* belongs to Context\(device 0\)/,
+    );
+    expect(argumentError(() => rfft(foreign(), { stream })).message).toMatch(/^rfft: x lives in/);
+    expect(argumentError(() => scaleComplex(foreign(), 2, { stream })).message).toMatch(
+      /^scaleComplex: x lives in/,
+    );
   });
 });

@@ -6,6 +6,7 @@
  * traces show it. Everything is queued on the current stream; nothing waits for the GPU.
  */
 import {
+  assertSameContext,
   beginOperation,
   DeviceArray,
   endOperation,
@@ -49,6 +50,8 @@ export function fft(x: DeviceArray<'float32'>, options: FftOptions = {}): Device
   const inverse = booleanOption(options.inverse, 'inverse', 'fft', false);
   const normalize = booleanOption(options.normalize, 'normalize', 'fft', inverse);
   const stream = resolveStream(options.stream);
+  // An array of another device (or context) would reach cuFFT as an illegal address.
+  assertSameContext('fft', 'x', x, stream);
   // The task's plan for this transform, bound to the stream with its work area there.
   const plan = planCache('c2c', n, batch).get(stream);
   const output = DeviceArray.empty('float32', x.shape, { stream });
@@ -94,6 +97,7 @@ export function ifft(
 export function rfft(x: DeviceArray<'float32'>, options: RfftOptions = {}): DeviceArray<'float32'> {
   const { n, batch, outputLength } = rfftLayout(x, options, 'rfft');
   const stream = resolveStream(options.stream);
+  assertSameContext('rfft', 'x', x, stream);
   const shape =
     x.shape.length === 2 && x.shape[1] === batch ? [outputLength / batch, batch] : [outputLength];
   const plan = planCache('r2c', n, batch).get(stream);

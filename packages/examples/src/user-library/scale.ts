@@ -3,6 +3,7 @@
  * complex float32 array by a real factor, in place (normalizes inverse transforms).
  */
 import {
+  assertSameContext,
   type Context,
   CudaArgumentError,
   type DeviceArray,
@@ -71,6 +72,7 @@ export function scaleComplex<A extends DeviceArray<'float32'>>(
     throw new CudaArgumentError(`scaleComplex: factor must be a finite number, got ${factor}`);
   }
   const stream = resolveStream(options.stream);
+  assertSameContext('scaleComplex', 'x', x, stream);
   const count = x.length / 2;
   if (count === 0) return x;
   const grid = Math.min(Math.ceil(count / BLOCK), MAX_GRID);

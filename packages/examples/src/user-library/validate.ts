@@ -1,24 +1,18 @@
 /**
  * Pure argument checks for the FFT functions: they read only an array's description (dtype,
  * shape, layout, disposed), so every rule is unit tested without a GPU, and the functions
- * call them before any native call.
+ * call them before any native call. What every library checks of an operand (an array, not
+ * disposed, of an accepted dtype) comes from `@cuda-tasks/cudadrv`'s operand checks; what is
+ * cuFFT's own (interleaved complex numbers, batches) is here.
  */
-import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
+import { assertDType, assertOperand, CudaArgumentError, type Operand } from '@cuda-tasks/cudadrv';
 
 /** What the checks read from an array (a DeviceArray has all of it). */
-export interface ArrayDescription {
-  /** Element type. */
-  readonly dtype: DType;
-  /** Dimensions. */
-  readonly shape: readonly number[];
+export interface ArrayDescription extends Operand {
   /** Number of elements. */
   readonly length: number;
-  /** Offset of the first element in its buffer, in elements. */
-  readonly offset: number;
   /** Whether the elements are one dense run in memory. */
   readonly contiguous: boolean;
-  /** Whether the array was disposed. */
-  readonly disposed: boolean;
 }
 
 /** Options shared by the transforms. */
@@ -36,14 +30,7 @@ function fail(call: string, message: string): never {
   throw new CudaArgumentError(`${call}: ${message}`);
 }
 
-function isArray(value: unknown): value is ArrayDescription {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as ArrayDescription).dtype === 'string' &&
-    Array.isArray((value as ArrayDescription).shape)
-  );
-}
+const FLOAT32 = ['float32'] as const;
 
 /** Throws unless `x` is a usable, contiguous float32 array. */
 export function assertFloat32Array(
@@ -51,14 +38,13 @@ export function assertFloat32Array(
   call: string,
   name: string,
 ): asserts x is ArrayDescription {
-  if (!isArray(x))
-    fail(call, `${name} must be a DeviceArray, got ${x === null ? 'null' : typeof x}`);
-  if (x.disposed) throw new DisposedError(`${call}: ${name}`);
-  if (x.dtype !== 'float32') fail(call, `${name} must be float32, got ${x.dtype}`);
-  if (!x.contiguous) {
+  assertOperand(call, name, x);
+  assertDType(call, name, x, FLOAT32);
+  if (!(x as ArrayDescription).contiguous) {
     fail(call, `${name} must be contiguous (copy a strided view with .copy() first)`);
   }
-  if (x.length > INT32_MAX) fail(call, `${name} has ${x.length} elements; at most ${INT32_MAX}`);
+  const length = (x as ArrayDescription).length;
+  if (length > INT32_MAX) fail(call, `${name} has ${length} elements; at most ${INT32_MAX}`);
 }
 
 /**
