@@ -111,7 +111,24 @@ const handlers: Record<string, (message: Message) => Promise<unknown>> = {
     second.view.dispose();
     const reopened = time();
     reopened.view.dispose();
-    return { firstMs: first.ms, secondMs: second.ms, reopenMs: reopened.ms, samePointer };
+    // Churn, for the parent's leak check: opens and closes, and opens refused after mapping.
+    const oversized = { ...handle, allocationBytes: handle.allocationBytes * 2 };
+    let refused = 0;
+    for (let i = 0; i < 20; i++) {
+      openSharedMemory(handle).dispose();
+      try {
+        openSharedMemory(oversized).dispose();
+      } catch (error) {
+        if (SharedMemoryError.isInstance(error) && error.reason === 'malformed') refused++;
+      }
+    }
+    return {
+      firstMs: first.ms,
+      secondMs: second.ms,
+      reopenMs: reopened.ms,
+      samePointer,
+      refused,
+    };
   },
   /**
    * Opens the shared event and the flag memory; waits for the parent's 'recorded' message,

@@ -129,7 +129,18 @@ describeGpu('memory shared between processes (CUDA IPC)', () => {
       `[ipc] 1 GiB open in a child: first ${times.firstMs.toFixed(3)} ms, again while open ${times.secondMs.toFixed(3)} ms, again after closing ${times.reopenMs.toFixed(3)} ms (target <= 1 ms)`,
     );
     expect(times.secondMs).toBeLessThanOrEqual(1);
+    expect(times.refused).toBe(20);
+    // Nothing leaked in the child, which is still running: it holds no lease, and the memory
+    // goes back to the device as soon as the exporter frees it.
+    expect(sharedMemoryHolders(array)).toEqual([]);
+    const device = array.buffer.context.device;
+    const before = device.freeMemory();
     array.dispose();
+    const freed = device.freeMemory() - before;
+    console.log(
+      `[ipc] after 42 opens and 20 refused opens in the live child: holders [], dispose freed ${(freed / 2 ** 20).toFixed(0)} MiB`,
+    );
+    expect(freed).toBeGreaterThanOrEqual(1 << 30);
   });
 
   it("a reader in another process waits on the GPU for the writer's interprocess event", async () => {
