@@ -65,14 +65,14 @@ vi.mock('../driver.js', async (importOriginal) => {
 });
 
 import { Context, type Device } from '../context/device.js';
+import { CaptureError, DisposedError } from '../errors.js';
+import type { StreamCapture } from '../graph/capture.js';
 import { Kernel } from '../kernel/kernel.js';
 import { launch } from '../kernel/launch.js';
 import type { Module } from '../kernel/module.js';
+import { useClock } from '../progress.js';
 import { Stream } from '../stream/stream.js';
 import { DeviceArray } from './array.js';
-import { CaptureError, DisposedError } from '../errors.js';
-import type { StreamCapture } from '../graph/capture.js';
-import { useClock } from '../progress.js';
 import { DeviceBuffer, handOff, recordOf } from './memory.js';
 
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
