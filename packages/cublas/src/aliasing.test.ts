@@ -1,14 +1,10 @@
 import { CudaArgumentError, type DType } from '@cuda-tasks/cudadrv';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  checkGemm,
-  checkGemmEx,
-  checkGemv,
-  checkStridedBatched,
-  checkVectorPair,
-  type OperandLike,
-} from './validate.js';
+import type { OperandLike } from './validate.js';
+import { checkStridedBatched } from './validate-batched.js';
+import { checkGemm, checkGemmEx } from './validate-gemm.js';
+import { checkGemv, checkVectorPair } from './validate-vectors.js';
 
 // Operands as views of one allocation (a plain object standing for its buffer), at random
 // offsets, shapes and strides. The reference lists the bytes each routine touches of each

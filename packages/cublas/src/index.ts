@@ -36,4 +36,6 @@ export {
   releasePlans as releaseGemmPlans,
   setGemmBackend,
 } from './lt.js';
-export type { BatchOptions, BlasDType, GemmExInputDType, ProductOptions } from './validate.js';
+export type { BlasDType } from './validate.js';
+export type { BatchOptions } from './validate-batched.js';
+export type { GemmExInputDType, ProductOptions } from './validate-gemm.js';

@@ -11,7 +11,15 @@ describeLayers({
   name: '@cuda-tasks/cublas',
   source: dirname(fileURLToPath(import.meta.url)),
   layers: [
-    ['ffi/', 'routines.ts', 'scalars.ts', 'validate.ts'],
+    [
+      'ffi/',
+      'routines.ts',
+      'scalars.ts',
+      'validate.ts',
+      'validate-gemm.ts',
+      'validate-batched.ts',
+      'validate-vectors.ts',
+    ],
     ['errors.ts'],
     ['handle.ts', 'lt.ts'],
     ['level1.ts', 'level2.ts', 'level3.ts'],

@@ -20,13 +20,13 @@ import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './
 import { blas } from './handle.js';
 import { ASUM, AXPY, DOT, IAMAX, NRM2, type Routine, SCAL } from './routines.js';
 import { scalars } from './scalars.js';
+import { assertScalar } from './validate.js';
 import {
-  assertScalar,
   type CheckedVector,
   type CheckedVectorPair,
   checkVector,
   checkVectorPair,
-} from './validate.js';
+} from './validate-vectors.js';
 
 /** Options of the vector routines. */
 export interface VectorOptions extends StreamOption {}

@@ -11,7 +11,7 @@ import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { blas } from './handle.js';
 import { GEMV } from './routines.js';
 import { scalars } from './scalars.js';
-import { checkGemv, type GemvOptions as GemvScalars, newCheckedGemv } from './validate.js';
+import { checkGemv, type GemvOptions as GemvScalars, newCheckedGemv } from './validate-vectors.js';
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
 export interface GemvOptions extends GemvScalars, StreamOption {}

@@ -26,15 +26,17 @@ import { GEMM, GEMM_EX, GEMM_STRIDED_BATCHED } from './routines.js';
 import { scalars } from './scalars.js';
 import {
   type BatchOptions,
+  checkStridedBatched,
+  newCheckedStridedBatched,
+} from './validate-batched.js';
+import {
   checkGemm,
   checkGemmEx,
   checkMatmul,
-  checkStridedBatched,
   newCheckedGemm,
   newCheckedGemmEx,
-  newCheckedStridedBatched,
   type ProductOptions,
-} from './validate.js';
+} from './validate-gemm.js';
 
 /** Options of `gemm`: C = alpha op(A) op(B) + beta C. */
 export interface GemmOptions extends ProductOptions, StreamOption {}

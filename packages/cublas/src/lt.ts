@@ -39,7 +39,7 @@ import {
   HEURISTIC_STATE_OFFSET,
   HEURISTIC_WORKSPACE_OFFSET,
 } from './ffi/cublaslt.js';
-import type { GemmShape } from './validate.js';
+import type { GemmShape } from './validate-gemm.js';
 
 /** Which library `gemm` calls for float32 and float64: cuBLASLt with cached plans, or cuBLAS. */
 export type GemmBackend = 'cublaslt' | 'cublas';

@@ -1,7 +1,8 @@
 import { CudaArgumentError } from '@cuda-tasks/cudadrv';
 import { thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
-import { checkGemv, type OperandLike } from './validate.js';
+import type { OperandLike } from './validate.js';
+import { checkGemv } from './validate-vectors.js';
 
 // One spelling of transpose across the libraries: `transA` / `transB` (docs/conventions.md).
 // gemv's `trans` is the deprecated spelling of its `transA`: either is accepted, and both

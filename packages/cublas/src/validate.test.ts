@@ -1,17 +1,9 @@
 import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
 import { describe, expect, it } from 'vitest';
-import {
-  checkGemm,
-  checkGemmEx,
-  checkGemv,
-  checkMatmul,
-  checkStridedBatched,
-  checkVector,
-  checkVectorPair,
-  matrixLayout,
-  type OperandLike,
-  vectorLayout,
-} from './validate.js';
+import { matrixLayout, type OperandLike, vectorLayout } from './validate.js';
+import { checkStridedBatched } from './validate-batched.js';
+import { checkGemm, checkGemmEx, checkMatmul } from './validate-gemm.js';
+import { checkGemv, checkVector, checkVectorPair } from './validate-vectors.js';
 
 const BYTES: Record<string, number> = { float32: 4, float64: 8, float16: 2, bfloat16: 2, int32: 4 };
 

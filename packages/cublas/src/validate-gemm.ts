@@ -1,0 +1,289 @@
+/**
+ * The checks of cuBLAS's products C = alpha op(A) op(B) + beta C (gemm, matmul, gemmEx): the
+ * operands' dtypes, the product's shape, the transposes and scalars, and that C overlaps
+ * neither A nor B. Built from the operand rules of `validate.ts`.
+ */
+import {
+  assertApart,
+  assertOperand,
+  type DType,
+  type FloatDType,
+  type MatrixLayout,
+  type Operand,
+  operandMatrixFootprint,
+} from '@cuda-tasks/cudadrv';
+import {
+  assertOptionsObject,
+  fail,
+  flagOption,
+  floatOperands,
+  layoutA,
+  layoutB,
+  layoutC,
+  matrixLayout,
+  NO_OPTIONS,
+  read,
+  scalarOption,
+  written,
+} from './validate.js';
+
+/** The dtypes `gemmEx` takes for A and B. */
+export type GemmExInputDType = 'float16' | 'bfloat16' | 'float32';
+
+/** m, n, k and the leading dimensions of a gemm: C (m x n) = op(A) (m x k) op(B) (k x n). */
+export interface GemmShape {
+  m: number;
+  n: number;
+  k: number;
+  lda: number;
+  ldb: number;
+  ldc: number;
+}
+
+/** The m, n and k of a product op(A) op(B). */
+export interface ProductShape {
+  m: number;
+  n: number;
+  k: number;
+}
+
+export function opName(name: string, transpose: boolean): string {
+  return transpose ? `${name}^T` : name;
+}
+
+/** The m, n and k of `op(a) * op(b)`, checking that the inner dimensions agree. */
+export function productShape<T extends ProductShape>(
+  call: string,
+  a: MatrixLayout,
+  b: MatrixLayout,
+  transA: boolean,
+  transB: boolean,
+  out: T,
+): T {
+  const m = transA ? a.columns : a.rows;
+  const k = transA ? a.rows : a.columns;
+  const kb = transB ? b.columns : b.rows;
+  const n = transB ? b.rows : b.columns;
+  if (k !== kb) {
+    fail(
+      call,
+      `inner dimensions differ: ${opName('a', transA)} is ${m} x ${k}, ${opName('b', transB)} is ${kb} x ${n}`,
+    );
+  }
+  out.m = m;
+  out.n = n;
+  out.k = k;
+  return out;
+}
+
+/** Fails when output matrix C (of `c`) shares a byte with input matrix `layout` of `operand`. */
+function assertMatrixApart(
+  call: string,
+  c: Operand,
+  lc: MatrixLayout,
+  name: string,
+  operand: Operand,
+  layout: MatrixLayout,
+): void {
+  if (c.buffer !== operand.buffer) return;
+  assertApart(
+    call,
+    'c',
+    operandMatrixFootprint(written, c, lc),
+    name,
+    operandMatrixFootprint(read, operand, layout),
+  );
+}
+
+/**
+ * C = alpha op(A) op(B) + beta C: the cuBLAS dimensions of `a`, `b`, `c` (1-D or 2-D with
+ * contiguous columns), written into `out`; dtypes are checked by the caller.
+ */
+export function gemmShape<T extends GemmShape>(
+  call: string,
+  a: Operand,
+  b: Operand,
+  c: Operand,
+  transA: boolean,
+  transB: boolean,
+  out: T,
+): T {
+  const la = matrixLayout(call, 'a', a, 2, layoutA);
+  const lb = matrixLayout(call, 'b', b, 2, layoutB);
+  const lc = matrixLayout(call, 'c', c, 2, layoutC);
+  const { m, n } = productShape(call, la, lb, transA, transB, out);
+  if (lc.rows !== m || lc.columns !== n) {
+    fail(
+      call,
+      `c is ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
+    );
+  }
+  assertMatrixApart(call, c, lc, 'a', a, la);
+  assertMatrixApart(call, c, lc, 'b', b, lb);
+  out.lda = la.leadingDimension;
+  out.ldb = lb.leadingDimension;
+  out.ldc = lc.leadingDimension;
+  return out;
+}
+
+/** The cudaDataType_t of each dtype `gemmEx` accepts (library_types.h). */
+const GEMM_EX_DATA_TYPES: Readonly<Partial<Record<DType, number>>> = {
+  float32: 0, // CUDA_R_32F
+  float16: 2, // CUDA_R_16F
+  bfloat16: 14, // CUDA_R_16BF
+};
+
+/** The cudaDataType_t of gemmEx's operands. */
+export interface GemmExTypes {
+  aType: number;
+  bType: number;
+  cType: number;
+}
+
+/**
+ * Validates the dtypes of `gemmEx`: A and B both float16, both bfloat16 or both float32; C
+ * float32 or the inputs' dtype (cuBLAS's CUBLAS_COMPUTE_32F combinations).
+ */
+function gemmExTypes<T extends GemmExTypes>(
+  call: string,
+  a: Operand,
+  b: Operand,
+  c: Operand,
+  out: T,
+): T {
+  const input = a.dtype;
+  if (b.dtype !== input || (input !== 'float16' && input !== 'bfloat16' && input !== 'float32')) {
+    fail(
+      call,
+      `a and b must both be float16, both bfloat16 or both float32, got a: ${input}, b: ${b.dtype}`,
+    );
+  }
+  if (c.dtype !== 'float32' && c.dtype !== input) {
+    fail(call, `c must be float32 or ${input} (like a and b), got ${c.dtype}`);
+  }
+  out.aType = GEMM_EX_DATA_TYPES[input]!;
+  out.bType = GEMM_EX_DATA_TYPES[input]!;
+  out.cType = GEMM_EX_DATA_TYPES[c.dtype]!;
+  return out;
+}
+
+/** Options every gemm-like call takes (scalars and transposes). */
+export interface ProductOptions {
+  /** Use A^T instead of A (default false). */
+  transA?: boolean;
+  /** Use B^T instead of B (default false). */
+  transB?: boolean;
+  /** Scales the product (default 1). */
+  alpha?: number;
+  /** Scales C before adding (default 0: C is only written). */
+  beta?: number;
+}
+
+/** A product's transposes and scalars, as checked from its options. */
+export interface ProductScalars {
+  transA: boolean;
+  transB: boolean;
+  alpha: number;
+  beta: number;
+}
+
+/** A product's transposes and scalars from its options, with their defaults. */
+export function productScalars<T extends ProductScalars>(
+  call: string,
+  options: ProductOptions,
+  out: T,
+): T {
+  assertOptionsObject(call, options);
+  out.transA = flagOption(call, 'transA', options.transA);
+  out.transB = flagOption(call, 'transB', options.transB);
+  out.alpha = scalarOption(call, 'alpha', options.alpha, 1);
+  out.beta = scalarOption(call, 'beta', options.beta, 0);
+  return out;
+}
+
+/** A product's scalars and shape before a check fills them in. */
+export const DEFAULT_SCALARS: Readonly<ProductScalars> = {
+  transA: false,
+  transB: false,
+  alpha: 1,
+  beta: 0,
+};
+export const NO_SHAPE: Readonly<GemmShape> = { m: 0, n: 0, k: 0, lda: 0, ldb: 0, ldc: 0 };
+
+/** A validated gemm: its dtype, dimensions and scalars. */
+export interface CheckedGemm extends GemmShape, ProductScalars {
+  dtype: FloatDType;
+}
+
+/** A new object for `checkGemm` to fill. */
+export function newCheckedGemm(): CheckedGemm {
+  return { dtype: 'float32', ...DEFAULT_SCALARS, ...NO_SHAPE };
+}
+
+/** Everything `gemm` checks before its native call, in order: arrays, dtypes, options, shapes. */
+export function checkGemm(
+  call: string,
+  a: unknown,
+  b: unknown,
+  c: unknown,
+  options: ProductOptions = NO_OPTIONS,
+  out: CheckedGemm = newCheckedGemm(),
+): CheckedGemm {
+  out.dtype = floatOperands(call, 'abc', a, b, c);
+  productScalars(call, options, out);
+  return gemmShape(call, a as Operand, b as Operand, c as Operand, out.transA, out.transB, out);
+}
+
+/** What `matmul` allocates: the result's dtype and shape. */
+export interface CheckedMatmul {
+  dtype: FloatDType;
+  m: number;
+  n: number;
+}
+
+// Scratch of checkMatmul, whose result has no room for them.
+const matmulScalars: ProductScalars = { ...DEFAULT_SCALARS };
+const matmulShape: ProductShape = { m: 0, n: 0, k: 0 };
+
+/** What `matmul` checks before allocating its result; returns the result's dtype and shape. */
+export function checkMatmul(
+  call: string,
+  a: unknown,
+  b: unknown,
+  options: ProductOptions = NO_OPTIONS,
+  out: CheckedMatmul = { dtype: 'float32', m: 0, n: 0 },
+): CheckedMatmul {
+  out.dtype = floatOperands(call, 'ab', a, b);
+  const { transA, transB } = productScalars(call, options, matmulScalars);
+  const la = matrixLayout(call, 'a', a as Operand, 2, layoutA);
+  const lb = matrixLayout(call, 'b', b as Operand, 2, layoutB);
+  const { m, n } = productShape(call, la, lb, transA, transB, matmulShape);
+  out.m = m;
+  out.n = n;
+  return out;
+}
+
+/** A validated gemmEx: cudaDataType_t of each operand, dimensions and scalars. */
+export interface CheckedGemmEx extends GemmShape, GemmExTypes, ProductScalars {}
+
+/** A new object for `checkGemmEx` to fill. */
+export function newCheckedGemmEx(): CheckedGemmEx {
+  return { aType: 0, bType: 0, cType: 0, ...DEFAULT_SCALARS, ...NO_SHAPE };
+}
+
+/** Everything `gemmEx` checks before its native call. */
+export function checkGemmEx(
+  call: string,
+  a: unknown,
+  b: unknown,
+  c: unknown,
+  options: ProductOptions = NO_OPTIONS,
+  out: CheckedGemmEx = newCheckedGemmEx(),
+): CheckedGemmEx {
+  assertOperand(call, 'a', a);
+  assertOperand(call, 'b', b);
+  assertOperand(call, 'c', c);
+  gemmExTypes(call, a, b, c, out);
+  productScalars(call, options, out);
+  return gemmShape(call, a, b, c, out.transA, out.transB, out);
+}
