@@ -138,7 +138,7 @@ describeGpu('memory shared between processes (CUDA IPC)', () => {
     array.dispose();
     const freed = device.freeMemory() - before;
     console.log(
-      `[ipc] after 42 opens and 20 refused opens in the live child: holders [], dispose freed ${(freed / 2 ** 20).toFixed(0)} MiB`,
+      `[ipc] after 23 opens and 20 refused opens in the live child: holders [], dispose freed ${(freed / 2 ** 20).toFixed(0)} MiB`,
     );
     expect(freed).toBeGreaterThanOrEqual(1 << 30);
   });

@@ -449,6 +449,23 @@ describe('opening', () => {
     expect(leases.holders(EXPORTER, handle.exportId)).toEqual([]);
   });
 
+  it('a second handle of a mapped export claiming more bytes than are mapped is refused', () => {
+    fake.state.mappedSize = 8192;
+    const handle = foreignHandle({ allocationBytes: 8192 });
+    const view = openSharedMemory(handle, { stream });
+    calls();
+    let caught: unknown;
+    try {
+      openSharedMemory({ ...handle, allocationBytes: 1 << 20 }, { stream });
+    } catch (error) {
+      caught = error;
+    }
+    expect((caught as SharedMemoryError).reason).toBe('malformed');
+    expect(calls()).toEqual([]); // the mapping stays, for the view that is open
+    view.dispose();
+    expect(calls()).toEqual(['cuIpcCloseMemHandle 0x90000000']);
+  });
+
   it('a handle CUDA refuses (freed memory, a forged handle) is stale, the lease given back', () => {
     fake.state.openResult = 400; // CUDA_ERROR_INVALID_HANDLE
     const handle = foreignHandle();

@@ -56,6 +56,8 @@ interface Mapping {
   readonly exportId: string;
   readonly context: Context;
   readonly base: number | bigint;
+  /** Bytes mapped (what the driver reports): no handle's view may reach past them. */
+  readonly size: number;
   /** Live views (their buffers); the mapping closes when the last goes. */
   readonly views: Set<DeviceBuffer>;
   readonly exitListeners: ((error: SharedMemoryError) => void)[];
@@ -374,13 +376,18 @@ function streamFor(context: Context, stream: Stream | undefined): Stream {
 function openMapping(what: string, handle: SharedMemoryHandle, context: Context): Mapping {
   const key = `${handle.pid}-${handle.exportId}`;
   const known = state.mappings.get(key);
-  if (known !== undefined && known.gone === null) return known;
+  if (known !== undefined && known.gone === null) {
+    if (handle.allocationBytes > known.size)
+      throw oversized(what, handle.allocationBytes, known.size);
+    return known;
+  }
   const exportState = state.leases.exportState(handle.pid, handle.exportId);
   if (exportState !== 'live') throw goneError(what, exportState, handle.pid);
   if (!state.leases.take(handle.pid, handle.exportId, process.pid)) {
     throw goneError(what, 'stale', handle.pid);
   }
   let base: number | bigint;
+  let size: number;
   try {
     context.makeCurrent();
     const out = [0 as number | bigint];
@@ -397,7 +404,7 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
       );
     }
     base = out[0]!;
-    checkMappedSize(what, base, handle.allocationBytes);
+    size = mappedSize(what, base, handle.allocationBytes);
   } catch (error) {
     state.leases.give(handle.pid, handle.exportId, process.pid);
     throw error;
@@ -408,6 +415,7 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
     exportId: handle.exportId,
     context,
     base,
+    size,
     views: new Set(),
     exitListeners: [],
     gone: null,
@@ -418,18 +426,27 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
   return mapping;
 }
 
-/** The handle's sizes are the sender's word: the mapping must be at least that large. */
-function checkMappedSize(what: string, base: number | bigint, allocationBytes: number): void {
+/**
+ * The bytes mapped at `base`. The handle's sizes are the sender's word: the mapping must be at
+ * least that large, else it is closed and refused.
+ */
+function mappedSize(what: string, base: number | bigint, allocationBytes: number): number {
   const start = [0 as number | bigint];
   const size = [0 as number | bigint];
   const result = driver().cuMemGetAddressRange_v2(start, size, base);
-  if (result !== 0 || Number(size[0]) < allocationBytes || BigInt(start[0]!) !== BigInt(base)) {
+  const mapped = result === 0 && BigInt(start[0]!) === BigInt(base) ? Number(size[0]) : 0;
+  if (mapped < allocationBytes) {
     driver().cuIpcCloseMemHandle(base);
-    throw new SharedMemoryError(
-      'malformed',
-      `${what}: the handle says ${allocationBytes} bytes, the memory it opens has ${Number(size[0])}`,
-    );
+    throw oversized(what, allocationBytes, mapped);
   }
+  return mapped;
+}
+
+function oversized(what: string, allocationBytes: number, mapped: number): SharedMemoryError {
+  return new SharedMemoryError(
+    'malformed',
+    `${what}: the handle says ${allocationBytes} bytes, the memory it opens has ${mapped}`,
+  );
 }
 
 function goneError(
