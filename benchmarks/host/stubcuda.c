@@ -94,6 +94,12 @@ int cuMemHostAlloc(void **pointer, size_t bytes, unsigned flags) {
   return *pointer ? 0 : 2; /* CUDA_ERROR_OUT_OF_MEMORY */
 }
 int cuMemFreeHost(void *pointer) { free(pointer); return 0; }
+int cuMemHostRegister_v2(void *pointer, size_t bytes, unsigned flags) { return 0; }
+int cuMemHostUnregister(void *pointer) { return 0; }
+int cuMemHostGetDevicePointer_v2(u64 *device, void *pointer, unsigned flags) {
+  *device = (u64)(size_t)pointer;
+  return 0;
+}
 int cuMemAlloc_v2(u64 *address, size_t bytes) { *address = (next_address += 0x100000); return 0; }
 int cuMemFree_v2(u64 address) { return 0; }
 int cuPointerSetAttribute(const void *value, int attribute, u64 address) { return 0; }
