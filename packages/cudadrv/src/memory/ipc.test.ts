@@ -461,6 +461,9 @@ describe('opening', () => {
       caught = error;
     }
     expect((caught as SharedMemoryError).reason).toBe('malformed');
+    expect(() => openSharedMemory({ ...handle, ipcHandle: 'd4'.repeat(64) }, { stream })).toThrow(
+      /other memory/,
+    );
     expect(calls()).toEqual([]); // the mapping stays, for the view that is open
     view.dispose();
     expect(calls()).toEqual(['cuIpcCloseMemHandle 0x90000000']);

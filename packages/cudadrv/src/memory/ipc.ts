@@ -54,6 +54,8 @@ interface Mapping {
   readonly key: string;
   readonly pid: number;
   readonly exportId: string;
+  /** The CUDA handle it was mapped from. */
+  readonly ipcHandle: string;
   readonly context: Context;
   readonly base: number | bigint;
   /** Bytes mapped (what the driver reports): no handle's view may reach past them. */
@@ -379,6 +381,12 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
   if (known !== undefined && known.gone === null) {
     if (handle.allocationBytes > known.size)
       throw oversized(what, handle.allocationBytes, known.size);
+    if (handle.ipcHandle !== known.ipcHandle) {
+      throw new SharedMemoryError(
+        'malformed',
+        `${what}: the handle names other memory than the same export opened before`,
+      );
+    }
     return known;
   }
   const exportState = state.leases.exportState(handle.pid, handle.exportId);
@@ -413,6 +421,7 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
     key,
     pid: handle.pid,
     exportId: handle.exportId,
+    ipcHandle: handle.ipcHandle,
     context,
     base,
     size,
