@@ -390,6 +390,20 @@ describe('fromDLPack: round trips', () => {
     expect(deleted.get(address)).toBe(1);
   });
 
+  it('a read-only import exports only read-only, refused before anything is made', () => {
+    const address = producerTensor({ shape: [4], flags: DLPACK_FLAG_BITMASK_READ_ONLY });
+    const imported = fromDLPack(address, { stream });
+    expect(thrown(() => toDLPack(imported, { stream })).message).toMatch(/read-only/);
+    expect(pendingDLPackExports()).toBe(0);
+    const again = toDLPack(imported, { stream, readOnly: true });
+    expect(readExport(again).flags).toBe(DLPACK_FLAG_BITMASK_READ_ONLY);
+    imported.dispose();
+    // Lent: the producer's deleter waits for our consumer's.
+    expect(deleted.get(address)).toBeUndefined();
+    consumerDeletes(again);
+    expect(deleted.get(address)).toBe(1);
+  });
+
   it('a NULL deleter is allowed (the producer has nothing to free)', () => {
     const imported = fromDLPack(producerTensor({ shape: [2], deleter: 0n }), { stream });
     imported.dispose();

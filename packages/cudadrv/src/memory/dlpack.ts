@@ -179,12 +179,13 @@ export function toDLPack(array: DeviceArray, options: ToDLPackOptions = {}): big
   const ndim = array.shape.length;
   const k = koffi();
   const deleter = exportDeleter();
+  const bytes = array.elementBytes;
+  const empty = array.length === 0 || array.buffer.byteLength === 0;
+  // The use is declared (and may be refused: a read-only buffer) before anything is allocated.
+  const base = empty ? 0n : array.buffer.useOn(stream, readOnly ? 'read' : 'write');
   const memory = k.alloc('uint8_t', STRUCT_BYTES + 16 * ndim);
   const address = k.address(memory) as bigint;
   const view = new DataView(k.view(memory, STRUCT_BYTES + 16 * ndim));
-  const bytes = array.elementBytes;
-  const empty = array.length === 0 || array.buffer.byteLength === 0;
-  const base = empty ? 0n : array.buffer.useOn(stream, readOnly ? 'read' : 'write');
   const [code, bits] = DLPACK_DTYPES[array.dtype];
   view.setUint32(at.major, DLPACK_VERSION.major, true);
   view.setUint32(at.minor, DLPACK_VERSION.minor, true);
