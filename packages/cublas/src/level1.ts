@@ -8,6 +8,7 @@
  * array, and awaits the copy back (`toHost()`), which never blocks.
  */
 import {
+  assertSameContext,
   DeviceArray,
   type DType,
   resolveStream,
@@ -15,7 +16,6 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './ffi/cublas.js';
 import { blas } from './handle.js';
 import { ASUM, AXPY, DOT, IAMAX, NRM2, type Routine, SCAL } from './routines.js';

@@ -1,12 +1,12 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
 import {
+  assertSameContext,
   type DeviceArray,
   type DType,
   resolveStream,
   type SameDType,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { blas } from './handle.js';
 import { GEMV } from './routines.js';

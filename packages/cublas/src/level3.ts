@@ -4,6 +4,7 @@
  * float64 the D routine.
  */
 import {
+  assertSameContext,
   DeviceArray,
   type DType,
   resolveStream,
@@ -11,7 +12,6 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import {
   CUBLAS_COMPUTE_32F,
   CUBLAS_GEMM_DEFAULT,

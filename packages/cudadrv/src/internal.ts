@@ -3,10 +3,8 @@
  * cuBLAS, cuRAND and cuSOLVER wrappers, the examples and benchmarks) share beyond the public
  * API: the scratch arena, handle conversion for koffi, the operation observer slot, the
  * current-stream provider slot and the process default device it reads, stream-disposal
- * listeners, the waiter's tuning, and the operand checks every
- * library runs before its native calls (a usable array, its dtype and the call's dtype
- * agreement, matrix and vector layouts that fit their buffers, context of an array vs its
- * stream, output overlap).
+ * listeners and the waiter's tuning. (The operand checks every library runs before its native
+ * calls are public: `@cuda-tasks/cudadrv`.)
  *
  * NOT PUBLIC API: anything here may change or go in any release, minor and patch included.
  * Use `@cuda-tasks/cudadrv` instead.
@@ -20,45 +18,7 @@ export {
   setCurrentStreamProvider,
 } from './context/provider.js';
 export { ffiValue, Scratch, scratch, stickyError } from './driver.js';
-// The operand checks are public (`@cuda-tasks/cudadrv`, for third-party libraries too); the
-// sibling packages still import them from here too, the same functions.
-export {
-  assertArray,
-  assertDType,
-  assertOperand,
-  assertSameDType,
-  describeValue,
-  isFloatDType,
-  isOperand,
-  type Operand,
-  sharedDType,
-} from './memory/array-checks.js';
 export { releaseStreamCache } from './memory/block-cache.js';
-export {
-  assertFits,
-  elementCapacity,
-  type MatrixLayout,
-  matrixExtent,
-  newMatrixLayout,
-  newVectorLayout,
-  operandMatrixFootprint,
-  operandVectorFootprint,
-  readMatrixLayout,
-  readVectorLayout,
-  type VectorLayout,
-  vectorExtent,
-} from './memory/matrix-layout.js';
-export {
-  assertApart,
-  assertSameContext,
-  byteRangesOverlap,
-  type ContextOperand,
-  type Footprint,
-  footprintsOverlap,
-  matrixFootprint,
-  newFootprint,
-  vectorFootprint,
-} from './memory/operands.js';
 export {
   compatibleVersion,
   cudadrvCopy,

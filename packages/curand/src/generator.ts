@@ -1,4 +1,6 @@
 import {
+  assertArray,
+  assertSameContext,
   CaptureError,
   type Context,
   CudaArgumentError,
@@ -14,7 +16,6 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertArray, assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { GeneratorCore } from './core.js';
 import { type CounterDistribution, CounterState, outputsConsumed } from './counter.js';

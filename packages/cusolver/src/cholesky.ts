@@ -1,11 +1,11 @@
 import {
+  assertSameContext,
   CudaArgumentError,
   DeviceArray,
   resolveStream,
   type SameDType,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { POTRF, potrf, potrs } from './routines.js';

@@ -1,4 +1,5 @@
 import {
+  assertSameContext,
   CudaArgumentError,
   currentSignal,
   DeviceArray,
@@ -7,7 +8,6 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { GETRF, GETRS, getrf, getrfAwaited, getrs } from './routines.js';
 import {

@@ -1,5 +1,10 @@
-import { DeviceArray, DeviceBuffer, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
+import {
+  assertSameContext,
+  DeviceArray,
+  DeviceBuffer,
+  resolveStream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
 import { disposeAll } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { geqrf, orgqr } from './routines.js';

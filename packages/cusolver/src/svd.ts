@@ -1,5 +1,9 @@
-import { DeviceArray, resolveStream, type StreamOption } from '@cuda-tasks/cudadrv';
-import { assertSameContext } from '@cuda-tasks/cudadrv/internal';
+import {
+  assertSameContext,
+  DeviceArray,
+  resolveStream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { transpose } from './kernels.js';
 import { GESVD, gesvd } from './routines.js';

@@ -1,5 +1,9 @@
-import { CudaArgumentError, DisposedError } from '@cuda-tasks/cudadrv';
-import { assertSameContext, assertSameDType } from '@cuda-tasks/cudadrv/internal';
+import {
+  assertSameContext,
+  assertSameDType,
+  CudaArgumentError,
+  DisposedError,
+} from '@cuda-tasks/cudadrv';
 import { hostOnlyArray, standInStream, thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

@@ -9,15 +9,17 @@
  * and the inputs are copied (on the stream, before any routine writes) where cuSOLVER would
  * overwrite them. Inputs may share memory with each other (a b that is a column of a).
  */
-import { CudaArgumentError, type DeviceArray, type FloatDType } from '@cuda-tasks/cudadrv';
 import {
   assertArray,
   assertDType,
   assertSameDType,
+  CudaArgumentError,
+  type DeviceArray,
   describeValue,
+  type FloatDType,
   type MatrixLayout,
   readMatrixLayout,
-} from '@cuda-tasks/cudadrv/internal';
+} from '@cuda-tasks/cudadrv';
 
 /**
  * The element types the cuSOLVER API here supports.

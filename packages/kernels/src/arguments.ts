@@ -1,30 +1,25 @@
 /**
- * Argument checks shared by every kernel of this package, built from cudadrv's shared operand
- * checks (a usable array, its context against the stream's, overlapping byte ranges). They
+ * Argument checks shared by every kernel of this package, built from cudadrv's operand checks
+ * (a usable array, overlapping byte ranges; the kernel families call `assertSameContext`
+ * and `describeValue` of `@cuda-tasks/cudadrv` themselves). They
  * run before anything native (no current-stream lookup, no compile, no allocation), so bad
  * input is a CudaArgumentError (or DisposedError) however early the program is.
  */
 import {
+  assertArray,
+  assertSameContext,
   bfloat16BitsToFloat32,
+  byteRangesOverlap,
   CudaArgumentError,
   DeviceArray,
   DisposedError,
   type DType,
+  describeValue,
   float16BitsToFloat32,
   float32ToBfloat16Bits,
   float32ToFloat16Bits,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import {
-  assertArray,
-  assertSameContext,
-  byteRangesOverlap,
-  describeValue,
-} from '@cuda-tasks/cudadrv/internal';
-
-// The package's one gateway to cudadrv's shared operand checks: the kernel families import
-// these from here.
-export { assertSameContext, describeValue };
 
 /** The options every kernel call takes last. */
 export interface CallOptions {

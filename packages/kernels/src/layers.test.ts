@@ -23,8 +23,8 @@ describeLayers({
   knownEdges: ['reduction.ts -> codegen-reduction.ts', 'ops.ts -> elementwise.ts'],
   siblings: {
     '@cuda-tasks/cudadrv': '*',
-    // Launches go through cudadrv's public `launchOn`; only the operand check is internal.
-    '@cuda-tasks/cudadrv/internal': ['arguments.ts'],
+    // Launches (`launchOn`) and the operand checks are cudadrv's public API: nothing internal.
+    '@cuda-tasks/cudadrv/internal': [],
     '@cuda-tasks/task-runtime': ['index.ts', 'compiled.ts'],
   },
 });

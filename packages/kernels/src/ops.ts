@@ -3,15 +3,14 @@
  * `fill` and `arange`. Each is an `ElementwiseProgram` per (operation, dtype), made on first
  * use; a call allocates nothing but a missing output.
  */
-import { CudaArgumentError, DeviceArray, type DType, type Shape } from '@cuda-tasks/cudadrv';
 import {
-  type CallOptions,
-  checkArray,
-  checkDType,
-  clearList,
+  CudaArgumentError,
+  DeviceArray,
+  type DType,
   describeValue,
-  isOptions,
-} from './arguments.js';
+  type Shape,
+} from '@cuda-tasks/cudadrv';
+import { type CallOptions, checkArray, checkDType, clearList, isOptions } from './arguments.js';
 import { isInteger } from './ctypes.js';
 import { ElementwiseProgram } from './elementwise.js';
 

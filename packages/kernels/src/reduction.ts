@@ -4,10 +4,12 @@
  * deterministic for a given shape (see codegen-reduction.ts).
  */
 import {
+  assertSameContext,
   CudaArgumentError,
   DeviceArray,
   DeviceBuffer,
   type DType,
+  describeValue,
   type Kernel,
   type KernelArgument,
   launchOn,
@@ -15,13 +17,11 @@ import {
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import {
-  assertSameContext,
   type CallOptions,
   checkArray,
   checkOutputApart,
   checkSameShape,
   clearList,
-  describeValue,
   isOptions,
   scalarValue,
 } from './arguments.js';

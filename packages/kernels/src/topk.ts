@@ -5,23 +5,23 @@
  * one list per segment remains.
  */
 import {
+  assertSameContext,
   CudaArgumentError,
   DeviceArray,
   DeviceBuffer,
   type DType,
+  describeValue,
   type KernelArgument,
   launch,
   resolveStream,
   type Stream,
 } from '@cuda-tasks/cudadrv';
 import {
-  assertSameContext,
   type CallOptions,
   checkArray,
   checkDType,
   checkOutputApart,
   clearList,
-  describeValue,
 } from './arguments.js';
 import { generateTopk, TOPK_DTYPES, TOPK_ENTRY, topkParameters } from './codegen-topk.js';
 import { CompiledSource } from './compiled.js';
