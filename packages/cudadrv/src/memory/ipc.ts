@@ -21,7 +21,7 @@ import {
   type SharedMemoryHandle,
 } from '../context/ipc-handle.js';
 import { LeaseStore } from '../context/ipc-leases.js';
-import { currentStream } from '../context/provider.js';
+import { currentStream, resolveStream } from '../context/provider.js';
 import { check, cudaError, driver } from '../driver.js';
 import { assertDType, type DType, dtypeBytes } from '../dtype.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
@@ -129,7 +129,7 @@ export function allocateShareable(byteLength: number, options: StreamOption = {}
       `allocateShareable: byteLength must be a positive integer, got ${byteLength}`,
     );
   }
-  const stream = options.stream ?? currentStream();
+  const stream = resolveStream(options.stream);
   stream.assertUsable();
   if (stream.capture !== null) {
     throw new CaptureError(
