@@ -375,6 +375,8 @@ describe('opening', () => {
     const handle = foreignHandle();
     const heard: SharedMemoryError[] = [];
     const view = openSharedMemory(handle, { stream, onExporterExit: (error) => heard.push(error) });
+    // A view closed before the exit is not told.
+    openSharedMemory(handle, { stream, onExporterExit: () => heard.push(undefined!) }).dispose();
     checkSharedMemory(view);
     calls();
     fake.alive.delete(EXPORTER);

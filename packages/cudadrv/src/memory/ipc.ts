@@ -62,7 +62,8 @@ interface Mapping {
   readonly size: number;
   /** Live views (their buffers); the mapping closes when the last goes. */
   readonly views: Set<DeviceBuffer>;
-  readonly exitListeners: ((error: SharedMemoryError) => void)[];
+  /** The `onExporterExit` of each open view that gave one. */
+  readonly exitListeners: Map<DeviceBuffer, (error: SharedMemoryError) => void>;
   /** Why the memory went without the views' dispose (the exporter exited), else null. */
   gone: SharedMemoryError | null;
 }
@@ -338,7 +339,9 @@ export function openSharedMemory<D extends DType = DType>(
   // A view of no elements still holds the mapping (its buffer has one byte of the view).
   const buffer = DeviceBuffer.adoptForeign(address, checked.byteLength, stream, foreign);
   mapping.views.add(buffer);
-  if (options.onExporterExit !== undefined) mapping.exitListeners.push(options.onExporterExit);
+  if (options.onExporterExit !== undefined) {
+    mapping.exitListeners.set(buffer, options.onExporterExit);
+  }
   const shape = [...checked.shape];
   return new DeviceArray(buffer, checked.dtype as D, shape, columnMajorStrides(shape), 0, true);
 }
@@ -426,7 +429,7 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
     base,
     size,
     views: new Set(),
-    exitListeners: [],
+    exitListeners: new Map(),
     gone: null,
   };
   state.mappings.set(key, mapping);
@@ -474,6 +477,7 @@ function goneError(
 /** A view's buffer released its memory: the last one closes the mapping and gives the lease. */
 function closeView(mapping: Mapping, buffer: DeviceBuffer): void {
   mapping.views.delete(buffer);
+  mapping.exitListeners.delete(buffer);
   if (mapping.views.size > 0) return;
   if (state.mappings.get(mapping.key) === mapping) state.mappings.delete(mapping.key);
   try {
@@ -493,6 +497,8 @@ function lookAt(mapping: Mapping): void {
   const what = `the shared memory ${mapping.pid}-${mapping.exportId.slice(0, 8)}`;
   mapping.gone = goneError(what, exportState, mapping.pid);
   if (state.mappings.get(mapping.key) === mapping) state.mappings.delete(mapping.key);
+  // The listeners of the views open now (releasing a view forgets its listener).
+  const listeners = [...mapping.exitListeners.values()];
   for (const view of [...mapping.views]) {
     try {
       DeviceBuffer.releaseForeign(view);
@@ -500,7 +506,7 @@ function lookAt(mapping: Mapping): void {
       // The mapping goes with the process at worst; the views are unusable either way.
     }
   }
-  for (const listener of mapping.exitListeners.splice(0)) {
+  for (const listener of listeners) {
     try {
       listener(mapping.gone);
     } catch (error) {
