@@ -5,7 +5,7 @@
  * operand checks; what is cuRAND's own (seeds, kinds, orderings, an output cuRAND can fill,
  * distribution parameters) is here.
  */
-import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
+import { CudaArgumentError, DisposedError, type DType, type Operand } from '@cuda-tasks/cudadrv';
 import { curandOrdering, curandRngType } from './ffi/curand.js';
 
 /** The largest `unsigned long long`. */
@@ -105,14 +105,10 @@ export function orderingOf(ordering: unknown): number {
   return lookUp(ORDERINGS, 'ordering', ordering);
 }
 
-/** The parts of a DeviceArray that validation looks at. */
-export interface ArrayLayout {
-  readonly dtype: DType;
-  readonly shape: readonly number[];
-  readonly strides: readonly number[];
+/** The parts of a DeviceArray that validation looks at (an operand's, with its length and density). */
+export interface ArrayLayout extends Pick<Operand, 'dtype' | 'shape' | 'strides' | 'disposed'> {
   readonly length: number;
   readonly contiguous: boolean;
-  readonly disposed: boolean;
 }
 
 /** How an output array is filled: directly, or through a contiguous temporary and a 2-D copy. */

@@ -15,7 +15,7 @@ import {
   readVectorLayout,
   vectorExtent,
 } from './matrix-layout.js';
-import { byteRangesOverlap, footprintsOverlap } from './operands.js';
+import { byteRangesOverlap, footprintsOverlap, newFootprint } from './operands.js';
 
 /** The element indices (from the buffer's start) a strided view touches, listed one by one. */
 function elementsOf(
@@ -136,19 +136,7 @@ describe('readVectorLayout', () => {
           expect(vectorExtent(out)).toBe(listed.length === 0 ? 0 : listed.at(-1)! - offset + 1);
           // The footprint of the vector covers its elements' bytes.
           const view = operand(dtype, shape, strides, offset, 64);
-          const footprint = operandVectorFootprint(
-            {
-              buffer: null,
-              start: 0,
-              runBytes: 0,
-              runs: 0,
-              runStride: 0,
-              blocks: 0,
-              blockStride: 0,
-            },
-            view,
-            out,
-          );
+          const footprint = operandVectorFootprint(newFootprint(), view, out);
           expect(footprint.start).toBe(offset * dtypeBytes(dtype));
           expect(footprint.runs).toBe(out.length);
         },
@@ -200,19 +188,10 @@ describe('operandMatrixFootprint: two views of one buffer overlap iff they share
       }));
     fc.assert(
       fc.property(view, view, (a, b) => {
-        const footprint = () => ({
-          buffer: null as unknown,
-          start: 0,
-          runBytes: 0,
-          runs: 0,
-          runStride: 0,
-          blocks: 0,
-          blockStride: 0,
-        });
         const la = readMatrixLayout(a.shape, a.strides, newMatrixLayout());
         const lb = readMatrixLayout(b.shape, b.strides, newMatrixLayout());
-        const fa = operandMatrixFootprint(footprint(), a, la);
-        const fb = operandMatrixFootprint(footprint(), b, lb);
+        const fa = operandMatrixFootprint(newFootprint(), a, la);
+        const fb = operandMatrixFootprint(newFootprint(), b, lb);
         const elements = new Set(elementsOf(a.offset, a.shape, a.strides));
         const share = elementsOf(b.offset, b.shape, b.strides).some((i) => elements.has(i));
         expect(footprintsOverlap(fa, fb)).toBe(share);
