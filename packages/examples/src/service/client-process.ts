@@ -29,6 +29,7 @@ import {
   type Request,
   randomSource,
 } from './client.js';
+import type { SearchReference } from './search-reference.js';
 import { summarize } from './statistics.js';
 
 /** Which requests to send (each spec makes a list that is cycled through). */
@@ -37,8 +38,19 @@ export type RequestSpec =
   | { route: 'solve'; n: number; problems: number; seed: number }
   /** `POST /solve-random {n, seed}` with `problems` seeds. */
   | { route: 'solve-random'; n: number; problems: number; seed: number }
-  /** `POST /search {query, k}` with `queries` random queries of `dim` values (seeded). */
-  | { route: 'search'; dim: number; rows: number; k: number; queries: number; seed: number }
+  /**
+   * `POST /search {query, k}` with `queries` random queries of `dim` values (seeded); with
+   * `references`, each answer is checked against the CPU's (one per query, search-reference.ts).
+   */
+  | {
+      route: 'search';
+      dim: number;
+      rows: number;
+      k: number;
+      queries: number;
+      seed: number;
+      references?: SearchReference[];
+    }
   /** Fixed JSON bodies to `path`; any 200 answer with a JSON body counts as right. */
   | { route: 'fixed'; path: string; bodies: unknown[] };
 
@@ -58,7 +70,7 @@ export function requestsFor(spec: RequestSpec): Request[] {
       );
     case 'search':
       return Array.from({ length: spec.queries }, (_, i) =>
-        makeSearchRequest(spec.dim, spec.rows, spec.k, spec.seed * 1000 + i),
+        makeSearchRequest(spec.dim, spec.rows, spec.k, spec.seed * 1000 + i, spec.references?.[i]),
       );
     case 'fixed':
       return spec.bodies.map((body) => ({

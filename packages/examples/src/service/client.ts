@@ -6,6 +6,7 @@
  */
 import { Agent, request as httpRequest } from 'node:http';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { checkAgainstReference, type SearchReference } from './search-reference.js';
 import { summarize, throughput } from './statistics.js';
 
 /** A seeded PRNG (mulberry32) with values in [0, 1). */
@@ -433,15 +434,27 @@ export function turnOrder<T>(modes: readonly T[], round: number): T[] {
   return round % 2 === 0 ? [...modes] : [...modes].reverse();
 }
 
+/** The query of `dim` values in [-1, 1) (float32) that `makeSearchRequest` draws from `seed`. */
+export function searchQuery(dim: number, seed: number): number[] {
+  const random = randomSource(seed);
+  return Array.from({ length: dim }, () => Math.fround(random() * 2 - 1));
+}
+
 /**
  * A `POST /search {query, k}` request: a query of `dim` values in [-1, 1) drawn from `seed`.
- * The check: `k` distinct row numbers in 0..rows-1 and `k` finite scores, best first; and for
+ * The check: `k` distinct row numbers in 0..rows-1 and `k` finite scores, best first; with a
+ * `reference`, the rows and scores the CPU's dot products give (search-reference.ts); and for
  * every later answer to the same query, the same rows and scores bit for bit (the embeddings
- * never change, and the search is deterministic whichever stream runs it).
+ * never change, and the search is deterministic whichever stream, or process, runs it).
  */
-export function makeSearchRequest(dim: number, rows: number, k: number, seed: number): Request {
-  const random = randomSource(seed);
-  const query = Array.from({ length: dim }, () => Math.fround(random() * 2 - 1));
+export function makeSearchRequest(
+  dim: number,
+  rows: number,
+  k: number,
+  seed: number,
+  reference?: SearchReference,
+): Request {
+  const query = searchQuery(dim, seed);
   let first: string | undefined;
   return {
     path: '/search',
@@ -468,6 +481,10 @@ export function makeSearchRequest(dim: number, rows: number, k: number, seed: nu
         if (i > 0 && score > (scores[i - 1] as number)) {
           return `query ${seed}: scores are not best first at ${i}: ${scores[i - 1]} then ${score}`;
         }
+      }
+      if (reference !== undefined) {
+        const wrong = checkAgainstReference(reference, indices, scores);
+        if (wrong !== undefined) return `query ${seed}: ${wrong}`;
       }
       const text = JSON.stringify([indices, scores]);
       first ??= text;

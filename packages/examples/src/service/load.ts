@@ -49,13 +49,21 @@ import {
   parseCommandLineOrExit,
   usage,
 } from '../cli.js';
-import { type MeasureOptions, type ModeResult, pooledResult, turnOrder } from './client.js';
+import {
+  type MeasureOptions,
+  type ModeResult,
+  pooledResult,
+  searchQuery,
+  turnOrder,
+} from './client.js';
 import {
   type ClientMessage,
   type RequestSpec,
   runClient,
   type ScheduleResult,
 } from './client-process.js';
+import { SearchIndex } from './search.js';
+import { type SearchReference, searchReference } from './search-reference.js';
 import {
   createServer,
   DEFAULT_GPU_IN_FLIGHT,
@@ -502,6 +510,35 @@ export function gpuMemoryByProcess(): string | undefined {
   return `${rows.map(([pid, mib]) => `${pid}: ${mib} MiB`).join(', ')}; total ${total} MiB`;
 }
 
+/**
+ * The CPU's answer to each search query the load sends (search-reference.ts): the same
+ * embeddings as the service's (`--rows` x 128, seed 7) drawn here on the GPU, copied to the
+ * host and freed, then float64 dot products. Every answer is checked against them.
+ */
+async function searchReferences(options: LoadOptions): Promise<SearchReference[]> {
+  const started = performance.now();
+  const index = await SearchIndex.create({ rows: options.rows, dim: 128 });
+  let embeddings: Float32Array;
+  try {
+    embeddings = await index.embeddings.toHost();
+  } finally {
+    index.dispose();
+  }
+  const references = Array.from({ length: options.problems }, (_, i) =>
+    searchReference(
+      embeddings,
+      options.rows,
+      128,
+      searchQuery(128, options.seed * 1000 + i),
+      options.k,
+    ),
+  );
+  console.log(
+    `CPU reference of the ${options.problems} search queries (float64 dot products over the same embeddings): ${formatNumber((performance.now() - started) / 1000, 1)} s`,
+  );
+  return references;
+}
+
 /** One progress line per report of the client: the phase, its time, and per kind the counts. */
 export function progressLine(message: Extract<ClientMessage, { type: 'progress' }>): string {
   const kinds = Object.entries(message.byKind).map(
@@ -761,6 +798,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
       );
     } else {
       const measureOptions = runMeasureOptions(options, 'search');
+      const references = options.url === undefined ? await searchReferences(options) : undefined;
       console.log(
         `POST /search: top ${options.k} of ${options.rows.toLocaleString('en-US')} x 128 float32 embeddings on the GPU, concurrency ${options.concurrency}, at most ${measureOptions.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${measureOptions.warmup} per run)`,
       );
@@ -774,6 +812,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
           k: options.k,
           queries: options.problems,
           seed: options.seed,
+          ...(references === undefined ? {} : { references }),
         },
         {
           search: { rows: options.rows, dim: 128 },
