@@ -44,7 +44,8 @@ export function searchReference(
     dots[i] = sum;
     tolerance = Math.max(tolerance, 1e-5 * magnitude + 1e-6);
   }
-  const kth = [...dots].sort((a, b) => b - a)[k - 1]!;
+  // A typed array sorts numerically, ascending: the k-th best is k from the end.
+  const kth = dots.slice().sort()[rows - k]!;
   const slack = 2 * tolerance;
   const reference: SearchReference = { rows: [], scores: [], tolerance, kth, slack };
   for (let i = 0; i < rows; i++) {
