@@ -170,7 +170,7 @@ const handlers: Record<string, (message: Message) => Promise<unknown>> = {
   async readForever(message) {
     const view = openSharedMemory<'float32'>(message.handle as SharedMemoryHandle);
     held.push(view);
-    const copy = DeviceArray.empty('float32', view.length);
+    const copy = DeviceArray.empty('float32', view.shape);
     setImmediate(function again() {
       copy.copyFrom(view);
       void waitForStream(currentStream()).then(() => setImmediate(again));
