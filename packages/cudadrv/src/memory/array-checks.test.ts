@@ -1,3 +1,4 @@
+import { thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DTYPES, type DType } from '../dtype.js';
@@ -11,15 +12,6 @@ import {
   isOperand,
   sharedDType,
 } from './array-checks.js';
-
-function thrownBy(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  return undefined;
-}
 
 const ALL = Object.keys(DTYPES) as DType[];
 const dtype = fc.constantFrom<DType>(...ALL);
@@ -43,14 +35,16 @@ describe('sharedDType and assertSameDType: operands agree iff every dtype is the
             ),
           ).toBe(expected);
           if (b === undefined) return;
-          const error = thrownBy(() => assertSameDType('solve', 'b', holder(b), 'a', holder(a)));
-          expect(error === undefined).toBe(a === b);
-          if (error !== undefined) {
-            expect(error).toBeInstanceOf(CudaArgumentError);
-            expect((error as Error).message).toBe(
-              `solve: b is ${b} but a is ${a}; both must have the same dtype`,
-            );
+          const check = () => assertSameDType('solve', 'b', holder(b), 'a', holder(a));
+          if (a === b) {
+            expect(check).not.toThrow();
+            return;
           }
+          const error = thrown(check);
+          expect(error).toBeInstanceOf(CudaArgumentError);
+          expect(error.message).toBe(
+            `solve: b is ${b} but a is ${a}; both must have the same dtype`,
+          );
         },
       ),
       { numRuns: 500, seed: 3 },
@@ -62,11 +56,12 @@ describe('assertDType', () => {
   it('passes iff the dtype is allowed, naming the allowed ones otherwise', () => {
     fc.assert(
       fc.property(dtype, fc.subarray(ALL, { minLength: 1 }), (d, allowed) => {
-        const error = thrownBy(() => assertDType('qr', 'a', holder(d), allowed));
-        expect(error === undefined).toBe(allowed.includes(d));
-        if (error !== undefined) {
-          expect((error as Error).message).toBe(`qr: a must be ${allowed.join(' or ')}, got ${d}`);
+        const check = () => assertDType('qr', 'a', holder(d), allowed);
+        if (allowed.includes(d)) {
+          expect(check).not.toThrow();
+          return;
         }
+        expect(thrown(check).message).toBe(`qr: a must be ${allowed.join(' or ')}, got ${d}`);
       }),
       { numRuns: 300, seed: 9 },
     );
@@ -86,10 +81,10 @@ describe('assertOperand', () => {
   });
 
   it('passes a usable operand, refuses a disposed one with DisposedError and anything else with CudaArgumentError', () => {
-    expect(thrownBy(() => assertOperand('gemm', 'a', operand(false)))).toBeUndefined();
-    const disposed = thrownBy(() => assertOperand('gemm', 'c', operand(true)));
+    expect(() => assertOperand('gemm', 'a', operand(false))).not.toThrow();
+    const disposed = thrown(() => assertOperand('gemm', 'c', operand(true)));
     expect(disposed).toBeInstanceOf(DisposedError);
-    expect((disposed as Error).message).toMatch(/^gemm: c has been disposed/);
+    expect(disposed.message).toMatch(/^gemm: c has been disposed/);
     for (const [value, got] of [
       [null, 'null'],
       [undefined, 'undefined'],
@@ -100,10 +95,10 @@ describe('assertOperand', () => {
       [{ dtype: 'float32', shape: [2] }, 'Object'],
     ] as const) {
       expect(isOperand(value)).toBe(false);
-      const error = thrownBy(() => assertOperand('gemm', 'b', value));
+      const error = thrown(() => assertOperand('gemm', 'b', value));
       expect(error).toBeInstanceOf(CudaArgumentError);
       expect(error).not.toBeInstanceOf(DisposedError);
-      expect((error as Error).message).toBe(`gemm: b must be a DeviceArray, got ${got}`);
+      expect(error.message).toBe(`gemm: b must be a DeviceArray, got ${got}`);
       expect(describeValue(value)).toBe(got);
     }
   });
