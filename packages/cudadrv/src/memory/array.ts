@@ -49,7 +49,8 @@ function checkShape(shape: Shape): number {
   return length;
 }
 
-function columnMajorStrides(shape: Shape): number[] {
+/** @internal The element strides of a compact column-major array of `shape`. */
+export function columnMajorStrides(shape: readonly number[]): number[] {
   const strides: number[] = [];
   let stride = 1;
   for (const dimension of shape) {

@@ -11,7 +11,7 @@ import { CudaArgumentError } from '../errors.js';
 import { koffi } from '../ffi/library.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
-import { DeviceArray } from './array.js';
+import { columnMajorStrides, DeviceArray } from './array.js';
 import { DeviceBuffer, type ForeignMemory, lendAllocation, type StreamOption } from './memory.js';
 
 /** The DLPack ABI version this package produces and reads (major must match). */
@@ -464,7 +464,7 @@ function arrayLayout(
   }
   if (shape.length === 0) return { shape: [1], strides: [1], span: 1 };
   const length = shape.reduce((product, extent) => product * extent, 1);
-  if (length === 0) return { shape, strides: columnMajor(shape), span: 0 };
+  if (length === 0) return { shape, strides: columnMajorStrides(shape), span: 0 };
   for (let i = 0; i < shape.length; i++) {
     if (shape[i]! > 1 && strides[i]! <= 0) {
       refuse(
@@ -474,7 +474,7 @@ function arrayLayout(
   }
   let span = 1;
   for (let i = 0; i < shape.length; i++) span += (shape[i]! - 1) * Math.max(0, strides[i]!);
-  if (isColumnMajor(shape, strides)) return { shape, strides: columnMajor(shape), span };
+  if (isColumnMajor(shape, strides)) return { shape, strides: columnMajorStrides(shape), span };
   if (
     shape.length === 2 &&
     (shape[0]! <= 1 || strides[0] === 1) &&
@@ -499,16 +499,6 @@ function isColumnMajor(shape: readonly number[], strides: readonly number[]): bo
     expected *= shape[i]!;
   }
   return true;
-}
-
-function columnMajor(shape: readonly number[]): number[] {
-  const strides: number[] = [];
-  let stride = 1;
-  for (const extent of shape) {
-    strides.push(stride);
-    stride *= extent;
-  }
-  return strides;
 }
 
 /** The stream the imported memory is used on: the tensor's device must be the stream's. */

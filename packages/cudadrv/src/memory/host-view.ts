@@ -18,7 +18,7 @@ import { useClock } from '../progress.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import { type WaitOptions, waitForStream } from '../stream/wait.js';
-import { DeviceArray, type Shape } from './array.js';
+import { columnMajorStrides, DeviceArray, type Shape } from './array.js';
 import { hostAliases } from './dlpack.js';
 import {
   type Allocation,
@@ -285,7 +285,7 @@ export class HostView<D extends DType = DType> {
     const stream = resolveStream(options.stream);
     stream.assertUsable();
     const alias = this.#aliasFor(stream);
-    return new DeviceArray(alias, this.dtype, dims, columnMajor(dims), 0, false);
+    return new DeviceArray(alias, this.dtype, dims, columnMajorStrides(dims), 0, false);
   }
 
   /**
@@ -510,14 +510,4 @@ function pendingStreams(registration: Registration): Stream[] {
 function unregister(registration: Registration): void {
   registration.context.makeCurrent();
   check(driver().cuMemHostUnregister(registration.address), 'cuMemHostUnregister');
-}
-
-function columnMajor(shape: readonly number[]): number[] {
-  const strides: number[] = [];
-  let stride = 1;
-  for (const extent of shape) {
-    strides.push(stride);
-    stride *= extent;
-  }
-  return strides;
 }

@@ -32,7 +32,7 @@ import {
 } from '../ffi/cuda.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
-import { DeviceArray, type Shape } from './array.js';
+import { columnMajorStrides, DeviceArray, type Shape } from './array.js';
 import { DeviceBuffer, type ForeignMemory, type StreamOption } from './memory.js';
 
 /** How often the lease records are looked at: deferred frees, exporters that exited. */
@@ -571,14 +571,4 @@ function checkedLength(call: string, shape: readonly number[]): number {
     length *= extent;
   }
   return length;
-}
-
-function columnMajorStrides(shape: readonly number[]): number[] {
-  const strides: number[] = [];
-  let stride = 1;
-  for (const extent of shape) {
-    strides.push(stride);
-    stride *= extent;
-  }
-  return strides;
 }
