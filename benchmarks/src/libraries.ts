@@ -6,13 +6,13 @@
  */
 
 import { readFileSync } from 'node:fs';
-import { handle as cublasHandle, gemm } from '@cuda-tasks/cublas';
+import { handle as cublasHandle, gemm, gemmPlanStatistics } from '@cuda-tasks/cublas';
 import { Event, launch, Module, Stream } from '@cuda-tasks/cudadrv';
 import { handle as curandHandle, rand } from '@cuda-tasks/curand';
 import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
 import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
 import { concurrentIteration, serialIteration } from '@cuda-tasks/examples/seed';
-import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
+import { kernelCacheStatistics, stream, synchronize, task } from '@cuda-tasks/task-runtime';
 import { seedWorkload, timedOnce, withStreamBatch } from './batches.js';
 import { emit, nowUs, type Result, repeatMedian } from './harness.js';
 
@@ -106,15 +106,20 @@ export async function runLibraries(): Promise<Result[]> {
   // iteration, after seedWorkload's JIT warm-up.
   {
     const seed = await seedWorkload();
+    // Where this process's kernels and GEMM plans came from: a round that compiled its kernels
+    // and one that read them from the disk cache can be told apart in the notes.
+    const cache = kernelCacheStatistics();
+    const plans = gemmPlanStatistics();
+    const origin = `; kernels compiled ${cache.compiled}, read from disk ${cache.diskHits}; GEMM plans built ${plans.built}`;
     out(
       'seed_serial',
       await repeatMedian(timedOnce(() => serialIteration(seed.jobs))),
-      "2 jobs (gemm 1024^3 + map(c, 'sin', c)) one after the other in one task, host wall time from issue to await synchronize(), per iteration",
+      `2 jobs (gemm 1024^3 + map(c, 'sin', c)) one after the other in one task, host wall time from issue to await synchronize(), per iteration${origin}`,
     );
     out(
       'seed_concurrent',
       await repeatMedian(timedOnce(() => concurrentIteration(seed.jobs))),
-      "2 jobs (gemm 1024^3 + map(c, 'sin', c)), one task each (own stream and cuBLAS handle), host wall time until both awaited, per iteration",
+      `2 jobs (gemm 1024^3 + map(c, 'sin', c)), one task each (own stream and cuBLAS handle), host wall time until both awaited, per iteration${origin}`,
     );
     seed.dispose();
   }
