@@ -40,7 +40,12 @@ export type SharedMemoryFailure =
   /** A write through a read-only view. */
   | 'read-only'
   /** The memory cannot be shared: not allocated for sharing (pool memory), or not contiguous. */
-  | 'not-shareable';
+  | 'not-shareable'
+  /**
+   * The per-user folder of lease records is not safe to use (not a folder of this user, others
+   * can write it or rename it away): nothing is shared or opened through it.
+   */
+  | 'lease-folder';
 
 /**
  * A handle of shared memory or a shared event that cannot be used: malformed, from another

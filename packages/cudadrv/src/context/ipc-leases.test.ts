@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { SharedMemoryError } from './ipc-handle.js';
 import { LeaseStore, processAlive } from './ipc-leases.js';
 
 // The lease records of shared memory: a folder per export, a file per importing process,
@@ -80,6 +81,55 @@ describe('LeaseStore', () => {
     mkdirSync(root, { mode: 0o700 });
     chmodSync(root, 0o777);
     expect(() => store().openExport(100, id)).toThrow(/only it can write/);
+  });
+
+  it('refuses, with reason lease-folder, a root that is a link, or in a parent others can write without the sticky bit; for every use', async () => {
+    const { mkdirSync, chmodSync, symlinkSync } = await import('node:fs');
+    const reason = (run: () => unknown) => {
+      try {
+        run();
+      } catch (error) {
+        return (error as SharedMemoryError).reason;
+      }
+      return 'accepted';
+    };
+    const elsewhere = join(base, 'elsewhere');
+    mkdirSync(elsewhere, { mode: 0o700 });
+    symlinkSync(elsewhere, root);
+    for (const use of [
+      (s: LeaseStore) => s.openExport(100, id),
+      (s: LeaseStore) => s.exportState(100, id),
+      (s: LeaseStore) => s.take(100, id, 201),
+      (s: LeaseStore) => s.holders(100, id),
+      (s: LeaseStore) => s.give(100, id, 201),
+      (s: LeaseStore) => s.retire(100, id),
+    ]) {
+      expect(reason(() => use(store()))).toBe('lease-folder');
+    }
+    rmSync(root);
+    const open = join(base, 'open');
+    mkdirSync(open, { mode: 0o700 });
+    chmodSync(open, 0o777); // another user could rename our folder away and plant theirs
+    const inOpen = new LeaseStore(join(open, 'root'), (pid) => alive.has(pid));
+    expect(reason(() => inOpen.exportState(100, id))).toBe('lease-folder');
+    chmodSync(open, 0o1777); // sticky, as /tmp: only the owner renames its folder
+    expect(reason(() => inOpen.openExport(100, id))).toBe('accepted');
+  });
+
+  it('retire: a lease taken before is seen and keeps the export for its holder; none can be taken after', () => {
+    const leases = store();
+    leases.openExport(100, id);
+    alive.add(201).add(202);
+    expect(leases.take(100, id, 201)).toBe(true);
+    expect(leases.retire(100, id)).toBe(false); // 201 holds it
+    expect(leases.take(100, id, 202)).toBe(false); // retired: no new lease
+    expect(leases.exportState(100, id)).toBe('stale'); // for a new importer
+    expect(leases.exportState(100, id, true)).toBe('live'); // for 201, which holds it
+    expect(leases.holders(100, id)).toEqual([201]);
+    leases.give(100, id, 201);
+    expect(leases.holders(100, id)).toEqual([]);
+    expect(leases.retire(100, id)).toBe(true);
+    expect(readdirSync(root)).toEqual([]);
   });
 
   it('processAlive: this process lives; a pid far beyond pid_max does not', () => {

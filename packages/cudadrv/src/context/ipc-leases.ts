@@ -10,6 +10,12 @@
  * - an importer checks that the exporter's process lives and that its export folder is still
  *   there (a pid reused by another process leaves no folder; a freed export removes its own).
  *
+ * To free, the exporter first renames the export's folder aside (`retire`, one atomic step),
+ * then reads the leases in it: an importer's lease is either in the folder before the rename
+ * (seen, the free waits) or refused after it (the folder is gone: 'stale'); no importer can
+ * take a lease between the exporter's look and its free. Importers that already hold one keep
+ * using the retired export until they give it back.
+ *
  * Nothing here calls CUDA; `LeaseStore` takes the folder and the liveness test, so the unit
  * tests drive it with a temporary folder and made-up processes.
  */
@@ -19,12 +25,15 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
+  renameSync,
   rmSync,
+  statSync,
   unlinkSync,
 } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CudaArgumentError } from '../errors.js';
+import { SharedMemoryError } from './ipc-handle.js';
 
 /** Whether process `pid` exists (signal 0: EPERM means it exists but belongs to another user). */
 export function processAlive(pid: number): boolean {
@@ -49,6 +58,8 @@ export function defaultLeaseRoot(): string {
 
 const EXPORT_NAME = /^([1-9][0-9]{0,6})-([0-9a-f]{32})$/;
 const LEASE_NAME = /^[1-9][0-9]{0,6}$/;
+/** The suffix of a retired export's folder (see the module's comment). */
+const RETIRED = '.retired';
 
 /** The lease records under one root folder (see the module's comment). */
 export class LeaseStore {
@@ -62,22 +73,46 @@ export class LeaseStore {
   }
 
   /**
-   * Creates the root folder (mode 0700) on first use and checks that it is a real folder of
-   * this user that nobody else can write: lease records in a folder another user controls
-   * could keep memory alive, or free it early.
+   * Creates the root folder (mode 0700) on first use and checks, before any record is read or
+   * written, that it is a real folder (not a link) of this user that nobody else can write, in
+   * a parent where nobody else can rename it away (not writable by others, or sticky as /tmp
+   * is): lease records in a folder another user controls could keep memory alive, or free it
+   * early. A SharedMemoryError ('lease-folder') otherwise.
    */
   #ensureRoot(): void {
     if (this.#checked) return;
-    mkdirSync(this.root, { recursive: true, mode: 0o700 });
-    const stats = lstatSync(this.root);
     const uid = process.getuid?.();
+    const refuse = (detail: string) =>
+      new SharedMemoryError(
+        'lease-folder',
+        `the lease folder ${this.root} of shared memory must be a folder of this user that only it can write, in a folder others cannot rename it in: ${detail}`,
+      );
+    let parent: ReturnType<typeof statSync>;
+    try {
+      parent = statSync(dirname(this.root));
+    } catch (error) {
+      throw refuse(`its parent cannot be read (${(error as NodeJS.ErrnoException).code})`);
+    }
+    if ((parent.mode & 0o022) !== 0 && (parent.mode & 0o1000) === 0) {
+      throw refuse(
+        `its parent is writable by others and not sticky (mode ${(parent.mode & 0o7777).toString(8)})`,
+      );
+    }
+    try {
+      mkdirSync(this.root, { mode: 0o700 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+        throw refuse(`it cannot be made (${(error as NodeJS.ErrnoException).code})`);
+      }
+    }
+    const stats = lstatSync(this.root);
     if (
       !stats.isDirectory() ||
       (uid !== undefined && stats.uid !== uid) ||
       (stats.mode & 0o022) !== 0
     ) {
-      throw new CudaArgumentError(
-        `the lease folder ${this.root} of shared memory must be a folder of this user that only it can write (found mode ${(stats.mode & 0o777).toString(8)}, owner ${stats.uid}); remove it and try again`,
+      throw refuse(
+        `found ${stats.isSymbolicLink() ? 'a link' : stats.isDirectory() ? 'a folder' : 'a file'} of mode ${(stats.mode & 0o777).toString(8)}, owner ${stats.uid}; remove it and try again`,
       );
     }
     this.#checked = true;
@@ -97,7 +132,29 @@ export class LeaseStore {
 
   /** The exporter: the export is freed; its folder and any lease left in it go. */
   closeExport(pid: number, exportId: string): void {
-    rmSync(this.#exportFolder(pid, exportId), { recursive: true, force: true });
+    const folder = this.#exportFolder(pid, exportId);
+    this.#ensureRoot();
+    rmSync(folder, { recursive: true, force: true });
+    rmSync(folder + RETIRED, { recursive: true, force: true });
+  }
+
+  /**
+   * The exporter wants to free the export: from now on no process can take a lease on it (its
+   * folder is renamed aside, atomically). True when no live process holds one (its records are
+   * removed: free the memory now); false while some do (call again later; the holders keep it).
+   */
+  retire(pid: number, exportId: string): boolean {
+    const folder = this.#exportFolder(pid, exportId);
+    this.#ensureRoot();
+    try {
+      renameSync(folder, folder + RETIRED);
+    } catch (error) {
+      // Retired before (or never opened): the records are where a retire left them.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+    if (this.#holdersIn(folder + RETIRED, pid).length > 0) return false;
+    rmSync(folder + RETIRED, { recursive: true, force: true });
+    return true;
   }
 
   /**
@@ -105,17 +162,20 @@ export class LeaseStore {
    * 'exporter-exited' when the process is gone (its folder, left by a killed exporter, is
    * removed), 'stale' when the process lives but the export's folder is gone.
    */
-  exportState(pid: number, exportId: string): 'live' | 'exporter-exited' | 'stale' {
+  exportState(
+    pid: number,
+    exportId: string,
+    holding = false,
+  ): 'live' | 'exporter-exited' | 'stale' {
     const folder = this.#exportFolder(pid, exportId);
+    this.#ensureRoot();
     if (!this.#alive(pid)) {
       rmSync(folder, { recursive: true, force: true });
+      rmSync(folder + RETIRED, { recursive: true, force: true });
       return 'exporter-exited';
     }
-    try {
-      return lstatSync(folder).isDirectory() ? 'live' : 'stale';
-    } catch {
-      return 'stale';
-    }
+    // An importer that holds a lease keeps using an export its exporter has retired.
+    return isFolder(folder) || (holding && isFolder(folder + RETIRED)) ? 'live' : 'stale';
   }
 
   /** The importer: holds a lease on the export. False when the export is gone. */
@@ -133,10 +193,14 @@ export class LeaseStore {
 
   /** The importer: gives its lease back (nothing when the export is already gone). */
   give(pid: number, exportId: string, importer: number): void {
-    try {
-      unlinkSync(join(this.#exportFolder(pid, exportId), String(importer)));
-    } catch {
-      // The exporter freed the export (or its process went): no lease to give back.
+    const folder = this.#exportFolder(pid, exportId);
+    this.#ensureRoot();
+    for (const where of [folder, folder + RETIRED]) {
+      try {
+        unlinkSync(join(where, String(importer)));
+      } catch {
+        // The exporter freed the export (or its process went): no lease to give back.
+      }
     }
   }
 
@@ -146,6 +210,13 @@ export class LeaseStore {
    */
   holders(pid: number, exportId: string): number[] {
     const folder = this.#exportFolder(pid, exportId);
+    this.#ensureRoot();
+    return [...this.#holdersIn(folder, pid), ...this.#holdersIn(folder + RETIRED, pid)].sort(
+      (a, b) => a - b,
+    );
+  }
+
+  #holdersIn(folder: string, pid: number): number[] {
     let names: string[];
     try {
       names = readdirSync(folder);
@@ -166,5 +237,13 @@ export class LeaseStore {
       }
     }
     return live.sort((a, b) => a - b);
+  }
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }

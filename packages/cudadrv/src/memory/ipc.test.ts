@@ -111,6 +111,7 @@ vi.mock('../context/ipc-device.js', async () => {
   return {
     identityOf: () => device,
     deviceOf: (what: string, identity: { uuid: string }) => {
+      if (identity.uuid === secondDevice.uuid) return secondTestDevice;
       if (identity.uuid !== device.uuid) {
         throw new SharedMemoryError('other-device', `${what}: not this device`);
       }
@@ -144,6 +145,13 @@ const context = new Context(
   77n,
 );
 const testDevice = { ordinal: 0, primaryContext: () => context };
+/** A second device this process sees, with a context of its own. */
+const secondDevice = { ...device, ordinal: 1, uuid: 'GPU-66666666-2222-3333-4444-555555555555' };
+const secondContext = new Context(
+  { ordinal: 1, memoryInfo: () => ({ free: 0, total: 1 << 30 }) } as unknown as Device,
+  78n,
+);
+const secondTestDevice = { ordinal: 1, primaryContext: () => secondContext };
 const pool = Object.create(MemoryPool.prototype) as MemoryPool;
 Object.assign(pool, { context, handle: 5n });
 Object.defineProperty(context, 'memoryPool', { value: pool });
@@ -289,6 +297,33 @@ describe('exporting', () => {
     await sleep(600);
     expect(calls()).toEqual([expect.stringMatching(/^cuMemFree_v2 0x/)]);
     expect(sharedMemoryHolders(buffer)).toEqual([]);
+  });
+
+  it('an importer taking its lease while the exporter frees either holds live memory or is refused (never a lease on freed memory)', () => {
+    const buffer = allocateShareable(4096, { stream });
+    const handle = shareMemory(buffer);
+    // A lease of a dead importer: the exporter's look at the holders asks whether 779 lives,
+    // and another importer (780) takes its lease at that moment, as a concurrent process may.
+    fake.alive.add(779);
+    leases.take(process.pid, handle.exportId, 779);
+    fake.alive.delete(779);
+    let racer: boolean | null = null;
+    const racing = new LeaseStore(leases.root, (pid) => {
+      if (pid === 779 && racer === null) racer = leases.take(process.pid, handle.exportId, 780);
+      return pid === 780 || fake.alive.has(pid);
+    });
+    const previous = setLeaseStore(racing);
+    try {
+      calls();
+      buffer.dispose();
+      const freed = calls().some((call) => call.startsWith('cuMemFree_v2'));
+      expect(racer).not.toBeNull();
+      expect(freed && racer === true).toBe(false);
+      expect(freed).toBe(racer === false);
+      if (racer === true) leases.give(process.pid, handle.exportId, 780);
+    } finally {
+      setLeaseStore(previous);
+    }
   });
 
   it('bad sizes are refused before any native call', () => {
@@ -467,6 +502,25 @@ describe('opening', () => {
       /other memory/,
     );
     expect(calls()).toEqual([]); // the mapping stays, for the view that is open
+    view.dispose();
+    expect(calls()).toEqual(['cuIpcCloseMemHandle 0x90000000']);
+  });
+
+  it('a second handle of a mapped export naming another device is refused (the mapping is of the first)', () => {
+    const handle = foreignHandle();
+    const view = openSharedMemory(handle, { stream });
+    calls();
+    let caught: unknown;
+    try {
+      openSharedMemory(
+        { ...handle, device: secondDevice },
+        { stream: Stream.create({ context: secondContext, name: 's2' }) },
+      );
+    } catch (error) {
+      caught = error;
+    }
+    expect((caught as SharedMemoryError).reason).toBe('malformed');
+    expect(calls()).toEqual([]);
     view.dispose();
     expect(calls()).toEqual(['cuIpcCloseMemHandle 0x90000000']);
   });

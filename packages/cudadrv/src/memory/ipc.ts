@@ -190,13 +190,13 @@ function freeExported(exported: Exported, address: number | bigint): void {
   state.pendingFrees.delete(exported);
   const { exportId } = exported;
   if (exportId !== null) {
-    if (state.leases.holders(process.pid, exportId).length > 0) {
+    // Retired: no new importer can take a lease, so none can open memory freed under it.
+    if (!state.leases.retire(process.pid, exportId)) {
       exported.pendingAddress = address;
       state.pendingFrees.add(exported);
       watch();
       return;
     }
-    state.leases.closeExport(process.pid, exportId);
     state.liveExports.delete(exported);
   }
   exported.pendingAddress = 0;
@@ -382,6 +382,12 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
   const key = `${handle.pid}-${handle.exportId}`;
   const known = state.mappings.get(key);
   if (known !== undefined && known.gone === null) {
+    if (known.context !== context) {
+      throw new SharedMemoryError(
+        'malformed',
+        `${what}: the handle names another device than the same export opened before`,
+      );
+    }
     if (handle.allocationBytes > known.size)
       throw oversized(what, handle.allocationBytes, known.size);
     if (handle.ipcHandle !== known.ipcHandle) {
@@ -492,7 +498,8 @@ function closeView(mapping: Mapping, buffer: DeviceBuffer): void {
 /** Looks at an open mapping's exporter: gone, its views are released and told. */
 function lookAt(mapping: Mapping): void {
   if (mapping.gone !== null) return;
-  const exportState = state.leases.exportState(mapping.pid, mapping.exportId);
+  // Held: an export its exporter retired (disposed, the free waiting for us) is still live.
+  const exportState = state.leases.exportState(mapping.pid, mapping.exportId, true);
   if (exportState === 'live') return;
   const what = `the shared memory ${mapping.pid}-${mapping.exportId.slice(0, 8)}`;
   mapping.gone = goneError(what, exportState, mapping.pid);
