@@ -46,7 +46,8 @@ function checkShape(shape: Shape): number {
     }
     length *= dimension;
   }
-  return length;
+  // A zero extent empties the array however large the others (Infinity * 0 is NaN).
+  return shape.includes(0) ? 0 : length;
 }
 
 /** @internal The element strides of a compact column-major array of `shape`. */

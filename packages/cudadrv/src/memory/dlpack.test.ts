@@ -444,6 +444,16 @@ describe('fromDLPack: malformed tensors refused before anything is used, deleter
     ],
     ['a misaligned data pointer', { shape: [2], data: 0x5000_0001n }, /not aligned/],
     ['NULL data with elements', { shape: [3], data: 0n }, /data is NULL for 3 elements/],
+    [
+      'a leading dimension whose span passes 2^53 bytes',
+      { shape: [2, 2], strides: [1, 2n ** 52n] },
+      /span \d+ bytes, more than 2\^53/,
+    ],
+    [
+      'a span past the end of the address space',
+      { shape: [4], data: 0xffff_ffff_ffff_fff8n },
+      /past the end of the 64-bit address space/,
+    ],
   ];
   for (const [name, spec, message] of cases) {
     it(name, () => {
@@ -457,6 +467,16 @@ describe('fromDLPack: malformed tensors refused before anything is used, deleter
       expect(fake.state.calls).toEqual([]);
     });
   }
+
+  it('a shape whose float product overflows but holds a zero extent is an empty tensor, not refused', () => {
+    const huge = 2n ** 53n - 1n;
+    const address = producerTensor({ shape: [...new Array(20).fill(huge), 0n], strides: null });
+    const imported = fromDLPack(address, { stream });
+    expect(imported.length).toBe(0);
+    expect(deleted.get(address)).toBe(1);
+    imported.dispose();
+    expect(deleted.get(address)).toBe(1);
+  });
 
   it('a pointer that is not an address', () => {
     for (const bad of [0n, -1n, 2n ** 64n, 0, 1.5, 'x', null, undefined]) {

@@ -279,9 +279,20 @@ export function fromDLPack<D extends DType = DType>(
   const self = checkAddress(pointer);
   const fields = readTensor(self);
   const layout = arrayLayout(fields, reverseDimensions);
-  const stream = streamFor(fields, options.stream);
   const bytes = dtypeBytes(fields.dtype);
   const first = fields.data + fields.byteOffset;
+  const spanBytes = layout.span * bytes;
+  if (!Number.isSafeInteger(spanBytes)) {
+    refuse(
+      `strides [${fields.strides.join(', ')}] of shape [${fields.shape.join(', ')}] span ${BigInt(layout.span) * BigInt(bytes)} bytes, more than 2^53`,
+    );
+  }
+  if (first + BigInt(spanBytes) > 1n << 64n) {
+    refuse(
+      `the tensor's ${spanBytes} bytes from 0x${first.toString(16)} run past the end of the 64-bit address space`,
+    );
+  }
+  const stream = streamFor(fields, options.stream);
   const tensor = new ImportedTensor(
     self,
     fields.deleter,
@@ -290,7 +301,7 @@ export function fromDLPack<D extends DType = DType>(
   // An empty tensor refers to no memory: it goes back to its producer at once.
   if (layout.span === 0) tensor.release();
   const address = layout.span === 0 ? 0 : ffiAddress(first);
-  const buffer = DeviceBuffer.adoptForeign(address, layout.span * bytes, stream, tensor);
+  const buffer = DeviceBuffer.adoptForeign(address, spanBytes, stream, tensor);
   return new DeviceArray(buffer, fields.dtype as D, layout.shape, layout.strides, 0, true);
 }
 
@@ -397,6 +408,9 @@ function readTensor(self: bigint): TensorFields {
     }
     length *= Number(extent);
   }
+  // A zero extent makes the tensor empty, however large the others (their product may be
+  // Infinity, and Infinity * 0 is NaN).
+  if (shape.includes(0n)) length = 0;
   if (!Number.isSafeInteger(length * dtypeBytes(dtype))) {
     refuse(`shape [${shape.join(', ')}] holds more bytes than 2^53`);
   }
@@ -463,7 +477,7 @@ function arrayLayout(
     strides = [...strides].reverse();
   }
   if (shape.length === 0) return { shape: [1], strides: [1], span: 1 };
-  const length = shape.reduce((product, extent) => product * extent, 1);
+  const length = shape.includes(0) ? 0 : shape.reduce((product, extent) => product * extent, 1);
   if (length === 0) return { shape, strides: columnMajorStrides(shape), span: 0 };
   for (let i = 0; i < shape.length; i++) {
     if (shape[i]! > 1 && strides[i]! <= 0) {
