@@ -329,6 +329,32 @@ describe('HostView: the mapped device alias', () => {
     koffi.call(header.getBigUint64(16, true), koffi.proto('void D(void *)'), address);
     view.dispose();
   });
+
+  it('dispose while a DLPack export is pending: unusable here at once, unpinned and detached only at the deleter', () => {
+    const view = HostView.allocate('float64', 8, { mapped: true });
+    const held = view.array;
+    held.fill(2.5);
+    const pointer = view.pointer;
+    const onDevice = view.deviceArray([4, 2], { stream });
+    const first = toDLPack(onDevice, { stream });
+    const second = toDLPack(onDevice.block(1, 0, 2, 2), { stream, readOnly: true });
+    view.dispose();
+    expect(view.disposed).toBe(true);
+    expect(thrown(() => view.array)).toBeInstanceOf(DisposedError);
+    expect(thrown(() => onDevice.useOn(stream))).toBeInstanceOf(DisposedError);
+    // The consumer still reads the memory through its tensors: pinned, not detached.
+    expect(fake.state.registered.has(pointer)).toBe(true);
+    expect([held.length, held[7]]).toEqual([8, 2.5]);
+    const proto = koffi.proto('void D2(void *)');
+    const deleter = (address: bigint) =>
+      koffi.call(new DataView(koffi.view(address, 80)).getBigUint64(16, true), proto, address);
+    deleter(second);
+    expect(fake.state.registered.has(pointer)).toBe(true);
+    deleter(first);
+    expect(fake.state.registered.has(pointer)).toBe(false);
+    expect(held.length).toBe(0);
+    view.dispose();
+  });
 });
 
 it('a failed registration is the driver’s CudaError, and the view is never made', () => {

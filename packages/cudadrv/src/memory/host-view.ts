@@ -22,6 +22,7 @@ import { columnMajorStrides, DeviceArray, type Shape } from './array.js';
 import { hostAliases } from './dlpack.js';
 import {
   type Allocation,
+  afterLoans,
   DeviceBuffer,
   type ForeignMemory,
   recordOf,
@@ -396,14 +397,14 @@ export class HostView<D extends DType = DType> {
     finalizer.unregister(registration);
     // The aliases go first: their release waits for their own uses, and later uses throw.
     for (const alias of this.#aliases) DeviceBuffer.releaseForeign(alias);
-    for (const stream of pendingStreams(registration)) stream.synchronize();
-    try {
-      unregister(registration);
-    } finally {
-      const buffer = registration.buffer!;
-      registration.buffer = null;
-      structuredClone(buffer, { transfer: [buffer] });
-    }
+    // An alias exported through DLPack: the consumer's tensor still points at the memory, which
+    // stays pinned and attached until the last deleter has been called.
+    let lent = 0;
+    const last = () => {
+      if (--lent === 0) unpinAndDetach(registration);
+    };
+    for (const alias of this.#aliases) if (afterLoans(alias, last)) lent++;
+    if (lent === 0) unpinAndDetach(registration);
   }
 
   [Symbol.dispose](): void {
@@ -505,6 +506,18 @@ function pendingStreams(registration: Registration): Stream[] {
     }
   }
   return streams;
+}
+
+/** Waits for the GPU work queued on the memory, unpins it and detaches its ArrayBuffer. */
+function unpinAndDetach(registration: Registration): void {
+  for (const stream of pendingStreams(registration)) stream.synchronize();
+  try {
+    unregister(registration);
+  } finally {
+    const buffer = registration.buffer!;
+    registration.buffer = null;
+    structuredClone(buffer, { transfer: [buffer] });
+  }
 }
 
 function unregister(registration: Registration): void {

@@ -685,7 +685,10 @@ function handOffInCapture(
  * Allocations lent to native code (DLPack exports) with their number of loans, and the record
  * to free once the last loan ends when the buffer was disposed meanwhile.
  */
-const loans = new Map<Allocation, { count: number; disposed: Allocation | null }>();
+const loans = new Map<
+  Allocation,
+  { count: number; disposed: Allocation | null; after: (() => void)[] | null }
+>();
 
 /**
  * @internal Lends the buffer's memory to native code until the returned function is called
@@ -697,7 +700,9 @@ export function lendAllocation(buffer: DeviceBuffer): () => void {
   const allocation = recordOf(buffer);
   if (allocation.address === 0) return () => {};
   let loan = loans.get(allocation);
-  if (loan === undefined) loans.set(allocation, (loan = { count: 0, disposed: null }));
+  if (loan === undefined) {
+    loans.set(allocation, (loan = { count: 0, disposed: null, after: null }));
+  }
   loan.count++;
   const held = loan;
   let ended = false;
@@ -706,8 +711,25 @@ export function lendAllocation(buffer: DeviceBuffer): () => void {
     ended = true;
     if (--held.count > 0) return;
     loans.delete(allocation);
-    if (held.disposed !== null) freeAllocation(held.disposed, false);
+    try {
+      if (held.disposed !== null) freeAllocation(held.disposed, false);
+    } finally {
+      if (held.after !== null) for (const callback of held.after) callback();
+    }
   };
+}
+
+/**
+ * @internal Calls `callback` once the last loan of the buffer's memory has ended and returns
+ * true, or returns false at once when the memory is not lent (see `lendAllocation`). The owner
+ * of memory that `dispose()` does not free (a HostView's pinned pages behind its device alias)
+ * keeps it until then.
+ */
+export function afterLoans(buffer: DeviceBuffer, callback: () => void): boolean {
+  const loan = loans.get(recordOf(buffer));
+  if (loan === undefined) return false;
+  (loan.after ??= []).push(callback);
+  return true;
 }
 
 /** The error for a use of a buffer without memory: disposed, or graph memory not there yet. */
