@@ -9,8 +9,7 @@
  */
 import cluster from 'node:cluster';
 import { createServer } from 'node:http';
-import { parseSharedMemoryHandle } from '@cuda-tasks/cudadrv';
-import { SEARCH_INDEX_VARIABLE, startClusterPrimary, stopClusterOnSignals } from './cluster.js';
+import { readClusterIndexHandle, startClusterPrimary, stopClusterOnSignals } from './cluster.js';
 
 const handle = {
   format: 'cuda-tasks/ipc-memory',
@@ -44,7 +43,8 @@ if (cluster.isPrimary) {
   });
   stopClusterOnSignals(primary);
 } else {
-  const shared = parseSharedMemoryHandle(process.env[SEARCH_INDEX_VARIABLE]);
+  // As a real worker reads it: untrusted, and only its primary's.
+  const shared = readClusterIndexHandle();
   const server = createServer((_request, response) => {
     response.setHeader('connection', 'close');
     response.end(JSON.stringify({ pid: process.pid, exportId: shared.exportId }));

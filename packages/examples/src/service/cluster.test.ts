@@ -4,9 +4,10 @@
  * is replaced; SIGTERM stops the workers first and frees the index after; the flags are checked.
  */
 import { fileURLToPath } from 'node:url';
+import { SharedMemoryError } from '@cuda-tasks/cudadrv';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CommandLineError } from '../cli.js';
-import { parseClusterArguments } from './cluster.js';
+import { parseClusterArguments, readClusterIndexHandle, SEARCH_INDEX_VARIABLE } from './cluster.js';
 import { type ServiceProcess, startServiceProcess } from './spawn-service.js';
 
 const fixture = fileURLToPath(new URL('./cluster-fixture.ts', import.meta.url));
@@ -59,6 +60,44 @@ describe('the service in cluster mode (stand-in index)', () => {
     expect(stdout).toContain('index disposed, 0 workers left');
     expect(service.stderr()).toContain('exited (SIGKILL); starting another');
   }, 60_000);
+
+  it("a worker takes only its primary's well-formed handle from its environment", () => {
+    const handle = {
+      format: 'cuda-tasks/ipc-memory',
+      version: 1,
+      ipcHandle: '7e'.repeat(64),
+      allocationBytes: 4096,
+      byteOffset: 0,
+      byteLength: 4096,
+      dtype: 'float32',
+      shape: [8, 128],
+      pid: 4242,
+      exportId: 'f0'.repeat(16),
+      device: {
+        ordinal: 0,
+        uuid: `GPU-${'0'.repeat(8)}-1111-2222-3333-${'4'.repeat(12)}`,
+        pciBusId: '0000:01:00.0',
+      },
+    };
+    const read = (value: unknown, primary = 4242) =>
+      readClusterIndexHandle(
+        { [SEARCH_INDEX_VARIABLE]: typeof value === 'string' ? value : JSON.stringify(value) },
+        primary,
+      );
+    expect(read(handle).exportId).toBe(handle.exportId);
+    const reason = (run: () => unknown) => {
+      try {
+        run();
+      } catch (error) {
+        return SharedMemoryError.isInstance(error) ? error.reason : String(error);
+      }
+      return 'accepted';
+    };
+    // Another process's export (a forged or leaked variable): not the primary's index.
+    expect(reason(() => read({ ...handle, pid: 4243 }))).toBe('malformed');
+    expect(reason(() => read('{"format":'))).toBe('malformed');
+    expect(() => readClusterIndexHandle({}, 4242)).toThrow(SEARCH_INDEX_VARIABLE);
+  });
 
   it('reads --processes and --search-rows, refusing bad values', () => {
     expect(parseClusterArguments({}, 'usage')).toEqual({ processes: 1, searchRows: 1_000_000 });

@@ -12,7 +12,11 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { constants as osConstants } from 'node:os';
-import type { SharedMemoryHandle } from '@cuda-tasks/cudadrv';
+import {
+  parseSharedMemoryHandle,
+  SharedMemoryError,
+  type SharedMemoryHandle,
+} from '@cuda-tasks/cudadrv';
 import { task } from '@cuda-tasks/task-runtime';
 import { CommandLineError } from '../cli.js';
 import { SearchIndex } from './search.js';
@@ -64,13 +68,32 @@ export function isClusterWorker(): boolean {
 }
 
 /**
+ * In a worker: the index's handle from the environment, checked as untrusted input, and
+ * exported by `primary` (this worker's parent): a handle of any other process (a variable
+ * set by hand, or left over from another service) is a SharedMemoryError ('malformed').
+ */
+export function readClusterIndexHandle(
+  environment: NodeJS.ProcessEnv = process.env,
+  primary: number = process.ppid,
+): SharedMemoryHandle {
+  const text = environment[SEARCH_INDEX_VARIABLE];
+  if (text === undefined) throw new Error(`${SEARCH_INDEX_VARIABLE} is not set`);
+  const handle = parseSharedMemoryHandle(text);
+  if (handle.pid !== primary) {
+    throw new SharedMemoryError(
+      'malformed',
+      `${SEARCH_INDEX_VARIABLE} names memory of process ${handle.pid}, not of this worker's primary (${primary})`,
+    );
+  }
+  return handle;
+}
+
+/**
  * In a worker: the search index the primary shared, opened read-only. The worker exits if the
  * primary does (its index goes with it; node:cluster also ends workers whose primary is gone).
  */
 export async function openClusterSearchIndex(): Promise<SearchIndex> {
-  const text = process.env[SEARCH_INDEX_VARIABLE];
-  if (text === undefined) throw new Error(`${SEARCH_INDEX_VARIABLE} is not set`);
-  return SearchIndex.open(text, {
+  return SearchIndex.open(readClusterIndexHandle(), {
     onExporterExit: (error) => {
       console.error(`worker ${process.pid}: ${error.message}; exiting`);
       process.exit(1);
