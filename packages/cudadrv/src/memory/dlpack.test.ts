@@ -278,6 +278,111 @@ describe('toDLPack', () => {
   });
 });
 
+/** Every multi-index of `shape`, first index fastest. */
+function* indices(shape: readonly number[]): Generator<number[]> {
+  if (shape.some((extent) => extent === 0)) return;
+  const index = shape.map(() => 0);
+  for (;;) {
+    yield [...index];
+    let d = 0;
+    while (d < shape.length && ++index[d]! === shape[d]) index[d++] = 0;
+    if (d === shape.length) return;
+  }
+}
+
+describe('toDLPack: the elements a consumer addresses', () => {
+  // A view made from a parent by the view methods, with its element -> parent element map
+  // computed here from the methods' definitions (not from the view's strides).
+  const views = fc.oneof(
+    fc.record({
+      kind: fc.constant('compact' as const),
+      shape: fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 1, maxLength: 4 }),
+      reshape: fc.boolean(),
+    }),
+    fc.record({
+      kind: fc.constant('matrix' as const),
+      rows: fc.integer({ min: 1, max: 7 }),
+      columns: fc.integer({ min: 1, max: 6 }),
+      blocks: fc.array(fc.tuple(fc.nat(), fc.nat(), fc.nat(), fc.nat()), { maxLength: 3 }),
+      column: fc.option(fc.nat()),
+      slice: fc.option(fc.tuple(fc.nat(), fc.nat())),
+    }),
+  );
+
+  it('random views, dtypes and reverseDimensions: data + byte_offset + strides address the view’s elements; an import addresses them again', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...DTYPES), views, fc.boolean(), (dtype, spec, reverse) => {
+        let owner: DeviceArray;
+        let view: DeviceArray;
+        let element: (index: number[]) => number;
+        if (spec.kind === 'compact') {
+          const total = spec.shape.reduce((a, b) => a * b, 1);
+          owner = DeviceArray.empty(dtype, spec.reshape ? [total] : spec.shape, { stream });
+          view = spec.reshape ? owner.reshape(spec.shape) : owner;
+          element = (index) => {
+            let linear = 0;
+            let size = 1;
+            for (let d = 0; d < index.length; d++) {
+              linear += index[d]! * size;
+              size *= spec.shape[d]!;
+            }
+            return linear;
+          };
+        } else {
+          owner = DeviceArray.empty(dtype, [spec.rows, spec.columns], { stream });
+          view = owner;
+          let [row, column, rows, columns] = [0, 0, spec.rows, spec.columns];
+          for (const [r, c, h, w] of spec.blocks) {
+            const r0 = r % (rows + 1);
+            const c0 = c % (columns + 1);
+            const h0 = h % (rows - r0 + 1);
+            const w0 = w % (columns - c0 + 1);
+            view = view.block(r0, c0, h0, w0);
+            [row, column, rows, columns] = [row + r0, column + c0, h0, w0];
+          }
+          const at = (i: number, j: number) => row + i + (column + j) * spec.rows;
+          element = (index) => at(index[0]!, index[1]!);
+          if (spec.column !== null && columns > 0) {
+            const j = spec.column % columns;
+            view = view.column(j);
+            element = (index) => at(index[0]!, j);
+            if (spec.slice !== null) {
+              const start = spec.slice[0] % (rows + 1);
+              const length = spec.slice[1] % (rows - start + 1);
+              view = view.slice(start, length);
+              element = (index) => at(start + index[0]!, j);
+            }
+          }
+        }
+        const bytes = view.elementBytes;
+        const address = toDLPack(view, { stream, reverseDimensions: reverse });
+        const fields = readExport(address);
+        const viewShape = [...view.shape];
+        expect(fields.shape).toEqual(reverse ? [...viewShape].reverse() : viewShape);
+        expect(fields.dtype).toEqual([...CODES[dtype], 1]);
+        const imported = fromDLPack(address, { stream, reverseDimensions: reverse });
+        expect(imported.shape).toEqual(viewShape);
+        const base = owner.pointer;
+        for (const t of indices(fields.shape)) {
+          const index = reverse ? [...t].reverse() : t;
+          let offset = 0;
+          for (let d = 0; d < t.length; d++) offset += t[d]! * fields.strides[d]!;
+          const expected = base + BigInt(element(index) * bytes);
+          expect(fields.data + fields.byteOffset + BigInt(offset * bytes)).toBe(expected);
+          let own = 0;
+          for (let d = 0; d < index.length; d++) own += index[d]! * imported.strides[d]!;
+          expect(imported.pointer + BigInt(own * bytes)).toBe(expected);
+        }
+        // The import's dispose (an empty one's import already) called the export's deleter.
+        imported.dispose();
+        expect(pendingDLPackExports()).toBe(0);
+        owner.dispose();
+      }),
+      { seed: 3838, numRuns: 300 },
+    );
+  });
+});
+
 describe('fromDLPack: round trips', () => {
   it('random dtypes, shapes and layouts: toDLPack then fromDLPack gives the same view; the deleter runs once at dispose', () => {
     fc.assert(
@@ -315,6 +420,66 @@ describe('fromDLPack: round trips', () => {
         },
       ),
       { seed: 38, numRuns: 200 },
+    );
+  });
+
+  it('random producer layouts: an accepted tensor addresses the same elements, inside its buffer, and the compact and leading-dimension ones are accepted', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...DTYPES),
+        fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 0, maxLength: 4 }),
+        fc.constantFrom('column', 'row', 'padded', 'random'),
+        fc.array(fc.integer({ min: -2, max: 24 }), { minLength: 4, maxLength: 4 }),
+        fc.integer({ min: 0, max: 5 }),
+        fc.boolean(),
+        (dtype, shape, layout, randomStrides, offsetElements, reverse) => {
+          const bytes = CODES[dtype][1] / 8;
+          const pad = 1 + (randomStrides[0]! & 3);
+          let strides: number[];
+          if (layout === 'column') strides = columnMajor(shape);
+          else if (layout === 'row') strides = rowMajor(shape);
+          else if (layout === 'padded' && shape.length === 2) {
+            // A pitched matrix: column-major with a leading dimension, or row-major with a pitch.
+            strides = reverse ? [shape[1]! + pad, 1] : [1, shape[0]! + pad];
+          } else strides = randomStrides.slice(0, shape.length);
+          const address = producerTensor({
+            code: CODES[dtype][0],
+            bits: CODES[dtype][1],
+            shape,
+            strides,
+            byteOffset: BigInt(offsetElements * bytes),
+          });
+          let imported: DeviceArray;
+          try {
+            imported = fromDLPack(address, { stream, reverseDimensions: reverse });
+          } catch (error) {
+            expect(error).toBeInstanceOf(CudaArgumentError);
+            const expectedAccepted =
+              (layout === 'column' && !reverse) ||
+              (layout === 'row' && reverse) ||
+              (layout === 'padded' && shape.length === 2) ||
+              shape.length === 0;
+            expect(expectedAccepted).toBe(false);
+            return;
+          }
+          expect(imported.dtype).toBe(dtype);
+          const ownShape = reverse ? [...shape].reverse() : shape;
+          expect(imported.shape).toEqual(ownShape.length === 0 ? [1] : ownShape);
+          const first = 0x5000_0000n + BigInt(offsetElements * bytes);
+          for (const t of indices(shape)) {
+            let offset = 0;
+            for (let d = 0; d < t.length; d++) offset += t[d]! * strides[d]!;
+            const index = reverse ? [...t].reverse() : t;
+            let own = 0;
+            for (let d = 0; d < index.length; d++) own += index[d]! * imported.strides[d]!;
+            expect(imported.pointer + BigInt(own * bytes)).toBe(first + BigInt(offset * bytes));
+            expect(own >= 0 && (own + 1) * bytes <= imported.buffer.byteLength).toBe(true);
+          }
+          imported.dispose();
+          expect(deleted.get(address)).toBe(1);
+        },
+      ),
+      { seed: 3839, numRuns: 400 },
     );
   });
 
