@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { SharedMemoryError } from './ipc-handle.js';
-import { LeaseStore, processAlive } from './ipc-leases.js';
+import { LeaseStore, processAlive, processStartTime } from './ipc-leases.js';
 
 // The lease records of shared memory: a folder per export, a file per importing process,
 // liveness by pid. Processes here are made up: `alive` says which exist.
@@ -130,6 +130,35 @@ describe('LeaseStore', () => {
     expect(leases.holders(100, id)).toEqual([]);
     expect(leases.retire(100, id)).toBe(true);
     expect(readdirSync(root)).toEqual([]);
+  });
+
+  it('a pid reused by another process: neither a killed exporter nor a dead importer reads as live', () => {
+    const starts = new Map<number, string>([
+      [100, '5000'],
+      [201, '6000'],
+    ]);
+    const leases = new LeaseStore(
+      root,
+      (pid) => alive.has(pid),
+      (pid) => starts.get(pid) ?? null,
+    );
+    leases.openExport(100, id);
+    alive.add(201);
+    expect(leases.take(100, id, 201)).toBe(true);
+    expect(leases.holders(100, id)).toEqual([201]);
+    expect(leases.exportState(100, id)).toBe('live');
+    starts.set(201, '6100'); // 201 died and its pid went to another process
+    expect(leases.holders(100, id)).toEqual([]);
+    starts.set(100, '5100'); // the exporter was killed (no exit hook) and its pid reused
+    expect(leases.exportState(100, id, true)).toBe('exporter-exited');
+    expect(readdirSync(root)).toEqual([]);
+  });
+
+  it('processStartTime: this process has one, stable; a pid that does not exist has none', () => {
+    const start = processStartTime(process.pid);
+    if (process.platform === 'linux') expect(start).toMatch(/^[0-9]+$/);
+    expect(processStartTime(process.pid)).toBe(start);
+    expect(processStartTime(2 ** 30)).toBeNull();
   });
 
   it('processAlive: this process lives; a pid far beyond pid_max does not', () => {

@@ -16,6 +16,11 @@
  * take a lease between the exporter's look and its free. Importers that already hold one keep
  * using the retired export until they give it back.
  *
+ * A pid alone can be reused by another process once its own has died (an exporter killed
+ * without its exit hook leaves its folder; a dead importer's lease stays until looked at), so
+ * each record also holds its process's start time (Linux: /proc/<pid>/stat), and a live pid
+ * with another start time counts as dead. Where the start time cannot be read, the pid decides.
+ *
  * Nothing here calls CUDA; `LeaseStore` takes the folder and the liveness test, so the unit
  * tests drive it with a temporary folder and made-up processes.
  */
@@ -25,10 +30,12 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
+  readSync,
   renameSync,
   rmSync,
   statSync,
   unlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -42,6 +49,39 @@ export function processAlive(pid: number): boolean {
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * When process `pid` started, as the kernel counts it (clock ticks since boot: /proc/<pid>/stat,
+ * field 22), or null where that cannot be read (another system, or no such process). Together
+ * with the pid it names one process: a reused pid has another start time.
+ */
+export function processStartTime(pid: number): string | null {
+  if (!Number.isSafeInteger(pid) || pid < 1) return null;
+  const text = readSmall(`/proc/${pid}/stat`, 1024);
+  if (text === null) return null;
+  // The command name (field 2) is in parentheses and may hold spaces: count after its end.
+  const start = text.slice(text.lastIndexOf(')') + 2).split(' ')[19];
+  return start !== undefined && /^[0-9]{1,20}$/.test(start) ? start : null;
+}
+
+/** The first `limit` bytes of a file as text, or null when it cannot be read. */
+function readSmall(path: string, limit: number): string | null {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    const bytes = Buffer.alloc(limit);
+    const length = readSync(fd, bytes, 0, limit, 0);
+    return bytes.toString('latin1', 0, length);
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -60,16 +100,35 @@ const EXPORT_NAME = /^([1-9][0-9]{0,6})-([0-9a-f]{32})$/;
 const LEASE_NAME = /^[1-9][0-9]{0,6}$/;
 /** The suffix of a retired export's folder (see the module's comment). */
 const RETIRED = '.retired';
+/** The record, in an export's folder, of the exporter's start time. */
+const EXPORTER = 'exporter';
 
 /** The lease records under one root folder (see the module's comment). */
 export class LeaseStore {
   readonly root: string;
   readonly #alive: (pid: number) => boolean;
+  readonly #startOf: (pid: number) => string | null;
   #checked = false;
 
-  constructor(root: string = defaultLeaseRoot(), alive: (pid: number) => boolean = processAlive) {
+  constructor(
+    root: string = defaultLeaseRoot(),
+    alive: (pid: number) => boolean = processAlive,
+    startOf: (pid: number) => string | null = processStartTime,
+  ) {
     this.root = root;
     this.#alive = alive;
+    this.#startOf = startOf;
+  }
+
+  /**
+   * Whether process `pid` lives and is the one that wrote `record` (its start time; an empty
+   * or unreadable record, or a start time that cannot be read now, leaves it to the pid).
+   */
+  #lives(pid: number, record: string | null): boolean {
+    if (!this.#alive(pid)) return false;
+    if (record === null || record === '') return true;
+    const now = this.#startOf(pid);
+    return now === null || now === record;
   }
 
   /**
@@ -127,7 +186,9 @@ export class LeaseStore {
   /** The exporter: opens the record of a new export (its folder). */
   openExport(pid: number, exportId: string): void {
     this.#ensureRoot();
-    mkdirSync(this.#exportFolder(pid, exportId), { mode: 0o700 });
+    const folder = this.#exportFolder(pid, exportId);
+    mkdirSync(folder, { mode: 0o700 });
+    writeFileSync(join(folder, EXPORTER), this.#startOf(pid) ?? '', { mode: 0o600 });
   }
 
   /** The exporter: the export is freed; its folder and any lease left in it go. */
@@ -169,7 +230,8 @@ export class LeaseStore {
   ): 'live' | 'exporter-exited' | 'stale' {
     const folder = this.#exportFolder(pid, exportId);
     this.#ensureRoot();
-    if (!this.#alive(pid)) {
+    const where = isFolder(folder) ? folder : folder + RETIRED;
+    if (!this.#lives(pid, readSmall(join(where, EXPORTER), 32))) {
       rmSync(folder, { recursive: true, force: true });
       rmSync(folder + RETIRED, { recursive: true, force: true });
       return 'exporter-exited';
@@ -183,7 +245,7 @@ export class LeaseStore {
     this.#ensureRoot();
     const folder = this.#exportFolder(pid, exportId);
     try {
-      closeSync(openSync(join(folder, String(importer)), 'w', 0o600));
+      writeFileSync(join(folder, String(importer)), this.#startOf(importer) ?? '', { mode: 0o600 });
       return true;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
@@ -227,8 +289,9 @@ export class LeaseStore {
     for (const name of names) {
       if (!LEASE_NAME.test(name)) continue;
       const holder = Number(name);
-      if (holder !== pid && this.#alive(holder)) live.push(holder);
-      else {
+      if (holder !== pid && this.#lives(holder, readSmall(join(folder, name), 32))) {
+        live.push(holder);
+      } else {
         try {
           unlinkSync(join(folder, name));
         } catch {
