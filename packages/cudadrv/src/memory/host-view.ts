@@ -387,6 +387,9 @@ export class HostView<D extends DType = DType> {
    * from then on, and the memory goes back to the JavaScript engine. GPU work still queued on
    * it is waited for first, blocking the thread: `await ready()` before, or use
    * `await using`, which does. Its device arrays refuse use afterwards. Safe to call twice.
+   * While a device array of the view is exported through DLPack (`toDLPack`) and its deleter
+   * has not been called, the memory stays pinned and attached (the consumer's tensor points at
+   * it): it is unpinned and detached when the last such deleter is called.
    */
   dispose(): void {
     if (this.#disposed) return;
@@ -401,7 +404,13 @@ export class HostView<D extends DType = DType> {
     // stays pinned and attached until the last deleter has been called.
     let lent = 0;
     const last = () => {
-      if (--lent === 0) unpinAndDetach(registration);
+      if (--lent > 0) return;
+      try {
+        unpinAndDetach(registration);
+      } catch {
+        // Called from a consumer's deleter: a sticky error or teardown takes the pages with the
+        // context, as for a view the garbage collector takes.
+      }
     };
     for (const alias of this.#aliases) if (afterLoans(alias, last)) lent++;
     if (lent === 0) unpinAndDetach(registration);
