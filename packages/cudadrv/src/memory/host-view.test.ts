@@ -246,6 +246,18 @@ describe('HostView: pinned memory as a typed array', () => {
     wrongType.dispose();
   });
 
+  it('toDevice refuses a shape larger than the view before allocating anything', () => {
+    const view = HostView.allocate('float32', 4);
+    const calls = fake.state.calls.length;
+    for (const shape of [[5], [2, 3], 5]) {
+      const error = thrown(() => view.toDevice(shape, { stream }));
+      expect(error).toBeInstanceOf(CudaArgumentError);
+      expect(error.message).toMatch(/^HostView\.toDevice: .*holds \d+ elements, the view 4/);
+    }
+    expect(fake.state.calls.slice(calls)).toEqual([]);
+    view.dispose();
+  });
+
   it('ready() waits for the streams that copied; dispose waits too (synchronize) before unregistering', async () => {
     const view = HostView.allocate('float32', 4);
     const a = DeviceArray.zeros('float32', 4, { stream: other });

@@ -361,6 +361,15 @@ export class HostView<D extends DType = DType> {
    */
   toDevice(shape?: Shape | number, options: StreamOption = {}): DeviceArray<D> {
     this.#assertUsable('HostView.toDevice');
+    // Too many elements is refused before the allocation (other bad shapes by `empty`).
+    const dims = typeof shape === 'number' ? [shape] : (shape ?? [this.length]);
+    const elements =
+      Array.isArray(dims) && !dims.includes(0) ? dims.reduce((product, e) => product * e, 1) : 0;
+    if (elements > this.length) {
+      throw new CudaArgumentError(
+        `HostView.toDevice: shape ${JSON.stringify(dims)} holds ${elements} elements, the view ${this.length}`,
+      );
+    }
     const array = DeviceArray.empty(this.dtype, shape ?? this.length, options);
     try {
       return this.copyTo(array, options);
