@@ -51,6 +51,8 @@ vi.mock('../driver.js', async (importOriginal) => {
     check: (result: number, call: string) => {
       if (result !== 0) throw new Error(`${call} returned ${result}`);
     },
+    cudaError: (result: number, call: string) =>
+      Object.assign(new Error(`${call} returned ${result}`), { status: `STATUS_${result}` }),
   };
 });
 const device = {
@@ -108,6 +110,24 @@ describe('InterprocessEvent', () => {
     expect(opened.context).toBe(context);
     expect(calls()).toEqual(['cuIpcOpenEventHandle e1e1']);
     opened.dispose();
+  });
+
+  it('a handle CUDA refuses (a forged one, or its event destroyed) is a SharedMemoryError', () => {
+    const handle = { ...InterprocessEvent.create({ context }).share(), pid: process.ppid };
+    const open = fake.api.cuIpcOpenEventHandle;
+    fake.api.cuIpcOpenEventHandle = () => 400; // CUDA_ERROR_INVALID_HANDLE
+    try {
+      let caught: unknown;
+      try {
+        InterprocessEvent.open(handle);
+      } catch (error) {
+        caught = error;
+      }
+      expect(SharedMemoryError.isInstance(caught)).toBe(true);
+      expect((caught as SharedMemoryError).reason).toBe('stale');
+    } finally {
+      fake.api.cuIpcOpenEventHandle = open;
+    }
   });
 
   it('refuses, before any native call: its own process, an exited one, another device, malformed input', () => {

@@ -7,6 +7,7 @@ import {
   ipcHandleHex,
   parseSharedEventHandle,
   type SharedEventHandle,
+  SharedMemoryError,
 } from '../context/ipc-handle.js';
 import { currentContext, currentStream } from '../context/provider.js';
 import { check, cudaError, driver, ffiValue } from '../driver.js';
@@ -88,10 +89,16 @@ export class InterprocessEvent {
     const context = deviceOf(what, checked.device).primaryContext();
     context.makeCurrent();
     const out: (bigint | null)[] = [null];
-    check(
-      driver().cuIpcOpenEventHandle(out, { reserved: ipcHandleBytes(checked.ipcHandle) }),
-      'cuIpcOpenEventHandle',
-    );
+    const result = driver().cuIpcOpenEventHandle(out, {
+      reserved: ipcHandleBytes(checked.ipcHandle),
+    });
+    if (result !== 0) {
+      const error = cudaError(result, 'cuIpcOpenEventHandle');
+      throw new SharedMemoryError(
+        'stale',
+        `${what} could not be opened (${error.status}: the event was destroyed, or the handle does not name an event of this device): ${error.message}`,
+      );
+    }
     return new InterprocessEvent(out[0] as bigint, context, checked.pid);
   }
 
