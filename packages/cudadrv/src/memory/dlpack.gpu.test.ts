@@ -14,6 +14,7 @@ import {
   DeviceArray,
   DLDeviceType,
   fromDLPack,
+  HostView,
   type Kernel,
   launch,
   Module,
@@ -101,6 +102,29 @@ describeGpu('DLPack on the GPU (issue 36)', () => {
     expect(pendingDLPackExports()).toBe(0);
     console.log(
       `[dlpack] C library sum of 65536 float32 from device memory ${sum.toFixed(6)} vs float64 reference ${reference.toFixed(6)}; deleter from another thread ran once (pending ${pendingDLPackExports()})`,
+    );
+  });
+
+  it('a mapped HostView disposed while exported: the C library still sums it, unpinned at the deleter', async () => {
+    if (typeof library === 'string') return;
+    const n = 1 << 15;
+    const host = randomFloat32(n, 363);
+    const view = HostView.allocate('float32', n, { mapped: true });
+    view.array.set(host);
+    const held = view.array;
+    const tensor = toDLPack(view.deviceArray([128, 256]), { readOnly: true });
+    view.dispose();
+    // The consumer's tensor still points at the pinned memory: the library reads it.
+    const sum = library.sumDeviceFloat32(tensor);
+    let reference = 0;
+    for (const value of host) reference += value;
+    expect(Math.abs(sum - reference)).toBeLessThan(1e-9 * n);
+    expect(held.length).toBe(n);
+    library.releaseNow(tensor);
+    expect(held.length).toBe(0);
+    expect(pendingDLPackExports()).toBe(0);
+    console.log(
+      `[dlpack] HostView disposed during an export: C library sum ${sum.toFixed(6)} vs float64 reference ${reference.toFixed(6)}; typed array length ${n} until the deleter, ${held.length} after`,
     );
   });
 
