@@ -169,6 +169,15 @@ describe('HostView: pinned memory as a typed array', () => {
     expect(fake.state.calls).toEqual([]);
   });
 
+  it('an empty mapped view gives empty device arrays without a native call', () => {
+    const view = HostView.allocate('float32', 0, { mapped: true });
+    const onDevice = view.deviceArray(undefined, { stream });
+    expect(onDevice.length).toBe(0);
+    expect(view.deviceArray([0, 3], { stream }).shape).toEqual([0, 3]);
+    view.dispose();
+    expect(fake.state.calls).toEqual([]);
+  });
+
   it('refuses bad arguments before any native call', () => {
     for (const run of [
       () => HostView.allocate('float33' as 'float32', 4),

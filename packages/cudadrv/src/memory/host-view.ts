@@ -475,6 +475,12 @@ export class HostView<D extends DType = DType> {
   /** The device alias of the memory in `stream`'s context, made on first use. */
   #aliasFor(stream: Stream): DeviceBuffer {
     for (const alias of this.#aliases) if (alias.context === stream.context) return alias;
+    if (this.byteLength === 0) {
+      // Nothing is registered (the driver refuses a device pointer for address 0).
+      const empty = DeviceBuffer.adoptForeign(0, 0, stream, mappedAlias);
+      this.#aliases.push(empty);
+      return empty;
+    }
     const registration = this.#registration;
     stream.context.makeCurrent();
     const pointer = [0n];
