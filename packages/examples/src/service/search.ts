@@ -145,7 +145,11 @@ export class SearchIndex {
     handle: SharedMemoryHandle | string,
     options: { onExporterExit?: (error: SharedMemoryError) => void } = {},
   ): SearchIndex {
-    const embeddings = openSharedMemory<'float32'>(handle, { access: 'read', ...options });
+    // Read-only whatever a JavaScript caller's options hold: the index is the other process's.
+    const embeddings = openSharedMemory<'float32'>(handle, {
+      access: 'read',
+      onExporterExit: options.onExporterExit,
+    });
     if (embeddings.dtype !== 'float32' || embeddings.shape.length !== 2) {
       embeddings.dispose();
       throw new CudaArgumentError(
