@@ -59,6 +59,22 @@ describe('LeaseStore', () => {
     leases.give(100, id, 201); // twice: nothing
   });
 
+  it('two threads of one process hold a lease each: one giving its lease back leaves the other', () => {
+    const leases = store();
+    leases.openExport(100, id);
+    alive.add(201);
+    expect(leases.take(100, id, 201)).toBe(true); // the main thread
+    expect(leases.take(100, id, 201, 3)).toBe(true); // worker thread 3
+    expect(leases.holders(100, id)).toEqual([201]);
+    leases.give(100, id, 201);
+    expect(leases.holders(100, id)).toEqual([201]); // thread 3 still maps it
+    leases.give(100, id, 201, 3);
+    expect(leases.holders(100, id)).toEqual([]);
+    alive.delete(201);
+    leases.take(100, id, 201, 4);
+    expect(leases.holders(100, id)).toEqual([]); // a dead process's thread holds nothing
+  });
+
   it('no lease on an export that is gone', () => {
     const leases = store();
     alive.add(201);

@@ -3,7 +3,8 @@
  * does not tell an exporter who opened its memory, nor an importer that the exporter exited,
  * so each export keeps a folder of its own, named `<exporter pid>-<export id>`, in a folder
  * private to the user; each importing process holds a file named after its pid in it while
- * it has the memory open:
+ * it has the memory open (`<pid>.<thread id>` for a worker thread: the threads of a process
+ * open and close their mappings apart, so each holds a lease of its own):
  *
  * - the exporter frees the memory only once no live process holds a lease (a lease whose
  *   process has died is removed when found: an importer killed mid-read never pins it);
@@ -97,7 +98,8 @@ export function defaultLeaseRoot(): string {
 }
 
 const EXPORT_NAME = /^([1-9][0-9]{0,6})-([0-9a-f]{32})$/;
-const LEASE_NAME = /^[1-9][0-9]{0,6}$/;
+/** A lease: the importer's pid, and its worker thread's id for a thread other than the main one. */
+const LEASE_NAME = /^([1-9][0-9]{0,6})(?:\.[1-9][0-9]{0,9})?$/;
 /** The suffix of a retired export's folder (see the module's comment). */
 const RETIRED = '.retired';
 /** The record, in an export's folder, of the exporter's start time. */
@@ -240,12 +242,17 @@ export class LeaseStore {
     return isFolder(folder) || (holding && isFolder(folder + RETIRED)) ? 'live' : 'stale';
   }
 
-  /** The importer: holds a lease on the export. False when the export is gone. */
-  take(pid: number, exportId: string, importer: number): boolean {
+  /**
+   * The importer (process `importer`, thread `thread`: 0 for the main one) holds a lease on
+   * the export. False when the export is gone.
+   */
+  take(pid: number, exportId: string, importer: number, thread = 0): boolean {
     this.#ensureRoot();
     const folder = this.#exportFolder(pid, exportId);
     try {
-      writeFileSync(join(folder, String(importer)), this.#startOf(importer) ?? '', { mode: 0o600 });
+      writeFileSync(join(folder, leaseName(importer, thread)), this.#startOf(importer) ?? '', {
+        mode: 0o600,
+      });
       return true;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
@@ -254,12 +261,12 @@ export class LeaseStore {
   }
 
   /** The importer: gives its lease back (nothing when the export is already gone). */
-  give(pid: number, exportId: string, importer: number): void {
+  give(pid: number, exportId: string, importer: number, thread = 0): void {
     const folder = this.#exportFolder(pid, exportId);
     this.#ensureRoot();
     for (const where of [folder, folder + RETIRED]) {
       try {
-        unlinkSync(join(where, String(importer)));
+        unlinkSync(join(where, leaseName(importer, thread)));
       } catch {
         // The exporter freed the export (or its process went): no lease to give back.
       }
@@ -267,15 +274,18 @@ export class LeaseStore {
   }
 
   /**
-   * The exporter: the pids that hold a lease on the export now, in ascending order. The lease
+   * The exporter: the pids that hold a lease on the export now, in ascending order, each once. The lease
    * of a process that has died is removed on the way (it can never give it back).
    */
   holders(pid: number, exportId: string): number[] {
     const folder = this.#exportFolder(pid, exportId);
     this.#ensureRoot();
-    return [...this.#holdersIn(folder, pid), ...this.#holdersIn(folder + RETIRED, pid)].sort(
-      (a, b) => a - b,
-    );
+    // One pid per process, however many of its threads hold a lease.
+    const pids = new Set([
+      ...this.#holdersIn(folder, pid),
+      ...this.#holdersIn(folder + RETIRED, pid),
+    ]);
+    return [...pids].sort((a, b) => a - b);
   }
 
   #holdersIn(folder: string, pid: number): number[] {
@@ -287,8 +297,9 @@ export class LeaseStore {
     }
     const live: number[] = [];
     for (const name of names) {
-      if (!LEASE_NAME.test(name)) continue;
-      const holder = Number(name);
+      const match = LEASE_NAME.exec(name);
+      if (match === null) continue;
+      const holder = Number(match[1]);
       if (holder !== pid && this.#lives(holder, readSmall(join(folder, name), 32))) {
         live.push(holder);
       } else {
@@ -301,6 +312,18 @@ export class LeaseStore {
     }
     return live.sort((a, b) => a - b);
   }
+}
+
+function leaseName(importer: number, thread: number): string {
+  if (
+    !Number.isSafeInteger(importer) ||
+    importer < 1 ||
+    !Number.isSafeInteger(thread) ||
+    thread < 0
+  ) {
+    throw new CudaArgumentError(`bad lease holder ${importer}.${thread}`);
+  }
+  return thread === 0 ? String(importer) : `${importer}.${thread}`;
 }
 
 function isFolder(path: string): boolean {

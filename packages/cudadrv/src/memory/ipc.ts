@@ -9,6 +9,7 @@
  * die); an importer's views become unusable, with a SharedMemoryError, when the exporter exits.
  */
 import { randomBytes } from 'node:crypto';
+import { threadId } from 'node:worker_threads';
 import type { Context } from '../context/device.js';
 import { checkExporter, deviceOf, identityOf } from '../context/ipc-device.js';
 import {
@@ -400,7 +401,7 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
   }
   const exportState = state.leases.exportState(handle.pid, handle.exportId);
   if (exportState !== 'live') throw goneError(what, exportState, handle.pid);
-  if (!state.leases.take(handle.pid, handle.exportId, process.pid)) {
+  if (!state.leases.take(handle.pid, handle.exportId, process.pid, threadId)) {
     throw goneError(what, 'stale', handle.pid);
   }
   let base: number | bigint;
@@ -423,7 +424,7 @@ function openMapping(what: string, handle: SharedMemoryHandle, context: Context)
     base = out[0]!;
     size = mappedSize(what, base, handle.allocationBytes);
   } catch (error) {
-    state.leases.give(handle.pid, handle.exportId, process.pid);
+    state.leases.give(handle.pid, handle.exportId, process.pid, threadId);
     throw error;
   }
   const mapping: Mapping = {
@@ -490,7 +491,7 @@ function closeView(mapping: Mapping, buffer: DeviceBuffer): void {
     mapping.context.makeCurrent();
     check(driver().cuIpcCloseMemHandle(mapping.base), 'cuIpcCloseMemHandle');
   } finally {
-    state.leases.give(mapping.pid, mapping.exportId, process.pid);
+    state.leases.give(mapping.pid, mapping.exportId, process.pid, threadId);
     if (state.mappings.size === 0 && state.pendingFrees.size === 0) unwatch();
   }
 }
@@ -559,7 +560,7 @@ function hookExit(): void {
       if (exported.exportId !== null) state.leases.closeExport(process.pid, exported.exportId);
     }
     for (const mapping of state.mappings.values()) {
-      state.leases.give(mapping.pid, mapping.exportId, process.pid);
+      state.leases.give(mapping.pid, mapping.exportId, process.pid, threadId);
     }
   });
 }
