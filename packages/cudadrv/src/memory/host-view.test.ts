@@ -215,6 +215,89 @@ describe('HostView: pinned memory as a typed array', () => {
     );
   });
 
+  it('random views of a device matrix (blocks, columns, slices at offsets): copyFrom and copyTo move the view’s elements in column-major order', () => {
+    // Addresses no earlier test handed out: the per-stream block cache keeps their blocks, and
+    // the double's pool restarts at its base for each test.
+    fake.state.nextAddress = 0x9000_0000 + (1 << 19);
+    const memory = new DataView(fake.device.buffer);
+    const kinds = {
+      float32: [
+        4,
+        (at: number, v: number) => memory.setFloat32(at, v, true),
+        (at: number) => memory.getFloat32(at, true),
+      ],
+      float64: [
+        8,
+        (at: number, v: number) => memory.setFloat64(at, v, true),
+        (at: number) => memory.getFloat64(at, true),
+      ],
+      int8: [
+        1,
+        (at: number, v: number) => memory.setInt8(at, v),
+        (at: number) => memory.getInt8(at),
+      ],
+    } as const;
+    fc.assert(
+      fc.property(
+        fc.constantFrom('float32', 'float64', 'int8') as fc.Arbitrary<keyof typeof kinds>,
+        fc.integer({ min: 1, max: 7 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.tuple(fc.nat(), fc.nat(), fc.nat(), fc.nat()),
+        fc.constantFrom('block', 'column', 'slice'),
+        fc.tuple(fc.nat(), fc.nat()),
+        (dtype, rows, columns, [r, c, h, w], kind, [start, count]) => {
+          const [bytes, set, get] = kinds[dtype];
+          const matrix = DeviceArray.empty(dtype, [rows, columns], { stream });
+          const base = fake.at(matrix.pointer);
+          // Element (i, j) of the matrix holds 1 + i + j * rows (column-major, as the model).
+          const put = (i: number, j: number, v: number) => set(base + (i + j * rows) * bytes, v);
+          const read = (i: number, j: number) => get(base + (i + j * rows) * bytes);
+          const r0 = r % rows;
+          const c0 = c % columns;
+          const h0 = 1 + (h % (rows - r0));
+          const w0 = 1 + (w % (columns - c0));
+          // The view's elements as matrix positions, in the view's column-major order.
+          let view: DeviceArray;
+          let cells: [number, number][] = [];
+          if (kind === 'block') {
+            view = matrix.block(r0, c0, h0, w0);
+            for (let j = 0; j < w0; j++) for (let i = 0; i < h0; i++) cells.push([r0 + i, c0 + j]);
+          } else {
+            view = matrix.column(c0);
+            for (let i = 0; i < rows; i++) cells.push([i, c0]);
+            if (kind === 'slice') {
+              const s0 = start % (rows + 1);
+              const n0 = count % (rows - s0 + 1);
+              view = view.slice(s0, n0);
+              cells = cells.slice(s0, s0 + n0);
+            }
+          }
+          const host = HostView.allocate(dtype, cells.length + 2);
+          const values = host.array as unknown as { [i: number]: number; length: number };
+          for (let j = 0; j < columns; j++)
+            for (let i = 0; i < rows; i++) put(i, j, 1 + i + j * rows);
+          for (let k = 0; k < values.length; k++) values[k] = -1;
+          host.copyFrom(view as never, { stream });
+          for (let k = 0; k < cells.length; k++) {
+            expect(values[k]).toBe(1 + cells[k]![0] + cells[k]![1] * rows);
+          }
+          // The elements past the source are left alone.
+          expect([values[cells.length], values[cells.length + 1]]).toEqual([-1, -1]);
+          for (let j = 0; j < columns; j++) for (let i = 0; i < rows; i++) put(i, j, 0);
+          for (let k = 0; k < values.length; k++) values[k] = 100 - k;
+          host.copyTo(view as never, { stream });
+          const inView = new Map(cells.map(([i, j], k) => [`${i},${j}`, 100 - k]));
+          for (let j = 0; j < columns; j++) {
+            for (let i = 0; i < rows; i++) expect(read(i, j)).toBe(inView.get(`${i},${j}`) ?? 0);
+          }
+          host.dispose();
+          matrix.dispose();
+        },
+      ),
+      { seed: 382, numRuns: 150 },
+    );
+  });
+
   it('copies declare their uses: upload reads the view, download writes it; a strided array goes through a temporary', () => {
     const view = HostView.allocate('float32', 12);
     view.array.set(Array.from({ length: 12 }, (_, i) => i + 1));
