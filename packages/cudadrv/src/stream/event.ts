@@ -34,12 +34,16 @@ export class Event {
   /** Whether the event records timestamps (`Event.elapsedTime` needs them). */
   readonly timing: boolean;
   #disposed = false;
+  /** What a DisposedError names (the class the user made). */
+  readonly #kind: string;
 
-  private constructor(handle: bigint, context: Context, timing: boolean) {
+  /** @internal Wraps a created or opened CUevent (the event's owner destroys it). */
+  protected constructor(handle: bigint, context: Context, timing: boolean, kind = 'Event') {
     this.handle = handle;
     this.ffiHandle = ffiValue(handle);
     this.context = context;
     this.timing = timing;
+    this.#kind = kind;
     finalizer.register(this, { handle }, this);
   }
 
@@ -93,8 +97,14 @@ export class Event {
     return out.f32[0]!;
   }
 
-  private assertUsable(): void {
-    if (this.#disposed) throw new DisposedError('Event');
+  /** @internal Throws a DisposedError once `dispose()` has been called. */
+  protected assertUsable(): void {
+    if (this.#disposed) throw new DisposedError(this.#kind);
+  }
+
+  /** Whether `dispose()` has been called. */
+  get disposed(): boolean {
+    return this.#disposed;
   }
 
   /** Destroys the event. Safe to call twice. */

@@ -10,23 +10,10 @@ import {
   SharedMemoryError,
 } from '../context/ipc-handle.js';
 import { currentContext, currentStream } from '../context/provider.js';
-import { check, cudaError, driver, ffiValue } from '../driver.js';
-import { DisposedError } from '../errors.js';
-import {
-  CU_EVENT_DISABLE_TIMING,
-  CU_EVENT_INTERPROCESS,
-  CU_IPC_HANDLE_SIZE,
-  CUresult,
-} from '../ffi/cuda.js';
+import { check, cudaError, driver } from '../driver.js';
+import { CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS, CU_IPC_HANDLE_SIZE } from '../ffi/cuda.js';
+import { Event } from './event.js';
 import type { Stream } from './stream.js';
-
-const finalizer = new FinalizationRegistry<{ handle: bigint }>((held) => {
-  try {
-    driver().cuEventDestroy_v2(held.handle);
-  } catch {
-    // Process teardown.
-  }
-});
 
 /**
  * An event shared between processes (CU_EVENT_INTERPROCESS, timing off, as CUDA requires): a
@@ -46,23 +33,13 @@ const finalizer = new FinalizationRegistry<{ handle: bigint }>((held) => {
  * const ready = InterprocessEvent.open(message.ready);
  * ready.wait(); // this stream's later work runs after the writer's update
  */
-export class InterprocessEvent {
-  /** The CUevent handle. */
-  readonly handle: bigint;
-  /** The handle as koffi converts it fastest (see `ffiValue`). */
-  readonly ffiHandle: number | bigint;
-  /** The context the event belongs to. */
-  readonly context: Context;
+export class InterprocessEvent extends Event {
   /** The process that created the event (this one, or the exporter of an opened one). */
   readonly exporterPid: number;
-  #disposed = false;
 
   private constructor(handle: bigint, context: Context, exporterPid: number) {
-    this.handle = handle;
-    this.ffiHandle = ffiValue(handle);
-    this.context = context;
+    super(handle, context, false, 'InterprocessEvent');
     this.exporterPid = exporterPid;
-    finalizer.register(this, { handle }, this);
   }
 
   /** Creates an interprocess event in `context` (default: the current context). */
@@ -104,7 +81,7 @@ export class InterprocessEvent {
 
   /** The handle to send to other processes (a plain JSON-able object). */
   share(): SharedEventHandle {
-    this.#assertUsable();
+    this.assertUsable();
     const bytes = new Uint8Array(CU_IPC_HANDLE_SIZE);
     check(driver().cuIpcGetEventHandle(bytes, this.handle), 'cuIpcGetEventHandle');
     return {
@@ -116,57 +93,10 @@ export class InterprocessEvent {
     };
   }
 
-  /** Records the event on `stream` (default: the current stream). */
-  record(stream: Stream = currentStream()): this {
-    this.#assertUsable();
-    stream.assertUsable();
-    check(driver().cuEventRecord(this.ffiHandle, stream.ffiHandle), 'cuEventRecord');
-    return this;
-  }
-
   /** Makes `stream`'s later work (default: the current stream's) wait for the event, on the GPU. */
   wait(stream: Stream = currentStream()): this {
-    this.#assertUsable();
+    this.assertUsable();
     stream.waitEvent(this);
     return this;
-  }
-
-  /** True when the work before the last record has completed. */
-  query(): boolean {
-    this.#assertUsable();
-    const result = driver().cuEventQuery(this.ffiHandle);
-    if (result === CUresult.CUDA_SUCCESS) return true;
-    if (result === CUresult.CUDA_ERROR_NOT_READY) return false;
-    throw cudaError(result, 'cuEventQuery');
-  }
-
-  /** Blocks the calling thread until the event has completed (scripts only). */
-  synchronize(): void {
-    this.#assertUsable();
-    check(driver().cuEventSynchronize(this.ffiHandle), 'cuEventSynchronize');
-  }
-
-  /** Whether `dispose()` has been called. */
-  get disposed(): boolean {
-    return this.#disposed;
-  }
-
-  #assertUsable(): void {
-    if (this.#disposed) throw new DisposedError('InterprocessEvent');
-  }
-
-  /**
-   * Destroys this process's event (an opened one only closes here; the exporter's stays).
-   * Safe to call twice.
-   */
-  dispose(): void {
-    if (this.#disposed) return;
-    this.#disposed = true;
-    finalizer.unregister(this);
-    check(driver().cuEventDestroy_v2(this.handle), 'cuEventDestroy_v2');
-  }
-
-  [Symbol.dispose](): void {
-    this.dispose();
   }
 }
