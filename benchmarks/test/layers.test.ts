@@ -22,7 +22,6 @@ describeLayers({
       'libraries.ts',
       'paired.ts',
       'scaling.ts',
-      'seed-probe.ts',
       'scaling-chart.ts',
     ],
     ['ours.ts', 'scaling-run.ts'],
