@@ -363,7 +363,11 @@ export class DeviceBuffer {
     return DeviceBuffer.#adopt(address, stream, ++useClock.value, byteLength, size, null);
   }
 
-  /** A buffer of memory just allocated (or taken from the cache) on `stream`. */
+  /**
+   * A buffer of memory just allocated (or taken from the cache) on `stream`, or, with
+   * `foreign`, of memory that did not come from the pool. Every allocation record is made here,
+   * so all have one shape.
+   */
   static #adopt(
     address: number | bigint,
     stream: Stream,
@@ -371,7 +375,11 @@ export class DeviceBuffer {
     byteLength: number,
     size: number,
     capture: StreamCapture | null,
+    foreign: ForeignMemory | null = null,
   ): DeviceBuffer {
+    // Read-only foreign memory: one reader entry (the context's default stream, complete at
+    // tick 0) keeps writes out of `handOff`'s common case (see `ForeignMemory`).
+    const readOnly = foreign?.readOnly === true;
     return new DeviceBuffer(
       {
         address,
@@ -379,14 +387,14 @@ export class DeviceBuffer {
         stream,
         stamp,
         writeStamp: stamp,
-        readers: null,
-        readerStamps: null,
+        readers: readOnly ? [stream.context.defaultStream] : null,
+        readerStamps: readOnly ? [0] : null,
         context: stream.context,
         registered: false,
         cacheSize: size,
         capture: address === 0 ? null : capture,
         graph: null,
-        foreign: null,
+        foreign,
       },
       byteLength,
     );
@@ -402,27 +410,7 @@ export class DeviceBuffer {
     stream: Stream,
     foreign: ForeignMemory,
   ): DeviceBuffer {
-    const stamp = ++useClock.value;
-    return new DeviceBuffer(
-      {
-        address,
-        pointer: undefined,
-        stream,
-        stamp,
-        writeStamp: stamp,
-        // Read-only: one reader entry (the context's default stream, complete at tick 0)
-        // keeps writes out of `handOff`'s common case (see `ForeignMemory`).
-        readers: foreign.readOnly ? [stream.context.defaultStream] : null,
-        readerStamps: foreign.readOnly ? [0] : null,
-        context: stream.context,
-        registered: false,
-        cacheSize: 0,
-        capture: null,
-        graph: null,
-        foreign,
-      },
-      byteLength,
-    );
+    return DeviceBuffer.#adopt(address, stream, ++useClock.value, byteLength, 0, null, foreign);
   }
 
   /**
