@@ -139,6 +139,20 @@ export {
   vectorFootprint,
 } from './memory/operands.js';
 export {
+  type ArrayLoan,
+  borrowArray,
+  isLentArrayDescriptor,
+  isTransferredArrayDescriptor,
+  type LendOptions,
+  type LentArrayDescriptor,
+  lendArray,
+  pendingArrayLoans,
+  receiveArray,
+  type ThreadShareOptions,
+  type TransferredArrayDescriptor,
+  transferArray,
+} from './memory/thread-share.js';
+export {
   copyDeviceToDevice,
   copyDeviceToPinned,
   copyHostToDevice,

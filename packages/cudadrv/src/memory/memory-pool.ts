@@ -228,7 +228,7 @@ export class MemoryPool {
  * (pending frees complete at that point, and the pool can give their memory back). Blocks
  * instead where the driver lacks cuCtxSynchronize_v2.
  */
-function waitForContext(context: Context): Promise<void> {
+export function waitForContext(context: Context): Promise<void> {
   const synchronize = contextSynchronizeBinding();
   if (synchronize === null) {
     context.synchronize();

@@ -44,8 +44,11 @@ export interface Allocation {
   registered: boolean;
   /** The block's size class when it may go to the per-stream cache (block-cache.ts), else 0. */
   cacheSize: number;
-  /** The capture in progress that allocated this (graph memory not yet in a graph), else null. */
-  capture: StreamCapture | null;
+  /**
+   * The capture in progress that allocated this (graph memory not yet in a graph); while the
+   * memory is lent to another thread, the `LoanBlock` that refuses this thread's uses; else null.
+   */
+  capture: StreamCapture | LoanBlock | null;
   /** For memory allocated inside a capture that outlived it: the graph's side, else null. */
   graph: GraphMemory | null;
   /**
@@ -72,6 +75,12 @@ export interface ForeignMemory {
   writeError(): Error;
   /** Frees or unmaps the memory; called once, after every use of it has completed. */
   release(address: number | bigint): void;
+  /**
+   * With this, the release is stream-ordered instead of waited for: called once, in place of
+   * `release`, with the stream that used the memory last (already ordered after every other
+   * stream that used it); what it enqueues there runs after all those uses.
+   */
+  releaseOn?(address: number | bigint, stream: Stream): void;
   /** The error for a use after the memory went without `dispose()`, or null (then: disposed). */
   goneError(): Error | null;
 }
@@ -109,7 +118,9 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
     return;
   }
   if (allocation.foreign != null) {
-    releaseForeign(allocation, allocation.foreign);
+    if (allocation.foreign.releaseOn !== undefined)
+      releaseForeignOn(allocation, allocation.foreign);
+    else releaseForeign(allocation, allocation.foreign);
     return;
   }
   if (memory?.graphAlive) {
@@ -196,6 +207,36 @@ function releaseForeign(allocation: Allocation, foreign: ForeignMemory): void {
   } finally {
     foreign.release(address);
   }
+}
+
+/**
+ * Releases memory whose foreign side orders its release on a stream (`releaseOn`): the last
+ * stream that used it (its context's default stream when that one is disposed or of another
+ * context) waits for every reader, then takes the release. On a stream that captures a graph,
+ * the release waits for the capture's end (a captured release would run only at a launch).
+ */
+function releaseForeignOn(allocation: Allocation, foreign: ForeignMemory): void {
+  const address = allocation.address;
+  const context = allocation.context;
+  let stream = allocation.stream;
+  if (stream.disposed || stream.context !== context) {
+    const last = stream;
+    stream = context.defaultStream;
+    if (!last.hasCompleted(allocation.stamp)) stream.waitFor(last);
+  }
+  const capture = stream.capture;
+  if (capture !== null) {
+    const later: Allocation = { ...allocation, stream };
+    allocation.address = 0;
+    allocation.pointer = undefined;
+    capture.afterEnd(() => releaseForeignOn(later, foreign));
+    return;
+  }
+  allocation.address = 0;
+  allocation.pointer = undefined;
+  const readers = allocation.readers;
+  if (readers !== null) waitForReaders(stream, readers, allocation.readerStamps!);
+  foreign.releaseOn!(address, stream);
 }
 
 /** Blocks until `stream`'s work up to the use stamped `stamp` is done (see `releaseForeign`). */
@@ -414,6 +455,15 @@ export class DeviceBuffer {
   }
 
   /**
+   * @internal A buffer over memory of the stream-ordered pool that another thread of this
+   * process allocated and gave up (see `relinquishAllocation`), usable on `stream` from now on
+   * (the caller has ordered `stream` after the giver's uses); it frees it as its own.
+   */
+  static adoptPool(address: number | bigint, byteLength: number, stream: Stream): DeviceBuffer {
+    return DeviceBuffer.#adopt(address, stream, ++useClock.value, byteLength, 0, null);
+  }
+
+  /**
    * @internal Releases a foreign buffer's memory now (after its uses complete) without
    * `dispose()`: later uses throw the memory's `goneError()`.
    */
@@ -595,7 +645,11 @@ function handOffInFull(
   const foreign = allocation.foreign;
   if (foreign?.readOnly && access === 'write') throw foreign.writeError();
   const capture = stream.capture;
-  if (capture !== null || allocation.capture !== null) {
+  const owner = allocation.capture;
+  if (
+    capture !== null ||
+    (owner !== null && !(access === 'read' && owner instanceof LoanBlock && owner.readsAllowed))
+  ) {
     handOffInCapture(buffer, allocation, stream, capture, access);
     return;
   }
@@ -659,6 +713,7 @@ function handOffInCapture(
   access: 'read' | 'write',
 ): void {
   const owner = allocation.capture;
+  if (owner instanceof LoanBlock) throw owner.refuse(stream);
   if (owner === capture) return;
   if (owner !== null) {
     throw new CaptureError(
@@ -679,24 +734,55 @@ const loans = new Map<
 >();
 
 /**
- * @internal Lends the buffer's memory to native code until the returned function is called
- * (once; later calls do nothing): a `dispose()` meanwhile makes the buffer unusable at once
- * and frees the memory when the last loan ends, ordered after this process's uses as usual.
+ * @internal What a buffer's record holds (in its `capture` slot, so that `handOff`'s common
+ * case stays as it is) while its memory is lent to another thread: every use of the buffer in
+ * this thread leaves the common case, and all but reads of a read-only loan (`readsAllowed`)
+ * throw `refuse(stream)` in `handOffInCapture`.
  */
-export function lendAllocation(buffer: DeviceBuffer): () => void {
+export class LoanBlock {
+  readonly readsAllowed: boolean;
+  readonly #error: (stream: Stream) => Error;
+  constructor(readsAllowed: boolean, error: (stream: Stream) => Error) {
+    this.readsAllowed = readsAllowed;
+    this.#error = error;
+  }
+  refuse(stream: Stream): Error {
+    return this.#error(stream);
+  }
+}
+
+/**
+ * @internal Lends the buffer's memory to native code or another thread until the returned
+ * function is called (once; later calls do nothing): a `dispose()` meanwhile makes the buffer
+ * unusable at once and frees the memory when the last loan ends, ordered after this process's
+ * uses as usual. With `block`, uses of the buffer in this thread throw `block`'s error until
+ * the loan ends (all of them, or all but reads); a buffer already blocked cannot be lent again
+ * (a CudaArgumentError).
+ */
+export function lendAllocation(buffer: DeviceBuffer, block: LoanBlock | null = null): () => void {
   // Another loaded copy's buffer has the untracked record (address 0): not lent here.
   const allocation = recordOf(buffer);
   if (allocation.address === 0) return () => {};
+  if (allocation.capture instanceof LoanBlock) {
+    throw new CudaArgumentError(
+      'this buffer is lent to another thread: it cannot be lent again until that loan ends',
+    );
+  }
   let loan = loans.get(allocation);
   if (loan === undefined) {
     loans.set(allocation, (loan = { count: 0, disposed: null, after: null }));
   }
   loan.count++;
+  if (block !== null) allocation.capture = block;
   const held = loan;
   let ended = false;
   return () => {
     if (ended) return;
     ended = true;
+    if (block !== null) {
+      if (allocation.capture === block) allocation.capture = null;
+      if (held.disposed !== null && held.disposed.capture === block) held.disposed.capture = null;
+    }
     if (--held.count > 0) return;
     loans.delete(allocation);
     try {
@@ -705,6 +791,39 @@ export function lendAllocation(buffer: DeviceBuffer): () => void {
       if (held.after !== null) for (const callback of held.after) callback();
     }
   };
+}
+
+/** @internal Throws what `relinquishAllocation` would throw for this buffer; else nothing. */
+export function assertRelinquishable(buffer: DeviceBuffer): void {
+  const allocation = allocationOf(buffer);
+  const why =
+    allocation.address === 0
+      ? 'it has no memory (disposed, or an output of a graph)'
+      : allocation.foreign != null
+        ? 'its memory is not from the pool (shared, mapped or imported memory)'
+        : loans.has(allocation)
+          ? 'its memory is lent (to another thread or native code)'
+          : allocation.capture !== null || allocation.graph !== null
+            ? 'its memory belongs to a graph capture'
+            : undefined;
+  if (why === undefined) return;
+  if (allocation.address === 0 && buffer.byteLength > 0) throw unusable(allocation);
+  throw new CudaArgumentError(`this buffer cannot be given to another thread: ${why}`);
+}
+
+/**
+ * @internal Gives up the buffer's pool memory without freeing it (another thread of this
+ * process adopts it with `DeviceBuffer.adoptPool`): the buffer is disposed from now on. Only
+ * memory of the pool that no capture, graph, loan or foreign owner holds can be given up
+ * (a CudaArgumentError otherwise).
+ */
+export function relinquishAllocation(buffer: DeviceBuffer): void {
+  assertRelinquishable(buffer);
+  const allocation = allocationOf(buffer);
+  if (allocation.registered) finalizer.unregister(buffer);
+  else forgetYoung(buffer);
+  allocation.address = 0;
+  allocation.pointer = undefined;
 }
 
 /**
