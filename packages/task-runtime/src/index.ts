@@ -78,3 +78,12 @@ export {
   withStream,
 } from './task.js';
 export { startTrace, type Trace, type TraceEvent, TraceRecorder } from './trace.js';
+export {
+  type ReadOnlyArgument,
+  readOnly,
+  WorkerJobError,
+  type WorkerJobOptions,
+  WorkerPool,
+  type WorkerPoolOptions,
+  type WorkerPoolStatistics,
+} from './worker-pool.js';

@@ -9,7 +9,8 @@ import { describeLayers } from '@cuda-tasks/testing';
  * handles of a context and their bounds; a handle's record and the view `bind()` hands out;
  * a context's shared handle; the stream pools; the task-local state; what works on that state
  * (traces, graph capture, the library kit's HandleCache); `task()` itself and the kit's issue
- * envelope; the entry.
+ * envelope; worker tasks (the pool on the caller's side, the jobs on a worker's, and what they
+ * exchange, at the bottom); the entry, and the worker threads' entry.
  * It builds on cudadrv's public API and, as the layer the libraries stand on, on its
  * `./internal` (the provider slot, the observer, process state).
  */
@@ -24,6 +25,7 @@ describeLayers({
       'nvtx.ts',
       'cleanup.ts',
       'capture-workspaces.ts',
+      'worker-protocol.ts',
     ],
     ['disk-cache.ts'],
     ['compile-cache.ts'],
@@ -33,7 +35,8 @@ describeLayers({
     ['state.ts'],
     ['trace.ts', 'graphs.ts', 'handle-cache.ts'],
     ['task.ts', 'issue-envelope.ts'],
-    ['index.ts'],
+    ['worker-pool.ts', 'worker-jobs.ts'],
+    ['index.ts', 'worker-entry.ts'],
   ],
   knownEdges: [
     'state.ts -> priority.ts',

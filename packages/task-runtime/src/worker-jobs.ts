@@ -1,0 +1,162 @@
+/**
+ * The worker thread's side of a `WorkerPool` (worker-pool.ts is the caller's): it imports the
+ * job module, then runs each job it is sent as a `task()` of its own, so that every job gets
+ * its own stream, handles and cancellation signal as tasks on the main thread do. The runtime
+ * in this thread is a whole one (its own stream pools, handle caches, kernels); device memory,
+ * events and streams are the process's, so the arrays a job is lent are views of the caller's
+ * memory, with no copy.
+ *
+ * Per job: the lent arrays are borrowed on the job's stream (ordered after the caller's work
+ * on them), the job runs, arrays it returns are transferred to the caller (ordered after its
+ * work), and the borrowed ones are given back (ordered after its work), before the reply.
+ */
+import type { MessagePort } from 'node:worker_threads';
+import {
+  borrowArray,
+  DeviceArray,
+  receiveArray,
+  setDefaultDevice,
+  transferArray,
+} from '@cuda-tasks/cudadrv';
+import { task } from './task.js';
+import {
+  type Encoded,
+  type FromWorker,
+  isPlainObject,
+  MAX_DEPTH,
+  serializeError,
+  type ToWorker,
+  type WorkerPoolData,
+} from './worker-protocol.js';
+
+type Job = (...args: unknown[]) => unknown;
+
+/** The job module's exported functions: the jobs a pool can run. */
+function jobsOf(module: Record<string, unknown>): Map<string, Job> {
+  const jobs = new Map<string, Job>();
+  for (const [name, value] of Object.entries(module)) {
+    if (typeof value === 'function' && name !== 'default') jobs.set(name, value as Job);
+  }
+  const fallback = module.default;
+  if (isPlainObject(fallback)) {
+    for (const [name, value] of Object.entries(fallback)) {
+      if (typeof value === 'function' && !jobs.has(name)) jobs.set(name, value as Job);
+    }
+  }
+  return jobs;
+}
+
+/** Decodes a job's arguments in its task: lent arrays are borrowed on the task's stream. */
+function decode(value: Encoded, borrowed: DeviceArray[], depth: number): unknown {
+  if ('$value' in value) return value.$value;
+  if ('$lent' in value) {
+    const array = borrowArray(value.$lent);
+    borrowed.push(array);
+    return array;
+  }
+  if ('$transferred' in value) return receiveArray(value.$transferred);
+  if (depth >= MAX_DEPTH) throw new RangeError(`job arguments nest deeper than ${MAX_DEPTH}`);
+  if ('$list' in value) return value.$list.map((item) => decode(item, borrowed, depth + 1));
+  if ('$object' in value) {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value.$object)) {
+      out[key] = decode(item, borrowed, depth + 1);
+    }
+    return out;
+  }
+  throw new TypeError('a job argument was not encoded by a WorkerPool');
+}
+
+/**
+ * Encodes a job's result in its task: an array it was lent comes back as the caller's own
+ * array; any other device array is transferred (the caller's array owns it from then on).
+ */
+function encodeResult(value: unknown, borrowed: readonly DeviceArray[], depth: number): Encoded {
+  if (DeviceArray.isInstance(value)) {
+    const index = borrowed.indexOf(value);
+    if (index >= 0) return { $argument: index };
+    return { $transferred: transferArray(value) };
+  }
+  if (depth >= MAX_DEPTH) return { $value: value };
+  if (Array.isArray(value)) {
+    return { $list: value.map((item) => encodeResult(item, borrowed, depth + 1)) };
+  }
+  if (isPlainObject(value)) {
+    const out: Record<string, Encoded> = {};
+    for (const [key, item] of Object.entries(value)) {
+      out[key] = encodeResult(item, borrowed, depth + 1);
+    }
+    return { $object: out };
+  }
+  return { $value: value };
+}
+
+/** Runs the worker's side of a pool on `port` (the entry calls it with `parentPort`). */
+export async function serveWorkerJobs(port: MessagePort, data: WorkerPoolData): Promise<void> {
+  const post = (message: FromWorker) => port.postMessage(message);
+  let jobs: Map<string, Job>;
+  try {
+    if (data.device !== undefined) setDefaultDevice(data.device);
+    jobs = jobsOf((await import(data.module)) as Record<string, unknown>);
+  } catch (error) {
+    post({ type: 'failed', error: serializeError(error) });
+    return;
+  }
+  const running = new Map<number, AbortController>();
+  port.on('message', (message: ToWorker) => {
+    if (message.type === 'cancel') {
+      const error = Object.assign(new Error(message.reason.message), {
+        name: message.reason.name,
+      });
+      running.get(message.id)?.abort(error);
+      return;
+    }
+    if (message.type === 'close') {
+      port.close();
+      return;
+    }
+    const { id } = message;
+    const job = jobs.get(message.job);
+    if (job === undefined) {
+      post({
+        type: 'error',
+        id,
+        error: serializeError(
+          new TypeError(
+            `the job module has no job ${JSON.stringify(message.job)} (it exports ${[...jobs.keys()].join(', ') || 'no functions'})`,
+          ),
+        ),
+      });
+      return;
+    }
+    const controller = new AbortController();
+    running.set(id, controller);
+    task(
+      async () => {
+        const borrowed: DeviceArray[] = [];
+        try {
+          const args = message.args.map((arg) => decode(arg, borrowed, 0));
+          return encodeResult(await job(...args), borrowed, 0);
+        } finally {
+          // Given back, ordered after the job's work on them (even if it keeps a reference).
+          for (const array of borrowed) array.dispose();
+        }
+      },
+      {
+        signal: controller.signal,
+        ...(message.name === undefined ? {} : { name: message.name }),
+        ...(message.priority === undefined ? {} : { priority: message.priority }),
+      },
+    ).then(
+      (value) => {
+        running.delete(id);
+        post({ type: 'done', id, value });
+      },
+      (error: unknown) => {
+        running.delete(id);
+        post({ type: 'error', id, error: serializeError(error) });
+      },
+    );
+  });
+  post({ type: 'ready', jobs: [...jobs.keys()] });
+}

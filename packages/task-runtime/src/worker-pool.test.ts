@@ -1,0 +1,127 @@
+import { threadId } from 'node:worker_threads';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WorkerJobError, WorkerPool } from './worker-pool.js';
+
+// Real worker threads running the runtime from its source, on jobs that touch no GPU: the
+// protocol (dispatch, results, errors, cancellation, exits, close). The device-array paths are
+// in worker-pool.gpu.test.ts.
+const JOBS = new URL('../test/fixtures/pool-jobs.ts', import.meta.url);
+
+let pool: WorkerPool;
+beforeAll(async () => {
+  pool = await WorkerPool.start(JOBS, { workers: 2 });
+}, 60_000);
+afterAll(async () => {
+  await pool.close();
+});
+
+describe('WorkerPool', () => {
+  it('lists the module’s exported functions as its jobs and runs them', async () => {
+    expect([...pool.jobs].sort()).toEqual(
+      ['add', 'describe', 'exits', 'fails', 'slow', 'waitsForAbort'].sort(),
+    );
+    expect(pool.size).toBe(2);
+    await expect(pool.run('add', 2, 3)).resolves.toBe(5);
+  });
+
+  it('runs each job as a task of its own on a worker thread, spread over the workers', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        pool.runWith<{
+          value: number;
+          threadId: number;
+          isRoot: boolean;
+          name: string;
+          priority: string;
+        }>('describe', [i], { name: `job-${i}`, priority: i % 2 === 0 ? 'high' : 'low' }),
+      ),
+    );
+    expect(results.map((r) => r.value)).toEqual(Array.from({ length: 16 }, (_, i) => i));
+    expect(results.every((r) => r.threadId !== threadId && !r.isRoot)).toBe(true);
+    expect(results.map((r) => r.name)).toEqual(Array.from({ length: 16 }, (_, i) => `job-${i}`));
+    expect(results[0]!.priority).toBe('high');
+    expect(results[1]!.priority).toBe('low');
+    expect(new Set(results.map((r) => r.threadId)).size).toBe(2);
+  });
+
+  it('carries any structured-clonable value through nested lists and objects unchanged', async () => {
+    const values = fc.jsonValue({ maxDepth: 5 });
+    await fc.assert(
+      fc.asyncProperty(values, async (value) => {
+        const back = await pool.run<{ value: unknown }>('describe', value);
+        expect(back.value).toEqual(value);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('rejects with the worker’s error rebuilt: its class name, message and stack', async () => {
+    const error = await pool.run('fails', 'out of range on purpose').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WorkerJobError);
+    const e = error as WorkerJobError;
+    expect(e.remoteName).toBe('RangeError');
+    expect(e.job).toBe('fails');
+    expect(e.message).toMatch(/RangeError: out of range on purpose/);
+    expect(e.stack).toMatch(/in the worker[\s\S]*pool-jobs/);
+  });
+
+  it('refuses an unknown job before sending it, and a closed pool', async () => {
+    await expect(pool.run('notAJob')).rejects.toThrow(/has no job "notAJob"/);
+    await expect(pool.run('nope')).rejects.toThrow(/exports .*add/);
+  });
+
+  it('a signal aborted before the call sends nothing; one aborted while running aborts the job’s task', async () => {
+    const before = pool.statistics().completed.reduce((a, b) => a + b, 0);
+    await expect(
+      pool.runWith('add', [1, 2], { signal: AbortSignal.abort(new Error('early')) }),
+    ).rejects.toThrow('early');
+    expect(pool.statistics().completed.reduce((a, b) => a + b, 0)).toBe(before);
+    const controller = new AbortController();
+    const running = pool.runWith<string>('waitsForAbort', [], { signal: controller.signal });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    controller.abort(new Error('stop now'));
+    await expect(running).rejects.toThrow('stop now');
+    // The worker saw it as its task's signal, and answered (in flight goes back to 0).
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(pool.statistics().inFlight).toEqual([0, 0]);
+  });
+
+  it('a worker that exits rejects its jobs, and is started again', async () => {
+    const exiting = pool.run('exits', 7);
+    const error = await exiting.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WorkerJobError);
+    expect((error as Error).message).toMatch(/exited with code 7/);
+    for (let i = 0; i < 200 && pool.statistics().restarts === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(pool.statistics().restarts).toBe(1);
+    // Until it is ready again the other worker takes the jobs; then both do.
+    for (let i = 0; i < 500; i++) {
+      const ids = await Promise.all(
+        Array.from({ length: 8 }, () => pool.run<{ threadId: number }>('describe', 0)),
+      );
+      if (new Set(ids.map((r) => r.threadId)).size === 2) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await expect(pool.run('add', 1, 1)).resolves.toBe(2);
+  });
+
+  it('close() waits for the jobs in flight, then refuses new ones', async () => {
+    const other = await WorkerPool.start(JOBS, { workers: 1 });
+    const slow = other.run('slow', 100);
+    const closed = other.close();
+    await expect(other.run('add', 1, 2)).rejects.toThrow(/closed/);
+    await expect(slow).resolves.toBe(100);
+    await closed;
+    await other.close();
+  });
+
+  it('start() rejects with the module’s error when it fails to load, and checks its options', async () => {
+    const broken = new URL('../test/fixtures/pool-broken.ts', import.meta.url);
+    await expect(WorkerPool.start(broken, { workers: 1 })).rejects.toThrow(/broken on purpose/);
+    await expect(WorkerPool.start(JOBS, { workers: 0 })).rejects.toThrow(/workers must be/);
+    await expect(WorkerPool.start(JOBS, { workers: 1.5 })).rejects.toThrow(/workers must be/);
+    await expect(WorkerPool.start('')).rejects.toThrow(/URL or a path/);
+  });
+});

@@ -1,0 +1,549 @@
+/**
+ * Worker tasks: jobs that run on worker threads, each with the task runtime inside, so that one
+ * process issues GPU work from several cores. A thread's driver calls cost about 4 us each in
+ * any language; one thread issuing every launch caps a process at ~250k calls/s. The pool's
+ * workers make their own driver calls, in parallel, on their own streams of the same context
+ * (device pointers, events and streams are valid in every thread of a process).
+ *
+ * The caller's side: `WorkerPool.start(moduleUrl)` starts the workers, each of which imports
+ * the job module (its exported functions are the jobs); `pool.run('job', ...args)` runs one on
+ * the least busy worker as a task of its own there and resolves with its result. Device arrays
+ * in the arguments are lent to the job (no copy): the job's work on them is ordered after the
+ * work issued so far on the caller's stream, and the caller's stream after the job's, on the
+ * GPU, when the call resolves; meanwhile the caller cannot use them (`readOnly(array)` lends
+ * one for reading only: the caller may go on reading it). Device arrays a job returns become
+ * the caller's (transferred, no copy), ordered on the caller's stream the same way. A call's
+ * promise resolves when the job has issued its work, as a launch returns when issued: `await
+ * synchronize()` waits for it on the GPU.
+ */
+import { AsyncResource } from 'node:async_hooks';
+import { availableParallelism } from 'node:os';
+import { isAbsolute, resolve as resolvePath } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import {
+  type ArrayLoan,
+  CudaArgumentError,
+  DeviceArray,
+  lendArray,
+  receiveArray,
+  type Stream,
+  type StreamPriority,
+} from '@cuda-tasks/cudadrv';
+import { stream as currentStream } from './state.js';
+import {
+  type Encoded,
+  type FromWorker,
+  isPlainObject,
+  MAX_DEPTH,
+  type SerializedError,
+  serializeError,
+  type ToWorker,
+  type WorkerPoolData,
+} from './worker-protocol.js';
+
+/** Options of `WorkerPool.start`. */
+export interface WorkerPoolOptions {
+  /** Worker threads (default: the machine's cores less one, at least 1 and at most 8). */
+  workers?: number;
+  /** The device the jobs run on (default: each worker's process default device, device 0). */
+  device?: number;
+  /** How long `start` waits for a worker to import the job module (default 30 s). */
+  startTimeoutMs?: number;
+}
+
+/** Options of one job (`pool.runWith`). */
+export interface WorkerJobOptions {
+  /** Cancels the job: a job not started yet never starts; a running one's task is aborted. */
+  signal?: AbortSignal;
+  /** The job task's priority in its worker (default 'normal'). */
+  priority?: StreamPriority;
+  /** The job task's name (traces, errors). */
+  name?: string;
+  /** The stream the job is ordered against (default: the current stream). */
+  stream?: Stream;
+}
+
+/** How a pool stands (`pool.statistics()`). */
+export interface WorkerPoolStatistics {
+  readonly workers: number;
+  /** Jobs sent and not answered yet, per worker. */
+  readonly inFlight: readonly number[];
+  /** Jobs answered (resolved or rejected), per worker. */
+  readonly completed: readonly number[];
+  /** Workers that exited unexpectedly and were started again. */
+  readonly restarts: number;
+}
+
+/** A job that failed in its worker: the worker's error, rebuilt on the caller's side. */
+export class WorkerJobError extends Error {
+  /** The job's name and the worker that ran it. */
+  readonly job: string;
+  readonly worker: number;
+  /** The error's class name in the worker (`CudaError`, `TypeError`...). */
+  readonly remoteName: string;
+  /** `CudaError.call` and `.code` of the worker's error, where it had them. */
+  readonly call: string | undefined;
+  readonly code: number | string | undefined;
+
+  constructor(job: string, worker: number, error: SerializedError) {
+    super(`job ${job} (worker ${worker}): ${error.name}: ${error.message}`);
+    this.name = 'WorkerJobError';
+    this.job = job;
+    this.worker = worker;
+    this.remoteName = error.name;
+    this.call = error.call;
+    this.code = error.code;
+    if (error.stack !== undefined)
+      this.stack = `${this.stack}\n    --- in the worker ---\n${error.stack}`;
+  }
+}
+
+/** Marks an array argument to be lent for reading only (see `WorkerPool`). */
+export function readOnly<D extends DeviceArray>(array: D): ReadOnlyArgument<D> {
+  if (!DeviceArray.isInstance(array)) {
+    throw new CudaArgumentError(`readOnly: expected a DeviceArray, got ${typeof array}`);
+  }
+  return new ReadOnlyArgument(array);
+}
+
+/** A `readOnly(array)` argument. */
+export class ReadOnlyArgument<D extends DeviceArray = DeviceArray> {
+  constructor(readonly array: D) {}
+}
+
+interface Pending {
+  readonly id: number;
+  readonly job: string;
+  readonly worker: Slot;
+  /** The caller's stream (resolved in the caller's task, when first needed). */
+  readonly stream: () => Stream;
+  readonly loans: ArrayLoan[];
+  /** The caller's arrays, by their index in `loans` (a result may be one of them). */
+  readonly lent: DeviceArray[];
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+  /** Rejected already (the signal aborted): the reply only ends the loans. */
+  settled: boolean;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: (() => void) | undefined;
+}
+
+interface Slot {
+  readonly index: number;
+  worker: Worker;
+  inFlight: number;
+  completed: number;
+  ready: boolean;
+}
+
+/**
+ * The entry the workers start: dist/worker-entry.js when built; from the TypeScript source
+ * (vitest, tsx), worker-entry-source.mjs, which registers tsx's loader in the worker first.
+ */
+function workerEntry(): { url: URL; execArgv: string[] | undefined } {
+  if (!import.meta.url.endsWith('.ts')) {
+    return { url: new URL('./worker-entry.js', import.meta.url), execArgv: undefined };
+  }
+  return {
+    url: new URL('./worker-entry-source.mjs', import.meta.url),
+    execArgv: [...process.execArgv, '--conditions=@cuda-tasks/source'],
+  };
+}
+
+function moduleUrl(module: string | URL): string {
+  if (module instanceof URL) return module.href;
+  if (typeof module !== 'string' || module.length === 0) {
+    throw new CudaArgumentError(
+      `WorkerPool: the job module must be a URL or a path, got ${String(module)}`,
+    );
+  }
+  if (/^[a-z][a-z0-9+.-]*:/i.test(module) && !/^[a-z]:[\\/]/i.test(module)) return module;
+  return pathToFileURL(isAbsolute(module) ? module : resolvePath(module)).href;
+}
+
+function checkCount(value: unknown, what: string, min: number, max: number): number {
+  if (!Number.isInteger(value) || (value as number) < min || (value as number) > max) {
+    throw new CudaArgumentError(
+      `WorkerPool: ${what} must be an integer in [${min}, ${max}], got ${String(value)}`,
+    );
+  }
+  return value as number;
+}
+
+/** A pool of worker threads that run jobs of one module, each job as a task (see above). */
+export class WorkerPool {
+  readonly #data: Omit<WorkerPoolData, 'index'>;
+  readonly #slots: Slot[] = [];
+  readonly #pending = new Map<number, Pending>();
+  #nextId = 1;
+  #restarts = 0;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  /** Called when the last job in flight answers (`close` waits for it). */
+  #drained: (() => void) | undefined;
+  /** The jobs the module exports (from the first worker ready). */
+  #jobs: readonly string[] = [];
+
+  private constructor(data: Omit<WorkerPoolData, 'index'>) {
+    this.#data = data;
+  }
+
+  /**
+   * Starts the workers and resolves once each has imported the job module (rejects, with
+   * every worker stopped, if one fails to).
+   * @example
+   * await using pool = await WorkerPool.start(new URL('./jobs.js', import.meta.url), { workers: 8 });
+   * const y = await pool.run('scale', x, 2); // jobs.js: export function scale(x, a) { ... }
+   */
+  static async start(module: string | URL, options: WorkerPoolOptions = {}): Promise<WorkerPool> {
+    const workers = checkCount(
+      options.workers ?? Math.max(1, Math.min(8, availableParallelism() - 1)),
+      'workers',
+      1,
+      1024,
+    );
+    if (options.device !== undefined) checkCount(options.device, 'device', 0, 1 << 16);
+    const timeout = checkCount(options.startTimeoutMs ?? 30_000, 'startTimeoutMs', 1, 2 ** 31 - 1);
+    const pool = new WorkerPool({ module: moduleUrl(module), device: options.device });
+    try {
+      await Promise.all(
+        Array.from({ length: workers }, (_, index) => pool.#startWorker(index, timeout)),
+      );
+    } catch (error) {
+      await pool.close();
+      throw error;
+    }
+    return pool;
+  }
+
+  /** The jobs the module exports. */
+  get jobs(): readonly string[] {
+    return this.#jobs;
+  }
+
+  /** The number of workers. */
+  get size(): number {
+    return this.#slots.length;
+  }
+
+  /** Starts (or restarts) worker `index`; resolves when it is ready. */
+  #startWorker(index: number, timeoutMs: number): Promise<void> {
+    const entry = workerEntry();
+    const worker = new Worker(entry.url, {
+      workerData: { ...this.#data, index } satisfies WorkerPoolData,
+      ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),
+    });
+    const slot: Slot = this.#slots[index] ?? {
+      index,
+      worker,
+      inFlight: 0,
+      completed: 0,
+      ready: false,
+    };
+    slot.worker = worker;
+    slot.ready = false;
+    this.#slots[index] = slot;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(
+          new CudaArgumentError(
+            `WorkerPool: worker ${index} did not load ${this.#data.module} within ${timeoutMs} ms`,
+          ),
+        );
+        void worker.terminate();
+      }, timeoutMs);
+      worker.on('message', (message: FromWorker) => {
+        if (message.type === 'ready') {
+          clearTimeout(timer);
+          slot.ready = true;
+          if (this.#jobs.length === 0) this.#jobs = message.jobs;
+          if (slot.inFlight === 0) worker.unref();
+          resolve();
+        } else if (message.type === 'failed') {
+          clearTimeout(timer);
+          reject(new WorkerJobError('(loading the job module)', index, message.error));
+        } else this.#reply(slot, message);
+      });
+      worker.on('error', (error) => {
+        clearTimeout(timer);
+        reject(error);
+        this.#lost(slot, worker, `failed: ${error.message}`);
+      });
+      worker.on('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`WorkerPool: worker ${index} exited with code ${code} while starting`));
+        this.#lost(slot, worker, `exited with code ${code}`);
+      });
+    });
+  }
+
+  /** A worker went away: its jobs reject, their loans are abandoned, and it starts again. */
+  #lost(slot: Slot, worker: Worker, why: string): void {
+    if (slot.worker !== worker) return;
+    slot.ready = false;
+    for (const pending of [...this.#pending.values()]) {
+      if (pending.worker !== slot) continue;
+      this.#forget(pending);
+      for (const loan of pending.loans) void loan.abandon();
+      if (!pending.settled) {
+        pending.reject(
+          new WorkerJobError(pending.job, slot.index, {
+            name: 'WorkerExit',
+            message: `the worker ${why} while the job ran`,
+            stack: undefined,
+            call: undefined,
+            code: undefined,
+          }),
+        );
+      }
+    }
+    if (!this.#closed) {
+      this.#restarts++;
+      this.#startWorker(slot.index, 30_000).catch(() => {});
+    }
+  }
+
+  #forget(pending: Pending): void {
+    this.#pending.delete(pending.id);
+    pending.worker.inFlight--;
+    pending.worker.completed++;
+    if (pending.worker.inFlight === 0) pending.worker.worker.unref();
+    if (pending.onAbort !== undefined)
+      pending.signal!.removeEventListener('abort', pending.onAbort);
+    if (this.#pending.size === 0) this.#drained?.();
+  }
+
+  #reply(slot: Slot, message: FromWorker): void {
+    if (message.type !== 'done' && message.type !== 'error') return;
+    const pending = this.#pending.get(message.id);
+    if (pending === undefined || pending.worker !== slot) return;
+    this.#forget(pending);
+    let value: unknown;
+    let failure: unknown;
+    let failed = false;
+    try {
+      // The caller's stream waits for the job's work on the lent arrays; they are the caller's again.
+      for (const loan of pending.loans) loan.end();
+      if (message.type === 'done') value = this.#decode(message.value, pending, 0);
+      else {
+        failed = true;
+        failure = new WorkerJobError(pending.job, slot.index, message.error);
+      }
+    } catch (error) {
+      failed = true;
+      failure = error;
+    }
+    if (pending.settled) return;
+    if (failed) pending.reject(failure);
+    else pending.resolve(value);
+  }
+
+  #decode(value: Encoded, pending: Pending, depth: number): unknown {
+    if ('$value' in value) return value.$value;
+    if ('$argument' in value) return pending.lent[value.$argument];
+    if ('$transferred' in value) {
+      const caller = pending.stream();
+      const stream = caller.disposed ? undefined : caller;
+      return receiveArray(value.$transferred, stream === undefined ? {} : { stream });
+    }
+    if (depth >= MAX_DEPTH) return undefined;
+    if ('$list' in value) return value.$list.map((item) => this.#decode(item, pending, depth + 1));
+    if ('$object' in value) {
+      const out: Record<string, unknown> = {};
+      for (const [key, item] of Object.entries(value.$object)) {
+        out[key] = this.#decode(item, pending, depth + 1);
+      }
+      return out;
+    }
+    return undefined;
+  }
+
+  /** Encodes arguments: device arrays are lent on `stream` (the loans are kept in order). */
+  #encode(
+    value: unknown,
+    stream: () => Stream,
+    loans: ArrayLoan[],
+    lent: DeviceArray[],
+    depth: number,
+  ): Encoded {
+    if (value instanceof ReadOnlyArgument || DeviceArray.isInstance(value)) {
+      const array = value instanceof ReadOnlyArgument ? value.array : value;
+      if (lent.includes(array)) {
+        throw new CudaArgumentError(
+          'WorkerPool.run: the same DeviceArray is passed twice to one job',
+        );
+      }
+      const loan = lendArray(array, {
+        stream: stream(),
+        readOnly: value instanceof ReadOnlyArgument,
+      });
+      loans.push(loan);
+      lent.push(array);
+      return { $lent: loan.descriptor };
+    }
+    if (depth >= MAX_DEPTH) {
+      throw new CudaArgumentError(`WorkerPool.run: arguments nest deeper than ${MAX_DEPTH}`);
+    }
+    if (Array.isArray(value)) {
+      return { $list: value.map((item) => this.#encode(item, stream, loans, lent, depth + 1)) };
+    }
+    if (isPlainObject(value)) {
+      const out: Record<string, Encoded> = {};
+      for (const [key, item] of Object.entries(value)) {
+        out[key] = this.#encode(item, stream, loans, lent, depth + 1);
+      }
+      return { $object: out };
+    }
+    if (
+      typeof value === 'object' &&
+      value !== null &&
+      'byteLength' in value &&
+      'context' in value
+    ) {
+      throw new CudaArgumentError('WorkerPool.run: pass DeviceArrays to jobs, not DeviceBuffers');
+    }
+    return { $value: value };
+  }
+
+  /** Runs `job` with `args` on the least busy worker (see `runWith`). */
+  run<R = unknown>(job: string, ...args: unknown[]): Promise<R> {
+    return this.runWith<R>(job, args);
+  }
+
+  /**
+   * Runs the module's `job` with `args` on the least busy worker, as a task of its own there.
+   * Device arrays among the arguments (also inside lists and plain objects) are lent to the
+   * job until it answers; device arrays in its result become the caller's. Everything is
+   * ordered on `options.stream` (default: the current stream). Rejects with a
+   * `WorkerJobError` when the job throws or its worker exits, with the signal's reason when it
+   * aborts (the job's loans still end only after its worker answered).
+   */
+  runWith<R = unknown>(
+    job: string,
+    args: readonly unknown[],
+    options: WorkerJobOptions = {},
+  ): Promise<R> {
+    if (this.#closed) {
+      return Promise.reject(new CudaArgumentError('WorkerPool.run: the pool is closed'));
+    }
+    if (typeof job !== 'string' || (this.#jobs.length > 0 && !this.#jobs.includes(job))) {
+      return Promise.reject(
+        new CudaArgumentError(
+          `WorkerPool.run: the job module has no job ${JSON.stringify(job)} (it exports ${this.#jobs.join(', ') || 'no functions'})`,
+        ),
+      );
+    }
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    let slot: Slot | undefined;
+    for (const candidate of this.#slots) {
+      if (candidate.ready && (slot === undefined || candidate.inFlight < slot.inFlight))
+        slot = candidate;
+    }
+    if (slot === undefined) {
+      return Promise.reject(
+        new CudaArgumentError('WorkerPool.run: no worker is ready (they are restarting)'),
+      );
+    }
+    // The caller's stream, resolved in the caller's task only when an array needs it (a job
+    // of plain values touches no GPU here); kept for the reply, which runs outside that task.
+    const given = options.stream;
+    let resolved: Stream | undefined = given;
+    const stream =
+      given !== undefined
+        ? () => given
+        : AsyncResource.bind((): Stream => (resolved ??= currentStream()));
+    const loans: ArrayLoan[] = [];
+    const lent: DeviceArray[] = [];
+    let encoded: Encoded[];
+    try {
+      encoded = args.map((arg) => this.#encode(arg, stream, loans, lent, 0));
+    } catch (error) {
+      for (const loan of loans) loan.end();
+      return Promise.reject(error);
+    }
+    const id = this.#nextId++;
+    const target = slot;
+    return new Promise<R>((resolve, reject) => {
+      const onAbort =
+        signal === undefined
+          ? undefined
+          : () => {
+              const pending = this.#pending.get(id);
+              if (pending === undefined || pending.settled) return;
+              pending.settled = true;
+              reject(signal.reason);
+              target.worker.postMessage({
+                type: 'cancel',
+                id,
+                reason: serializeError(signal.reason),
+              } satisfies ToWorker);
+            };
+      const pending: Pending = {
+        id,
+        job,
+        worker: target,
+        stream,
+        loans,
+        lent,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+        settled: false,
+        signal,
+        onAbort,
+      };
+      this.#pending.set(id, pending);
+      target.inFlight++;
+      if (target.inFlight === 1) target.worker.ref();
+      if (onAbort !== undefined) signal!.addEventListener('abort', onAbort, { once: true });
+      try {
+        target.worker.postMessage({
+          type: 'run',
+          id,
+          job,
+          args: encoded,
+          name: options.name,
+          priority: options.priority,
+        } satisfies ToWorker);
+      } catch (error) {
+        this.#forget(pending);
+        for (const loan of loans) loan.end();
+        reject(error);
+      }
+    });
+  }
+
+  /** How the pool stands. */
+  statistics(): WorkerPoolStatistics {
+    return {
+      workers: this.#slots.length,
+      inFlight: this.#slots.map((slot) => slot.inFlight),
+      completed: this.#slots.map((slot) => slot.completed),
+      restarts: this.#restarts,
+    };
+  }
+
+  /**
+   * Stops taking jobs, waits for the jobs in flight to answer, then stops the workers. Safe to
+   * call twice.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    this.#closed = true;
+    if (this.#pending.size > 0) {
+      await new Promise<void>((resolve) => {
+        this.#drained = resolve;
+      });
+    }
+    await Promise.all(this.#slots.map((slot) => slot.worker.terminate()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * What a `WorkerPool` and its worker threads exchange (worker-pool.ts is the caller's side,
+ * worker-jobs.ts the worker's): plain data that `postMessage` clones. Device arrays travel as
+ * cudadrv's thread descriptors (`lendArray`, `transferArray`), never as copies.
+ */
+import type { LentArrayDescriptor, TransferredArrayDescriptor } from '@cuda-tasks/cudadrv';
+
+/** What the worker thread is started with. */
+export interface WorkerPoolData {
+  /** The job module's URL (a `file:` URL or a path made absolute by the pool). */
+  readonly module: string;
+  /** The device the worker's tasks run on (its process default device). */
+  readonly device: number | undefined;
+  /** The worker's index in its pool (for errors and traces). */
+  readonly index: number;
+}
+
+/**
+ * An argument or a result, encoded: plain values as they are; device arrays as descriptors;
+ * lists and plain objects walked (up to `MAX_DEPTH` deep).
+ */
+export type Encoded =
+  | { readonly $lent: LentArrayDescriptor }
+  | { readonly $transferred: TransferredArrayDescriptor }
+  /** A result that is the job's own argument (a lent array): the caller's array itself. */
+  | { readonly $argument: number }
+  | { readonly $list: readonly Encoded[] }
+  | { readonly $object: Readonly<Record<string, Encoded>> }
+  | { readonly $value: unknown };
+
+/** How deep arguments and results are searched for device arrays. */
+export const MAX_DEPTH = 8;
+
+/** Caller -> worker. */
+export type ToWorker =
+  | {
+      readonly type: 'run';
+      readonly id: number;
+      readonly job: string;
+      readonly args: readonly Encoded[];
+      readonly name: string | undefined;
+      readonly priority: 'high' | 'normal' | 'low' | undefined;
+    }
+  | { readonly type: 'cancel'; readonly id: number; readonly reason: SerializedError }
+  | { readonly type: 'close' };
+
+/** An error as it crosses threads: enough to rebuild a typed one on the caller's side. */
+export interface SerializedError {
+  readonly name: string;
+  readonly message: string;
+  readonly stack: string | undefined;
+  /** `CudaError.call` and `.code`, where the error has them. */
+  readonly call: string | undefined;
+  readonly code: number | string | undefined;
+}
+
+/** Worker -> caller. */
+export type FromWorker =
+  | { readonly type: 'ready'; readonly jobs: readonly string[] }
+  | { readonly type: 'failed'; readonly error: SerializedError }
+  | { readonly type: 'done'; readonly id: number; readonly value: Encoded }
+  | { readonly type: 'error'; readonly id: number; readonly error: SerializedError };
+
+/** Turns anything thrown into a `SerializedError`. */
+export function serializeError(error: unknown): SerializedError {
+  if (
+    error instanceof Error ||
+    (typeof error === 'object' && error !== null && 'message' in error)
+  ) {
+    const e = error as Error & { call?: unknown; code?: unknown };
+    return {
+      name: typeof e.name === 'string' ? e.name : 'Error',
+      message: String(e.message),
+      stack: typeof e.stack === 'string' ? e.stack : undefined,
+      call: typeof e.call === 'string' ? e.call : undefined,
+      code: typeof e.code === 'number' || typeof e.code === 'string' ? e.code : undefined,
+    };
+  }
+  return {
+    name: 'Error',
+    message: String(error),
+    stack: undefined,
+    call: undefined,
+    code: undefined,
+  };
+}
+
+/** True for a plain object (not a class instance): what the encoders walk into. */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
