@@ -123,8 +123,8 @@ interface Pending {
   readonly lent: DeviceArray[];
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
-  /** Rejected already (the signal aborted): the reply only ends the loans. */
-  settled: boolean;
+  /** The signal aborted: the job was told, and a failure rejects with the signal's reason. */
+  aborted: boolean;
   readonly signal: AbortSignal | undefined;
   readonly onAbort: (() => void) | undefined;
 }
@@ -286,7 +286,7 @@ export class WorkerPool {
       if (pending.worker !== slot) continue;
       this.#forget(pending);
       for (const loan of pending.loans) void loan.abandon();
-      if (!pending.settled) {
+      {
         pending.reject(
           new WorkerJobError(pending.job, slot.index, {
             name: 'WorkerExit',
@@ -328,13 +328,14 @@ export class WorkerPool {
       if (message.type === 'done') value = this.#decode(message.value, pending, 0);
       else {
         failed = true;
-        failure = new WorkerJobError(pending.job, slot.index, message.error);
+        failure = pending.aborted
+          ? pending.signal!.reason
+          : new WorkerJobError(pending.job, slot.index, message.error);
       }
     } catch (error) {
       failed = true;
       failure = error;
     }
-    if (pending.settled) return;
     if (failed) pending.reject(failure);
     else pending.resolve(value);
   }
@@ -416,8 +417,10 @@ export class WorkerPool {
    * Device arrays among the arguments (also inside lists and plain objects) are lent to the
    * job until it answers; device arrays in its result become the caller's. Everything is
    * ordered on `options.stream` (default: the current stream). Rejects with a
-   * `WorkerJobError` when the job throws or its worker exits, with the signal's reason when it
-   * aborts (the job's loans still end only after its worker answered).
+   * `WorkerJobError` when the job throws or its worker exits. When `options.signal` aborts, the
+   * job's task in the worker is aborted (its later GPU calls throw before any native call) and
+   * the call rejects with the signal's reason once the worker has answered, so that its arrays
+   * are the caller's again when it does; a job that completed anyway resolves.
    */
   runWith<R = unknown>(
     job: string,
@@ -471,9 +474,8 @@ export class WorkerPool {
           ? undefined
           : () => {
               const pending = this.#pending.get(id);
-              if (pending === undefined || pending.settled) return;
-              pending.settled = true;
-              reject(signal.reason);
+              if (pending === undefined || pending.aborted) return;
+              pending.aborted = true;
               target.worker.postMessage({
                 type: 'cancel',
                 id,
@@ -489,7 +491,7 @@ export class WorkerPool {
         lent,
         resolve: resolve as (value: unknown) => void,
         reject,
-        settled: false,
+        aborted: false,
         signal,
         onAbort,
       };
