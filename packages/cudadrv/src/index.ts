@@ -162,7 +162,7 @@ export {
   PinnedHostBuffer,
 } from './memory/transfer.js';
 export { type PackageCopy, packageOf, processState } from './process-state.js';
-export { Event, type EventOptions } from './stream/event.js';
+export { Event, type EventOptions, type ThreadEventDescriptor } from './stream/event.js';
 export { InterprocessEvent } from './stream/ipc-event.js';
 export { beginOperation, endOperation } from './stream/observer.js';
 export { type StreamPriority, streamPriority } from './stream/priority.js';

@@ -14,6 +14,7 @@ import type { MessagePort } from 'node:worker_threads';
 import {
   borrowArray,
   DeviceArray,
+  Event,
   receiveArray,
   setDefaultDevice,
   transferArray,
@@ -55,6 +56,7 @@ function decode(value: Encoded, borrowed: DeviceArray[], depth: number): unknown
     return array;
   }
   if ('$transferred' in value) return receiveArray(value.$transferred);
+  if ('$event' in value) return Event.fromThreadDescriptor(value.$event);
   if (depth >= MAX_DEPTH) throw new RangeError(`job arguments nest deeper than ${MAX_DEPTH}`);
   if ('$list' in value) return value.$list.map((item) => decode(item, borrowed, depth + 1));
   if ('$object' in value) {
@@ -77,6 +79,7 @@ function encodeResult(value: unknown, borrowed: readonly DeviceArray[], depth: n
     if (index >= 0) return { $argument: index };
     return { $transferred: transferArray(value) };
   }
+  if (value instanceof Event) return { $event: value.toThreadDescriptor() };
   if (depth >= MAX_DEPTH) return { $value: value };
   if (Array.isArray(value)) {
     return { $list: value.map((item) => encodeResult(item, borrowed, depth + 1)) };

@@ -1,7 +1,7 @@
 import { fork } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { DeviceArray, type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
+import { DeviceArray, Event, type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
 import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { task } from './index.js';
@@ -86,6 +86,20 @@ describeGpu('WorkerPool on the GPU', () => {
       expect(worst(hostY, (i) => 2 * 3 * data[i]! + 1)).toBeLessThan(1e-6);
       expect(worst(hostX, (i) => 15 * data[i]!)).toBeLessThan(1e-6);
     });
+  });
+
+  it('an event crosses to the job and back: recorded there, waited for here', async () => {
+    using event = Event.create();
+    await pool.run('spinAndRecord', 300_000_000, event); // about 0.3 s of spinning
+    expect(event.query()).toBe(false);
+    const t0 = performance.now();
+    event.synchronize();
+    const waited = performance.now() - t0;
+    expect(event.query()).toBe(true);
+    expect(waited).toBeGreaterThan(20);
+    console.log(
+      `[pool] event recorded in a worker after its spin: waited ${waited.toFixed(1)} ms here`,
+    );
   });
 
   it('64 jobs x 1,000 launches through 8 workers: each stream’s order holds, no gap', async () => {

@@ -25,6 +25,7 @@ import {
   type ArrayLoan,
   CudaArgumentError,
   DeviceArray,
+  Event,
   lendArray,
   receiveArray,
   type Stream,
@@ -286,17 +287,15 @@ export class WorkerPool {
       if (pending.worker !== slot) continue;
       this.#forget(pending);
       for (const loan of pending.loans) void loan.abandon();
-      {
-        pending.reject(
-          new WorkerJobError(pending.job, slot.index, {
-            name: 'WorkerExit',
-            message: `the worker ${why} while the job ran`,
-            stack: undefined,
-            call: undefined,
-            code: undefined,
-          }),
-        );
-      }
+      pending.reject(
+        new WorkerJobError(pending.job, slot.index, {
+          name: 'WorkerExit',
+          message: `the worker ${why} while the job ran`,
+          stack: undefined,
+          call: undefined,
+          code: undefined,
+        }),
+      );
     }
     if (!this.#closed) {
       this.#restarts++;
@@ -343,6 +342,7 @@ export class WorkerPool {
   #decode(value: Encoded, pending: Pending, depth: number): unknown {
     if ('$value' in value) return value.$value;
     if ('$argument' in value) return pending.lent[value.$argument];
+    if ('$event' in value) return Event.fromThreadDescriptor(value.$event);
     if ('$transferred' in value) {
       const caller = pending.stream();
       const stream = caller.disposed ? undefined : caller;
@@ -383,6 +383,7 @@ export class WorkerPool {
       lent.push(array);
       return { $lent: loan.descriptor };
     }
+    if (value instanceof Event) return { $event: value.toThreadDescriptor() };
     if (depth >= MAX_DEPTH) {
       throw new CudaArgumentError(`WorkerPool.run: arguments nest deeper than ${MAX_DEPTH}`);
     }

@@ -3,7 +3,11 @@
  * worker-jobs.ts the worker's): plain data that `postMessage` clones. Device arrays travel as
  * cudadrv's thread descriptors (`lendArray`, `transferArray`), never as copies.
  */
-import type { LentArrayDescriptor, TransferredArrayDescriptor } from '@cuda-tasks/cudadrv';
+import type {
+  LentArrayDescriptor,
+  ThreadEventDescriptor,
+  TransferredArrayDescriptor,
+} from '@cuda-tasks/cudadrv';
 
 /** What the worker thread is started with. */
 export interface WorkerPoolData {
@@ -16,7 +20,8 @@ export interface WorkerPoolData {
 }
 
 /**
- * An argument or a result, encoded: plain values as they are; device arrays as descriptors;
+ * An argument or a result, encoded: plain values as they are; device arrays and events as
+ * descriptors;
  * lists and plain objects walked (up to `MAX_DEPTH` deep).
  */
 export type Encoded =
@@ -24,6 +29,8 @@ export type Encoded =
   | { readonly $transferred: TransferredArrayDescriptor }
   /** A result that is the job's own argument (a lent array): the caller's array itself. */
   | { readonly $argument: number }
+  /** An event: the receiving thread opens the same CUevent (see `Event.toThreadDescriptor`). */
+  | { readonly $event: ThreadEventDescriptor }
   | { readonly $list: readonly Encoded[] }
   | { readonly $object: Readonly<Record<string, Encoded>> }
   | { readonly $value: unknown };

@@ -58,6 +58,7 @@ vi.mock('./memory-pool.js', async (importOriginal) => ({
 
 import { Context, Device } from '../context/device.js';
 import { CudaArgumentError, DisposedError } from '../errors.js';
+import { Event } from '../stream/event.js';
 import { Stream } from '../stream/stream.js';
 import { DeviceArray } from './array.js';
 import {
@@ -370,5 +371,50 @@ describe('descriptors', () => {
       pid: process.pid,
     });
     expect(Atomics.load(new Int32Array(descriptor.state), 0)).toBe(3);
+  });
+});
+
+describe('events across threads', () => {
+  it('the last holder destroys the event, once; a gone event cannot be opened', () => {
+    const event = Event.create({ context: context0 });
+    const descriptor = event.toThreadDescriptor();
+    const other = Event.fromThreadDescriptor(descriptor);
+    const third = Event.fromThreadDescriptor(event.toThreadDescriptor());
+    expect(other.handle).toBe(event.handle);
+    expect(other.context).toBe(context0);
+    const destroyed = () =>
+      fake.state.log.filter((line) => line === `cuEventDestroy_v2 ${event.handle}`).length;
+    fake.state.log.length = 0;
+    event.dispose();
+    other.dispose();
+    other.dispose();
+    expect(destroyed()).toBe(0);
+    third.record(borrower);
+    third.dispose();
+    expect(destroyed()).toBe(1);
+    expect(() => Event.fromThreadDescriptor(descriptor)).toThrow(/every holder/);
+    expect(() => event.toThreadDescriptor()).toThrow(DisposedError);
+  });
+
+  it('refuses another process’s, another context’s or a malformed descriptor', () => {
+    using event = Event.create({ context: context0 });
+    const descriptor = event.toThreadDescriptor();
+    expect(() => Event.fromThreadDescriptor({ ...descriptor, pid: process.pid + 1 })).toThrow(
+      /InterprocessEvent/,
+    );
+    expect(() => Event.fromThreadDescriptor({ ...descriptor, context: 1n })).toThrow(
+      /primary context/,
+    );
+    for (const broken of [
+      { ...descriptor, handle: 0n },
+      { ...descriptor, kind: 'x' },
+      { ...descriptor, holders: new ArrayBuffer(4) },
+      { ...descriptor, timing: 'no' },
+      null,
+    ]) {
+      expect(() => Event.fromThreadDescriptor(broken as never)).toThrow(CudaArgumentError);
+    }
+    const holders = new Int32Array(descriptor.holders);
+    expect(holders[0]).toBe(1);
   });
 });

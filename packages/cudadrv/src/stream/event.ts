@@ -1,7 +1,7 @@
-import type { Context } from '../context/device.js';
+import { type Context, Device } from '../context/device.js';
 import { currentContext, currentStream } from '../context/provider.js';
 import { check, cudaError, driver, ffiValue, scratch } from '../driver.js';
-import { DisposedError } from '../errors.js';
+import { CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ffi/cuda.js';
 import type { Stream } from './stream.js';
 
@@ -15,13 +15,44 @@ export interface EventOptions {
   context?: Context;
 }
 
-const finalizer = new FinalizationRegistry<{ handle: bigint }>((held) => {
+/**
+ * What the finalizer needs: the handle, and for an event shared with other threads the shared
+ * count of its holders (the last one destroys it).
+ */
+interface Held {
+  handle: bigint;
+  holders: Int32Array | null;
+}
+
+const finalizer = new FinalizationRegistry<Held>((held) => {
   try {
-    driver().cuEventDestroy_v2(held.handle);
+    release(held);
   } catch {
     // Process teardown.
   }
 });
+
+/** Drops one holder of the event; the last one destroys it. */
+function release(held: Held): void {
+  if (held.holders !== null && Atomics.sub(held.holders, 0, 1) !== 1) return;
+  check(driver().cuEventDestroy_v2(held.handle), 'cuEventDestroy_v2');
+}
+
+const EVENT_KIND = 'cuda-tasks/event@1';
+
+/** What crosses to another thread of this process for an event (`Event.toThreadDescriptor`). */
+export interface ThreadEventDescriptor {
+  readonly kind: typeof EVENT_KIND;
+  /** The process that made it: another process refuses the descriptor. */
+  readonly pid: number;
+  readonly handle: bigint;
+  /** The device ordinal and the handle of its primary context. */
+  readonly device: number;
+  readonly context: bigint;
+  readonly timing: boolean;
+  /** One Int32 word: how many threads' Event objects hold the event. */
+  readonly holders: SharedArrayBuffer;
+}
 
 /** A CUDA event: a marker in a stream that the host or other streams can wait for. */
 export class Event {
@@ -36,6 +67,8 @@ export class Event {
   #disposed = false;
   /** What a DisposedError names (the class the user made). */
   readonly #kind: string;
+  /** The handle, and the shared count of holders once shared with another thread. */
+  readonly #held: Held;
 
   /** @internal Wraps a created or opened CUevent (the event's owner destroys it). */
   protected constructor(handle: bigint, context: Context, timing: boolean, kind = 'Event') {
@@ -44,7 +77,8 @@ export class Event {
     this.context = context;
     this.timing = timing;
     this.#kind = kind;
-    finalizer.register(this, { handle }, this);
+    this.#held = { handle, holders: null };
+    finalizer.register(this, this.#held, this);
   }
 
   /**
@@ -107,12 +141,79 @@ export class Event {
     return this.#disposed;
   }
 
-  /** Destroys the event. Safe to call twice. */
+  /**
+   * Destroys the event (for an event shared with other threads, once every thread's Event of
+   * it has been disposed). Safe to call twice.
+   */
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
     finalizer.unregister(this);
-    check(driver().cuEventDestroy_v2(this.handle), 'cuEventDestroy_v2');
+    release(this.#held);
+  }
+
+  /**
+   * A descriptor of this event for another thread of this process (`worker_threads`): plain
+   * data that `postMessage` clones, which `Event.fromThreadDescriptor` opens there. The event
+   * lives until every thread's Event of it is disposed (or collected); record, wait and query
+   * work from any of them.
+   * @example worker.postMessage({ done: event.toThreadDescriptor() });
+   */
+  toThreadDescriptor(): ThreadEventDescriptor {
+    this.assertUsable();
+    const held = this.#held;
+    if (held.holders === null) {
+      held.holders = new Int32Array(new SharedArrayBuffer(4));
+      held.holders[0] = 1;
+    }
+    return Object.freeze({
+      kind: EVENT_KIND,
+      pid: process.pid,
+      handle: this.handle,
+      device: this.context.device.ordinal,
+      context: this.context.handle,
+      timing: this.timing,
+      holders: held.holders.buffer as SharedArrayBuffer,
+    });
+  }
+
+  /**
+   * Opens in this thread an event another thread of this process described
+   * (`toThreadDescriptor`). A CudaArgumentError for a descriptor that does not hold together,
+   * one of another process or context, or one whose event every holder has disposed.
+   * @example const done = Event.fromThreadDescriptor(message.done); stream.waitEvent(done);
+   */
+  static fromThreadDescriptor(descriptor: ThreadEventDescriptor): Event {
+    const d = descriptor as unknown as Record<string, unknown>;
+    const bad = (what: string): never => {
+      throw new CudaArgumentError(`Event.fromThreadDescriptor: ${what}`);
+    };
+    if (typeof d !== 'object' || d === null || d.kind !== EVENT_KIND) {
+      bad('not a descriptor from Event.toThreadDescriptor');
+    }
+    if (d.pid !== process.pid) {
+      bad(
+        `the descriptor comes from process ${String(d.pid)}, this is ${process.pid}: share events between processes with InterprocessEvent`,
+      );
+    }
+    if (typeof d.handle !== 'bigint' || d.handle <= 0n) bad(`handle ${String(d.handle)}`);
+    if (typeof d.context !== 'bigint') bad('context');
+    if (!Number.isInteger(d.device) || (d.device as number) < 0) bad(`device ${String(d.device)}`);
+    if (typeof d.timing !== 'boolean') bad('timing');
+    if (!(d.holders instanceof SharedArrayBuffer) || d.holders.byteLength < 4) bad('holders');
+    const context = Device.get(d.device as number).primaryContext();
+    if (context.handle !== d.context) {
+      bad(`its context is not device ${String(d.device)}'s primary context in this process`);
+    }
+    const holders = new Int32Array(d.holders as SharedArrayBuffer);
+    for (;;) {
+      const count = Atomics.load(holders, 0);
+      if (count <= 0) bad('every holder of this event has disposed it');
+      if (Atomics.compareExchange(holders, 0, count, count + 1) === count) break;
+    }
+    const event = new Event(d.handle as bigint, context, d.timing as boolean);
+    event.#held.holders = holders;
+    return event;
   }
 
   [Symbol.dispose](): void {
