@@ -150,6 +150,9 @@ describe('lendArray / borrowArray', () => {
     x.buffer.useOn(lender, 'write');
 
     const readLoan = lendArray(x, { stream: lender, readOnly: true });
+    fake.state.log.length = 0;
+    expect(() => lendArray(x, { stream: lender, readOnly: true })).toThrow(/cannot be lent again/);
+    expect(fake.state.log.filter((line) => line.startsWith('cuEventCreate'))).toEqual([]);
     x.buffer.useOn(lender, 'read');
     x.buffer.useOn(other, 'read');
     expect(() => x.buffer.useOn(lender, 'write')).toThrow(/lent/);

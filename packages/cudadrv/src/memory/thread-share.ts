@@ -207,16 +207,6 @@ export function lendArray(array: DeviceArray, options: LendOptions = {}): ArrayL
   const access = readOnly ? 'read' : 'write';
   // Ordered first (this can wait for earlier users); refused while lent for writing already.
   const address = buffer.byteLength === 0 ? 0n : buffer.useOn(stream, access);
-  const ready = createEvent();
-  let done = 0n;
-  try {
-    done = createEvent();
-    recordEvent(ready, stream);
-  } catch (error) {
-    destroyEvent(ready);
-    if (done !== 0n) destroyEvent(done);
-    throw error;
-  }
   const block = new LoanBlock(
     readOnly,
     (used) =>
@@ -224,7 +214,20 @@ export function lendArray(array: DeviceArray, options: LendOptions = {}): ArrayL
         `this DeviceArray is lent to another thread (lendArray${readOnly ? ', read-only: this thread may only read it' : ''}): ${used} cannot ${readOnly ? 'write' : 'use'} it until the loan ends (loan.end() after the borrower disposed its array)`,
       ),
   );
+  // Refused (before any event is made) when the buffer is lent already.
   const endLoan = lendAllocation(buffer, block);
+  let ready = 0n;
+  let done = 0n;
+  try {
+    ready = createEvent();
+    done = createEvent();
+    recordEvent(ready, stream);
+  } catch (error) {
+    if (ready !== 0n) destroyEvent(ready);
+    if (done !== 0n) destroyEvent(done);
+    endLoan();
+    throw error;
+  }
   const stateBuffer = new SharedArrayBuffer(4);
   const state = new Int32Array(stateBuffer);
   state[0] = LENT;
