@@ -41,6 +41,8 @@ export interface ScalingConfig {
   controlN: number;
   /** Job slot i's cuRAND generator (Philox) has seed `seed + i`. */
   seed: number;
+  /** Ours only: worker threads of the worker-tasks variant (`ours_workers`). */
+  workers: number;
 }
 
 /** The defaults: about a minute of GPU time for all five systems on an H200. */
@@ -59,6 +61,7 @@ export const SCALING_DEFAULTS: Readonly<ScalingConfig> = Object.freeze({
   controlSteps: 4,
   controlN: 2048,
   seed: 1000,
+  workers: 8,
 });
 
 /** The `key=value` names of the numeric settings, as the C and Python programs spell them. */
@@ -75,17 +78,33 @@ const NUMERIC_KEYS: readonly (readonly [keyof ScalingConfig, string])[] = [
   ['controlSteps', 'control_steps'],
   ['controlN', 'control_n'],
   ['seed', 'seed'],
+  ['workers', 'workers'],
 ];
 
 /**
- * The settings as `key=value` arguments (`ks=1,2,4`, `shapes=latency,mixed`, `mixed_n=256`...).
+ * Settings only ours reads (`python/scaling.py` rejects a key it does not know, C ignores one
+ * with a warning): `scalingArguments` leaves them out unless asked for ours.
+ */
+/** The most worker threads `workers` may ask for (WorkerPool's own limit). */
+export const MAX_WORKERS = 1024;
+
+const OURS_ONLY_KEYS: ReadonlySet<keyof ScalingConfig> = new Set(['workers']);
+
+/**
+ * The settings as `key=value` arguments (`ks=1,2,4`, `shapes=latency,mixed`, `mixed_n=256`...):
+ * those every program reads, and with `{ ours: true }` also those only ours reads (`workers`).
  * @example scalingArguments(SCALING_DEFAULTS); // ['ks=1,2,4,8,16,32,64', 'shapes=...', ...]
  */
-export function scalingArguments(config: ScalingConfig): string[] {
+export function scalingArguments(
+  config: ScalingConfig,
+  options: { ours?: boolean } = {},
+): string[] {
   return [
     `ks=${config.ks.join(',')}`,
     `shapes=${config.shapes.join(',')}`,
-    ...NUMERIC_KEYS.map(([field, key]) => `${key}=${config[field]}`),
+    ...NUMERIC_KEYS.filter(([field]) => options.ours === true || !OURS_ONLY_KEYS.has(field)).map(
+      ([field, key]) => `${key}=${config[field]}`,
+    ),
   ];
 }
 
@@ -127,7 +146,11 @@ export function parseScalingArguments(argv: readonly string[]): ScalingConfig {
       const entry = NUMERIC_KEYS.find(([, name]) => name === key);
       if (entry === undefined) throw new Error(`scaling: unknown setting '${key}'`);
       const minimum = entry[0] === 'warmups' || entry[0] === 'seed' ? 0 : 1;
-      (config as unknown as Record<string, number>)[entry[0]] = integer(key, value, minimum);
+      const parsed = integer(key, value, minimum);
+      if (entry[0] === 'workers' && parsed > MAX_WORKERS) {
+        throw new Error(`scaling: workers must be at most ${MAX_WORKERS}, got '${value}'`);
+      }
+      (config as unknown as Record<string, number>)[entry[0]] = parsed;
     }
   }
   return config;

@@ -42,7 +42,7 @@ export interface ScalingRunOptions {
   skipPython: boolean;
   /** Python peers to run (empty: both). */
   peers: readonly string[];
-  /** The settings passed to every program. */
+  /** The settings passed to every program (`workers` to ours only: Python rejects it). */
   config: ScalingConfig;
   /** run.ts's child-program runner. */
   run: RunProgram;
@@ -97,7 +97,11 @@ export async function runScalingPrograms(options: ScalingRunOptions): Promise<st
       await options.run(
         'scaling ours',
         process.execPath,
-        [...process.execArgv, join(packageRoot, 'src/scaling.ts'), ...settings],
+        [
+          ...process.execArgv,
+          join(packageRoot, 'src/scaling.ts'),
+          ...scalingArguments(options.config, { ours: true }),
+        ],
         300_000,
       ),
     );

@@ -8,36 +8,28 @@
  * replayed (`system: 'ours_graph'`), reported beside the eager rows, and a third time as the
  * floor under ours from JavaScript (`system: 'ours_floor'`): the same launches as bare koffi
  * calls on streams of its own and waits on bare `cuStreamQuery` calls, from plain async
- * functions, no runtime.
+ * functions, no runtime. The latency-bound and mixed shapes also run as worker tasks
+ * (`system: 'ours_workers'`): a `WorkerPool` of `workers` threads (scaling-jobs.ts) runs each
+ * job as a task of its own on the least busy worker, `pool.run(shape, slot)`; the jobs are the
+ * same code as the main thread's (scaling-work.ts). A `_meta` line gives the workers.
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/scaling.ts [key=value ...] (see
  * scaling-config.ts)
  */
-import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { check as checkCublas, gemm } from '@cuda-tasks/cublas';
+import { check as checkCublas } from '@cuda-tasks/cublas';
 import {
   CUBLAS_DEFAULT_MATH,
   CUBLAS_OP_N,
   CUBLAS_POINTER_MODE_HOST,
   cublas,
 } from '@cuda-tasks/cublas/ffi';
-import {
-  check,
-  DeviceArray,
-  driver,
-  type Graph,
-  type Kernel,
-  launch,
-  Module,
-  Stream,
-} from '@cuda-tasks/cudadrv';
-import { check as checkCurand, Generator } from '@cuda-tasks/curand';
+import { check, driver, type Graph, type Kernel, launch, Stream } from '@cuda-tasks/cudadrv';
+import { check as checkCurand } from '@cuda-tasks/curand';
 import { curand } from '@cuda-tasks/curand/ffi';
-import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
-import { capture, synchronize, task } from '@cuda-tasks/task-runtime';
+import { capture, synchronize, task, WorkerPool } from '@cuda-tasks/task-runtime';
 import koffi from 'koffi';
-import { AXPB_PARAMETERS, bareAxpbArguments, bareLaunchConfig, bareStreamWaiter } from './bare.js';
+import { bareAxpbArguments, bareLaunchConfig, bareStreamWaiter } from './bare.js';
 import {
   INTERLEAVE_ROUNDS,
   interleave,
@@ -45,23 +37,28 @@ import {
   type ShapeName,
   samplesFor,
 } from './scaling-config.js';
+import {
+  BLOCK,
+  controlJob,
+  type JobSlot,
+  latencyJob,
+  launchShapes,
+  loadScalingWork,
+  makeJobSlot,
+  mixedJob,
+  type ScalingWork,
+} from './scaling-work.js';
 
-const config = parseScalingArguments(process.argv.slice(2));
+const settings = process.argv.slice(2);
+const config = parseScalingArguments(settings);
 
 /** `axpb_f32` from kernels.ptx (loaded in `main`): y = a x + b, x only read. */
 let axpb: Kernel;
+/** The jobs' shared state (loaded in `main`). */
+let work: ScalingWork;
 
-/** What one job slot owns: its buffers for every shape and its own generator. */
-interface Slot {
-  latencyX: DeviceArray<'float32'>;
-  latencyY: DeviceArray<'float32'>;
-  mixedA: DeviceArray<'float32'>;
-  mixedB: DeviceArray<'float32'>;
-  mixedC: DeviceArray<'float32'>;
-  controlA: DeviceArray<'float32'>;
-  controlB: DeviceArray<'float32'>;
-  controlC: DeviceArray<'float32'>;
-  generator: Generator;
+/** What one job slot owns: its buffers for every shape and its own generator (scaling-work.ts). */
+interface Slot extends JobSlot {
   /**
    * The latency job's steps between two synchronize points, captured once (the graph variant):
    * one graph per parity of the first step, since the steps alternate x -> y and y -> x.
@@ -69,39 +66,13 @@ interface Slot {
   latencyGraphs: (Graph | undefined)[];
 }
 
-const BLOCK = 256;
-const latencyLaunch = { grid: Math.ceil(config.latencyN / BLOCK), block: BLOCK };
-const mixedCount = config.mixedN * config.mixedN;
-const mixedLaunch = { grid: Math.ceil(mixedCount / BLOCK), block: BLOCK };
+const { latencyLaunch, mixedLaunch, mixedCount } = launchShapes(config);
 
 function makeSlot(index: number): Slot {
-  const generator = new Generator({ kind: 'curand-philox', seed: config.seed + index });
-  const uniform = (shape: number | number[]) =>
-    generator.uniform(DeviceArray.empty('float32', shape));
-  const mixed = [config.mixedN, config.mixedN];
-  const control = [config.controlN, config.controlN];
   return {
-    latencyX: uniform(config.latencyN),
-    latencyY: uniform(config.latencyN),
-    mixedA: uniform(mixed),
-    mixedB: uniform(mixed),
-    mixedC: uniform(mixed),
-    controlA: uniform(control),
-    controlB: uniform(control),
-    controlC: uniform(control),
-    generator,
+    ...makeJobSlot(config, index, { control: true }),
     latencyGraphs: [undefined, undefined],
   };
-}
-
-/** Latency-bound: y = 0.5 x + 1 and x = 0.5 y + 1 in turn, awaiting every `latencySyncEvery`. */
-async function latencyJob(slot: Slot): Promise<void> {
-  const { latencySteps, latencySyncEvery, latencyN } = config;
-  for (let step = 0; step < latencySteps; step++) {
-    if (step % 2 === 0) launch(axpb, latencyLaunch, slot.latencyY, slot.latencyX, 0.5, 1, latencyN);
-    else launch(axpb, latencyLaunch, slot.latencyX, slot.latencyY, 0.5, 1, latencyN);
-    if ((step + 1) % latencySyncEvery === 0 || step === latencySteps - 1) await synchronize();
-  }
 }
 
 /**
@@ -297,29 +268,11 @@ async function floorMixedJob(slot: FloorSlot): Promise<void> {
   await floorWait(slot.ffiStream);
 }
 
-/** Mixed: A = uniform, C = A B, B = C / n per step; one await at the end. */
-async function mixedJob(slot: Slot): Promise<void> {
-  const scale = 1 / config.mixedN;
-  for (let step = 0; step < config.mixedSteps; step++) {
-    slot.generator.uniform(slot.mixedA);
-    gemm(slot.mixedA, slot.mixedB, slot.mixedC);
-    launch(axpb, mixedLaunch, slot.mixedB, slot.mixedC, scale, 0, mixedCount);
-  }
-  await synchronize();
-}
-
-/** GPU-filling control: C = A B, `controlSteps` times; one await at the end. */
-async function controlJob(slot: Slot): Promise<void> {
-  for (let step = 0; step < config.controlSteps; step++) {
-    gemm(slot.controlA, slot.controlB, slot.controlC);
-  }
-  await synchronize();
-}
-
+/** Each shape's job as the main thread's tasks run it (scaling-work.ts; `work` is loaded first). */
 const JOBS: Record<ShapeName, (slot: Slot) => Promise<void>> = {
-  latency: latencyJob,
-  mixed: mixedJob,
-  control: controlJob,
+  latency: (slot) => latencyJob(work, slot),
+  mixed: (slot) => mixedJob(work, slot),
+  control: (slot) => controlJob(work, slot),
 };
 
 /** Seconds of wall time of `batch`, run `warmups` times untimed first, `samples` times timed. */
@@ -361,15 +314,43 @@ function emit(
 
 /** One system's way of running a shape: a serial batch and a batch of K jobs together. */
 interface Variant {
-  system: 'ours' | 'ours_graph' | 'ours_floor';
+  system: 'ours' | 'ours_graph' | 'ours_floor' | 'ours_workers';
   shape: ShapeName;
   serial: () => Promise<unknown>;
   concurrent: (k: number) => Promise<unknown>;
+  /** The untimed warm-up batch before each of its turns (default: `serial`). */
+  warmup?: () => Promise<unknown>;
+}
+
+/**
+ * Starts the worker-tasks variant's pool: `config.workers` workers importing scaling-jobs.ts,
+ * each given the settings by an `init` job. The W `init` calls start together, so that each goes
+ * to another (least busy) worker; their thread ids say whether every worker ran one.
+ */
+async function startWorkers(): Promise<WorkerPool> {
+  const pool = await WorkerPool.start(new URL('./scaling-jobs.ts', import.meta.url), {
+    workers: config.workers,
+    startTimeoutMs: 120_000,
+  });
+  try {
+    const ids = await Promise.all(
+      Array.from({ length: config.workers }, () => pool.run<number>('init', settings)),
+    );
+    if (new Set(ids).size !== config.workers) {
+      throw new Error(
+        `scaling: init reached ${new Set(ids).size} of the ${config.workers} workers (thread ids ${ids.join(', ')})`,
+      );
+    }
+  } catch (error) {
+    await pool.close();
+    throw error;
+  }
+  return pool;
 }
 
 async function main(): Promise<void> {
-  const module = Module.fromPtx(readFileSync(kernelsPtxPath, 'utf8'));
-  axpb = module.kernel('axpb_f32', [...AXPB_PARAMETERS]);
+  work = loadScalingWork(config);
+  axpb = work.axpb;
   const maxK = Math.max(...config.ks);
   const slots = Array.from({ length: maxK }, (_, index) => makeSlot(index));
   await synchronize();
@@ -394,10 +375,38 @@ async function main(): Promise<void> {
   const floorSlots: FloorSlot[] = config.shapes.some((shape) => shape !== 'control')
     ? slots.map(makeFloorSlot)
     : [];
+  // The worker tasks: `workers` threads, each job one `pool.run(shape, slot)` (scaling-jobs.ts).
+  const pool = config.shapes.some((shape) => shape !== 'control')
+    ? await startWorkers()
+    : undefined;
+  if (pool !== undefined) {
+    console.log(
+      JSON.stringify({
+        name: '_meta',
+        system: 'ours_workers',
+        workers: pool.size,
+        jobs: pool.jobs,
+      }),
+    );
+  }
   const variants: Variant[] = [];
   for (const shape of config.shapes) {
     variants.push(ofTasks('ours', shape, JOBS[shape]));
     if (shape === 'control') continue;
+    const workers = pool!;
+    const runSerial = async (slot: number) => {
+      for (let i = 0; i < config.serialJobs; i++) await workers.run(shape, slot);
+    };
+    variants.push({
+      system: 'ours_workers',
+      shape,
+      serial: () => runSerial(0),
+      concurrent: (k) =>
+        Promise.all(Array.from({ length: k }, (_, index) => workers.run(shape, index))),
+      // A serial batch on every worker at once: each worker's own V8 warms its job code.
+      warmup: () =>
+        Promise.all(Array.from({ length: workers.size }, (_, index) => runSerial(index))),
+    });
     if (shape === 'latency') variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
     const floorJob = shape === 'latency' ? floorLatencyJob : floorMixedJob;
     variants.push({
@@ -426,7 +435,7 @@ async function main(): Promise<void> {
       // calls in between (captures, bare calls) can leave this one's code to be optimized
       // again while it is timed.
       const batches = Math.ceil((variant.shape === 'control' ? 25 : 200) / config.serialJobs);
-      for (let i = 0; i < batches; i++) await variant.serial();
+      for (let i = 0; i < batches; i++) await (variant.warmup ?? variant.serial)();
       warmed = variant;
     }
     histogram.reset();
@@ -477,6 +486,7 @@ async function main(): Promise<void> {
     }
   }
   for (const slot of floorSlots) disposeFloorSlot(slot);
+  await pool?.close();
 }
 
 try {
