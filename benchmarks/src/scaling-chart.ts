@@ -5,7 +5,12 @@
  */
 import { formatRatio } from './report.js';
 import { SHAPES } from './scaling-config.js';
-import { formatRate, SCALING_SYSTEMS, type ScalingShapeResult } from './scaling-report.js';
+import {
+  formatRate,
+  SCALING_SYSTEMS,
+  type ScalingShapeResult,
+  systemLabel,
+} from './scaling-report.js';
 
 const escapeXml = (text: string) =>
   text
@@ -38,10 +43,15 @@ export function speedupRange(speedups: readonly number[]): Log2Range {
 }
 
 /**
- * Renders the chart. `subtitle` says where and when it was measured.
+ * Renders the chart. `subtitle` says where and when it was measured; `workers`, the worker
+ * threads of ours' worker tasks (in their label), where known.
  * @example writeFileSync('scaling.svg', renderScalingSvg(results, 'NVIDIA H200; 2026-05-01'));
  */
-export function renderScalingSvg(results: readonly ScalingShapeResult[], subtitle: string): string {
+export function renderScalingSvg(
+  results: readonly ScalingShapeResult[],
+  subtitle: string,
+  workers?: number,
+): string {
   const panelWidth = 360;
   const panelHeight = 300;
   const gap = 36;
@@ -67,7 +77,7 @@ export function renderScalingSvg(results: readonly ScalingShapeResult[], subtitl
   // The legend: the systems that appear anywhere, then the ideal.
   const shown = SCALING_SYSTEMS.filter((system) =>
     results.some((result) => result.rows.some((row) => row.cells[system.key] !== undefined)),
-  );
+  ).map((system) => ({ ...system, label: systemLabel(system.key, workers) }));
   let legendX = 16;
   for (const system of shown) {
     out.push(
@@ -139,6 +149,7 @@ export function renderScalingSvg(results: readonly ScalingShapeResult[], subtitl
       `<polyline class="ideal" points="${ks.map((k) => `${round(xOf(k))},${round(yOf(k))}`).join(' ')}" fill="none" stroke="#9a9a9a" stroke-width="1.5" stroke-dasharray="5 4" clip-path="url(#${clip})"/>`,
     );
     for (const system of SCALING_SYSTEMS) {
+      const label = systemLabel(system.key, workers);
       const points = result.rows
         .map((row) => ({ k: row.k, cell: row.cells[system.key] }))
         .filter(
@@ -151,7 +162,7 @@ export function renderScalingSvg(results: readonly ScalingShapeResult[], subtitl
       );
       for (const point of points) {
         out.push(
-          `<circle class="point ${system.key}" cx="${round(xOf(point.k))}" cy="${round(yOf(point.cell.speedup!))}" r="3.5" fill="${system.color}" clip-path="url(#${clip})"><title>${escapeXml(`${system.label}, K = ${point.k}: ${formatRate(point.cell.jobsPerSecond)} jobs/s, ${formatRatio(point.cell.speedup)} of K = 1`)}</title></circle>`,
+          `<circle class="point ${system.key}" cx="${round(xOf(point.k))}" cy="${round(yOf(point.cell.speedup!))}" r="3.5" fill="${system.color}" clip-path="url(#${clip})"><title>${escapeXml(`${label}, K = ${point.k}: ${formatRate(point.cell.jobsPerSecond)} jobs/s, ${formatRatio(point.cell.speedup)} of K = 1`)}</title></circle>`,
         );
       }
     }

@@ -16,6 +16,7 @@ import {
   parseScalingLines,
   scalingJson,
   scalingTargets,
+  workersOf,
 } from './scaling-report.js';
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -145,12 +146,12 @@ export function writeScalingReport(
   const svgPath = join(out, 'scaling.svg');
   writeFileSync(join(out, 'raw', 'scaling.jsonl'), text);
   writeFileSync(jsonPath, `${JSON.stringify(json, null, 2)}\n`);
-  writeFileSync(svgPath, renderScalingSvg(results, subtitle));
+  writeFileSync(svgPath, renderScalingSvg(results, subtitle, workersOf(collected.meta, config)));
   const skipped = collected.skipped.map((skip) => `skipped scaling ${skip.system}: ${skip.reason}`);
   const table = [
     ...skipped,
     ...(skipped.length ? [''] : []),
-    formatScaling(results, targets, config),
+    formatScaling(results, targets, config, collected.meta),
   ];
   return { json, table: table.join('\n'), paths: [jsonPath, svgPath] };
 }

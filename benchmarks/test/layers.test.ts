@@ -4,8 +4,9 @@ import { describeLayers } from '@cuda-tasks/testing';
 
 /**
  * The suite reads bottom-up: the timing harness, the report, the scaling configuration, the
- * bare koffi baseline and the command-line parser; the task batches and the scaling report;
- * the benchmarks themselves; the runs that gather them; `pnpm bench` (run.ts). It measures the
+ * bare koffi baseline and the command-line parser; the task batches, the scaling report and
+ * the scaling jobs (run by the main thread's tasks and by worker tasks); the benchmarks
+ * themselves (the scaling worker tasks' job module among them); the runs that gather them; `pnpm bench` (run.ts). It measures the
  * packages through their public entries, and the seed demo's workload and kernels from the
  * examples; it parses its own command line rather than borrow the examples' parser.
  */
@@ -14,7 +15,7 @@ describeLayers({
   source: join(dirname(fileURLToPath(import.meta.url)), '..', 'src'),
   layers: [
     ['harness.ts', 'report.ts', 'scaling-config.ts', 'bare.ts', 'cli.ts'],
-    ['batches.ts', 'scaling-report.ts'],
+    ['batches.ts', 'scaling-report.ts', 'scaling-work.ts'],
     [
       'core.ts',
       'host.ts',
@@ -23,6 +24,7 @@ describeLayers({
       'paired.ts',
       'scaling.ts',
       'scaling-chart.ts',
+      'scaling-jobs.ts',
     ],
     ['ours.ts', 'scaling-run.ts'],
     ['run.ts'],

@@ -236,7 +236,18 @@ describe('scalingTargets', () => {
         .lines,
     );
     const only = scalingTargets(control);
-    expect(only.map((target) => target.shape)).toEqual(['latency', 'latency']);
+    expect(only.map((target) => target.shape)).toEqual([
+      'latency',
+      'latency',
+      'latency',
+      'latency',
+    ]);
+    expect(only.map((target) => target.name)).toEqual([
+      'vs_c',
+      'vs_peers',
+      'workers_vs_c',
+      'workers_vs_peers',
+    ]);
     for (const target of only) {
       expect(target.met).toBeUndefined();
       expect(target.checked).toEqual([]);
