@@ -376,9 +376,17 @@ async function main(): Promise<void> {
     ? slots.map(makeFloorSlot)
     : [];
   // The worker tasks: `workers` threads, each job one `pool.run(shape, slot)` (scaling-jobs.ts).
-  const pool = config.shapes.some((shape) => shape !== 'control')
-    ? await startWorkers()
-    : undefined;
+  // A pool that fails to start leaves its rows out (a `_skip` line), not the other variants'.
+  let pool: WorkerPool | undefined;
+  if (config.shapes.some((shape) => shape !== 'control')) {
+    try {
+      pool = await startWorkers();
+    } catch (error) {
+      const reason = `the worker pool did not start: ${error instanceof Error ? error.message : String(error)}`;
+      console.error(`scaling: ${reason}`);
+      console.log(JSON.stringify({ name: '_skip', system: 'ours_workers', reason }));
+    }
+  }
   if (pool !== undefined) {
     console.log(
       JSON.stringify({
@@ -393,20 +401,22 @@ async function main(): Promise<void> {
   for (const shape of config.shapes) {
     variants.push(ofTasks('ours', shape, JOBS[shape]));
     if (shape === 'control') continue;
-    const workers = pool!;
-    const runSerial = async (slot: number) => {
-      for (let i = 0; i < config.serialJobs; i++) await workers.run(shape, slot);
-    };
-    variants.push({
-      system: 'ours_workers',
-      shape,
-      serial: () => runSerial(0),
-      concurrent: (k) =>
-        Promise.all(Array.from({ length: k }, (_, index) => workers.run(shape, index))),
-      // A serial batch on every worker at once: each worker's own V8 warms its job code.
-      warmup: () =>
-        Promise.all(Array.from({ length: workers.size }, (_, index) => runSerial(index))),
-    });
+    if (pool !== undefined) {
+      const workers = pool;
+      const runSerial = async (slot: number) => {
+        for (let i = 0; i < config.serialJobs; i++) await workers.run(shape, slot);
+      };
+      variants.push({
+        system: 'ours_workers',
+        shape,
+        serial: () => runSerial(0),
+        concurrent: (k) =>
+          Promise.all(Array.from({ length: k }, (_, index) => workers.run(shape, index))),
+        // A serial batch on every worker at once: each worker's own V8 warms its job code.
+        warmup: () =>
+          Promise.all(Array.from({ length: workers.size }, (_, index) => runSerial(index))),
+      });
+    }
     if (shape === 'latency') variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
     const floorJob = shape === 'latency' ? floorLatencyJob : floorMixedJob;
     variants.push({

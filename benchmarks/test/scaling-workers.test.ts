@@ -23,6 +23,7 @@ import {
   WORKERS_VERSUS_C_BARS,
   workersOf,
 } from '../src/scaling-report.js';
+import { type RunProgram, runScalingPrograms } from '../src/scaling-run.js';
 
 // The worker-tasks column of the concurrency scaling report (ours_workers, issue 34): the
 // `workers` setting, its result and `_meta` lines, its targets (>= 1.0x the better C at K >= 8,
@@ -124,6 +125,38 @@ describe('the workers setting', () => {
       expect(ours.stderr).toContain("unknown setting 'workers=8'");
     },
   );
+});
+
+describe('runScalingPrograms (what pnpm bench runs)', () => {
+  it('gives ours the workers setting and its own command line, the others the shared settings', async () => {
+    const calls: { label: string; command: string; args: readonly string[] }[] = [];
+    const run: RunProgram = async (label, command, args) => {
+      calls.push({ label, command, args });
+      return { stdout: '', stderr: '', code: 0 };
+    };
+    const config = { ...SCALING_DEFAULTS, workers: 5 };
+    const text = await runScalingPrograms({
+      buildDir: '/nonexistent',
+      built: true,
+      skipC: true,
+      skipOurs: false,
+      skipPython: false,
+      peers: [],
+      config,
+      run,
+    });
+    const ours = calls.find((call) => call.label === 'scaling ours')!;
+    expect(ours.command).toBe(process.execPath);
+    expect(ours.args.slice(0, process.execArgv.length)).toEqual(process.execArgv);
+    expect(ours.args[process.execArgv.length]).toMatch(/src[\\/]scaling\.ts$/);
+    expect(ours.args.slice(process.execArgv.length + 1)).toEqual(
+      scalingArguments(config, { ours: true }),
+    );
+    expect(ours.args).toContain('workers=5');
+    const python = calls.find((call) => call.label === 'scaling python');
+    if (python === undefined) expect(text).toContain('python3 not found');
+    else expect(python.args.some((argument) => argument.startsWith('workers='))).toBe(false);
+  });
 });
 
 describe('parsing the worker tasks’ lines', () => {
