@@ -172,6 +172,8 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
       resolveStream: (s: Stream | undefined) => s ?? stream,
       DeviceArray,
       handOff,
+      ENGINE: { running: false },
+      KERNEL_ID: 0,
     });
     const y = fakeArray(0x10000);
     const x = fakeArray(0x20000);

@@ -11,6 +11,7 @@ import type { DType } from '../dtype.js';
 import { DeviceArray } from '../memory/array.js';
 import { handOff } from '../memory/memory.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
+import { engine, issueKernelId, MAX_ENGINE_ARGUMENTS } from '../stream/issue-engine.js';
 import type { Stream } from '../stream/stream.js';
 import type { Kernel, KernelArgument, KernelParameter } from './kernel.js';
 import type { LaunchConfig } from './launch.js';
@@ -310,6 +311,19 @@ export function compileLaunch({
     // A captured kernel needs its module loaded for as long as the graph lives.
     'const capture = stream.capture;',
     'if (capture !== null) capture.retainModule(module);',
+    // With the issue engine running, a launch outside a capture goes to the stream's issuer:
+    // the geometry and the argument values just stored, copied into its ring.
+    ...(count <= MAX_ENGINE_ARGUMENTS
+      ? [
+          'let ring = stream.issue ?? null;',
+          'if (ring === null && ENGINE.running && capture === null) ring = ENGINE.attach(stream);',
+          'if (ring !== null && capture === null) {',
+          '  const token = beginOperation(name, stream);',
+          `  ring.launch(FUNCTION, KERNEL_ID, gx, gy, gz, bx, by, bz, sharedMemory, i32, ${slotBase >> 2}, ${count});`,
+          '  endOperation(token);',
+          '} else {',
+        ]
+      : ['{']),
     'stream.context.makeCurrent();',
     `u32[${word}] = gx;`,
     `u32[${word + 1}] = gy;`,
@@ -327,12 +341,13 @@ export function compileLaunch({
     'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
     'endOperation(token);',
     `if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
+    '}',
   ];
   const values = Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ');
   const source = [
     "'use strict';",
     'const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;',
-    'const { module, CONTEXT, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, resolveStream, DeviceArray, handOff } = launch;',
+    'const { module, CONTEXT, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, resolveStream, DeviceArray, handOff, ENGINE, KERNEL_ID } = launch;',
     'function marshal(args, stream) {',
     ...checks(true),
     '}',
@@ -383,6 +398,8 @@ export function compileLaunch({
     resolveStream,
     DeviceArray,
     handOff,
+    ENGINE: engine,
+    KERNEL_ID: issueKernelId(kernel.name),
   });
   return {
     source: text,
@@ -420,7 +437,7 @@ function launchText(name: string, body: readonly string[]): string {
  * arena's typed views (`ArenaViews`), the int64 and uint64 bounds as bigints, and the launch's
  * constants and functions (`module`, `CONTEXT`, `name`, `CONFIG`, `FUNCTION`, `ARGUMENTS`,
  * `driver`, `check`, `beginOperation`, `endOperation`, `resolveStream`, `DeviceArray`,
- * `handOff`).
+ * `handOff`, and the issue engine `ENGINE` with this kernel's `KERNEL_ID` in it).
  */
 export const LAUNCH_FACTORY_PARAMETERS = Object.freeze([
   'kernel',

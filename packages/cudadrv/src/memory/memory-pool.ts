@@ -179,11 +179,15 @@ export class MemoryPool {
     return this.retry(bytes, stream);
   }
 
-  /** One cuMemAllocAsync: the address, or undefined when memory ran out. */
+  /**
+   * One cuMemAllocAsync: the address, or undefined when memory ran out. It does not wait for
+   * the issue engine's launches on the stream (`rawFfiHandle`): memory allocated earlier in
+   * the stream's order is usable by them and by everything after.
+   */
   private tryAllocate(bytes: number, stream: Stream): number | bigint | undefined {
     this.context.makeCurrent();
     const out = scratch();
-    const result = driver().cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
+    const result = driver().cuMemAllocAsync(out.address, bytes, stream.rawFfiHandle);
     if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
     return undefined;
@@ -207,7 +211,7 @@ export class MemoryPool {
     this.context.makeCurrent();
     this.trim(0);
     const out = scratch();
-    const result = driver().cuMemAllocAsync(out.address, bytes, stream.ffiHandle);
+    const result = driver().cuMemAllocAsync(out.address, bytes, stream.rawFfiHandle);
     if (result === CUresult.CUDA_SUCCESS) return out.readAddress(0);
     if (result !== CUresult.CUDA_ERROR_OUT_OF_MEMORY) throw cudaError(result, 'cuMemAllocAsync');
     // A failed attempt can leave the pool holding what it grew by; give it back.

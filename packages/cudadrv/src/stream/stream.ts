@@ -7,6 +7,7 @@ import { CU_EVENT_WAIT_EXTERNAL } from '../ffi/graph.js';
 import type { StreamCapture } from '../graph/capture.js';
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
+import type { IssueAttachment } from './issue-engine.js';
 import { type StreamPriority, streamPriority } from './priority.js';
 
 const streamBrand = Symbol.for('@cuda-tasks/Stream');
@@ -96,13 +97,13 @@ export class Stream {
     // The brand lives on the prototype: a per-instance symbol field slows construction.
     (Stream.prototype as any)[streamBrand] = true;
   }
-  /** The CUstream handle. */
-  readonly handle: bigint;
+  readonly #handle: bigint;
+  readonly #ffiHandle: number | bigint;
   /**
-   * The handle as koffi converts it fastest (a Number; see `ffiValue`): pass this to native
-   * functions whose parameter is declared `uint64_t` on hot paths.
+   * @internal The issue engine's record of this stream while the engine drains it (see
+   * issue-engine.ts), else null.
    */
-  readonly ffiHandle: number | bigint;
+  issue: IssueAttachment | null = null;
   /** The context the stream belongs to. */
   readonly context: Context;
   /** Whether dispose() destroys the native stream. */
@@ -131,14 +132,14 @@ export class Stream {
   #tailEvent: number | bigint = 0;
 
   private constructor(handle: bigint, context: Context, owned: boolean, name?: string) {
-    this.handle = handle;
-    this.ffiHandle = ffiValue(handle);
+    this.#handle = handle;
+    this.#ffiHandle = ffiValue(handle);
     this.context = context;
     this.owned = owned;
     this.name = name;
     this.resources = {
       handle,
-      ffiHandle: this.ffiHandle,
+      ffiHandle: this.#ffiHandle,
       context,
       owned,
       handoffEvent: 0n,
@@ -146,6 +147,57 @@ export class Stream {
       cachedBlocks: null,
     };
     finalizer.register(this, this.resources, this);
+  }
+
+  /**
+   * The CUstream handle. With the issue engine running (`startIssueEngine`), reading it first
+   * waits until the stream's launches are issued, so that whatever is passed the handle comes
+   * after them in the stream's order.
+   */
+  get handle(): bigint {
+    const issue = this.issue;
+    if (issue !== null && issue.pending()) issue.fence();
+    return this.#handle;
+  }
+
+  /**
+   * The handle as koffi converts it fastest (a Number; see `ffiValue`): pass this to native
+   * functions whose parameter is declared `uint64_t` on hot paths. Waits for the issue engine
+   * as `handle` does.
+   */
+  get ffiHandle(): number | bigint {
+    const issue = this.issue;
+    if (issue !== null && issue.pending()) issue.fence();
+    return this.#ffiHandle;
+  }
+
+  /**
+   * @internal The handle without waiting for the issue engine: for the engine itself, and for
+   * calls that may come earlier in the stream's order than its launches not issued yet (a
+   * stream-ordered allocation).
+   */
+  get rawHandle(): bigint {
+    return this.#handle;
+  }
+
+  /** @internal `rawHandle` as koffi converts it fastest. */
+  get rawFfiHandle(): number | bigint {
+    return this.#ffiHandle;
+  }
+
+  /**
+   * Waits (microseconds, on this thread) until the issue engine has issued every launch made
+   * on this stream so far, and throws the first one the driver refused since the last check
+   * (a CudaError naming the kernel). Without the engine it does nothing. Call it before native
+   * work that reaches the stream without its handle: a library call through a handle bound to
+   * the stream earlier (the kit's `IssueEnvelope` calls it for you).
+   */
+  fence(): void {
+    const issue = this.issue;
+    if (issue === null) return;
+    issue.fence();
+    const error = issue.takeError();
+    if (error !== null) throw error;
   }
 
   /**
@@ -223,6 +275,7 @@ export class Stream {
   query(): boolean {
     this.assertUsable();
     if (this.capture !== null) throw this.capturingError('Stream.query');
+    if (this.issue !== null) this.fence();
     const stamp = useClock.value;
     const result = driver().cuStreamQuery(this.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) {
@@ -237,6 +290,7 @@ export class Stream {
   synchronize(): void {
     this.assertUsable();
     if (this.capture !== null) throw this.capturingError('Stream.synchronize');
+    if (this.issue !== null) this.fence();
     const stamp = useClock.value;
     check(driver().cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
     this.markCompleted(stamp);
@@ -375,6 +429,16 @@ export class Stream {
       }
     }
     this.#disposed = true;
+    // Every launch the issue engine holds for the stream is issued before anything goes.
+    const issue = this.issue;
+    if (issue !== null) {
+      this.issue = null;
+      try {
+        issue.detach();
+      } catch (error) {
+        (errors ??= []).push(error);
+      }
+    }
     const api = driver();
     const resources = this.resources;
     this.context.makeCurrent();
@@ -387,7 +451,7 @@ export class Stream {
       // Every use of a buffer on this stream is complete: hand-offs from it need nothing more.
       this.markCompleted(stamp);
       // A listener said native work may still reach it: never destroyed (nor by the finalizer).
-      if (!keepNative) check(api.cuStreamDestroy_v2(this.handle), 'cuStreamDestroy_v2');
+      if (!keepNative) check(api.cuStreamDestroy_v2(this.#handle), 'cuStreamDestroy_v2');
       if (resources.handoffEvent !== 0n) {
         api.cuEventDestroy_v2(resources.handoffEvent);
         resources.handoffEvent = 0n;
@@ -413,7 +477,7 @@ export class Stream {
 
   /** `Stream(name)`, or the handle in hex for an unnamed stream. */
   toString(): string {
-    return `Stream(${this.name ?? `0x${this.handle.toString(16)}`})`;
+    return `Stream(${this.name ?? `0x${this.#handle.toString(16)}`})`;
   }
 }
 

@@ -325,6 +325,23 @@ function spinRound(): boolean {
     }
     waiter.spun++;
     waitState.spinBudget--;
+    const issue = stream.issue;
+    if (issue != null) {
+      // Launches the issue engine has not issued yet: not done, and nothing to query (a query
+      // now would not see them). A launch the driver refused is this wait's error.
+      const failed = issue.pending() ? null : issue.takeError();
+      if (failed !== null) {
+        waiter.reject(failed);
+        recycle(waiter);
+        settled = true;
+        continue;
+      }
+      if (issue.pending()) {
+        if (waiter.spun >= SPIN_QUERIES) startPolling(waiter);
+        else spinning[kept++] = waiter;
+        continue;
+      }
+    }
     const stamp = useClock.value;
     const result = api.cuStreamQuery(stream.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) {

@@ -1,0 +1,358 @@
+import { fileURLToPath } from 'node:url';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+
+// The issue engine against a double of libcuda: first its ring protocol in one thread (the
+// writer's pushes and an issuer's drain, interleaved at random), then the whole engine with
+// real issuer threads whose libcuda calls are a double (test/issuer-calls-double.mjs) that
+// logs every launch into shared memory, driven by real `launch()` calls on real Streams.
+const fake = vi.hoisted(() => {
+  const state = { nextHandle: 0x1000, direct: [] as string[] };
+  const api = new Proxy({} as Record<string, (...args: any[]) => number>, {
+    get(_target, name: string) {
+      return (...args: any[]) => {
+        if (name === 'cuStreamCreateWithPriority') args[0][0] = BigInt(state.nextHandle++);
+        if (name === 'cuLaunchKernelEx') state.direct.push(name);
+        return 0;
+      };
+    },
+  });
+  return { state, api };
+});
+
+vi.mock('../driver.js', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../driver.js')>();
+  const errors = await import('../errors.js');
+  return {
+    ...original,
+    driver: () => fake.api,
+    check: (result: number, call: string) => {
+      if (result !== 0) throw new Error(`${call} returned ${result}`);
+    },
+    cudaError: (result: number, call: string) =>
+      new errors.CudaError(result, `CUDA_ERROR_${result}`, call, 'a double'),
+  };
+});
+
+import { Context, type Device } from '../context/device.js';
+import { CudaError } from '../errors.js';
+import { Kernel } from '../kernel/kernel.js';
+import { launch } from '../kernel/launch.js';
+import type { Module } from '../kernel/module.js';
+import { DeviceArray } from '../memory/array.js';
+import type { DeviceBuffer } from '../memory/memory.js';
+import {
+  engine,
+  IssueAttachment,
+  issueEngineStatistics,
+  startIssueEngineWith,
+  stopIssueEngine,
+  Writer,
+} from './issue-engine.js';
+import { createRing, createSlots, drain, type IssuerCalls, type Reader } from './issue-ring.js';
+import { Stream } from './stream.js';
+
+const DATA_ADDRESS = 0x10_0000;
+
+function readerOf(
+  ring: ReturnType<typeof createRing>,
+  slots: ReturnType<typeof createSlots>,
+): Reader {
+  return {
+    control: new Int32Array(ring.control),
+    data: new Int32Array(ring.data),
+    issued: new Int32Array(slots.issued),
+    errors: new Int32Array(slots.errors),
+    dataAddress: DATA_ADDRESS,
+    pointers: new Int32Array(512),
+    pointersAddress: 0x9000,
+    current: 0,
+    tail: 0,
+  };
+}
+
+function fakeStream(handle: number, context = 77n): Stream {
+  return {
+    rawHandle: BigInt(handle),
+    context: { handle: context },
+    toString: () => `Stream(${handle})`,
+  } as unknown as Stream;
+}
+
+describe('the ring protocol (one thread)', () => {
+  it('any interleaving of pushes and drains issues each stream’s launches in order, with their values', () => {
+    const push = fc.record({
+      stream: fc.integer({ min: 0, max: 3 }),
+      values: fc.array(fc.integer(), { maxLength: 4 }),
+      drainFirst: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(
+        fc.constantFrom(64, 128, 256),
+        fc.array(push, { maxLength: 60 }),
+        (capacity, pushes) => {
+          const ring = createRing(capacity);
+          const slots = createSlots();
+          const writer = new Writer(ring);
+          const reader = readerOf(ring, slots);
+          const streams = [0, 1, 2, 3].map(
+            (i) =>
+              new IssueAttachment(
+                fakeStream(0x500 + i, BigInt(70 + (i % 2))),
+                i,
+                writer,
+                new Int32Array(slots.issued),
+                new Int32Array(slots.errors),
+              ),
+          );
+          const issued: { stream: number; sequence: number; values: number[] }[] = [];
+          let contextSwitches = 0;
+          const calls: IssuerCalls = {
+            cuCtxSetCurrent: () => {
+              contextSwitches++;
+              return 0;
+            },
+            cuLaunchKernel(fn, gx, _gy, _gz, bx, _by, _bz, shared, stream, params) {
+              expect(fn).toBe(0x1234_5678_9a);
+              expect(params).toBe(reader.pointersAddress);
+              // The values are read where the pointers point: in the ring, 8 bytes apart.
+              const values: number[] = [];
+              for (let i = 0; i < bx; i++) {
+                const address =
+                  (reader.pointers[2 * i]! >>> 0) + reader.pointers[2 * i + 1]! * 2 ** 32;
+                const word = (address - DATA_ADDRESS) / 4;
+                expect(word % 2).toBe(0);
+                values.push(reader.data[word]!);
+                expect(reader.data[word + 1]).toBe(~reader.data[word]!);
+              }
+              issued.push({ stream: stream - 0x500, sequence: gx, values });
+              expect(shared).toBe(gx % 7);
+              return 0;
+            },
+          };
+          const sequence = [0, 0, 0, 0];
+          const pushed: { stream: number; sequence: number; values: number[] }[] = [];
+          const arena = new Int32Array(16);
+          for (const { stream, values, drainFirst } of pushes) {
+            const words = 18 + 2 * values.length;
+            const used = (writer.head - Atomics.load(writer.control, 1)) | 0;
+            if (drainFirst || used + 2 * words > capacity) drain(reader, calls);
+            values.forEach((v, i) => {
+              arena[4 + 2 * i] = v;
+              arena[5 + 2 * i] = ~v;
+            });
+            const s = ++sequence[stream]!;
+            streams[stream]!.launch(
+              0x1234_5678_9a,
+              3,
+              s,
+              1,
+              1,
+              values.length,
+              1,
+              1,
+              s % 7,
+              arena,
+              4,
+              values.length,
+            );
+            pushed.push({ stream, sequence: s, values: [...values] });
+            expect(streams[stream]!.pending()).toBe(true);
+          }
+          drain(reader, calls);
+          for (let i = 0; i < 4; i++) {
+            expect(streams[i]!.pending()).toBe(false);
+            expect(issued.filter((c) => c.stream === i)).toEqual(
+              pushed.filter((p) => p.stream === i),
+            );
+          }
+          expect(issued).toEqual(pushed);
+          // Two contexts alternate only where consecutive launches differ in context.
+          expect(contextSwitches).toBeLessThanOrEqual(pushed.length);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a refused launch is kept as the stream’s error, the first one only, until taken', () => {
+    const ring = createRing(256);
+    const slots = createSlots();
+    const writer = new Writer(ring);
+    const reader = readerOf(ring, slots);
+    const a = new IssueAttachment(
+      fakeStream(0x600),
+      5,
+      writer,
+      new Int32Array(slots.issued),
+      new Int32Array(slots.errors),
+    );
+    const b = new IssueAttachment(
+      fakeStream(0x601),
+      6,
+      writer,
+      new Int32Array(slots.issued),
+      new Int32Array(slots.errors),
+    );
+    engine.kernelNames[41] = 'spin<float>';
+    const calls: IssuerCalls = {
+      cuCtxSetCurrent: () => 0,
+      cuLaunchKernel: (_f, gx) => (gx === 2 ? 1 : gx === 3 ? 700 : 0),
+    };
+    const values = new Int32Array(2);
+    for (const gx of [1, 2, 3, 4]) a.launch(1, 41, gx, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    b.launch(1, 41, 5, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    expect(drain(reader, calls)).toBe(5);
+    expect(b.takeError()).toBeNull();
+    const error = a.takeError();
+    expect(error).toBeInstanceOf(CudaError);
+    expect((error as CudaError).code).toBe(1);
+    expect((error as CudaError).call).toMatch(
+      /cuLaunchKernel\(spin<float>\) on Stream\(1536\), issued by the issue engine/,
+    );
+    expect(a.takeError()).toBeNull();
+  });
+});
+
+// Real issuer threads with the double of libcuda.
+const DOUBLE = fileURLToPath(new URL('../../test/issuer-calls-double.mjs', import.meta.url));
+
+const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
+const fakeModule = { context, disposed: false } as unknown as Module;
+const kernel = new Kernel(fakeModule, 'sequence', 0x4242n, ['float32*', 'int32']);
+
+function fakeArray(pointer: number): DeviceArray<'float32'> {
+  const buffer = {
+    byteLength: 4096,
+    pointer: BigInt(pointer),
+    address: pointer,
+    disposed: false,
+    context,
+    useOn: () => BigInt(pointer),
+    ffiAddressOn: () => pointer,
+  };
+  return new DeviceArray(buffer as unknown as DeviceBuffer, 'float32', [1024], [1], 0, false);
+}
+
+/** The double's log: [stream, gx, gy, params-was-null, thread] per launch. */
+function entries(log: SharedArrayBuffer) {
+  const words = new Int32Array(log);
+  const used = Atomics.load(words, 0);
+  const out: { stream: number; gx: number; gy: number; thread: number }[] = [];
+  for (let at = 1; at < used + 1; at += 5) {
+    out.push({
+      stream: words[at]!,
+      gx: words[at + 1]!,
+      gy: words[at + 2]!,
+      thread: words[at + 4]!,
+    });
+  }
+  return out;
+}
+
+describe('the engine with issuer threads (libcuda a double)', () => {
+  afterEach(async () => {
+    await stopIssueEngine();
+  });
+
+  it('64 streams x 1,000 launches from launch(): each stream’s order holds, no gap, across 4 issuers', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 64_000 + 16));
+    startIssueEngineWith({ issuers: 4, ringWords: 4096, spinMicroseconds: 20 }, DOUBLE, log);
+    const streams = Array.from({ length: 64 }, (_, i) => Stream.create({ context, name: `s${i}` }));
+    const x = fakeArray(0x7000);
+    for (let round = 1; round <= 1000; round++) {
+      for (const stream of streams) launch(kernel, { grid: round, block: 32, stream }, x, round);
+    }
+    expect(fake.state.direct).toEqual([]);
+    // Reading a stream's handle waits until its launches are issued.
+    for (const stream of streams) void stream.ffiHandle;
+    const all = entries(log);
+    expect(all.length).toBe(64_000);
+    const threads = new Set(all.map((e) => e.thread));
+    expect(threads.size).toBe(4);
+    for (const stream of streams) {
+      const mine = all.filter((e) => e.stream === Number(stream.rawHandle));
+      expect(mine.map((e) => e.gx)).toEqual(Array.from({ length: 1000 }, (_, i) => i + 1));
+      // One stream, one issuer.
+      expect(new Set(mine.map((e) => e.thread)).size).toBe(1);
+    }
+    const stats = issueEngineStatistics();
+    expect(stats.launches).toBe(64_000);
+    expect(stats.streams).toBe(64);
+    for (const stream of streams) stream.dispose();
+    expect(issueEngineStatistics().streams).toBe(0);
+  });
+
+  it('a refused launch surfaces at the stream’s next query or fence, naming the kernel; others are unaffected', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 100));
+    startIssueEngineWith({ issuers: 2, spinMicroseconds: 0 }, DOUBLE, log);
+    const bad = Stream.create({ context, name: 'bad' });
+    const good = Stream.create({ context, name: 'good' });
+    const x = fakeArray(0x7000);
+    launch(kernel, { grid: [1, 13], block: 32, stream: bad }, x, 1); // gy 13: the double refuses it
+    launch(kernel, { grid: 2, block: 32, stream: bad }, x, 2);
+    launch(kernel, { grid: 1, block: 32, stream: good }, x, 1);
+    expect(good.query()).toBe(true);
+    const error = (() => {
+      try {
+        bad.fence();
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(CudaError);
+    expect((error as CudaError).call).toMatch(/cuLaunchKernel\(sequence\) on Stream\(bad\)/);
+    expect(bad.query()).toBe(true); // reported once
+    expect(
+      entries(log)
+        .filter((e) => e.stream === Number(bad.rawHandle))
+        .map((e) => e.gx),
+    ).toEqual([1, 2]);
+    bad.dispose();
+    good.dispose();
+  });
+
+  it('an idle engine sleeps, and is woken by the next launch; stop issues everything first', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 100));
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0 }, DOUBLE, log);
+    const stream = Stream.create({ context, name: 'sleepy' });
+    const x = fakeArray(0x7000);
+    // The issuer is up once a launch went through; then it has nothing to do.
+    launch(kernel, { grid: 6, block: 32, stream }, x, 6);
+    stream.fence();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const wakeUps = issueEngineStatistics().wakeUps;
+    const cpuBefore = process.cpuUsage();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const cpu = process.cpuUsage(cpuBefore);
+    // The whole process's CPU time over 500 ms idle: far from a busy core (500 ms).
+    expect((cpu.user + cpu.system) / 1000).toBeLessThan(150);
+    launch(kernel, { grid: 7, block: 32, stream }, x, 7);
+    expect(issueEngineStatistics().wakeUps).toBe(wakeUps + 1);
+    launch(kernel, { grid: 8, block: 32, stream }, x, 8);
+    await stopIssueEngine();
+    expect(entries(log).map((e) => e.gx)).toEqual([6, 7, 8]);
+    expect(stream.issue).toBeNull();
+    launch(kernel, { grid: 9, block: 32, stream }, x, 9);
+    expect(fake.state.direct).toEqual(['cuLaunchKernelEx']);
+    stream.dispose();
+  });
+
+  it('a full ring waits for its issuer: 20,000 launches through a ring of 1,024 words', () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 20_000));
+    startIssueEngineWith({ issuers: 1, ringWords: 1024, spinMicroseconds: 0 }, DOUBLE, log);
+    const stream = Stream.create({ context, name: 'full' });
+    const x = fakeArray(0x7000);
+    for (let i = 1; i <= 20_000; i++) launch(kernel, { grid: i, block: 32, stream }, x, i);
+    stream.fence();
+    expect(entries(log).map((e) => e.gx)).toEqual(Array.from({ length: 20_000 }, (_, i) => i + 1));
+    stream.dispose();
+  });
+
+  it('checks its options and refuses a second start', () => {
+    expect(() => startIssueEngineWith({ issuers: 0 }, DOUBLE)).toThrow(/issuers must be/);
+    expect(() => startIssueEngineWith({ ringWords: 1000 }, DOUBLE)).toThrow(/power of two/);
+    startIssueEngineWith({ issuers: 1 }, DOUBLE, new SharedArrayBuffer(64));
+    expect(() => startIssueEngineWith({ issuers: 1 }, DOUBLE)).toThrow(/runs already/);
+  });
+});

@@ -1,0 +1,457 @@
+/**
+ * The issue engine: kernel launches made on issuer threads. One thread's driver calls cost
+ * about 4 us each, so a process whose tasks launch many small kernels is capped by the thread
+ * that makes every call. With the engine started (`startIssueEngine`), a launch is checked and
+ * its arguments marshalled on the calling thread as before (bad input still throws at the
+ * call), then written into a ring in a `SharedArrayBuffer` (about 0.1 us) that an issuer
+ * thread drains with cuLaunchKernel. Each stream is drained by one issuer, so its launches keep
+ * their order; W issuers make the calls of W streams at once.
+ *
+ * Everything else stays on the calling thread, after the stream's launches: reading a
+ * stream's handle (`stream.ffiHandle`, `stream.handle`, which every copy, memset, event
+ * record, wait, free, capture and library binding passes to the driver) first waits until the
+ * issuer has issued what was pushed for that stream (a fence, microseconds), so all of them
+ * are in stream order with the launches without knowing of the engine. A library call whose
+ * handle is bound to the stream already calls `stream.fence()` (the kit's `IssueEnvelope`
+ * does). `synchronize()` waits, without blocking, until the launches are issued and then done.
+ * A stream-ordered allocation does not wait (memory allocated earlier in a stream's order is
+ * usable by its later work).
+ *
+ * A launch the driver refuses on an issuer (a bad configuration, a sticky error) is reported
+ * at the stream's next `synchronize()`, `query()` or `fence()`, as a CudaError naming the
+ * kernel. Launches inside a graph capture are made directly (captures are per stream and rare).
+ */
+import { Worker } from 'node:worker_threads';
+import { cudaError } from '../driver.js';
+import { CudaArgumentError, CudaError } from '../errors.js';
+import {
+  createRing,
+  createSlots,
+  HEAD,
+  LAUNCH_HEADER_WORDS,
+  MAX_SLOTS,
+  OP_LAUNCH,
+  OP_PAD,
+  type RingMemory,
+  SLEEPING,
+  type SlotMemory,
+  STOP,
+  TAIL,
+} from './issue-ring.js';
+import type { Stream } from './stream.js';
+
+/** Options of `startIssueEngine`. */
+export interface IssueEngineOptions {
+  /** Issuer threads (default 4). */
+  issuers?: number;
+  /** Words of each issuer's ring (a power of two, default 2^18: 1 MiB). */
+  ringWords?: number;
+  /**
+   * How long an issuer that found its ring empty checks it again before it sleeps, in
+   * microseconds (default 50): a launch pushed meanwhile is issued without a wake-up.
+   */
+  spinMicroseconds?: number;
+}
+
+/** How the engine stands (`issueEngineStatistics`). */
+export interface IssueEngineStatistics {
+  readonly running: boolean;
+  readonly issuers: number;
+  /** Launches pushed through the engine since it started. */
+  readonly launches: number;
+  /** Times a pushed launch had to wake a sleeping issuer. */
+  readonly wakeUps: number;
+  /** Fences that found launches not issued yet, and had to wait for them. */
+  readonly fenceWaits: number;
+  /** Streams drained by the engine now. */
+  readonly streams: number;
+}
+
+/** The most argument values a launch through the engine carries (more: launched directly). */
+export const MAX_ENGINE_ARGUMENTS = 256;
+
+/** What an issuer thread is started with. */
+export interface IssuerData {
+  readonly ring: RingMemory;
+  readonly slots: SlotMemory;
+  readonly spinMicroseconds: number;
+  /**
+   * The unit tests' double of libcuda's functions: a module whose default export makes an
+   * `IssuerCalls` (never set by the product, which binds libcuda).
+   */
+  readonly callsModule?: string;
+  /** What the double's module is given (a shared log, say). */
+  readonly callsData?: unknown;
+}
+
+const TWO_32 = 4294967296;
+
+/** @internal The writer's side of one issuer's ring. */
+export class Writer {
+  readonly control: Int32Array;
+  readonly data: Int32Array;
+  readonly mask: number;
+  head = 0;
+  /** Words known free (refreshed from `TAIL` only when a command does not fit). */
+  free: number;
+  streams = 0;
+  worker: Worker | undefined;
+
+  constructor(ring: RingMemory) {
+    this.control = new Int32Array(ring.control);
+    this.data = new Int32Array(ring.data);
+    this.mask = this.data.length - 1;
+    this.free = this.data.length;
+  }
+
+  /**
+   * Where a command of `words` words (even) starts: room is made at the end of the data block
+   * (a PAD command) and waited for when the issuer is behind.
+   */
+  reserve(words: number): number {
+    const capacity = this.data.length;
+    let at = this.head & this.mask;
+    const toEnd = capacity - at;
+    const needed = toEnd < words ? toEnd + words : words;
+    if (this.free < needed) this.waitForRoom(needed);
+    if (toEnd < words) {
+      this.data[at] = OP_PAD;
+      this.data[at + 1] = toEnd;
+      this.head = (this.head + toEnd) | 0;
+      this.free -= toEnd;
+      at = 0;
+    }
+    this.free -= words;
+    return at;
+  }
+
+  waitForRoom(needed: number): void {
+    const capacity = this.data.length;
+    for (;;) {
+      const used = (this.head - Atomics.load(this.control, TAIL)) | 0;
+      this.free = capacity - used;
+      if (this.free >= needed) return;
+      // The issuer is behind: publish what is there and make sure it is awake.
+      Atomics.store(this.control, HEAD, this.head);
+      Atomics.notify(this.control, HEAD, 1);
+    }
+  }
+
+  /** Publishes the commands written so far; wakes the issuer if it sleeps. */
+  publish(): boolean {
+    Atomics.store(this.control, HEAD, this.head);
+    if (Atomics.load(this.control, SLEEPING) !== 0) {
+      Atomics.notify(this.control, HEAD, 1);
+      return true;
+    }
+    return false;
+  }
+}
+
+/**
+ * @internal A stream drained by the engine: its issuer, its per-stream words, what was pushed.
+ * `Stream.issue` holds it (null for a stream the engine does not drain).
+ */
+export class IssueAttachment {
+  readonly stream: Stream;
+  readonly slot: number;
+  readonly #writer: Writer;
+  readonly #issued: Int32Array;
+  readonly #errors: Int32Array;
+  readonly #streamLo: number;
+  readonly #streamHi: number;
+  readonly #contextLo: number;
+  readonly #contextHi: number;
+  /** Launches pushed for this stream (int32, wraps). */
+  pushed = 0;
+
+  constructor(stream: Stream, slot: number, writer: Writer, slots: Int32Array, errors: Int32Array) {
+    this.stream = stream;
+    this.slot = slot;
+    this.#writer = writer;
+    this.#issued = slots;
+    this.#errors = errors;
+    const handle = stream.rawHandle;
+    this.#streamLo = Number(handle & 0xffff_ffffn) | 0;
+    this.#streamHi = Number(handle >> 32n) | 0;
+    const context = stream.context.handle;
+    this.#contextLo = Number(context & 0xffff_ffffn) | 0;
+    this.#contextHi = Number(context >> 32n) | 0;
+  }
+
+  /**
+   * Pushes one launch: the function, its kernel id (for errors), the geometry, and `count`
+   * 8-byte argument values from `values` (an Int32 view of the kernel's arena) at word `first`.
+   */
+  launch(
+    fn: number | bigint,
+    kernel: number,
+    gx: number,
+    gy: number,
+    gz: number,
+    bx: number,
+    by: number,
+    bz: number,
+    sharedMemory: number,
+    values: Int32Array,
+    first: number,
+    count: number,
+  ): void {
+    const writer = this.#writer;
+    const words = LAUNCH_HEADER_WORDS + 2 * count;
+    const at = writer.reserve(words);
+    const data = writer.data;
+    data[at] = OP_LAUNCH;
+    data[at + 1] = words;
+    data[at + 2] = this.slot;
+    data[at + 3] = kernel;
+    if (typeof fn === 'number') {
+      data[at + 4] = (fn % TWO_32) | 0;
+      data[at + 5] = Math.floor(fn / TWO_32) | 0;
+    } else {
+      data[at + 4] = Number(fn & 0xffff_ffffn) | 0;
+      data[at + 5] = Number(fn >> 32n) | 0;
+    }
+    data[at + 6] = this.#streamLo;
+    data[at + 7] = this.#streamHi;
+    data[at + 8] = this.#contextLo;
+    data[at + 9] = this.#contextHi;
+    data[at + 10] = gx;
+    data[at + 11] = gy;
+    data[at + 12] = gz;
+    data[at + 13] = bx;
+    data[at + 14] = by;
+    data[at + 15] = bz;
+    data[at + 16] = sharedMemory;
+    data[at + 17] = count;
+    const end = 2 * count;
+    for (let i = 0; i < end; i++) data[at + LAUNCH_HEADER_WORDS + i] = values[first + i]!;
+    writer.head = (writer.head + words) | 0;
+    this.pushed = (this.pushed + 1) | 0;
+    engine.launches++;
+    if (writer.publish()) engine.wakeUps++;
+  }
+
+  /** Whether launches pushed for the stream are not issued yet. */
+  pending(): boolean {
+    return Atomics.load(this.#issued, this.slot) !== this.pushed;
+  }
+
+  /** Waits (spinning: microseconds) until the issuer has issued every launch pushed so far. */
+  fence(): void {
+    if (Atomics.load(this.#issued, this.slot) === this.pushed) return;
+    engine.fenceWaits++;
+    const writer = this.#writer;
+    let spins = 0;
+    const started = performance.now();
+    while (Atomics.load(this.#issued, this.slot) !== this.pushed) {
+      if (++spins % 4096 === 0) {
+        if (engine.failure !== undefined) throw engine.failure;
+        // Never expected: an issuer asleep with work. Wake it; give up after 30 s.
+        if (Atomics.load(writer.control, SLEEPING) !== 0) Atomics.notify(writer.control, HEAD, 1);
+        if (performance.now() - started > 30_000) {
+          throw new CudaError(
+            0,
+            'CUDA_ERROR_UNKNOWN',
+            'issue engine',
+            `the issuer of ${this.stream} has not issued its launches within 30 s`,
+          );
+        }
+      }
+    }
+  }
+
+  /** The first launch of this stream the driver refused since the last call, or null. */
+  takeError(): Error | null {
+    const errors = this.#errors;
+    const result = Atomics.load(errors, 2 * this.slot);
+    if (result === 0) return null;
+    const kernel = Atomics.load(errors, 2 * this.slot + 1);
+    Atomics.store(errors, 2 * this.slot, 0);
+    return cudaError(
+      result,
+      `cuLaunchKernel(${engine.kernelNames[kernel] ?? 'a kernel'}) on ${this.stream}, issued by the issue engine`,
+    );
+  }
+
+  /** The stream goes: its slot is free again (after a fence). */
+  detach(): void {
+    this.fence();
+    Atomics.store(this.#issued, this.slot, 0);
+    Atomics.store(this.#errors, 2 * this.slot, 0);
+    this.pushed = 0;
+    this.#writer.streams--;
+    engine.freeSlots.push(this.slot);
+    engine.attached.delete(this);
+  }
+}
+
+/** The engine's state (one per loaded copy of this package; `engine.running` gates launches). */
+export const engine = {
+  running: false,
+  writers: [] as Writer[],
+  slots: undefined as SlotMemory | undefined,
+  issued: undefined as Int32Array | undefined,
+  errors: undefined as Int32Array | undefined,
+  freeSlots: [] as number[],
+  attached: new Set<IssueAttachment>(),
+  kernelNames: [] as string[],
+  launches: 0,
+  wakeUps: 0,
+  fenceWaits: 0,
+  /** Set when an issuer thread failed: fences throw it. */
+  failure: undefined as Error | undefined,
+  /**
+   * Attaches `stream` to the least loaded issuer; null when every slot is taken (then the
+   * stream's launches are made directly).
+   */
+  attach(stream: Stream): IssueAttachment | null {
+    const slot = engine.freeSlots.pop();
+    if (slot === undefined) return null;
+    let writer = engine.writers[0]!;
+    for (const candidate of engine.writers)
+      if (candidate.streams < writer.streams) writer = candidate;
+    writer.streams++;
+    const attachment = new IssueAttachment(stream, slot, writer, engine.issued!, engine.errors!);
+    engine.attached.add(attachment);
+    stream.issue = attachment;
+    return attachment;
+  },
+};
+
+/** @internal A kernel's id in error messages of launches made by the engine. */
+export function issueKernelId(name: string): number {
+  engine.kernelNames.push(name);
+  return engine.kernelNames.length - 1;
+}
+
+/**
+ * The issuer thread's module and how to start it: dist/issuer-thread.js when built; from the
+ * TypeScript source (vitest, tsx), issuer-thread-source.mjs registers tsx's loader first.
+ */
+function issuerEntry(): { url: URL; execArgv: string[] | undefined } {
+  if (!import.meta.url.endsWith('.ts')) {
+    return { url: new URL('./issuer-thread.js', import.meta.url), execArgv: undefined };
+  }
+  return {
+    url: new URL('./issuer-thread-source.mjs', import.meta.url),
+    execArgv: [...process.execArgv, '--conditions=@cuda-tasks/source'],
+  };
+}
+
+/**
+ * Starts the issue engine (see the module's comment): from now on, launches on streams that do
+ * not capture are made by `issuers` issuer threads. Launches pushed before an issuer is up wait
+ * in its ring. Throws a CudaArgumentError when it runs already or for a bad option.
+ * @example startIssueEngine({ issuers: 8 });
+ */
+export function startIssueEngine(options: IssueEngineOptions = {}): void {
+  startIssueEngineWith(options, undefined);
+}
+
+/** `startIssueEngine` with the issuers' calls from a test double's module (unit tests). */
+export function startIssueEngineWith(
+  options: IssueEngineOptions,
+  callsModule: string | undefined,
+  callsData?: unknown,
+): void {
+  if (engine.running) throw new CudaArgumentError('startIssueEngine: the engine runs already');
+  const issuers = options.issuers ?? 4;
+  const ringWords = options.ringWords ?? 1 << 18;
+  const spinMicroseconds = options.spinMicroseconds ?? 50;
+  if (!Number.isInteger(issuers) || issuers < 1 || issuers > 64) {
+    throw new CudaArgumentError(
+      `startIssueEngine: issuers must be an integer in [1, 64], got ${String(issuers)}`,
+    );
+  }
+  if (!Number.isInteger(ringWords) || ringWords < 1024 || !Number.isInteger(Math.log2(ringWords))) {
+    throw new CudaArgumentError(
+      `startIssueEngine: ringWords must be a power of two >= 1024, got ${String(ringWords)}`,
+    );
+  }
+  if (typeof spinMicroseconds !== 'number' || !(spinMicroseconds >= 0)) {
+    throw new CudaArgumentError(
+      `startIssueEngine: spinMicroseconds must be a number >= 0, got ${String(spinMicroseconds)}`,
+    );
+  }
+  const slots = createSlots();
+  engine.slots = slots;
+  engine.issued = new Int32Array(slots.issued);
+  engine.errors = new Int32Array(slots.errors);
+  engine.freeSlots = Array.from({ length: MAX_SLOTS }, (_, i) => MAX_SLOTS - 1 - i);
+  engine.failure = undefined;
+  engine.launches = engine.wakeUps = engine.fenceWaits = 0;
+  const entry = issuerEntry();
+  engine.writers = Array.from({ length: issuers }, () => {
+    const ring = createRing(ringWords);
+    const writer = new Writer(ring);
+    const worker = new Worker(entry.url, {
+      workerData: {
+        ring,
+        slots,
+        spinMicroseconds,
+        ...(callsModule === undefined ? {} : { callsModule, callsData }),
+      } satisfies IssuerData,
+      ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),
+      resourceLimits: { maxOldGenerationSizeMb: 64 },
+    });
+    worker.unref();
+    const failed = (why: string) => {
+      if (engine.writers.includes(writer) && engine.running) {
+        engine.failure = new CudaError(
+          0,
+          'CUDA_ERROR_UNKNOWN',
+          'issue engine',
+          `an issuer thread ${why}`,
+        );
+      }
+    };
+    worker.on('error', (error) => failed(`failed: ${error.message}`));
+    worker.on('exit', (code) => failed(`exited with code ${code}`));
+    writer.worker = worker;
+    return writer;
+  });
+  engine.running = true;
+}
+
+/**
+ * Stops the engine: every stream's launches are issued first, then the issuer threads exit and
+ * launches are made directly again. Safe to call when it does not run.
+ */
+export async function stopIssueEngine(): Promise<void> {
+  if (!engine.running) return;
+  engine.running = false;
+  for (const attachment of [...engine.attached]) {
+    attachment.fence();
+    attachment.stream.issue = null;
+  }
+  engine.attached.clear();
+  const writers = engine.writers;
+  engine.writers = [];
+  await Promise.all(
+    writers.map(async (writer) => {
+      Atomics.store(writer.control, STOP, 1);
+      Atomics.notify(writer.control, HEAD, 1);
+      const worker = writer.worker!;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => void worker.terminate().then(() => resolve()), 5_000);
+        worker.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }),
+  );
+}
+
+/** How the engine stands. */
+export function issueEngineStatistics(): IssueEngineStatistics {
+  return {
+    running: engine.running,
+    issuers: engine.writers.length,
+    launches: engine.launches,
+    wakeUps: engine.wakeUps,
+    fenceWaits: engine.fenceWaits,
+    streams: engine.attached.size,
+  };
+}

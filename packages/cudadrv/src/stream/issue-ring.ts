@@ -1,0 +1,166 @@
+/**
+ * The issue engine's rings (see issue-engine.ts): what the calling thread writes and an issuer
+ * thread reads, both sides of it. One ring per issuer thread, in a `SharedArrayBuffer`, with one
+ * writer (the thread that runs the engine) and one reader (its issuer).
+ *
+ * Layout: a control block of Int32 words (`HEAD`, `TAIL`, `SLEEPING`, `STOP`) and a data block of
+ * `capacity` Int32 words (a power of two). `HEAD` and `TAIL` count words written and read, as
+ * int32 that wrap; a word's place is `position & (capacity - 1)`. A command is a run of words
+ * that never crosses the data block's end (a `PAD` command fills the rest first), starting on an
+ * even word, so that its 8-byte argument values are 8-byte aligned:
+ *
+ *   [op, length, slot, kernel, fnLo, fnHi, streamLo, streamHi, contextLo, contextHi,
+ *    gx, gy, gz, bx, by, bz, sharedMemory, count, (valueLo, valueHi) x count]   op = LAUNCH
+ *   [op, length]                                                                 op = PAD
+ *
+ * `slot` is the stream's index in the engine's per-stream words: `issued[slot]` counts the
+ * commands of that stream issued so far (the writer compares it with what it pushed), and
+ * `errors[2 slot]`, `errors[2 slot + 1]` hold the first failed command's CUresult and kernel.
+ * Writes to the data block happen before the `HEAD` store that publishes them, and the reader
+ * loads `HEAD` before it reads them (Atomics are sequentially consistent).
+ */
+
+export const HEAD = 0;
+export const TAIL = 1;
+/** 1 while the issuer sleeps (or is about to) in `Atomics.wait` on `HEAD`. */
+export const SLEEPING = 2;
+/** 1 once the engine stops: the issuer drains what is there and exits. */
+export const STOP = 3;
+export const CONTROL_WORDS = 8;
+
+export const OP_LAUNCH = 1;
+export const OP_PAD = 2;
+/** Words of a launch command before its argument values. */
+export const LAUNCH_HEADER_WORDS = 18;
+
+/** Streams the engine can drain at once (the per-stream words). */
+export const MAX_SLOTS = 4096;
+
+/** The shared memory of one ring. */
+export interface RingMemory {
+  readonly control: SharedArrayBuffer;
+  readonly data: SharedArrayBuffer;
+}
+
+/** The shared per-stream words of an engine. */
+export interface SlotMemory {
+  /** Int32 per slot: commands issued. */
+  readonly issued: SharedArrayBuffer;
+  /** Int32 x 2 per slot: the first failure's CUresult and kernel id. */
+  readonly errors: SharedArrayBuffer;
+}
+
+export function createRing(capacity: number): RingMemory {
+  if (!Number.isInteger(Math.log2(capacity)) || capacity < 64) {
+    throw new RangeError(`issue ring capacity must be a power of two >= 64, got ${capacity}`);
+  }
+  return {
+    control: new SharedArrayBuffer(4 * CONTROL_WORDS),
+    data: new SharedArrayBuffer(4 * capacity),
+  };
+}
+
+export function createSlots(): SlotMemory {
+  return {
+    issued: new SharedArrayBuffer(4 * MAX_SLOTS),
+    errors: new SharedArrayBuffer(8 * MAX_SLOTS),
+  };
+}
+
+/** What the issuer calls: libcuda's functions as koffi binds them (or a test's double). */
+export interface IssuerCalls {
+  cuCtxSetCurrent(context: number | bigint): number;
+  cuLaunchKernel(
+    f: number,
+    gx: number,
+    gy: number,
+    gz: number,
+    bx: number,
+    by: number,
+    bz: number,
+    sharedMemory: number,
+    stream: number,
+    kernelParams: number,
+    extra: number,
+  ): number;
+}
+
+/** The reader's side of one ring: its views, and where the argument values' pointers go. */
+export interface Reader {
+  readonly control: Int32Array;
+  readonly data: Int32Array;
+  readonly issued: Int32Array;
+  readonly errors: Int32Array;
+  /** The data block's native address (the same in every thread of the process). */
+  readonly dataAddress: number;
+  /** Int32 view of a native array of `void*` (lo, hi words) handed to cuLaunchKernel. */
+  readonly pointers: Int32Array;
+  /** That array's native address. */
+  readonly pointersAddress: number;
+  /** The context last made current on this thread. */
+  current: number;
+  tail: number;
+}
+
+const TWO_32 = 4294967296;
+
+/**
+ * Issues every command published so far (from `tail` to `HEAD`), in order, and publishes the
+ * new `TAIL`. Returns how many commands it issued. Never throws for a failed call: the
+ * CUresult goes to the stream's error words (the first one stays) and later commands go on.
+ */
+export function drain(reader: Reader, calls: IssuerCalls): number {
+  const { control, data, issued, errors } = reader;
+  const mask = data.length - 1;
+  const head = Atomics.load(control, HEAD);
+  let tail = reader.tail;
+  let count = 0;
+  while (tail !== head) {
+    const at = tail & mask;
+    const op = data[at]!;
+    const length = data[at + 1]!;
+    if (op === OP_LAUNCH) {
+      const slot = data[at + 2]!;
+      const fn = (data[at + 4]! >>> 0) + (data[at + 5]! >>> 0) * TWO_32;
+      const stream = (data[at + 6]! >>> 0) + (data[at + 7]! >>> 0) * TWO_32;
+      const context = (data[at + 8]! >>> 0) + (data[at + 9]! >>> 0) * TWO_32;
+      let result = 0;
+      if (reader.current !== context) {
+        result = calls.cuCtxSetCurrent(context);
+        if (result === 0) reader.current = context;
+      }
+      if (result === 0) {
+        const values = data[at + 17]!;
+        const pointers = reader.pointers;
+        let address = reader.dataAddress + 4 * (at + LAUNCH_HEADER_WORDS);
+        for (let i = 0; i < values; i++) {
+          pointers[2 * i] = address % TWO_32;
+          pointers[2 * i + 1] = Math.floor(address / TWO_32);
+          address += 8;
+        }
+        result = calls.cuLaunchKernel(
+          fn,
+          data[at + 10]! >>> 0,
+          data[at + 11]! >>> 0,
+          data[at + 12]! >>> 0,
+          data[at + 13]! >>> 0,
+          data[at + 14]! >>> 0,
+          data[at + 15]! >>> 0,
+          data[at + 16]! >>> 0,
+          stream,
+          reader.pointersAddress,
+          0,
+        );
+      }
+      if (result !== 0 && Atomics.compareExchange(errors, 2 * slot, 0, result) === 0) {
+        Atomics.store(errors, 2 * slot + 1, data[at + 3]!);
+      }
+      Atomics.add(issued, slot, 1);
+      count++;
+    }
+    tail = (tail + length) | 0;
+  }
+  reader.tail = tail;
+  Atomics.store(control, TAIL, tail);
+  return count;
+}

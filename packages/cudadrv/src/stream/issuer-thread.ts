@@ -1,0 +1,52 @@
+/**
+ * An issue engine's issuer thread (started by issue-engine.ts; built as dist/issuer-thread.js):
+ * binds libcuda (the process's own copy, through the package's FFI declarations), then drains
+ * its ring (issue-ring.ts) for as long as the engine runs. An empty ring is checked again for
+ * `spinMicroseconds`, then the thread sleeps in `Atomics.wait` until the engine publishes more
+ * (it wakes the thread only when it sleeps). It exits once the engine stops and the ring is
+ * empty.
+ */
+import { workerData } from 'node:worker_threads';
+import { cuda } from '../ffi/cuda.js';
+import { koffi } from '../ffi/library.js';
+import type { IssuerData } from './issue-engine.js';
+import { drain, HEAD, type IssuerCalls, type Reader, SLEEPING, STOP } from './issue-ring.js';
+
+const { ring, slots, spinMicroseconds, callsModule, callsData } = workerData as IssuerData;
+const api: IssuerCalls =
+  callsModule === undefined
+    ? cuda()
+    : ((await import(callsModule)) as { default: (data: unknown) => IssuerCalls }).default(
+        callsData,
+      );
+const k = koffi();
+/** Room for the `void*` of every argument of the largest launch the engine carries. */
+const POINTERS = 256;
+const pointersAddress = k.alloc('uint64_t', POINTERS) as bigint;
+const data = new Int32Array(ring.data);
+const reader: Reader = {
+  control: new Int32Array(ring.control),
+  data,
+  issued: new Int32Array(slots.issued),
+  errors: new Int32Array(slots.errors),
+  dataAddress: Number(k.address(data) as bigint),
+  pointers: new Int32Array(k.view(pointersAddress, 8 * POINTERS) as ArrayBuffer),
+  pointersAddress: Number(pointersAddress),
+  current: 0,
+  tail: 0,
+};
+const control = reader.control;
+
+for (;;) {
+  if (drain(reader, api) > 0) continue;
+  // Empty: look again for a while (a launch pushed meanwhile needs no wake-up), then sleep.
+  const until = performance.now() + spinMicroseconds / 1000;
+  while (Atomics.load(control, HEAD) === reader.tail && performance.now() < until) {}
+  if (Atomics.load(control, HEAD) !== reader.tail) continue;
+  if (Atomics.load(control, STOP) === 1) break;
+  Atomics.store(control, SLEEPING, 1);
+  // The engine publishes HEAD, then reads SLEEPING: either it sees 1 and wakes this thread,
+  // or this wait sees the new HEAD and returns at once.
+  Atomics.wait(control, HEAD, reader.tail);
+  Atomics.store(control, SLEEPING, 0);
+}
