@@ -96,6 +96,9 @@ export class IssueEnvelope<H> {
    * or a capturing stream), at the cost of one comparison.
    */
   begin(stream: Stream, name: string): number {
+    // With cudadrv's issue engine, the stream's launches not issued yet go first: the call
+    // reaches the stream through its handle, not the stream's own (which would wait for them).
+    stream.waitForIssue?.();
     return beginOperation(name, stream);
   }
 

@@ -19,7 +19,7 @@ afterAll(async () => {
 describe('WorkerPool', () => {
   it('lists the module’s exported functions as its jobs and runs them', async () => {
     expect([...pool.jobs].sort()).toEqual(
-      ['add', 'describe', 'exits', 'fails', 'slow', 'waitsForAbort'].sort(),
+      ['add', 'describe', 'exits', 'fails', 'slow', 'waitsForAbort', 'whoAmI'].sort(),
     );
     expect(pool.size).toBe(2);
     await expect(pool.run('add', 2, 3)).resolves.toBe(5);
@@ -105,6 +105,20 @@ describe('WorkerPool', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     await expect(pool.run('add', 1, 1)).resolves.toBe(2);
+  });
+
+  it('broadcast() runs a job once on every worker; argv reaches the workers’ process.argv', async () => {
+    const other = await WorkerPool.start(JOBS, { workers: 3, argv: ['mode=fast', 'n=3'] });
+    const all = await other.broadcast<{ threadId: number; argv: string[] }>('whoAmI');
+    expect(all).toHaveLength(3);
+    expect(new Set(all.map((r) => r.threadId)).size).toBe(3);
+    expect(all.every((r) => r.argv.join(' ') === 'mode=fast n=3')).toBe(true);
+    await expect(other.broadcast('nope')).rejects.toThrow(/no job "nope"/);
+    await other.close();
+    await expect(other.broadcast('whoAmI')).rejects.toThrow(/closed/);
+    await expect(WorkerPool.start(JOBS, { argv: [3 as unknown as string] })).rejects.toThrow(
+      /argv must be/,
+    );
   });
 
   it('close() waits for the jobs in flight, then refuses new ones', async () => {

@@ -51,6 +51,8 @@ export interface WorkerPoolOptions {
   device?: number;
   /** How long `start` waits for a worker to import the job module (default 30 s). */
   startTimeoutMs?: number;
+  /** Strings appended to `process.argv` in every worker (settings for the job module). */
+  argv?: readonly string[];
 }
 
 /** Options of one job (`pool.runWith`). */
@@ -186,8 +188,11 @@ export class WorkerPool {
   /** The jobs the module exports (from the first worker ready). */
   #jobs: readonly string[] = [];
 
-  private constructor(data: Omit<WorkerPoolData, 'index'>) {
+  readonly #argv: string[];
+
+  private constructor(data: Omit<WorkerPoolData, 'index'>, argv: string[]) {
     this.#data = data;
+    this.#argv = argv;
   }
 
   /**
@@ -206,7 +211,11 @@ export class WorkerPool {
     );
     if (options.device !== undefined) checkCount(options.device, 'device', 0, 1 << 16);
     const timeout = checkCount(options.startTimeoutMs ?? 30_000, 'startTimeoutMs', 1, 2 ** 31 - 1);
-    const pool = new WorkerPool({ module: moduleUrl(module), device: options.device });
+    const argv = options.argv ?? [];
+    if (!Array.isArray(argv) || !argv.every((item) => typeof item === 'string')) {
+      throw new CudaArgumentError('WorkerPool: argv must be a list of strings');
+    }
+    const pool = new WorkerPool({ module: moduleUrl(module), device: options.device }, [...argv]);
     try {
       await Promise.all(
         Array.from({ length: workers }, (_, index) => pool.#startWorker(index, timeout)),
@@ -233,6 +242,7 @@ export class WorkerPool {
     const entry = workerEntry();
     const worker = new Worker(entry.url, {
       workerData: { ...this.#data, index } satisfies WorkerPoolData,
+      argv: this.#argv,
       ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),
     });
     const slot: Slot = this.#slots[index] ?? {
@@ -450,6 +460,17 @@ export class WorkerPool {
         new CudaArgumentError('WorkerPool.run: no worker is ready (they are restarting)'),
       );
     }
+    return this.#runOn<R>(slot, job, args, options);
+  }
+
+  /** Runs `job` on worker `slot`, its name and signal checked (see `runWith`). */
+  #runOn<R>(
+    slot: Slot,
+    job: string,
+    args: readonly unknown[],
+    options: WorkerJobOptions,
+  ): Promise<R> {
+    const signal = options.signal;
     // The caller's stream, resolved in the caller's task only when an array needs it (a job
     // of plain values touches no GPU here); kept for the reply, which runs outside that task.
     const given = options.stream;
@@ -515,6 +536,28 @@ export class WorkerPool {
         reject(error);
       }
     });
+  }
+
+  /**
+   * Runs `job` with `args` once on every worker (each as a task there) and resolves with their
+   * results in worker order: a per-worker setup, say. A worker started again later (after an
+   * exit) has not run it.
+   */
+  broadcast<R = unknown>(job: string, ...args: unknown[]): Promise<R[]> {
+    if (this.#closed) {
+      return Promise.reject(new CudaArgumentError('WorkerPool.broadcast: the pool is closed'));
+    }
+    if (typeof job !== 'string' || (this.#jobs.length > 0 && !this.#jobs.includes(job))) {
+      return Promise.reject(
+        new CudaArgumentError(
+          `WorkerPool.broadcast: the job module has no job ${JSON.stringify(job)}`,
+        ),
+      );
+    }
+    if (this.#slots.some((slot) => !slot.ready)) {
+      return Promise.reject(new CudaArgumentError('WorkerPool.broadcast: a worker is restarting'));
+    }
+    return Promise.all(this.#slots.map((slot) => this.#runOn<R>(slot, job, args, {})));
   }
 
   /** How the pool stands. */
