@@ -164,6 +164,13 @@ export {
 export { type PackageCopy, packageOf, processState } from './process-state.js';
 export { Event, type EventOptions, type ThreadEventDescriptor } from './stream/event.js';
 export { InterprocessEvent } from './stream/ipc-event.js';
+export {
+  type IssueEngineOptions,
+  type IssueEngineStatistics,
+  issueEngineStatistics,
+  startIssueEngine,
+  stopIssueEngine,
+} from './stream/issue-engine.js';
 export { beginOperation, endOperation } from './stream/observer.js';
 export { type StreamPriority, streamPriority } from './stream/priority.js';
 export { Stream, type StreamOptions } from './stream/stream.js';

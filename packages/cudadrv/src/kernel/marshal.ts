@@ -313,11 +313,13 @@ export function compileLaunch({
     'if (capture !== null) capture.retainModule(module);',
     // With the issue engine running, a launch outside a capture goes to the stream's issuer:
     // the geometry and the argument values just stored, copied into its ring.
+    // (Without the engine this costs one property read; the stream's handle is then read
+    // without the engine's fence, which only a stream the engine drains needs.)
+    'const running = ENGINE.running;',
+    'const ring = running && capture === null ? (stream.issue ?? ENGINE.attach(stream)) : null;',
     ...(count <= MAX_ENGINE_ARGUMENTS
       ? [
-          'let ring = stream.issue ?? null;',
-          'if (ring === null && ENGINE.running && capture === null) ring = ENGINE.attach(stream);',
-          'if (ring !== null && capture === null) {',
+          'if (ring !== null) {',
           '  const token = beginOperation(name, stream);',
           `  ring.launch(FUNCTION, KERNEL_ID, gx, gy, gz, bx, by, bz, sharedMemory, i32, ${slotBase >> 2}, ${count});`,
           '  endOperation(token);',
@@ -332,7 +334,7 @@ export function compileLaunch({
     `u32[${word + 4}] = by;`,
     `u32[${word + 5}] = bz;`,
     `u32[${word + 6}] = sharedMemory;`,
-    'const streamHandle = stream.ffiHandle;',
+    'const streamHandle = running ? stream.ffiHandle : stream.rawFfiHandle;',
     `if (typeof streamHandle === 'number') {`,
     `  u32[${word + 8}] = streamHandle >>> 0;`,
     `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,

@@ -51,6 +51,8 @@ class StreamBlocks {
     if (this.bytes === 0) return;
     holding.delete(this);
     this.bytes = 0;
+    // A block's last user may be a launch the issue engine has not issued yet: it goes first.
+    this.stream.deref()?.waitForIssue();
     const resources = this.resources;
     resources.context.makeCurrent();
     const api = driver();

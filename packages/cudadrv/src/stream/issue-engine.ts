@@ -22,7 +22,7 @@
  * kernel. Launches inside a graph capture are made directly (captures are per stream and rare).
  */
 import { Worker } from 'node:worker_threads';
-import { cudaError } from '../driver.js';
+import { cudaError, driver } from '../driver.js';
 import { CudaArgumentError, CudaError } from '../errors.js';
 import {
   createRing,
@@ -65,6 +65,8 @@ export interface IssueEngineStatistics {
   readonly fenceWaits: number;
   /** Streams drained by the engine now. */
   readonly streams: number;
+  /** Why an issuer thread stopped while the engine ran (then fences throw it), else undefined. */
+  readonly failure: string | undefined;
 }
 
 /** The most argument values a launch through the engine carries (more: launched directly). */
@@ -342,10 +344,13 @@ function issuerEntry(): { url: URL; execArgv: string[] | undefined } {
 /**
  * Starts the issue engine (see the module's comment): from now on, launches on streams that do
  * not capture are made by `issuers` issuer threads. Launches pushed before an issuer is up wait
- * in its ring. Throws a CudaArgumentError when it runs already or for a bad option.
+ * in its ring. Throws a CudaArgumentError when it runs already or for a bad option, and
+ * CudaUnavailableError without a driver or GPU.
  * @example startIssueEngine({ issuers: 8 });
  */
 export function startIssueEngine(options: IssueEngineOptions = {}): void {
+  // A missing driver or GPU is the one clear error here, not an issuer thread's exit later.
+  driver();
   startIssueEngineWith(options, undefined);
 }
 
@@ -397,7 +402,7 @@ export function startIssueEngineWith(
     });
     worker.unref();
     const failed = (why: string) => {
-      if (engine.writers.includes(writer) && engine.running) {
+      if (engine.writers.includes(writer) && engine.running && engine.failure === undefined) {
         engine.failure = new CudaError(
           0,
           'CUDA_ERROR_UNKNOWN',
@@ -453,5 +458,6 @@ export function issueEngineStatistics(): IssueEngineStatistics {
     wakeUps: engine.wakeUps,
     fenceWaits: engine.fenceWaits,
     streams: engine.attached.size,
+    failure: engine.failure?.message,
   };
 }

@@ -186,6 +186,15 @@ export class Stream {
   }
 
   /**
+   * @internal `fence()` without its error report: waits until the issue engine has issued the
+   * stream's launches (a library call through a handle bound to the stream comes after them).
+   */
+  waitForIssue(): void {
+    const issue = this.issue;
+    if (issue !== null && issue.pending()) issue.fence();
+  }
+
+  /**
    * Waits (microseconds, on this thread) until the issue engine has issued every launch made
    * on this stream so far, and throws the first one the driver refused since the last check
    * (a CudaError naming the kernel). Without the engine it does nothing. Call it before native
