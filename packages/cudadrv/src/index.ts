@@ -161,6 +161,13 @@ export {
   memsetWords,
   PinnedHostBuffer,
 } from './memory/transfer.js';
+export {
+  assertOptions,
+  booleanOption,
+  numberOption,
+  renamedBooleanOption,
+  streamOption,
+} from './options-checks.js';
 export { type PackageCopy, packageOf, processState } from './process-state.js';
 export { Event, type EventOptions, type ThreadEventDescriptor } from './stream/event.js';
 export { InterprocessEvent } from './stream/ipc-event.js';

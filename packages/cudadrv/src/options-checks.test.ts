@@ -1,0 +1,140 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { CudaArgumentError } from './errors.js';
+import {
+  assertOptions,
+  booleanOption,
+  numberOption,
+  renamedBooleanOption,
+  streamOption,
+} from './options-checks.js';
+
+/** The message of the CudaArgumentError `fn` throws (fails the test if it throws none). */
+function refusal(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(CudaArgumentError);
+    expect(error).toBeInstanceOf(TypeError);
+    return (error as Error).message;
+  }
+  throw new Error('expected a CudaArgumentError');
+}
+
+describe('assertOptions', () => {
+  it('takes an object or undefined', () => {
+    for (const options of [undefined, {}, { stream: undefined }, Object.freeze({}), []]) {
+      expect(() => assertOptions('lu', options)).not.toThrow();
+    }
+  });
+
+  it.each([
+    ['upper', 'lu: options must be an object, got "upper"'],
+    [null, 'lu: options must be an object, got null'],
+    [true, 'lu: options must be an object, got true'],
+    [3, 'lu: options must be an object, got 3'],
+    [3n, 'lu: options must be an object, got 3n'],
+  ])('refuses %s', (options, message) => {
+    expect(refusal(() => assertOptions('lu', options))).toBe(message);
+  });
+});
+
+describe('booleanOption', () => {
+  it('is the value for a boolean and the fallback for undefined, else a refusal (any value)', () => {
+    fc.assert(
+      fc.property(fc.anything(), fc.boolean(), (value, fallback) => {
+        if (value === undefined) {
+          expect(booleanOption('gemm', 'transA', value, fallback)).toBe(fallback);
+        } else if (typeof value === 'boolean') {
+          expect(booleanOption('gemm', 'transA', value, fallback)).toBe(value);
+        } else {
+          expect(refusal(() => booleanOption('gemm', 'transA', value, fallback))).toMatch(
+            /^gemm: option transA must be true or false, got /,
+          );
+        }
+      }),
+    );
+  });
+
+  it('defaults to false and names the value it refuses', () => {
+    expect(booleanOption('svd', 'full', undefined)).toBe(false);
+    expect(refusal(() => booleanOption('svd', 'full', 'yes'))).toBe(
+      'svd: option full must be true or false, got "yes"',
+    );
+    expect(refusal(() => booleanOption('svd', 'full', null))).toBe(
+      'svd: option full must be true or false, got null',
+    );
+    expect(refusal(() => booleanOption('svd', 'full', { on: true }))).toBe(
+      'svd: option full must be true or false, got Object',
+    );
+    expect(refusal(() => booleanOption('svd', 'full', Object.create(null)))).toBe(
+      'svd: option full must be true or false, got an object',
+    );
+  });
+});
+
+describe('renamedBooleanOption', () => {
+  const flag = fc.option(fc.boolean(), { nil: undefined });
+
+  it('takes either spelling; both given must agree (every combination)', () => {
+    fc.assert(
+      fc.property(flag, flag, fc.boolean(), (value, old, fallback) => {
+        const read = () => renamedBooleanOption('gemv', 'transA', value, 'trans', old, fallback);
+        if (value !== undefined && old !== undefined && value !== old) {
+          expect(refusal(read)).toBe(
+            `gemv: option transA is ${value} but trans (its deprecated spelling) is ${old}: pass transA only`,
+          );
+        } else {
+          expect(read()).toBe(value ?? old ?? fallback);
+        }
+      }),
+    );
+  });
+
+  it('refuses a bad value under either name', () => {
+    expect(refusal(() => renamedBooleanOption('luSolve', 'transA', 1, 'transpose', true))).toBe(
+      'luSolve: option transA must be true or false, got 1',
+    );
+    expect(refusal(() => renamedBooleanOption('luSolve', 'transA', true, 'transpose', 'y'))).toBe(
+      'luSolve: option transpose must be true or false, got "y"',
+    );
+  });
+});
+
+describe('numberOption', () => {
+  it('is the value for a number and the fallback for undefined, else a refusal (any value)', () => {
+    fc.assert(
+      fc.property(fc.anything(), fc.double(), (value, fallback) => {
+        if (value === undefined) {
+          expect(numberOption('gemm', 'alpha', value, fallback)).toBe(fallback);
+        } else if (typeof value === 'number') {
+          expect(numberOption('gemm', 'alpha', value, fallback)).toBe(value);
+        } else {
+          expect(refusal(() => numberOption('gemm', 'alpha', value, fallback))).toMatch(
+            /^gemm: option alpha must be a number, got /,
+          );
+        }
+      }),
+    );
+    expect(refusal(() => numberOption('gemm', 'beta', '2', 0))).toBe(
+      'gemm: option beta must be a number, got "2"',
+    );
+  });
+});
+
+describe('streamOption', () => {
+  it('passes undefined and an object through, and refuses what is not an object', () => {
+    const stream = { context: {} };
+    expect(streamOption('qr', undefined)).toBeUndefined();
+    expect(streamOption('qr', stream)).toBe(stream);
+    expect(refusal(() => streamOption('qr', null))).toBe(
+      'qr: option stream must be a Stream, got null',
+    );
+    expect(refusal(() => streamOption('qr', 0x1234n))).toBe(
+      'qr: option stream must be a Stream, got 4660n',
+    );
+    expect(refusal(() => streamOption('qr', 'default'))).toBe(
+      'qr: option stream must be a Stream, got "default"',
+    );
+  });
+});

@@ -1,0 +1,107 @@
+/**
+ * The checks of a call's options object every library runs before its native calls, beside the
+ * operand checks (`memory/array-checks.ts`): that the options are an object, and that a flag,
+ * a number or the `stream` option holds a value of its kind. They take the call first, then
+ * the option's name, then its value, as the operand checks do, and apply a default to
+ * `undefined` only (as destructuring defaults do: `null` is a bad value, not an omitted one).
+ * Pure, and they allocate nothing when the value passes: messages are built only on failure,
+ * each a CudaArgumentError that starts with the call and names the option
+ * (`gemm: option transA must be true or false, got "yes"`).
+ */
+import { CudaArgumentError } from './errors.js';
+import type { Stream } from './stream/stream.js';
+
+/** A short description of a wrong option value: `null`, a class name, a quoted string, `1n`. */
+function describeOption(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value !== 'object' || value === null) return String(value);
+  return value.constructor?.name ?? 'an object';
+}
+
+function fail(call: string, name: string, expected: string, value: unknown): never {
+  throw new CudaArgumentError(
+    `${call}: option ${name} must be ${expected}, got ${describeOption(value)}`,
+  );
+}
+
+/**
+ * Throws a CudaArgumentError unless `options` is an object or undefined (catches
+ * `lu(a, 'upper')`-style mistakes; a call without options passes none).
+ * @example assertOptions('gemm', options);
+ */
+export function assertOptions(
+  call: string,
+  options: unknown,
+): asserts options is object | undefined {
+  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+    throw new CudaArgumentError(
+      `${call}: options must be an object, got ${describeOption(options)}`,
+    );
+  }
+}
+
+/**
+ * A flag option: `value` when it is true or false, `fallback` when it is undefined; anything
+ * else is a CudaArgumentError.
+ * @example const transA = booleanOption('gemm', 'transA', options.transA);
+ */
+export function booleanOption(
+  call: string,
+  name: string,
+  value: unknown,
+  fallback = false,
+): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') fail(call, name, 'true or false', value);
+  return value;
+}
+
+/**
+ * A flag option that has a deprecated spelling too (`oldName`, read from `oldValue`): either is
+ * taken, and both given must say the same.
+ * @example const transA = renamedBooleanOption('gemv', 'transA', options.transA, 'trans', options.trans);
+ */
+export function renamedBooleanOption(
+  call: string,
+  name: string,
+  value: unknown,
+  oldName: string,
+  oldValue: unknown,
+  fallback = false,
+): boolean {
+  const flag = booleanOption(call, name, value, fallback);
+  if (oldValue === undefined) return flag;
+  const old = booleanOption(call, oldName, oldValue);
+  if (value !== undefined && old !== flag) {
+    throw new CudaArgumentError(
+      `${call}: option ${name} is ${flag} but ${oldName} (its deprecated spelling) is ${old}: pass ${name} only`,
+    );
+  }
+  return old;
+}
+
+/**
+ * A number option (a scalar such as alpha): `value` when it is a number, `fallback` when it
+ * is undefined; anything else is a CudaArgumentError.
+ * @example const alpha = numberOption('gemm', 'alpha', options.alpha, 1);
+ */
+export function numberOption(call: string, name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number') fail(call, name, 'a number', value);
+  return value;
+}
+
+/**
+ * The `stream` option: a Stream, or undefined (the call then runs on the current stream, which
+ * `resolveStream` looks up). What is not an object (`null`, a raw CUstream handle, a number)
+ * is a CudaArgumentError, before it could reach a native call; an object is taken as the
+ * stream (test doubles stand in for one), and a disposed one throws a DisposedError naming it
+ * at its first use.
+ * @example const stream = resolveStream(streamOption('gemm', options.stream));
+ */
+export function streamOption(call: string, value: unknown): Stream | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null) fail(call, 'stream', 'a Stream', value);
+  return value as Stream;
+}
