@@ -333,3 +333,33 @@ describe('currentTask() reports the options', () => {
     expect(await task(() => currentTask().priority)).toBe('normal');
   });
 });
+
+describe('the issue engine’s launches not issued yet', () => {
+  it('an abort cancels them on the streams only the task holds, once; a settled task’s abort does nothing', async () => {
+    const controller = new AbortController();
+    let mine: { issueCancels: number } | undefined;
+    const running = task(
+      async () => {
+        mine = stream() as unknown as { issueCancels: number };
+        await sleep(20);
+      },
+      { signal: controller.signal },
+    );
+    await sleep(5);
+    expect(mine!.issueCancels).toBe(0);
+    controller.abort(new Error('stop'));
+    expect(mine!.issueCancels).toBe(1);
+    await running.catch(() => {});
+    const later = new AbortController();
+    let settled: { issueCancels: number } | undefined;
+    await task(
+      () => {
+        settled = stream() as unknown as { issueCancels: number };
+      },
+      { signal: later.signal },
+    );
+    const before = settled!.issueCancels;
+    later.abort();
+    expect(settled!.issueCancels).toBe(before);
+  });
+});

@@ -98,6 +98,11 @@ export class TaskState {
    */
   lastStreamFrame: Frame | undefined = undefined;
   previousStreamFrame: Frame | undefined = undefined;
+  /**
+   * Registered on `signal` once the task takes a stream: cancels the launches cudadrv's issue
+   * engine holds for its streams and has not issued yet (see `cancelIssued`).
+   */
+  #onAbort: (() => void) | undefined = undefined;
 
   constructor(
     name: string | undefined,
@@ -125,6 +130,10 @@ export class TaskState {
     // The root task, and code that outlives its task, use the context's default stream.
     if (this.isRoot || this.settled) return context.defaultStream;
     const entry = acquireStream(context, streamPriority(context, this.priority));
+    if (this.signal !== undefined && this.#onAbort === undefined) {
+      this.#onAbort = () => this.#cancelIssued();
+      this.signal.addEventListener('abort', this.#onAbort, { once: true });
+    }
     if (this.ownOrdinal < 0) {
       this.ownOrdinal = ordinal;
       this.ownStream = entry.stream;
@@ -148,6 +157,10 @@ export class TaskState {
   settle(): CaptureError | undefined {
     if (this.settled) return undefined;
     this.settled = true;
+    if (this.#onAbort !== undefined) {
+      this.signal!.removeEventListener('abort', this.#onAbort);
+      this.#onAbort = undefined;
+    }
     const own = this.ownPooled;
     const others = this.otherStreams;
     let leftOpen = own === undefined ? undefined : this.#endCapture(own);
@@ -195,6 +208,23 @@ export class TaskState {
     } catch (error) {
       reportCleanupError(error, this);
       return undefined;
+    }
+  }
+
+  /**
+   * The task aborted: the launches the issue engine holds for the streams only this task holds
+   * are not issued (nothing reaches the driver after the abort; a stream shared with other
+   * tasks keeps theirs). Without the engine, nothing to do.
+   */
+  #cancelIssued(): void {
+    if (this.settled) return;
+    const own = this.ownPooled;
+    if (own !== undefined && own.holders === 1) own.stream.cancelIssue?.();
+    const others = this.otherStreams;
+    if (others !== undefined) {
+      for (const entry of others) {
+        if (entry !== undefined && entry.holders === 1) entry.stream.cancelIssue?.();
+      }
     }
   }
 

@@ -98,6 +98,11 @@ export function createFakeDriver() {
     priority = 0;
     /** What `query()` answers: whether the stream's (imaginary) work is done. */
     idle = true;
+    /** Times `cancelIssue()` was called (the issue engine's cancellation of unissued launches). */
+    issueCancels = 0;
+    cancelIssue(): void {
+      this.issueCancels++;
+    }
     query(): boolean {
       return this.idle;
     }

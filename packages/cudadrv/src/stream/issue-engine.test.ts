@@ -63,6 +63,7 @@ function readerOf(
     data: new Int32Array(ring.data),
     issued: new Int32Array(slots.issued),
     errors: new Int32Array(slots.errors),
+    cancelled: new Int32Array(slots.cancelled),
     dataAddress: DATA_ADDRESS,
     pointers: new Int32Array(512),
     pointersAddress: 0x9000,
@@ -97,13 +98,7 @@ describe('the ring protocol (one thread)', () => {
           const reader = readerOf(ring, slots);
           const streams = [0, 1, 2, 3].map(
             (i) =>
-              new IssueAttachment(
-                fakeStream(0x500 + i, BigInt(70 + (i % 2))),
-                i,
-                writer,
-                new Int32Array(slots.issued),
-                new Int32Array(slots.errors),
-              ),
+              new IssueAttachment(fakeStream(0x500 + i, BigInt(70 + (i % 2))), i, writer, slots),
           );
           const issued: { stream: number; sequence: number; values: number[] }[] = [];
           let contextSwitches = 0;
@@ -134,7 +129,7 @@ describe('the ring protocol (one thread)', () => {
           const pushed: { stream: number; sequence: number; values: number[] }[] = [];
           const arena = new Int32Array(16);
           for (const { stream, values, drainFirst } of pushes) {
-            const words = 18 + 2 * values.length;
+            const words = 20 + 2 * values.length;
             const used = (writer.head - Atomics.load(writer.control, 1)) | 0;
             if (drainFirst || used + 2 * words > capacity) drain(reader, calls);
             values.forEach((v, i) => {
@@ -175,25 +170,41 @@ describe('the ring protocol (one thread)', () => {
     );
   });
 
+  it('a cancelled stream’s launches not issued yet are skipped; later ones are issued', () => {
+    const ring = createRing(1024);
+    const slots = createSlots();
+    const writer = new Writer(ring);
+    const reader = readerOf(ring, slots);
+    const a = new IssueAttachment(fakeStream(0x700), 7, writer, slots);
+    const b = new IssueAttachment(fakeStream(0x701), 8, writer, slots);
+    const launched: number[] = [];
+    const calls: IssuerCalls = {
+      cuCtxSetCurrent: () => 0,
+      cuLaunchKernel: (_f, gx) => {
+        launched.push(gx);
+        return 0;
+      },
+    };
+    const values = new Int32Array(2);
+    a.launch(1, 0, 1, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    drain(reader, calls);
+    for (const gx of [2, 3, 4]) a.launch(1, 0, gx, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    b.launch(1, 0, 100, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    a.cancelPending();
+    a.launch(1, 0, 5, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    drain(reader, calls);
+    expect(launched).toEqual([1, 100, 5]);
+    expect(a.pending()).toBe(false);
+    expect(Atomics.load(new Int32Array(ring.control), 4)).toBe(3);
+  });
+
   it('a refused launch is kept as the stream’s error, the first one only, until taken', () => {
     const ring = createRing(256);
     const slots = createSlots();
     const writer = new Writer(ring);
     const reader = readerOf(ring, slots);
-    const a = new IssueAttachment(
-      fakeStream(0x600),
-      5,
-      writer,
-      new Int32Array(slots.issued),
-      new Int32Array(slots.errors),
-    );
-    const b = new IssueAttachment(
-      fakeStream(0x601),
-      6,
-      writer,
-      new Int32Array(slots.issued),
-      new Int32Array(slots.errors),
-    );
+    const a = new IssueAttachment(fakeStream(0x600), 5, writer, slots);
+    const b = new IssueAttachment(fakeStream(0x601), 6, writer, slots);
     engine.kernelNames[41] = 'spin<float>';
     const calls: IssuerCalls = {
       cuCtxSetCurrent: () => 0,

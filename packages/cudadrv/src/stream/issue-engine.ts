@@ -25,6 +25,7 @@ import { Worker } from 'node:worker_threads';
 import { cudaError, driver } from '../driver.js';
 import { CudaArgumentError, CudaError } from '../errors.js';
 import {
+  CANCELLED,
   createRing,
   createSlots,
   HEAD,
@@ -63,6 +64,8 @@ export interface IssueEngineStatistics {
   readonly wakeUps: number;
   /** Fences that found launches not issued yet, and had to wait for them. */
   readonly fenceWaits: number;
+  /** Launches skipped because their task was cancelled before they were issued. */
+  readonly cancelled: number;
   /** Streams drained by the engine now. */
   readonly streams: number;
   /** Why an issuer thread stopped while the engine ran (then fences throw it), else undefined. */
@@ -160,6 +163,7 @@ export class IssueAttachment {
   readonly #writer: Writer;
   readonly #issued: Int32Array;
   readonly #errors: Int32Array;
+  readonly #cancelled: Int32Array;
   readonly #streamLo: number;
   readonly #streamHi: number;
   readonly #contextLo: number;
@@ -167,12 +171,13 @@ export class IssueAttachment {
   /** Launches pushed for this stream (int32, wraps). */
   pushed = 0;
 
-  constructor(stream: Stream, slot: number, writer: Writer, slots: Int32Array, errors: Int32Array) {
+  constructor(stream: Stream, slot: number, writer: Writer, memory: SlotMemory) {
     this.stream = stream;
     this.slot = slot;
     this.#writer = writer;
-    this.#issued = slots;
-    this.#errors = errors;
+    this.#issued = new Int32Array(memory.issued);
+    this.#errors = new Int32Array(memory.errors);
+    this.#cancelled = new Int32Array(memory.cancelled);
     const handle = stream.rawHandle;
     this.#streamLo = Number(handle & 0xffff_ffffn) | 0;
     this.#streamHi = Number(handle >> 32n) | 0;
@@ -226,10 +231,13 @@ export class IssueAttachment {
     data[at + 15] = bz;
     data[at + 16] = sharedMemory;
     data[at + 17] = count;
+    const sequence = (this.pushed + 1) | 0;
+    data[at + 18] = sequence;
+    data[at + 19] = 0;
     const end = 2 * count;
     for (let i = 0; i < end; i++) data[at + LAUNCH_HEADER_WORDS + i] = values[first + i]!;
     writer.head = (writer.head + words) | 0;
-    this.pushed = (this.pushed + 1) | 0;
+    this.pushed = sequence;
     engine.launches++;
     if (writer.publish()) engine.wakeUps++;
   }
@@ -276,11 +284,20 @@ export class IssueAttachment {
     );
   }
 
+  /**
+   * Launches pushed so far and not issued yet are not issued (their task was cancelled): the
+   * issuer skips them. Launches pushed later are issued as usual.
+   */
+  cancelPending(): void {
+    Atomics.store(this.#cancelled, this.slot, this.pushed);
+  }
+
   /** The stream goes: its slot is free again (after a fence). */
   detach(): void {
     this.fence();
     Atomics.store(this.#issued, this.slot, 0);
     Atomics.store(this.#errors, 2 * this.slot, 0);
+    Atomics.store(this.#cancelled, this.slot, 0);
     this.pushed = 0;
     this.#writer.streams--;
     engine.freeSlots.push(this.slot);
@@ -293,8 +310,6 @@ export const engine = {
   running: false,
   writers: [] as Writer[],
   slots: undefined as SlotMemory | undefined,
-  issued: undefined as Int32Array | undefined,
-  errors: undefined as Int32Array | undefined,
   freeSlots: [] as number[],
   attached: new Set<IssueAttachment>(),
   kernelNames: [] as string[],
@@ -314,7 +329,7 @@ export const engine = {
     for (const candidate of engine.writers)
       if (candidate.streams < writer.streams) writer = candidate;
     writer.streams++;
-    const attachment = new IssueAttachment(stream, slot, writer, engine.issued!, engine.errors!);
+    const attachment = new IssueAttachment(stream, slot, writer, engine.slots!);
     engine.attached.add(attachment);
     stream.issue = attachment;
     return attachment;
@@ -381,8 +396,6 @@ export function startIssueEngineWith(
   }
   const slots = createSlots();
   engine.slots = slots;
-  engine.issued = new Int32Array(slots.issued);
-  engine.errors = new Int32Array(slots.errors);
   engine.freeSlots = Array.from({ length: MAX_SLOTS }, (_, i) => MAX_SLOTS - 1 - i);
   engine.failure = undefined;
   engine.launches = engine.wakeUps = engine.fenceWaits = 0;
@@ -457,6 +470,10 @@ export function issueEngineStatistics(): IssueEngineStatistics {
     launches: engine.launches,
     wakeUps: engine.wakeUps,
     fenceWaits: engine.fenceWaits,
+    cancelled: engine.writers.reduce(
+      (sum, writer) => sum + Atomics.load(writer.control, CANCELLED),
+      0,
+    ),
     streams: engine.attached.size,
     failure: engine.failure?.message,
   };

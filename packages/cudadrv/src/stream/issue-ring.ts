@@ -10,12 +10,16 @@
  * even word, so that its 8-byte argument values are 8-byte aligned:
  *
  *   [op, length, slot, kernel, fnLo, fnHi, streamLo, streamHi, contextLo, contextHi,
- *    gx, gy, gz, bx, by, bz, sharedMemory, count, (valueLo, valueHi) x count]   op = LAUNCH
+ *    gx, gy, gz, bx, by, bz, sharedMemory, count, sequence, 0,
+ *    (valueLo, valueHi) x count]                                                 op = LAUNCH
  *   [op, length]                                                                 op = PAD
  *
  * `slot` is the stream's index in the engine's per-stream words: `issued[slot]` counts the
  * commands of that stream issued so far (the writer compares it with what it pushed), and
  * `errors[2 slot]`, `errors[2 slot + 1]` hold the first failed command's CUresult and kernel.
+ * `sequence` numbers a stream's launches from 1; a launch whose sequence is at or below
+ * `cancelled[slot]` (its task was cancelled before it was issued) is skipped, counted in
+ * `CANCELLED`, and still counts as issued.
  * Writes to the data block happen before the `HEAD` store that publishes them, and the reader
  * loads `HEAD` before it reads them (Atomics are sequentially consistent).
  */
@@ -26,12 +30,14 @@ export const TAIL = 1;
 export const SLEEPING = 2;
 /** 1 once the engine stops: the issuer drains what is there and exits. */
 export const STOP = 3;
+/** Launches skipped because their stream's work was cancelled (written by the issuer). */
+export const CANCELLED = 4;
 export const CONTROL_WORDS = 8;
 
 export const OP_LAUNCH = 1;
 export const OP_PAD = 2;
 /** Words of a launch command before its argument values. */
-export const LAUNCH_HEADER_WORDS = 18;
+export const LAUNCH_HEADER_WORDS = 20;
 
 /** Streams the engine can drain at once (the per-stream words). */
 export const MAX_SLOTS = 4096;
@@ -48,6 +54,8 @@ export interface SlotMemory {
   readonly issued: SharedArrayBuffer;
   /** Int32 x 2 per slot: the first failure's CUresult and kernel id. */
   readonly errors: SharedArrayBuffer;
+  /** Int32 per slot: launches up to this sequence number are not to be issued. */
+  readonly cancelled: SharedArrayBuffer;
 }
 
 export function createRing(capacity: number): RingMemory {
@@ -64,6 +72,7 @@ export function createSlots(): SlotMemory {
   return {
     issued: new SharedArrayBuffer(4 * MAX_SLOTS),
     errors: new SharedArrayBuffer(8 * MAX_SLOTS),
+    cancelled: new SharedArrayBuffer(4 * MAX_SLOTS),
   };
 }
 
@@ -91,6 +100,7 @@ export interface Reader {
   readonly data: Int32Array;
   readonly issued: Int32Array;
   readonly errors: Int32Array;
+  readonly cancelled: Int32Array;
   /** The data block's native address (the same in every thread of the process). */
   readonly dataAddress: number;
   /** Int32 view of a native array of `void*` (lo, hi words) handed to cuLaunchKernel. */
@@ -110,7 +120,7 @@ const TWO_32 = 4294967296;
  * CUresult goes to the stream's error words (the first one stays) and later commands go on.
  */
 export function drain(reader: Reader, calls: IssuerCalls): number {
-  const { control, data, issued, errors } = reader;
+  const { control, data, issued, errors, cancelled } = reader;
   const mask = data.length - 1;
   const head = Atomics.load(control, HEAD);
   let tail = reader.tail;
@@ -125,6 +135,14 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
       const stream = (data[at + 6]! >>> 0) + (data[at + 7]! >>> 0) * TWO_32;
       const context = (data[at + 8]! >>> 0) + (data[at + 9]! >>> 0) * TWO_32;
       let result = 0;
+      if (((data[at + 18]! - Atomics.load(cancelled, slot)) | 0) <= 0) {
+        // Cancelled before it was issued: nothing reaches the driver.
+        Atomics.add(control, CANCELLED, 1);
+        Atomics.add(issued, slot, 1);
+        tail = (tail + length) | 0;
+        count++;
+        continue;
+      }
       if (reader.current !== context) {
         result = calls.cuCtxSetCurrent(context);
         if (result === 0) reader.current = context;

@@ -29,6 +29,7 @@ const reader: Reader = {
   data,
   issued: new Int32Array(slots.issued),
   errors: new Int32Array(slots.errors),
+  cancelled: new Int32Array(slots.cancelled),
   dataAddress: Number(k.address(data) as bigint),
   pointers: new Int32Array(k.view(pointersAddress, 8 * POINTERS) as ArrayBuffer),
   pointersAddress: Number(pointersAddress),

@@ -195,6 +195,14 @@ export class Stream {
   }
 
   /**
+   * @internal The work of a cancelled task: launches the issue engine holds for this stream
+   * and has not issued yet never reach the driver (without the engine, nothing to do).
+   */
+  cancelIssue(): void {
+    this.issue?.cancelPending();
+  }
+
+  /**
    * Waits (microseconds, on this thread) until the issue engine has issued every launch made
    * on this stream so far, and throws the first one the driver refused since the last check
    * (a CudaError naming the kernel). Without the engine it does nothing. Call it before native
