@@ -52,6 +52,7 @@ const stream = {
   capture: null,
   disposed: false,
   ffiHandle: 0x5150,
+  rawFfiHandle: 0x5150,
   assertUsable() {},
 } as unknown as Stream;
 
