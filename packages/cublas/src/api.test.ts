@@ -60,6 +60,46 @@ describe('wrappers reject bad input before any native call', () => {
   });
 });
 
+describe("every routine reads its options with cudadrv's option checks", () => {
+  const bad = { stream: 7 } as any;
+  it('refuses a stream option that is not a Stream, naming the call, before anything native', async () => {
+    const message = (call: string) => `${call}: option stream must be a Stream, got 7`;
+    expect(() => gemm(fake([2, 2]), fake([2, 2]), fake([2, 2]), bad)).toThrow(message('gemm'));
+    expect(() => matmul(fake([2, 2]), fake([2, 2]), bad)).toThrow(message('matmul'));
+    expect(() =>
+      gemmStridedBatched(fake([2, 2, 2]), fake([2, 2, 2]), fake([2, 2, 2]), bad),
+    ).toThrow(message('gemmStridedBatched'));
+    expect(() => gemmEx(fake([2, 2]), fake([2, 2]), fake([2, 2]), bad)).toThrow(message('gemmEx'));
+    expect(() => gemv(fake([2, 2]), fake([2]), fake([2]), bad)).toThrow(message('gemv'));
+    expect(() => axpy(1, fake([2]), fake([2]), bad)).toThrow(message('axpy'));
+    expect(() => scal(1, fake([2]), bad)).toThrow(message('scal'));
+    await expect(dot(fake([2]), fake([2]), bad)).rejects.toThrow(message('dot'));
+    await expect(nrm2(fake([2]), bad)).rejects.toThrow(message('nrm2'));
+    await expect(asum(fake([2]), bad)).rejects.toThrow(message('asum'));
+    await expect(iamax(fake([2]), { stream: null } as any)).rejects.toThrow(
+      'iamax: option stream must be a Stream, got null',
+    );
+  });
+
+  it('refuses options that are not an object, and bad flags and scalars, with one wording', async () => {
+    expect(() => axpy(1, fake([2]), fake([2]), 'fast' as any)).toThrow(
+      'axpy: options must be an object, got "fast"',
+    );
+    await expect(dot(fake([2]), fake([2]), null as any)).rejects.toThrow(
+      'dot: options must be an object, got null',
+    );
+    expect(() => gemm(fake([2, 2]), fake([2, 2]), fake([2, 2]), { transB: 1 as any })).toThrow(
+      'gemm: option transB must be true or false, got 1',
+    );
+    expect(() => gemv(fake([2, 2]), fake([2]), fake([2]), { beta: '0' as any })).toThrow(
+      'gemv: option beta must be a number, got "0"',
+    );
+    expect(() => gemv(fake([2, 2]), fake([2]), fake([2]), { transA: true, trans: false })).toThrow(
+      'gemv: option transA is true but trans (its deprecated spelling) is false: pass transA only',
+    );
+  });
+});
+
 describe('settings', () => {
   const initialWorkspace = workspaceSize();
   afterEach(() => {

@@ -8,10 +8,8 @@
  * array, and awaits the copy back (`toHost()`), which never blocks.
  */
 import {
-  assertSameContext,
   DeviceArray,
   type DType,
-  resolveStream,
   type SameDType,
   type Stream,
   type StreamOption,
@@ -20,7 +18,7 @@ import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './
 import { blas } from './handle.js';
 import { ASUM, AXPY, DOT, IAMAX, NRM2, type Routine, SCAL } from './routines.js';
 import { scalars } from './scalars.js';
-import { assertScalar } from './validate.js';
+import { assertScalar, operandStream } from './validate.js';
 import {
   type CheckedVector,
   type CheckedVectorPair,
@@ -51,9 +49,7 @@ export function axpy<X extends DType, Y extends DeviceArray>(
 ): Y {
   assertScalar('axpy', 'alpha', alpha);
   const v = checkVectorPair('axpy', x, y, checkedPair, true);
-  const stream = resolveStream(options?.stream);
-  assertSameContext('axpy', 'x', x, stream);
-  assertSameContext('axpy', 'y', y, stream);
+  const stream = operandStream('axpy', options, 'xy', x, y);
   if (v.n === 0) return y;
   const routine = AXPY[v.dtype];
   const handle = blas.handle(stream).ffiHandle;
@@ -77,8 +73,7 @@ export function scal<X extends DeviceArray>(
 ): X {
   assertScalar('scal', 'alpha', alpha);
   const v = checkVector('scal', x, checkedVector);
-  const stream = resolveStream(options?.stream);
-  assertSameContext('scal', 'x', x, stream);
+  const stream = operandStream('scal', options, 'x', x);
   if (v.n === 0) return x;
   const routine = SCAL[v.dtype];
   const handle = blas.handle(stream).ffiHandle;
@@ -153,9 +148,7 @@ export async function dot<X extends DType, Y extends DType>(
   options: VectorOptions = NO_OPTIONS,
 ): Promise<number> {
   const v = checkVectorPair('dot', x, y, checkedPair);
-  const stream = resolveStream(options?.stream);
-  assertSameContext('dot', 'x', x, stream);
-  assertSameContext('dot', 'y', y, stream);
+  const stream = operandStream('dot', options, 'xy', x, y);
   if (v.n === 0) return 0;
   return reduce(DOT[v.dtype], v.dtype, stream, v.n, x, v.incx, y, v.incy);
 }
@@ -166,8 +159,7 @@ export async function dot<X extends DType, Y extends DType>(
  */
 export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('nrm2', x, checkedVector);
-  const stream = resolveStream(options?.stream);
-  assertSameContext('nrm2', 'x', x, stream);
+  const stream = operandStream('nrm2', options, 'x', x);
   if (v.n === 0) return 0;
   return reduce(NRM2[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
 }
@@ -178,8 +170,7 @@ export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
  */
 export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('asum', x, checkedVector);
-  const stream = resolveStream(options?.stream);
-  assertSameContext('asum', 'x', x, stream);
+  const stream = operandStream('asum', options, 'x', x);
   if (v.n === 0) return 0;
   return reduce(ASUM[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
 }
@@ -191,8 +182,7 @@ export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
  */
 export async function iamax(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('iamax', x, checkedVector);
-  const stream = resolveStream(options?.stream);
-  assertSameContext('iamax', 'x', x, stream);
+  const stream = operandStream('iamax', options, 'x', x);
   if (v.n === 0) return -1;
   const oneBased = await reduce(IAMAX[v.dtype], 'int32', stream, v.n, x, v.incx, undefined, 0);
   return oneBased - 1;

@@ -1,16 +1,10 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
-import {
-  assertSameContext,
-  type DeviceArray,
-  type DType,
-  resolveStream,
-  type SameDType,
-  type StreamOption,
-} from '@cuda-tasks/cudadrv';
+import type { DeviceArray, DType, SameDType, StreamOption } from '@cuda-tasks/cudadrv';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { blas } from './handle.js';
 import { GEMV } from './routines.js';
 import { scalars } from './scalars.js';
+import { operandStream } from './validate.js';
 import { checkGemv, type GemvOptions as GemvScalars, newCheckedGemv } from './validate-vectors.js';
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
@@ -37,10 +31,7 @@ export function gemv<A extends DType, X extends DType, Y extends DeviceArray>(
   options: GemvOptions = NO_OPTIONS,
 ): Y {
   const g = checkGemv('gemv', a, x, y, options, checkedGemv);
-  const stream = resolveStream(options.stream);
-  assertSameContext('gemv', 'a', a, stream);
-  assertSameContext('gemv', 'x', x, stream);
-  assertSameContext('gemv', 'y', y, stream);
+  const stream = operandStream('gemv', options, 'axy', a, x, y);
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
   const routine = GEMV[g.dtype];

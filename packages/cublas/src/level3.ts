@@ -4,10 +4,8 @@
  * float64 the D routine.
  */
 import {
-  assertSameContext,
   DeviceArray,
   type DType,
-  resolveStream,
   type SameDType,
   type Stream,
   type StreamOption,
@@ -24,6 +22,7 @@ import { blas, mathMode, workspaceSize } from './handle.js';
 import { alignmentOf, computeTypeOf, gemmBackend, type LtProblem, ltPlan } from './lt.js';
 import { GEMM, GEMM_EX, GEMM_STRIDED_BATCHED } from './routines.js';
 import { scalars } from './scalars.js';
+import { operandStream } from './validate.js';
 import {
   type BatchOptions,
   checkStridedBatched,
@@ -118,10 +117,7 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
   options: GemmOptions = NO_OPTIONS,
 ): C {
   const g = checkGemm('gemm', a, b, c, options, checkedGemm);
-  const stream = resolveStream(options.stream);
-  assertSameContext('gemm', 'a', a, stream);
-  assertSameContext('gemm', 'b', b, stream);
-  assertSameContext('gemm', 'c', c, stream);
+  const stream = operandStream('gemm', options, 'abc', a, b, c);
   if (g.m === 0 || g.n === 0) return c;
   stream.context.makeCurrent();
   const routine = GEMM[g.dtype];
@@ -216,9 +212,7 @@ export function matmul<D extends DType, B extends DType>(
   options: MatmulOptions = {},
 ): DeviceArray<D> {
   const { dtype, m, n } = checkMatmul('matmul', a, b, options);
-  const stream = resolveStream(options.stream);
-  assertSameContext('matmul', 'a', a, stream);
-  assertSameContext('matmul', 'b', b, stream);
+  const stream = operandStream('matmul', options, 'ab', a, b);
   const c = DeviceArray.empty(dtype as D, [m, n], { stream });
   try {
     return gemm(a, b, c, {
@@ -254,10 +248,7 @@ export function gemmStridedBatched<A extends DType, B extends DType, C extends D
   options: StridedBatchedOptions = NO_OPTIONS,
 ): C {
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options, checkedStridedBatched);
-  const stream = resolveStream(options.stream);
-  assertSameContext('gemmStridedBatched', 'a', a, stream);
-  assertSameContext('gemmStridedBatched', 'b', b, stream);
-  assertSameContext('gemmStridedBatched', 'c', c, stream);
+  const stream = operandStream('gemmStridedBatched', options, 'abc', a, b, c);
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
   const handle = blas.handle(stream).ffiHandle;
   const address = useOperands(stream, a, b, c);
@@ -305,10 +296,7 @@ export function gemmEx<C extends DeviceArray>(
   options: GemmExOptions = NO_OPTIONS,
 ): C {
   const g = checkGemmEx('gemmEx', a, b, c, options, checkedGemmEx);
-  const stream = resolveStream(options.stream);
-  assertSameContext('gemmEx', 'a', a, stream);
-  assertSameContext('gemmEx', 'b', b, stream);
-  assertSameContext('gemmEx', 'c', c, stream);
+  const stream = operandStream('gemmEx', options, 'abc', a, b, c);
   if (g.m === 0 || g.n === 0) return c;
   const handle = blas.handle(stream).ffiHandle;
   const address = useOperands(stream, a, b, c);

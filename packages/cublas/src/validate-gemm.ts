@@ -6,16 +6,17 @@
 import {
   assertApart,
   assertOperand,
+  assertOptions,
+  booleanOption,
   type DType,
   type FloatDType,
   type MatrixLayout,
+  numberOption,
   type Operand,
   operandMatrixFootprint,
 } from '@cuda-tasks/cudadrv';
 import {
-  assertOptionsObject,
   fail,
-  flagOption,
   floatOperands,
   layoutA,
   layoutB,
@@ -23,7 +24,6 @@ import {
   matrixLayout,
   NO_OPTIONS,
   read,
-  scalarOption,
   written,
 } from './validate.js';
 
@@ -193,11 +193,11 @@ export function productScalars<T extends ProductScalars>(
   options: ProductOptions,
   out: T,
 ): T {
-  assertOptionsObject(call, options);
-  out.transA = flagOption(call, 'transA', options.transA);
-  out.transB = flagOption(call, 'transB', options.transB);
-  out.alpha = scalarOption(call, 'alpha', options.alpha, 1);
-  out.beta = scalarOption(call, 'beta', options.beta, 0);
+  assertOptions(call, options);
+  out.transA = booleanOption(call, 'transA', options.transA);
+  out.transB = booleanOption(call, 'transB', options.transB);
+  out.alpha = numberOption(call, 'alpha', options.alpha, 1);
+  out.beta = numberOption(call, 'beta', options.beta, 0);
   return out;
 }
 

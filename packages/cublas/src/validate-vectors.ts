@@ -4,13 +4,15 @@
  */
 import {
   assertApart,
+  assertOptions,
   type FloatDType,
+  numberOption,
   type Operand,
   operandMatrixFootprint,
   operandVectorFootprint,
+  renamedBooleanOption,
 } from '@cuda-tasks/cudadrv';
 import {
-  assertOptionsObject,
   fail,
   floatOperands,
   layoutA,
@@ -19,8 +21,6 @@ import {
   matrixLayout,
   NO_OPTIONS,
   read,
-  renamedFlagOption,
-  scalarOption,
   vectorLayout,
   written,
 } from './validate.js';
@@ -92,10 +92,10 @@ function gemvShape(
   options: GemvOptions,
   out: CheckedGemv,
 ): CheckedGemv {
-  assertOptionsObject(call, options);
-  const trans = renamedFlagOption(call, 'transA', options.transA, 'trans', options.trans);
-  out.alpha = scalarOption(call, 'alpha', options.alpha, 1);
-  out.beta = scalarOption(call, 'beta', options.beta, 0);
+  assertOptions(call, options);
+  const trans = renamedBooleanOption(call, 'transA', options.transA, 'trans', options.trans);
+  out.alpha = numberOption(call, 'alpha', options.alpha, 1);
+  out.beta = numberOption(call, 'beta', options.beta, 0);
   const la = matrixLayout(call, 'a', a, 2, layoutA);
   const vx = vectorLayout(call, 'x', x, layoutX);
   const vy = vectorLayout(call, 'y', y, layoutY);

@@ -2,11 +2,12 @@
  * cuBLAS's rules for its operands, built from cudadrv's shared operand checks: float32 or
  * float64 operands of one dtype, column-major matrices and strided vectors whose dimensions,
  * leading dimensions and increments fit a C `int` and whose elements lie in their buffers,
- * and the options every routine takes (transpose flags, scalars). The routines' own checks
+ * and the stream each routine runs on (`operandStream`). The options themselves are read with
+ * cudadrv's option checks (`booleanOption`, `numberOption`, ...). The routines' own checks
  * build on these: `validate-gemm.ts` (gemm, matmul, gemmEx), `validate-batched.ts`
  * (gemmStridedBatched), `validate-vectors.ts` (gemv and the level-1 routines). Nothing here
- * touches native code, so every rule is unit tested on plain objects; the wrappers call these
- * before any native call.
+ * touches native code (but for the lookup of the current stream when a call names none), so
+ * every rule is unit tested on plain objects; the wrappers call these before any native call.
  *
  * An output must not share memory with an input (cuBLAS leaves such a call undefined): each
  * check compares the bytes the routine writes with the bytes it reads, exactly (interleaved
@@ -20,6 +21,9 @@
 import {
   assertFits,
   assertOperand,
+  assertOptions,
+  assertSameContext,
+  type ContextOperand,
   CudaArgumentError,
   describeValue,
   type FloatDType,
@@ -33,7 +37,11 @@ import {
   type Operand,
   readMatrixLayout,
   readVectorLayout,
+  resolveStream,
+  type Stream,
+  type StreamOption,
   sharedDType,
+  streamOption,
   type VectorLayout,
   vectorExtent,
 } from '@cuda-tasks/cudadrv';
@@ -162,51 +170,25 @@ export function assertScalar(call: string, name: string, value: unknown): assert
     fail(call, `${name} must be a number, got ${describeValue(value)}`);
 }
 
-// Options default when undefined only (as destructuring defaults do): null stays an error.
-
-/** A transpose flag: true, false, or undefined (false). */
-export function flagOption(call: string, name: string, value: unknown): boolean {
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') {
-    fail(call, `${name} must be true or false, got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
-
 /**
- * A transpose flag that has a deprecated spelling too (gemv's `trans` for `transA`): either
- * is taken, and both given must say the same.
+ * The stream a call runs on: its `stream` option (checked, with the options object), else the
+ * current stream; once each operand is found to live in that stream's context (`names` holds
+ * their one-letter names in order, as `floatOperands` takes them). Allocates nothing.
  */
-export function renamedFlagOption(
+export function operandStream(
   call: string,
-  name: string,
-  value: unknown,
-  oldName: string,
-  oldValue: unknown,
-): boolean {
-  const flag = flagOption(call, name, value);
-  if (oldValue === undefined) return flag;
-  const old = flagOption(call, oldName, oldValue);
-  if (value !== undefined && old !== flag) {
-    fail(
-      call,
-      `${name} is ${flag} but ${oldName} (its deprecated spelling) is ${old}: pass ${name} only`,
-    );
-  }
-  return old;
-}
-
-/** A scalar (alpha, beta): a number, or undefined (`fallback`). */
-export function scalarOption(call: string, name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  assertScalar(call, name, value);
-  return value;
-}
-
-export function assertOptionsObject(call: string, options: unknown): asserts options is object {
-  if (typeof options !== 'object' || options === null) {
-    fail(call, `options must be an object, got ${describeValue(options)}`);
-  }
+  options: StreamOption | undefined,
+  names: string,
+  first: ContextOperand,
+  second?: ContextOperand,
+  third?: ContextOperand,
+): Stream {
+  assertOptions(call, options);
+  const stream = resolveStream(streamOption(call, options?.stream));
+  assertSameContext(call, names[0]!, first, stream);
+  if (names.length > 1) assertSameContext(call, names[1]!, second!, stream);
+  if (names.length > 2) assertSameContext(call, names[2]!, third!, stream);
+  return stream;
 }
 
 // Scratch layouts of the checks (one call at a time: the event loop's thread).
