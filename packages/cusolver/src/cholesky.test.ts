@@ -114,7 +114,7 @@ describe('choleskySolve uses the triangle the factor holds (0 lower, 1 upper)', 
       /a bare factor array does not say which triangle holds the factor: pass \{ upper: true \}/,
     );
     expect(() => solve(factor, b, { ...options, upper: 'yes' })).toThrow(
-      /option upper must be a boolean/,
+      /option upper must be true or false/,
     );
     expect(() => solve({ factor, upper: 1 }, b, options)).toThrow(
       /factorization.upper must be a boolean/,

@@ -1,22 +1,18 @@
 import {
+  assertOptions,
   assertSameContext,
+  booleanOption,
   CudaArgumentError,
   DeviceArray,
   resolveStream,
   type SameDType,
   type StreamOption,
+  streamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { POTRF, potrf, potrs } from './routines.js';
-import {
-  assertOptions,
-  assertSquare,
-  booleanOption,
-  type FloatDType,
-  matrixLayout,
-  rightHandSideLayout,
-} from './validate.js';
+import { assertSquare, type FloatDType, matrixLayout, rightHandSideLayout } from './validate.js';
 
 /** Options for `cholesky`. */
 export interface CholeskyOptions extends StreamOption {
@@ -69,9 +65,9 @@ export async function cholesky<D extends FloatDType>(
   const layout = matrixLayout('cholesky', 'a', a);
   assertSquare('cholesky', 'a', layout);
   assertOptions('cholesky', options);
-  const upper = booleanOption('cholesky', options, 'upper');
+  const upper = booleanOption('cholesky', 'upper', options.upper);
   const n = layout.rows;
-  const stream = resolveStream(options.stream);
+  const stream = resolveStream(streamOption('cholesky', options.stream));
   assertSameContext('cholesky', 'a', a, stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'cholesky', POTRF[dtype]);
@@ -106,11 +102,8 @@ function factorAndTriangle(
   options: CholeskySolveOptions,
 ): { factor: unknown; upper: boolean } {
   const stated = options.upper;
-  if (stated !== undefined && typeof stated !== 'boolean') {
-    throw new CudaArgumentError(
-      `choleskySolve: option upper must be a boolean, got ${typeof stated}`,
-    );
-  }
+  // Checked only when given: a bare factor array needs it, a factorization says it already.
+  if (stated !== undefined) booleanOption('choleskySolve', 'upper', stated);
   if (DeviceArray.isInstance(factorization)) {
     if (stated === undefined) {
       throw new CudaArgumentError(
@@ -170,7 +163,7 @@ export function choleskySolve<D extends FloatDType>(
   assertSquare('choleskySolve', 'factor', layout);
   const n = layout.rows;
   const right = rightHandSideLayout('choleskySolve', b, factor as DeviceArray, n, 'factor');
-  const stream = resolveStream(options.stream);
+  const stream = resolveStream(streamOption('choleskySolve', options.stream));
   assertSameContext('choleskySolve', 'factor', factor as DeviceArray, stream);
   assertSameContext('choleskySolve', 'b', b, stream);
   const matrix = factor as DeviceArray<D>;

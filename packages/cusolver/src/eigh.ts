@@ -1,18 +1,15 @@
 import {
+  assertOptions,
   assertSameContext,
+  booleanOption,
   DeviceArray,
   resolveStream,
   type StreamOption,
+  streamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { SYEVD, syevd } from './routines.js';
-import {
-  assertOptions,
-  assertSquare,
-  booleanOption,
-  type FloatDType,
-  matrixLayout,
-} from './validate.js';
+import { assertSquare, type FloatDType, matrixLayout } from './validate.js';
 
 /** Options for `eigh`. */
 export interface EighOptions extends StreamOption {
@@ -44,9 +41,9 @@ export async function eigh<D extends FloatDType>(
   const layout = matrixLayout('eigh', 'a', a);
   assertSquare('eigh', 'a', layout);
   assertOptions('eigh', options);
-  const upper = booleanOption('eigh', options, 'upper');
+  const upper = booleanOption('eigh', 'upper', options.upper);
   const n = layout.rows;
-  const stream = resolveStream(options.stream);
+  const stream = resolveStream(streamOption('eigh', options.stream));
   assertSameContext('eigh', 'a', a, stream);
   const dtype = a.dtype;
   if (stream.capturing) {

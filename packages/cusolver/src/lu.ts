@@ -1,22 +1,23 @@
 import {
+  assertOptions,
   assertSameContext,
   CudaArgumentError,
   currentSignal,
   DeviceArray,
+  renamedBooleanOption,
   resolveStream,
   type SameDType,
   type Stream,
   type StreamOption,
+  streamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { GETRF, GETRS, getrf, getrfAwaited, getrs } from './routines.js';
 import {
-  assertOptions,
   assertPivots,
   assertSquare,
   type FloatDType,
   matrixLayout,
-  renamedBooleanOption,
   rightHandSideLayout,
 } from './validate.js';
 
@@ -98,7 +99,7 @@ export async function lu<D extends FloatDType>(
 ): Promise<LuFactorization<D>> {
   const { rows: m, columns: n } = matrixLayout('lu', 'a', a);
   assertOptions('lu', options);
-  const stream = resolveStream(options.stream);
+  const stream = resolveStream(streamOption('lu', options.stream));
   assertSameContext('lu', 'a', a, stream);
   const dtype = a.dtype;
   const status = statusTarget(options, stream, 'lu', GETRF[dtype]);
@@ -147,8 +148,14 @@ export function luSolve<D extends FloatDType, B extends FloatDType>(
   assertPivots('luSolve', factorization.pivots, n);
   const right = rightHandSideLayout('luSolve', b, factorization.lu, n, 'lu');
   assertOptions('luSolve', options);
-  const transpose = renamedBooleanOption('luSolve', options, 'transA', 'transpose');
-  const stream = resolveStream(options.stream);
+  const transpose = renamedBooleanOption(
+    'luSolve',
+    'transA',
+    options.transA,
+    'transpose',
+    options.transpose,
+  );
+  const stream = resolveStream(streamOption('luSolve', options.stream));
   assertSameContext('luSolve', 'lu', factorization.lu, stream);
   assertSameContext('luSolve', 'pivots', factorization.pivots, stream);
   assertSameContext('luSolve', 'b', b, stream);
@@ -192,7 +199,7 @@ export async function solve<D extends FloatDType, B extends FloatDType>(
   const n = layout.rows;
   const right = rightHandSideLayout('solve', b, a, n);
   assertOptions('solve', options);
-  const stream = resolveStream(options.stream);
+  const stream = resolveStream(streamOption('solve', options.stream));
   assertSameContext('solve', 'a', a, stream);
   assertSameContext('solve', 'b', b, stream);
   const dtype = a.dtype;

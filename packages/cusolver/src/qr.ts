@@ -1,14 +1,16 @@
 import {
+  assertOptions,
   assertSameContext,
   DeviceArray,
   DeviceBuffer,
   resolveStream,
   type StreamOption,
+  streamOption,
 } from '@cuda-tasks/cudadrv';
 import { disposeAll } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { geqrf, orgqr } from './routines.js';
-import { assertOptions, type FloatDType, matrixLayout } from './validate.js';
+import { type FloatDType, matrixLayout } from './validate.js';
 
 /** The reduced QR factorization A = Q R of an m x n matrix, k = min(m, n). */
 export interface QrFactorization<D extends FloatDType = FloatDType> {
@@ -33,7 +35,7 @@ export function qr<D extends FloatDType>(
 ): QrFactorization<D> {
   const { rows: m, columns: n } = matrixLayout('qr', 'a', a);
   assertOptions('qr', options);
-  const stream = resolveStream(options.stream);
+  const stream = resolveStream(streamOption('qr', options.stream));
   assertSameContext('qr', 'a', a, stream);
   const dtype = a.dtype;
   const k = Math.min(m, n);

@@ -1,13 +1,16 @@
 import {
+  assertOptions,
   assertSameContext,
+  booleanOption,
   DeviceArray,
   resolveStream,
   type StreamOption,
+  streamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { transpose } from './kernels.js';
 import { GESVD, gesvd } from './routines.js';
-import { assertOptions, booleanOption, type FloatDType, matrixLayout } from './validate.js';
+import { type FloatDType, matrixLayout } from './validate.js';
 
 /** Options for `svd`. */
 export interface SvdOptions extends StreamOption {
@@ -45,8 +48,8 @@ export async function svd<D extends FloatDType>(
 ): Promise<SvdResult<D>> {
   const { rows: m, columns: n } = matrixLayout('svd', 'a', a);
   assertOptions('svd', options);
-  const full = booleanOption('svd', options, 'full');
-  const stream = resolveStream(options.stream);
+  const full = booleanOption('svd', 'full', options.full);
+  const stream = resolveStream(streamOption('svd', options.stream));
   assertSameContext('svd', 'a', a, stream);
   const dtype = a.dtype;
   if (stream.capturing) {

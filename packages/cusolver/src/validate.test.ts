@@ -13,10 +13,8 @@ import { lu, luSolve, solve } from './lu.js';
 import { qr } from './qr.js';
 import { svd } from './svd.js';
 import {
-  assertOptions,
   assertPivots,
   assertSquare,
-  booleanOption,
   INT_MAX,
   matrixLayout,
   rightHandSideLayout,
@@ -147,17 +145,57 @@ describe('other checks', () => {
     ).toThrow(DisposedError);
     expect(() => assertPivots('luSolve', undefined, 4)).toThrow(/pivots must be a DeviceArray/);
   });
+});
 
-  it('assertOptions and booleanOption', () => {
-    expect(() => assertOptions('qr', undefined)).not.toThrow();
-    expect(() => assertOptions('qr', {})).not.toThrow();
-    expect(() => assertOptions('qr', 'upper')).toThrow(/qr: options must be an object/);
-    expect(() => assertOptions('qr', null)).toThrow(CudaArgumentError);
-    expect(booleanOption('eigh', {}, 'upper')).toBe(false);
-    expect(booleanOption('eigh', { upper: true }, 'upper')).toBe(true);
-    expect(() => booleanOption('eigh', { upper: 1 }, 'upper')).toThrow(
-      /eigh: option upper must be a boolean, got 1/,
+describe("every routine reads its options with cudadrv's option checks, before anything native", () => {
+  const square = () => hostOnlyArray('float64', [4, 4]);
+  const column = () => hostOnlyArray('float64', [4]);
+  const factorization = () => ({ lu: square(), pivots: hostOnlyArray('int32', [4]) });
+
+  it('refuses options that are not an object', async () => {
+    await expect(lu(square(), 'fast' as never)).rejects.toThrow(
+      'lu: options must be an object, got "fast"',
     );
+    expect(() => qr(square(), null as never)).toThrow('qr: options must be an object, got null');
+    expect(() => luSolve(factorization(), column(), 1 as never)).toThrow(
+      'luSolve: options must be an object, got 1',
+    );
+  });
+
+  it('refuses a flag that is not true or false, naming the value', async () => {
+    await expect(eigh(square(), { upper: 1 as never })).rejects.toThrow(
+      'eigh: option upper must be true or false, got 1',
+    );
+    await expect(cholesky(square(), { upper: 'yes' as never })).rejects.toThrow(
+      'cholesky: option upper must be true or false, got "yes"',
+    );
+    await expect(svd(square(), { full: null as never })).rejects.toThrow(
+      'svd: option full must be true or false, got null',
+    );
+    expect(() => choleskySolve(square(), column(), { upper: 'U' as never })).toThrow(
+      'choleskySolve: option upper must be true or false, got "U"',
+    );
+    expect(() => luSolve(factorization(), column(), { transA: true, transpose: false })).toThrow(
+      'luSolve: option transA is true but transpose (its deprecated spelling) is false: pass transA only',
+    );
+  });
+
+  it('refuses a stream option that is not a Stream (not a TypeError from inside)', async () => {
+    const bad = { stream: null } as never;
+    const message = (call: string) => `${call}: option stream must be a Stream, got null`;
+    await expect(lu(square(), bad)).rejects.toThrow(message('lu'));
+    await expect(solve(square(), column(), bad)).rejects.toThrow(message('solve'));
+    expect(() => luSolve(factorization(), column(), bad)).toThrow(message('luSolve'));
+    await expect(cholesky(square(), bad)).rejects.toThrow(message('cholesky'));
+    expect(() => choleskySolve(square(), column(), { upper: true, stream: 5n } as never)).toThrow(
+      'choleskySolve: option stream must be a Stream, got 5n',
+    );
+    expect(() => qr(square(), bad)).toThrow(message('qr'));
+    await expect(svd(square(), bad)).rejects.toThrow(message('svd'));
+    await expect(eigh(square(), bad)).rejects.toThrow(message('eigh'));
+    for (const call of [() => qr(square(), bad), () => luSolve(factorization(), column(), bad)]) {
+      expect(thrown(call)).toBeInstanceOf(CudaArgumentError);
+    }
   });
 });
 

@@ -2,8 +2,10 @@
  * Argument checks, run before any native call (and before the current stream is looked up),
  * so that bad input is a CudaArgumentError or DisposedError with no side effect. Pure
  * functions of an array's dtype, shape, strides and disposed state, built from the operand
- * checks every library shares (cudadrv's `./internal`); once the stream is resolved, each
- * routine compares its arrays' context with the stream's (`assertSameContext`).
+ * checks every library shares (`@cuda-tasks/cudadrv`); the options are read with cudadrv's
+ * option checks (`assertOptions`, `booleanOption`, `streamOption`, ...), and once the stream
+ * is resolved each routine compares its arrays' context with the stream's
+ * (`assertSameContext`).
  *
  * No routine here can be given an output that aliases an input: every result is a new array,
  * and the inputs are copied (on the stream, before any routine writes) where cuSOLVER would
@@ -15,7 +17,6 @@ import {
   assertSameDType,
   CudaArgumentError,
   type DeviceArray,
-  describeValue,
   type FloatDType,
   type MatrixLayout,
   readMatrixLayout,
@@ -125,46 +126,4 @@ export function assertPivots(call: string, value: unknown, length: number): void
       `${call}: pivots must be a contiguous 1-D array of ${length} elements, got shape ${JSON.stringify(value.shape)}`,
     );
   }
-}
-
-/** Throws unless `options` is undefined or an object (catches `lu(a, 'upper')`-style mistakes). */
-export function assertOptions(call: string, options: unknown): void {
-  if (options !== undefined && (typeof options !== 'object' || options === null)) {
-    throw new CudaArgumentError(
-      `${call}: options must be an object, got ${describeValue(options)}`,
-    );
-  }
-}
-
-/** The value of a boolean option (default false); throws when it is present but not a boolean. */
-export function booleanOption(call: string, options: object, name: string): boolean {
-  const value = (options as Record<string, unknown>)[name];
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') {
-    throw new CudaArgumentError(
-      `${call}: option ${name} must be a boolean, got ${describeValue(value)}`,
-    );
-  }
-  return value;
-}
-
-/**
- * A boolean option that has a deprecated spelling too (luSolve's `transpose` for `transA`):
- * either is taken, and both given must say the same.
- */
-export function renamedBooleanOption(
-  call: string,
-  options: object,
-  name: string,
-  oldName: string,
-): boolean {
-  const value = booleanOption(call, options, name);
-  if ((options as Record<string, unknown>)[oldName] === undefined) return value;
-  const old = booleanOption(call, options, oldName);
-  if ((options as Record<string, unknown>)[name] !== undefined && old !== value) {
-    throw new CudaArgumentError(
-      `${call}: option ${name} is ${value} but ${oldName} (its deprecated spelling) is ${old}: pass ${name} only`,
-    );
-  }
-  return old;
 }
