@@ -29,9 +29,15 @@ const registry: Registry = cudadrvState('contexts', () => ({
 export const contextParts: {
   createStream: (context: Context) => Stream;
   createMemoryPool: (context: Context) => MemoryPool;
+  /**
+   * Waits until the issue engine (stream/issue-engine.ts) has issued every launch it holds:
+   * before work that concerns every stream (a context synchronize, a module unload).
+   */
+  issueAll: () => void;
 } = {
   createStream: () => partMissing('stream/stream.ts'),
   createMemoryPool: () => partMissing('memory/memory-pool.ts'),
+  issueAll: () => {},
 };
 
 function partMissing(file: string): never {
@@ -264,6 +270,7 @@ export class Context {
         `${this.capturingStreams} stream${this.capturingStreams === 1 ? '' : 's'} of ${this} ${this.capturingStreams === 1 ? 'is' : 'are'} capturing a graph, and a context synchronize would invalidate the capture: wait for your own stream instead (synchronize()), or after the capture has ended`,
       );
     }
+    contextParts.issueAll();
     this.makeCurrent();
     const stamp = useClock.value;
     check(driver().cuCtxSynchronize(), 'cuCtxSynchronize');

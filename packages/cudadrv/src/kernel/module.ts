@@ -1,4 +1,4 @@
-import type { Context } from '../context/device.js';
+import { type Context, contextParts } from '../context/device.js';
 import { currentContext } from '../context/provider.js';
 import { check, cudaError, driver } from '../driver.js';
 import { CudaArgumentError, CudaError, DisposedError, markErrorClass } from '../errors.js';
@@ -96,6 +96,7 @@ function checkNvrtc(result: number, call: string): void {
 
 const finalizer = new FinalizationRegistry<bigint>((handle) => {
   try {
+    contextParts.issueAll();
     driver().cuModuleUnload(handle);
   } catch {
     // Teardown.
@@ -194,6 +195,8 @@ export class Module {
     if (this.#disposed) return;
     this.#disposed = true;
     finalizer.unregister(this);
+    // Launches of its kernels the issue engine has not issued yet go first.
+    contextParts.issueAll();
     this.context.makeCurrent();
     check(driver().cuModuleUnload(this.handle), 'cuModuleUnload');
   }

@@ -238,6 +238,7 @@ export function waitForContext(context: Context): Promise<void> {
     context.synchronize();
     return Promise.resolve();
   }
+  contextParts.issueAll();
   const stamp = useClock.value;
   return new Promise<void>((resolve, reject) => {
     synchronize.async(context.handle, (error: unknown, result: number) => {

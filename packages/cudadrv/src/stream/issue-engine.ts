@@ -22,6 +22,7 @@
  * kernel. Launches inside a graph capture are made directly (captures are per stream and rare).
  */
 import { Worker } from 'node:worker_threads';
+import { contextParts } from '../context/device.js';
 import { cudaError, driver } from '../driver.js';
 import { CudaArgumentError, CudaError } from '../errors.js';
 import {
@@ -335,6 +336,13 @@ export const engine = {
     return attachment;
   },
 };
+
+/** Waits until every stream's launches are issued (a context synchronize, a module unload). */
+function issueAll(): void {
+  if (engine.attached.size === 0) return;
+  for (const attachment of engine.attached) attachment.fence();
+}
+contextParts.issueAll = issueAll;
 
 /** @internal A kernel's id in error messages of launches made by the engine. */
 export function issueKernelId(name: string): number {
