@@ -12,7 +12,7 @@ import {
   streamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
-import { GETRF, GETRS, getrf, getrfAwaited, getrs } from './routines.js';
+import { GETRF, GETRS, getrf, getrs } from './routines.js';
 import {
   assertPivots,
   assertSquare,
@@ -73,11 +73,7 @@ function factorOn(
   const a = factors.useOn(stream);
   const ipiv = pivots.useOn(stream);
   const status = info.useOn(stream);
-  if (!awaited) {
-    getrf(stream, dtype, m, n, a, m, ipiv, status);
-    return undefined;
-  }
-  return getrfAwaited(stream, dtype, m, n, a, m, ipiv, status)?.then(() => {
+  return getrf(stream, dtype, m, n, a, m, ipiv, status, awaited)?.then(() => {
     for (const array of [factors, pivots, info]) array.useOn(stream);
   });
 }

@@ -125,7 +125,6 @@ import {
   GETRS,
   gesvd,
   getrf,
-  getrfAwaited,
   getrs,
   ORGQR,
   POTRF,
@@ -235,7 +234,7 @@ describe('the workspace envelope', () => {
 
 describe('getrf for an awaiting caller (the issue worker)', () => {
   it('at the threshold: sizes and allocates here, issues from the worker, frees after its reply', async () => {
-    await getrfAwaited(stream, 'float64', 1024, 2048, 100n, 1024, 200n, 300n);
+    await getrf(stream, 'float64', 1024, 2048, 100n, 1024, 200n, 300n, true);
     expect(events()).toEqual([
       'cusolverDnDgetrf_bufferSize(7, 1024, 2048, 100, 1024, lwork)',
       'allocate 40 bytes at 4096',
@@ -250,12 +249,12 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
 
   it('below the threshold (min(m, n)), while the worker is not ready, or capturing: inline', async () => {
     // Inline: issued before it returns, and nothing to await (the caller goes straight on).
-    expect(getrfAwaited(stream, 'float32', 1023, 4096, 100n, 1023, 200n, 300n)).toBeUndefined();
+    expect(getrf(stream, 'float32', 1023, 4096, 100n, 1023, 200n, 300n, true)).toBeUndefined();
     fake.worker.ready = false;
-    expect(getrfAwaited(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n)).toBeUndefined();
+    expect(getrf(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n, true)).toBeUndefined();
     fake.worker.ready = true;
     const capturing = { ...stream, capture: {} } as unknown as Stream;
-    expect(getrfAwaited(capturing, 'float32', 2048, 2048, 100n, 2048, 200n, 300n)).toBeUndefined();
+    expect(getrf(capturing, 'float32', 2048, 2048, 100n, 2048, 200n, 300n, true)).toBeUndefined();
     const calls = events().filter((e) => /getrf\(/.test(e));
     expect(calls).toEqual([
       'cusolverDnSgetrf(7, 1023, 4096, 100, 1023, 4096, 200, 300)',
@@ -266,7 +265,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
 
   it("the worker's failing status is a CusolverError naming its call, after the free", async () => {
     fake.worker.reply = { error: { name: 'CusolverError', status: 7, call: 'cusolverDnSgetrf' } };
-    const failed = getrfAwaited(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n);
+    const failed = getrf(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n, true);
     await expect(failed).rejects.toBeInstanceOf(CusolverError);
     await expect(failed).rejects.toMatchObject({
       call: 'cusolverDnSgetrf',
@@ -281,7 +280,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
       disposable.disposed = true;
     };
     fake.worker.reply = { error: { name: 'CusolverError', status: 7, call: 'cusolverDnDgetrf' } };
-    const failed = getrfAwaited(
+    const failed = getrf(
       disposable as unknown as Stream,
       'float64',
       2048,
@@ -290,6 +289,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
       2048,
       200n,
       300n,
+      true,
     );
     await expect(failed).rejects.toBeInstanceOf(CusolverError);
     expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
@@ -306,7 +306,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
       disposable.disposed = true;
       fake.worker.kept = true;
     };
-    const failed = getrfAwaited(
+    const failed = getrf(
       disposable as unknown as Stream,
       'float64',
       2048,
@@ -315,6 +315,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
       2048,
       200n,
       300n,
+      true,
     );
     await expect(failed).rejects.toBeInstanceOf(DisposedError);
     // The disposal's drain came before the worker's kernels: the free waits for them on the
@@ -333,7 +334,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
       disposable.disposed = true;
     };
     fake.worker.reply = { cancelled: true };
-    const failed = getrfAwaited(
+    const failed = getrf(
       disposable as unknown as Stream,
       'float64',
       2048,
@@ -342,6 +343,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
       2048,
       200n,
       300n,
+      true,
     );
     await expect(failed).rejects.toBeInstanceOf(DisposedError);
     await expect(failed).rejects.toThrow(
@@ -384,7 +386,7 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
   it('a driver call failing in the worker is a CudaError naming that call', async () => {
     fake.worker.reply = { error: { name: 'CudaError', status: 1, call: 'cuCtxSetCurrent' } };
     await expect(
-      getrfAwaited(stream, 'float64', 2048, 2048, 100n, 2048, 200n, 300n),
+      getrf(stream, 'float64', 2048, 2048, 100n, 2048, 200n, 300n, true),
     ).rejects.toThrow('driver check: cuCtxSetCurrent gave CUresult 1');
   });
 });

@@ -190,7 +190,16 @@ function fillMode(upper: boolean): number {
   return upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
 }
 
-/** LU factorization of an m x n matrix in place: A = P * L * U (cusolverDn<t>getrf). */
+/**
+ * LU factorization of an m x n matrix in place: A = P * L * U (cusolverDn<t>getrf), issued
+ * here; returns undefined, nothing to await, so the caller's next call is issued right after
+ * it. With `awaited` (a caller that awaits the result anyway: `lu`, `solve`), at or over the
+ * issue worker's threshold (min(m, n)) and outside a capture, the routine is issued from the
+ * issue worker instead, so that its host-side work does not block the event loop
+ * (issue-worker.ts): the workspace is allocated here before and freed after, ordered on the
+ * stream, and the promise of that issue comes back. While the worker starts, it is issued
+ * here.
+ */
 export function getrf(
   stream: Stream,
   dtype: FloatDType,
@@ -200,43 +209,27 @@ export function getrf(
   lda: number,
   pivots: bigint,
   info: bigint,
-): void {
+  awaited = false,
+): Promise<void> | undefined {
+  const query: Query = (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork);
+  if (awaited && stream.capture === null && offThreadReady(Math.min(m, n))) {
+    return issueOffThreadAwaited(stream, GETRF[dtype], query, (work) => [
+      m,
+      n,
+      a,
+      lda,
+      work,
+      pivots,
+      info,
+    ]);
+  }
   issue(
     stream,
     GETRF[dtype],
     (getrf, handle, work) => getrf(handle, m, n, a, lda, work, pivots, info),
-    (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork),
+    query,
   );
-}
-
-/**
- * getrf for a caller that awaits the result anyway (`lu`, `solve`): at or over the issue
- * worker's threshold (min(m, n)), and outside a capture, the routine is issued from the issue
- * worker so that its host-side work does not block the event loop (issue-worker.ts); the
- * workspace is allocated here before and freed after, ordered on the stream. Otherwise (and
- * while the worker starts) it is `getrf`, inline, and returns undefined: nothing to await, so
- * the caller's next call is issued right after it.
- */
-export function getrfAwaited(
-  stream: Stream,
-  dtype: FloatDType,
-  m: number,
-  n: number,
-  a: bigint,
-  lda: number,
-  pivots: bigint,
-  info: bigint,
-): Promise<void> | undefined {
-  if (stream.capture !== null || !offThreadReady(Math.min(m, n))) {
-    getrf(stream, dtype, m, n, a, lda, pivots, info);
-    return undefined;
-  }
-  return issueOffThreadAwaited(
-    stream,
-    GETRF[dtype],
-    (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork),
-    (work) => [m, n, a, lda, work, pivots, info],
-  );
+  return undefined;
 }
 
 /**
