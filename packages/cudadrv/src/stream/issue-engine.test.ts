@@ -49,7 +49,15 @@ import {
   stopIssueEngine,
   Writer,
 } from './issue-engine.js';
-import { createRing, createSlots, drain, type IssuerCalls, type Reader } from './issue-ring.js';
+import {
+  CANCELLED,
+  createRing,
+  createSlots,
+  drain,
+  type IssuerCalls,
+  type Reader,
+  TAIL,
+} from './issue-ring.js';
 import { Stream } from './stream.js';
 
 const DATA_ADDRESS = 0x10_0000;
@@ -130,7 +138,7 @@ describe('the ring protocol (one thread)', () => {
           const arena = new Int32Array(16);
           for (const { stream, values, drainFirst } of pushes) {
             const words = 20 + 2 * values.length;
-            const used = (writer.head - Atomics.load(writer.control, 1)) | 0;
+            const used = (writer.head - Atomics.load(writer.control, TAIL)) | 0;
             if (drainFirst || used + 2 * words > capacity) drain(reader, calls);
             values.forEach((v, i) => {
               arena[4 + 2 * i] = v;
@@ -195,7 +203,7 @@ describe('the ring protocol (one thread)', () => {
     drain(reader, calls);
     expect(launched).toEqual([1, 100, 5]);
     expect(a.pending()).toBe(false);
-    expect(Atomics.load(new Int32Array(ring.control), 4)).toBe(3);
+    expect(Atomics.load(new Int32Array(ring.control), CANCELLED)).toBe(3);
   });
 
   it('a refused launch is kept as the stream’s error, the first one only, until taken', () => {

@@ -36,6 +36,7 @@ import {
   OP_PAD,
   type RingMemory,
   SLEEPING,
+  SLOT_SHIFT,
   type SlotMemory,
   STOP,
   TAIL,
@@ -165,6 +166,8 @@ export class IssueAttachment {
   readonly #issued: Int32Array;
   readonly #errors: Int32Array;
   readonly #cancelled: Int32Array;
+  /** This stream's word in `#issued`. */
+  readonly #issuedAt: number;
   readonly #streamLo: number;
   readonly #streamHi: number;
   readonly #contextLo: number;
@@ -179,6 +182,7 @@ export class IssueAttachment {
     this.#issued = new Int32Array(memory.issued);
     this.#errors = new Int32Array(memory.errors);
     this.#cancelled = new Int32Array(memory.cancelled);
+    this.#issuedAt = slot << SLOT_SHIFT;
     const handle = stream.rawHandle;
     this.#streamLo = Number(handle & 0xffff_ffffn) | 0;
     this.#streamHi = Number(handle >> 32n) | 0;
@@ -245,17 +249,17 @@ export class IssueAttachment {
 
   /** Whether launches pushed for the stream are not issued yet. */
   pending(): boolean {
-    return Atomics.load(this.#issued, this.slot) !== this.pushed;
+    return Atomics.load(this.#issued, this.#issuedAt) !== this.pushed;
   }
 
   /** Waits (spinning: microseconds) until the issuer has issued every launch pushed so far. */
   fence(): void {
-    if (Atomics.load(this.#issued, this.slot) === this.pushed) return;
+    if (Atomics.load(this.#issued, this.#issuedAt) === this.pushed) return;
     engine.fenceWaits++;
     const writer = this.#writer;
     let spins = 0;
     const started = performance.now();
-    while (Atomics.load(this.#issued, this.slot) !== this.pushed) {
+    while (Atomics.load(this.#issued, this.#issuedAt) !== this.pushed) {
       if (++spins % 4096 === 0) {
         if (engine.failure !== undefined) throw engine.failure;
         // Never expected: an issuer asleep with work. Wake it; give up after 30 s.
@@ -296,7 +300,7 @@ export class IssueAttachment {
   /** The stream goes: its slot is free again (after a fence). */
   detach(): void {
     this.fence();
-    Atomics.store(this.#issued, this.slot, 0);
+    Atomics.store(this.#issued, this.#issuedAt, 0);
     Atomics.store(this.#errors, 2 * this.slot, 0);
     Atomics.store(this.#cancelled, this.slot, 0);
     this.pushed = 0;

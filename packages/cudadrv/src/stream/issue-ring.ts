@@ -14,7 +14,7 @@
  *    (valueLo, valueHi) x count]                                                 op = LAUNCH
  *   [op, length]                                                                 op = PAD
  *
- * `slot` is the stream's index in the engine's per-stream words: `issued[slot]` counts the
+ * `slot` is the stream's index in the engine's per-stream words: `issued[slot << SLOT_SHIFT]` counts the
  * commands of that stream issued so far (the writer compares it with what it pushed), and
  * `errors[2 slot]`, `errors[2 slot + 1]` hold the first failed command's CUresult and kernel.
  * `sequence` numbers a stream's launches from 1; a launch whose sequence is at or below
@@ -24,15 +24,19 @@
  * loads `HEAD` before it reads them (Atomics are sequentially consistent).
  */
 
+// Control words, each on a cache line of its own (16 words apart): the writer's and the
+// issuer's stores to their own words do not bounce one line between two cores.
 export const HEAD = 0;
-export const TAIL = 1;
+export const TAIL = 16;
 /** 1 while the issuer sleeps (or is about to) in `Atomics.wait` on `HEAD`. */
-export const SLEEPING = 2;
+export const SLEEPING = 32;
 /** 1 once the engine stops: the issuer drains what is there and exits. */
-export const STOP = 3;
+export const STOP = 48;
 /** Launches skipped because their stream's work was cancelled (written by the issuer). */
-export const CANCELLED = 4;
-export const CONTROL_WORDS = 8;
+export const CANCELLED = 64;
+export const CONTROL_WORDS = 80;
+/** `issued[slot << SLOT_SHIFT]`: each stream's counter on a cache line of its own. */
+export const SLOT_SHIFT = 4;
 
 export const OP_LAUNCH = 1;
 export const OP_PAD = 2;
@@ -50,7 +54,7 @@ export interface RingMemory {
 
 /** The shared per-stream words of an engine. */
 export interface SlotMemory {
-  /** Int32 per slot: commands issued. */
+  /** Int32 per slot, 16 words apart (`SLOT_SHIFT`): commands issued. */
   readonly issued: SharedArrayBuffer;
   /** Int32 x 2 per slot: the first failure's CUresult and kernel id. */
   readonly errors: SharedArrayBuffer;
@@ -70,7 +74,7 @@ export function createRing(capacity: number): RingMemory {
 
 export function createSlots(): SlotMemory {
   return {
-    issued: new SharedArrayBuffer(4 * MAX_SLOTS),
+    issued: new SharedArrayBuffer(4 * (MAX_SLOTS << SLOT_SHIFT)),
     errors: new SharedArrayBuffer(8 * MAX_SLOTS),
     cancelled: new SharedArrayBuffer(4 * MAX_SLOTS),
   };
@@ -138,7 +142,7 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
       if (((data[at + 18]! - Atomics.load(cancelled, slot)) | 0) <= 0) {
         // Cancelled before it was issued: nothing reaches the driver.
         Atomics.add(control, CANCELLED, 1);
-        Atomics.add(issued, slot, 1);
+        Atomics.add(issued, slot << SLOT_SHIFT, 1);
         tail = (tail + length) | 0;
         count++;
         continue;
@@ -173,7 +177,7 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
       if (result !== 0 && Atomics.compareExchange(errors, 2 * slot, 0, result) === 0) {
         Atomics.store(errors, 2 * slot + 1, data[at + 3]!);
       }
-      Atomics.add(issued, slot, 1);
+      Atomics.add(issued, slot << SLOT_SHIFT, 1);
       count++;
     }
     tail = (tail + length) | 0;
