@@ -44,13 +44,15 @@ export function speedupRange(speedups: readonly number[]): Log2Range {
 
 /**
  * Renders the chart. `subtitle` says where and when it was measured; `workers`, the worker
- * threads of ours' worker tasks (in their label), where known.
+ * threads of ours' worker tasks, and `issuers`, the issuer threads of ours with the issue
+ * engine (in their labels), where known.
  * @example writeFileSync('scaling.svg', renderScalingSvg(results, 'NVIDIA H200; 2026-05-01'));
  */
 export function renderScalingSvg(
   results: readonly ScalingShapeResult[],
   subtitle: string,
   workers?: number,
+  issuers?: number,
 ): string {
   const panelWidth = 360;
   const panelHeight = 300;
@@ -77,7 +79,7 @@ export function renderScalingSvg(
   // The legend: the systems that appear anywhere, then the ideal.
   const shown = SCALING_SYSTEMS.filter((system) =>
     results.some((result) => result.rows.some((row) => row.cells[system.key] !== undefined)),
-  ).map((system) => ({ ...system, label: systemLabel(system.key, workers) }));
+  ).map((system) => ({ ...system, label: systemLabel(system.key, workers, issuers) }));
   let legendX = 16;
   for (const system of shown) {
     out.push(
@@ -149,7 +151,7 @@ export function renderScalingSvg(
       `<polyline class="ideal" points="${ks.map((k) => `${round(xOf(k))},${round(yOf(k))}`).join(' ')}" fill="none" stroke="#9a9a9a" stroke-width="1.5" stroke-dasharray="5 4" clip-path="url(#${clip})"/>`,
     );
     for (const system of SCALING_SYSTEMS) {
-      const label = systemLabel(system.key, workers);
+      const label = systemLabel(system.key, workers, issuers);
       const points = result.rows
         .map((row) => ({ k: row.k, cell: row.cells[system.key] }))
         .filter(

@@ -43,6 +43,8 @@ export interface ScalingConfig {
   seed: number;
   /** Ours only: worker threads of the worker-tasks variant (`ours_workers`). */
   workers: number;
+  /** Ours only: issuer threads of the issue-engine variant (`ours_engine`). */
+  issuers: number;
 }
 
 /** The defaults: about a minute of GPU time for all five systems on an H200. */
@@ -62,6 +64,7 @@ export const SCALING_DEFAULTS: Readonly<ScalingConfig> = Object.freeze({
   controlN: 2048,
   seed: 1000,
   workers: 8,
+  issuers: 8,
 });
 
 /** The `key=value` names of the numeric settings, as the C and Python programs spell them. */
@@ -79,20 +82,25 @@ const NUMERIC_KEYS: readonly (readonly [keyof ScalingConfig, string])[] = [
   ['controlN', 'control_n'],
   ['seed', 'seed'],
   ['workers', 'workers'],
+  ['issuers', 'issuers'],
 ];
+
+/** The most worker threads `workers` may ask for (WorkerPool's own limit). */
+export const MAX_WORKERS = 1024;
+
+/** The most issuer threads `issuers` may ask for (startIssueEngine's own limit). */
+export const MAX_ISSUERS = 64;
 
 /**
  * Settings only ours reads (`python/scaling.py` rejects a key it does not know, C ignores one
  * with a warning): `scalingArguments` leaves them out unless asked for ours.
  */
-/** The most worker threads `workers` may ask for (WorkerPool's own limit). */
-export const MAX_WORKERS = 1024;
-
-const OURS_ONLY_KEYS: ReadonlySet<keyof ScalingConfig> = new Set(['workers']);
+const OURS_ONLY_KEYS: ReadonlySet<keyof ScalingConfig> = new Set(['workers', 'issuers']);
 
 /**
  * The settings as `key=value` arguments (`ks=1,2,4`, `shapes=latency,mixed`, `mixed_n=256`...):
- * those every program reads, and with `{ ours: true }` also those only ours reads (`workers`).
+ * those every program reads, and with `{ ours: true }` also those only ours reads (`workers`,
+ * `issuers`).
  * @example scalingArguments(SCALING_DEFAULTS); // ['ks=1,2,4,8,16,32,64', 'shapes=...', ...]
  */
 export function scalingArguments(
@@ -149,6 +157,9 @@ export function parseScalingArguments(argv: readonly string[]): ScalingConfig {
       const parsed = integer(key, value, minimum);
       if (entry[0] === 'workers' && parsed > MAX_WORKERS) {
         throw new Error(`scaling: workers must be at most ${MAX_WORKERS}, got '${value}'`);
+      }
+      if (entry[0] === 'issuers' && parsed > MAX_ISSUERS) {
+        throw new Error(`scaling: issuers must be at most ${MAX_ISSUERS}, got '${value}'`);
       }
       (config as unknown as Record<string, number>)[entry[0]] = parsed;
     }

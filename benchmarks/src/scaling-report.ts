@@ -20,6 +20,7 @@ import {
 export type ScalingSystem =
   | 'ours'
   | 'ours_workers'
+  | 'ours_engine'
   | 'ours_graph'
   | 'ours_floor'
   | 'c_threads'
@@ -37,6 +38,9 @@ export const SCALING_SYSTEMS: readonly {
   // The latency-bound and mixed shapes: each job a task on one of W worker threads
   // (WorkerPool); `systemLabel` puts in W where the run says it.
   { key: 'ours_workers', label: 'ours, worker tasks (W threads)', color: '#59a14f' },
+  // The latency-bound and mixed shapes: ours' jobs (K tasks on the main thread) with the issue
+  // engine started, W issuer threads making the launches; `systemLabel` puts in W.
+  { key: 'ours_engine', label: 'ours, issue engine (W issuers)', color: '#9c755f' },
   // The latency-bound shape only: its steps captured once per task and replayed.
   { key: 'ours_graph', label: 'ours, graph replays', color: '#76b7b2' },
   // The latency-bound and mixed shapes: C's calls as bare koffi calls from plain async
@@ -66,14 +70,34 @@ export function workersOf(
 }
 
 /**
- * A system's label, with the worker threads put in where known.
- * @example systemLabel('ours_workers', 8); // 'ours, worker tasks (8 threads)'
+ * The issuer threads of the issue-engine variant: from its `_meta` line (`issuers`), else from
+ * the settings; undefined when neither says.
+ * @example issuersOf(collected.meta, config); // 8
  */
-export function systemLabel(system: ScalingSystem, workers?: number): string {
-  const label = SCALING_SYSTEMS.find((entry) => entry.key === system)?.label ?? system;
-  return workers === undefined
-    ? label
-    : label.replace('(W threads)', `(${workers} thread${workers === 1 ? '' : 's'})`);
+export function issuersOf(
+  meta: ScalingCollected['meta'] | undefined,
+  config?: Pick<ScalingConfig, 'issuers'>,
+): number | undefined {
+  const fromMeta = meta?.ours_engine?.issuers;
+  if (Number.isSafeInteger(fromMeta) && (fromMeta as number) > 0) return fromMeta as number;
+  const fromConfig = config?.issuers;
+  return Number.isSafeInteger(fromConfig) && (fromConfig as number) > 0 ? fromConfig : undefined;
+}
+
+/**
+ * A system's label, with the worker threads (and the issuer threads) put in where known.
+ * @example systemLabel('ours_workers', 8); // 'ours, worker tasks (8 threads)'
+ * @example systemLabel('ours_engine', undefined, 4); // 'ours, issue engine (4 issuers)'
+ */
+export function systemLabel(system: ScalingSystem, workers?: number, issuers?: number): string {
+  let label = SCALING_SYSTEMS.find((entry) => entry.key === system)?.label ?? system;
+  if (workers !== undefined) {
+    label = label.replace('(W threads)', `(${workers} thread${workers === 1 ? '' : 's'})`);
+  }
+  if (issuers !== undefined) {
+    label = label.replace('(W issuers)', `(${issuers} issuer${issuers === 1 ? '' : 's'})`);
+  }
+  return label;
 }
 
 /** One result line: the wall seconds of every timed batch of (system, shape, K, mode). */
@@ -295,10 +319,17 @@ export interface ScalingTarget {
    * On ours (K tasks): `vs_c` (>= 0.9x the better C at every K) and `vs_peers` (ahead of CuPy
    * and PyTorch at every K >= 4). On ours' worker tasks (issue 34): `workers_vs_c` (>= 1.0x the
    * better C at every K >= 8, >= 0.9x at K = 4) and `workers_vs_peers` (ahead of CuPy and
-   * PyTorch at every K).
+   * PyTorch at every K). On ours with the issue engine (issue 34): `engine_vs_c` and
+   * `engine_vs_peers`, the same bars as the worker tasks'.
    */
-  name: 'vs_c' | 'vs_peers' | 'workers_vs_c' | 'workers_vs_peers';
-  /** The system checked (`ours` or `ours_workers`). */
+  name:
+    | 'vs_c'
+    | 'vs_peers'
+    | 'workers_vs_c'
+    | 'workers_vs_peers'
+    | 'engine_vs_c'
+    | 'engine_vs_peers';
+  /** The system checked (`ours`, `ours_workers` or `ours_engine`). */
   system: ScalingSystem;
   /** What is checked, in words. */
   description: string;
@@ -392,13 +423,31 @@ const TARGET_CHECKS: readonly TargetCheck[] = [
     bars: [{ fromK: 1, ratio: 1 }],
     strict: true,
   },
+  {
+    name: 'engine_vs_c',
+    system: 'ours_engine',
+    description:
+      'ours, issue engine >= 1.0x the better C variant at every K >= 8 and >= 0.9x at K = 4',
+    others: ['c_threads', 'c_polling'],
+    bars: WORKERS_VERSUS_C_BARS,
+    strict: false,
+  },
+  {
+    name: 'engine_vs_peers',
+    system: 'ours_engine',
+    description: 'ours, issue engine ahead of CuPy and PyTorch at every K',
+    others: ['cupy', 'torch'],
+    bars: [{ fromK: 1, ratio: 1 }],
+    strict: true,
+  },
 ];
 
 /**
  * The issues' targets on the latency-bound and mixed shapes. Ours (K tasks): >= 0.9x the better
  * C variant's throughput at every K, and ahead of CuPy and of PyTorch at every K >= 4. Ours'
  * worker tasks (issue 34): >= 1.0x the better C variant at every K >= 8 and >= 0.9x at K = 4
- * (K = 4 to 7), and ahead of CuPy and PyTorch at every K. A K where the system checked or every
+ * (K = 4 to 7), and ahead of CuPy and PyTorch at every K; ours with the issue engine, the same
+ * (issue 34). A K where the system checked or every
  * compared system is missing is not checked; a peer that did not run is left out.
  */
 export function scalingTargets(results: readonly ScalingShapeResult[]): ScalingTarget[] {
@@ -462,14 +511,69 @@ export function formatRate(value: number | undefined): string {
   return value.toPrecision(3);
 }
 
+/** Issue 34: the issue engine never holds the event loop above this long, ms. */
+export const ENGINE_LOOP_DELAY_TARGET_MS = 5;
+
+/** Where a system's event loop was held longest (`loopDelayOf`). */
+export interface LoopDelayWorst {
+  /** The largest delay over every batch of the system (all shapes, K and serial), ms. */
+  maxMs: number;
+  /** The shape where it happened. */
+  shape: ShapeName;
+  /** The K where it happened; `serial` for the serial batch. */
+  k: number | 'serial';
+}
+
+/**
+ * The largest event-loop delay `system` saw over its timed batches (the `loop_delay_max_ms` of
+ * its lines, all shapes), and where; undefined when none of its lines has one.
+ * @example loopDelayOf(results, 'ours_engine'); // { maxMs: 1.2, shape: 'latency', k: 64 }
+ */
+export function loopDelayOf(
+  results: readonly ScalingShapeResult[],
+  system: ScalingSystem,
+): LoopDelayWorst | undefined {
+  let worst: LoopDelayWorst | undefined;
+  const consider = (cell: ScalingCell | undefined, shape: ShapeName, k: number | 'serial') => {
+    const delay = cell?.loopDelayMaxMs;
+    if (delay === undefined || !Number.isFinite(delay)) return;
+    if (worst === undefined || delay > worst.maxMs) worst = { maxMs: delay, shape, k };
+  };
+  for (const result of results) {
+    for (const row of result.rows) consider(row.cells[system], result.shape, row.k);
+    consider(result.serial[system], result.shape, 'serial');
+  }
+  return worst;
+}
+
+/**
+ * The issue engine's event-loop line (issue 34: the loop never held above 5 ms), with ours'
+ * own largest delay beside it (the jobs' own synchronous work shows in both); undefined when
+ * the engine's lines carry no delay.
+ */
+export function formatEngineLoopDelay(results: readonly ScalingShapeResult[]): string | undefined {
+  const engine = loopDelayOf(results, 'ours_engine');
+  if (engine === undefined) return undefined;
+  const where = (worst: LoopDelayWorst) =>
+    `${SHAPES[worst.shape].title}, ${worst.k === 'serial' ? 'serial' : `K = ${worst.k}`}`;
+  const ours = loopDelayOf(results, 'ours');
+  const met = engine.maxMs <= ENGINE_LOOP_DELAY_TARGET_MS;
+  return `ours, issue engine: the event loop's largest delay over its batches ${engine.maxMs.toFixed(2)} ms (${where(engine)}; target <= ${ENGINE_LOOP_DELAY_TARGET_MS} ms): ${met ? 'PASS' : 'FAIL'}${
+    ours === undefined
+      ? ''
+      : `   [ours without the engine: ${ours.maxMs.toFixed(2)} ms, ${where(ours)}]`
+  }`;
+}
+
 const verdict = (target: ScalingTarget) =>
   target.met === undefined ? 'not measured' : target.met ? 'PASS' : 'FAIL';
 
 /**
  * The scaling tables as aligned text: per shape a row per K with each system's jobs/s and its
  * speedup over K = 1, ours over the better C and over the better Python peer (and ours' worker
- * tasks over them, where they ran); the serial batches; then the targets with their verdicts.
- * `meta` (the programs' `_meta` lines) gives the worker threads of the worker tasks' label.
+ * tasks and ours with the issue engine over them, where they ran); the serial batches; then the
+ * targets with their verdicts, and the issue engine's event-loop delay. `meta` (the programs'
+ * `_meta` lines) gives the worker threads and issuer threads of the labels.
  */
 export function formatScaling(
   results: readonly ScalingShapeResult[],
@@ -478,6 +582,7 @@ export function formatScaling(
   meta?: ScalingCollected['meta'],
 ): string {
   const workers = workersOf(meta, config);
+  const issuers = issuersOf(meta, config);
   const systems = SCALING_SYSTEMS.filter((system) =>
     results.some(
       (result) =>
@@ -494,12 +599,14 @@ export function formatScaling(
     out.push(`${info.title}${config ? `: ${info.describe(config)}` : ''}`);
     const hasFloor = result.rows.some((row) => row.cells.ours_floor !== undefined);
     const hasWorkers = result.rows.some((row) => row.cells.ours_workers !== undefined);
+    const hasEngine = result.rows.some((row) => row.cells.ours_engine !== undefined);
     const header = [
       'K',
-      ...systems.map((system) => systemLabel(system.key, workers)),
+      ...systems.map((system) => systemLabel(system.key, workers, issuers)),
       'ours/C',
       'ours/py',
       ...(hasWorkers ? ['workers/C', 'workers/py'] : []),
+      ...(hasEngine ? ['engine/C', 'engine/py'] : []),
       ...(hasFloor ? ['ours/floor'] : []),
     ];
     const ratio = (
@@ -533,6 +640,12 @@ export function formatScaling(
             formatRatio(ratio(row, ['cupy', 'torch'], 'ours_workers')),
           ]
         : []),
+      ...(hasEngine
+        ? [
+            formatRatio(ratio(row, ['c_threads', 'c_polling'], 'ours_engine')),
+            formatRatio(ratio(row, ['cupy', 'torch'], 'ours_engine')),
+          ]
+        : []),
       ...(hasFloor ? [formatRatio(floorRatio(row))] : []),
     ]);
     body.push([
@@ -541,6 +654,7 @@ export function formatScaling(
       '',
       '',
       ...(hasWorkers ? ['', ''] : []),
+      ...(hasEngine ? ['', ''] : []),
       ...(hasFloor ? [''] : []),
     ]);
     const widths = header.map((title, column) =>
@@ -566,6 +680,11 @@ export function formatScaling(
       `workers/C, workers/py: ours, worker tasks (each job a task on one of ${workers ?? 'W'} worker threads) over the better C variant and over the better of CuPy and PyTorch`,
     );
   }
+  if (results.some((result) => result.rows.some((row) => row.cells.ours_engine !== undefined))) {
+    out.push(
+      `engine/C, engine/py: ours with the issue engine (ours' jobs, K tasks on the main thread, the launches made by ${issuers ?? 'W'} issuer threads) over the better C variant and over the better of CuPy and PyTorch`,
+    );
+  }
   for (const target of targets) {
     const worst =
       target.worst === undefined
@@ -579,6 +698,8 @@ export function formatScaling(
             })`;
     out.push(`${SHAPES[target.shape].title}: ${target.description}: ${verdict(target)}${worst}`);
   }
+  const loop = formatEngineLoopDelay(results);
+  if (loop !== undefined) out.push(loop);
   return out.join('\n');
 }
 
@@ -604,11 +725,11 @@ export function scalingJson(
   const bySystem = (cells: Partial<Record<ScalingSystem, ScalingCell>>) =>
     Object.fromEntries(SCALING_SYSTEMS.map((system) => [system.key, cell(cells[system.key])]));
   return {
-    method: `K jobs started together, wall time from the start to the last job's end; per (system, shape, K) ${config.warmups} untimed batches, then max(${config.minSamples}, ${config.sampleJobs}/K) timed ones; jobs/s = K / the median batch time; speedup = jobs/s over the same system's at K = 1; serial: ${config.serialJobs} jobs one after another on one stream; ours, its graph variant and the Node floor take turns in one process (${INTERLEAVE_ROUNDS} rounds, every other one reversed), and ours/floor is the median of the ratios within each round; ours' worker tasks (latency-bound and mixed shapes) run each job as a task on one of ${workersOf(collected.meta, config) ?? 'W'} worker threads of one WorkerPool, taking turns with the others`,
+    method: `K jobs started together, wall time from the start to the last job's end; per (system, shape, K) ${config.warmups} untimed batches, then max(${config.minSamples}, ${config.sampleJobs}/K) timed ones; jobs/s = K / the median batch time; speedup = jobs/s over the same system's at K = 1; serial: ${config.serialJobs} jobs one after another on one stream; ours, its graph variant and the Node floor take turns in one process (${INTERLEAVE_ROUNDS} rounds, every other one reversed), and ours/floor is the median of the ratios within each round; ours' worker tasks (latency-bound and mixed shapes) run each job as a task on one of ${workersOf(collected.meta, config) ?? 'W'} worker threads of one WorkerPool, taking turns with the others; ours with the issue engine (latency-bound and mixed shapes) runs ours' jobs with ${issuersOf(collected.meta, config) ?? 'W'} issuer threads started for its turns only`,
     config,
     systems: SCALING_SYSTEMS.map(({ key }) => ({
       key,
-      label: systemLabel(key, workersOf(collected.meta, config)),
+      label: systemLabel(key, workersOf(collected.meta, config), issuersOf(collected.meta, config)),
     })),
     shapes: results.map((result) => ({
       shape: result.shape,

@@ -13,6 +13,7 @@ import { type ScalingConfig, scalingArguments } from './scaling-config.js';
 import {
   buildScaling,
   formatScaling,
+  issuersOf,
   parseScalingLines,
   scalingJson,
   scalingTargets,
@@ -43,7 +44,10 @@ export interface ScalingRunOptions {
   skipPython: boolean;
   /** Python peers to run (empty: both). */
   peers: readonly string[];
-  /** The settings passed to every program (`workers` to ours only: Python rejects it). */
+  /**
+   * The settings passed to every program (`workers` and `issuers` to ours only: Python rejects
+   * them).
+   */
   config: ScalingConfig;
   /** run.ts's child-program runner. */
   run: RunProgram;
@@ -146,7 +150,15 @@ export function writeScalingReport(
   const svgPath = join(out, 'scaling.svg');
   writeFileSync(join(out, 'raw', 'scaling.jsonl'), text);
   writeFileSync(jsonPath, `${JSON.stringify(json, null, 2)}\n`);
-  writeFileSync(svgPath, renderScalingSvg(results, subtitle, workersOf(collected.meta, config)));
+  writeFileSync(
+    svgPath,
+    renderScalingSvg(
+      results,
+      subtitle,
+      workersOf(collected.meta, config),
+      issuersOf(collected.meta, config),
+    ),
+  );
   const skipped = collected.skipped.map((skip) => `skipped scaling ${skip.system}: ${skip.reason}`);
   const table = [
     ...skipped,

@@ -11,7 +11,12 @@
  * functions, no runtime. The latency-bound and mixed shapes also run as worker tasks
  * (`system: 'ours_workers'`): a `WorkerPool` of `workers` threads (scaling-jobs.ts) runs each
  * job as a task of its own on the least busy worker, `pool.run(shape, slot)`; the jobs are the
- * same code as the main thread's (scaling-work.ts). A `_meta` line gives the workers.
+ * same code as the main thread's (scaling-work.ts). A `_meta` line gives the workers. They also
+ * run as ours' jobs with the issue engine started (`system: 'ours_engine'`): the same K tasks on
+ * the main thread, their launches made by `issuers` issuer threads (`startIssueEngine`). The
+ * engine runs only during that variant's turns (started before its warm-up, stopped with
+ * `stopIssueEngine` after its batches), so the other variants launch as without it; its `_meta`
+ * line gives the issuers and what the engine counted over all its turns.
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/scaling.ts [key=value ...] (see
  * scaling-config.ts)
@@ -24,7 +29,17 @@ import {
   CUBLAS_POINTER_MODE_HOST,
   cublas,
 } from '@cuda-tasks/cublas/ffi';
-import { check, driver, type Graph, type Kernel, launch, Stream } from '@cuda-tasks/cudadrv';
+import {
+  check,
+  driver,
+  type Graph,
+  issueEngineStatistics,
+  type Kernel,
+  launch,
+  Stream,
+  startIssueEngine,
+  stopIssueEngine,
+} from '@cuda-tasks/cudadrv';
 import { check as checkCurand } from '@cuda-tasks/curand';
 import { curand } from '@cuda-tasks/curand/ffi';
 import { capture, synchronize, task, WorkerPool } from '@cuda-tasks/task-runtime';
@@ -314,12 +329,67 @@ function emit(
 
 /** One system's way of running a shape: a serial batch and a batch of K jobs together. */
 interface Variant {
-  system: 'ours' | 'ours_graph' | 'ours_floor' | 'ours_workers';
+  system: 'ours' | 'ours_graph' | 'ours_floor' | 'ours_workers' | 'ours_engine';
   shape: ShapeName;
   serial: () => Promise<unknown>;
   concurrent: (k: number) => Promise<unknown>;
   /** The untimed warm-up batch before each of its turns (default: `serial`). */
   warmup?: () => Promise<unknown>;
+  /** Before each of its turns, before the warm-up (the issue engine's start). */
+  enter?: () => void;
+  /** After each of its turns (the issue engine's stop), also when a batch failed. */
+  leave?: () => Promise<void>;
+}
+
+/** What the issue engine counted over the engine variant's turns (its `_meta` line). */
+const engineCounts = { turns: 0, launches: 0, wakeUps: 0, fenceWaits: 0 };
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+/**
+ * Whether the issue engine works here: started, one job of ours run through it, stopped.
+ * Returns why not (then the engine variant is left out with a `_skip` line), else undefined.
+ */
+async function probeEngine(job: () => Promise<unknown>): Promise<string | undefined> {
+  try {
+    startIssueEngine({ issuers: config.issuers });
+  } catch (error) {
+    return `startIssueEngine failed: ${messageOf(error)}`;
+  }
+  let failure: string | undefined;
+  try {
+    await job();
+  } catch (error) {
+    failure = `a job through the engine failed: ${messageOf(error)}`;
+  }
+  const statistics = issueEngineStatistics();
+  await stopIssueEngine();
+  if (failure !== undefined) return failure;
+  if (statistics.failure !== undefined) return `an issuer failed: ${statistics.failure}`;
+  if (statistics.launches === 0) return 'no launch of the job went through the engine';
+  return undefined;
+}
+
+/** Starts the issue engine for a turn of the engine variant. */
+function enterEngine(): void {
+  startIssueEngine({ issuers: config.issuers });
+}
+
+/**
+ * Stops the issue engine after a turn of the engine variant, adding its counts to
+ * `engineCounts`; throws when an issuer thread failed during the turn (the turn's results
+ * would not be the engine's).
+ */
+async function leaveEngine(): Promise<void> {
+  const statistics = issueEngineStatistics();
+  await stopIssueEngine();
+  engineCounts.turns++;
+  engineCounts.launches += statistics.launches;
+  engineCounts.wakeUps += statistics.wakeUps;
+  engineCounts.fenceWaits += statistics.fenceWaits;
+  if (statistics.failure !== undefined) {
+    throw new Error(`scaling: the issue engine failed: ${statistics.failure}`);
+  }
 }
 
 /**
@@ -397,6 +467,23 @@ async function main(): Promise<void> {
       }),
     );
   }
+  // The issue engine, tried once on one job; a failure leaves its rows out (a `_skip` line).
+  const engineShape = config.shapes.find((shape) => shape !== 'control');
+  let engineWorks = false;
+  if (engineShape !== undefined) {
+    const reason = await probeEngine(() => task(() => JOBS[engineShape](slots[0]!)));
+    if (reason === undefined) engineWorks = true;
+    else {
+      console.error(`scaling: ${reason}`);
+      console.log(
+        JSON.stringify({
+          name: '_skip',
+          system: 'ours_engine',
+          reason: `the issue engine: ${reason}`,
+        }),
+      );
+    }
+  }
   const variants: Variant[] = [];
   for (const shape of config.shapes) {
     variants.push(ofTasks('ours', shape, JOBS[shape]));
@@ -415,6 +502,14 @@ async function main(): Promise<void> {
         // A serial batch on every worker at once: each worker's own V8 warms its job code.
         warmup: () =>
           Promise.all(Array.from({ length: workers.size }, (_, index) => runSerial(index))),
+      });
+    }
+    // Ours' jobs with the issue engine started for the variant's turns.
+    if (engineWorks) {
+      variants.push({
+        ...ofTasks('ours_engine', shape, JOBS[shape]),
+        enter: enterEngine,
+        leave: leaveEngine,
       });
     }
     if (shape === 'latency') variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
@@ -439,11 +534,26 @@ async function main(): Promise<void> {
     seconds: number[],
     delay: { max: number },
   ) => {
-    if (warmed !== variant) {
+    variant.enter?.();
+    try {
+      await warmAndMeasure(variant, samples, batch, seconds, delay);
+    } finally {
+      await variant.leave?.();
+    }
+  };
+  const warmAndMeasure = async (
+    variant: Variant,
+    samples: number,
+    batch: () => Promise<unknown>,
+    seconds: number[],
+    delay: { max: number },
+  ) => {
+    if (warmed !== variant || variant.enter !== undefined) {
       // V8 optimizes the launch and library paths after a few thousand calls; C has no JIT to
       // warm. A serial warm-up right before a variant's turn (not timed): another variant's
       // calls in between (captures, bare calls) can leave this one's code to be optimized
-      // again while it is timed.
+      // again while it is timed. A variant that starts something for its turn (the issue
+      // engine) warms up every turn: the first batches also wait for its threads to start.
       const batches = Math.ceil((variant.shape === 'control' ? 25 : 200) / config.serialJobs);
       for (let i = 0; i < batches; i++) await (variant.warmup ?? variant.serial)();
       warmed = variant;
@@ -494,6 +604,19 @@ async function main(): Promise<void> {
         );
       });
     }
+  }
+  if (engineCounts.turns > 0) {
+    console.log(
+      JSON.stringify({
+        name: '_meta',
+        system: 'ours_engine',
+        issuers: config.issuers,
+        turns: engineCounts.turns,
+        launches: engineCounts.launches,
+        wake_ups: engineCounts.wakeUps,
+        fence_waits: engineCounts.fenceWaits,
+      }),
+    );
   }
   for (const slot of floorSlots) disposeFloorSlot(slot);
   await pool?.close();

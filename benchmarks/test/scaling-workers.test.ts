@@ -89,6 +89,7 @@ describe('the workers setting', () => {
     expect(scalingArguments({ ...SCALING_DEFAULTS, workers: 4 }, { ours: true })).toEqual([
       ...shared,
       'workers=4',
+      `issuers=${SCALING_DEFAULTS.issuers}`,
     ]);
   });
 

@@ -241,12 +241,16 @@ describe('scalingTargets', () => {
       'latency',
       'latency',
       'latency',
+      'latency',
+      'latency',
     ]);
     expect(only.map((target) => target.name)).toEqual([
       'vs_c',
       'vs_peers',
       'workers_vs_c',
       'workers_vs_peers',
+      'engine_vs_c',
+      'engine_vs_peers',
     ]);
     for (const target of only) {
       expect(target.met).toBeUndefined();
