@@ -1,9 +1,11 @@
 import { CudaArgumentError, CudaError, type DeviceArray, DisposedError } from '@cuda-tasks/cudadrv';
-import { hostOnlyArray, standInStream } from '@cuda-tasks/testing';
+import { IssueEnvelope } from '@cuda-tasks/task-runtime';
+import { hostOnlyArray, standInStream, thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import {
   CufftError,
   check,
+  destroyIdlePlans,
   fft,
   ifft,
   libcufftSpec,
@@ -12,7 +14,7 @@ import {
   scaleComplex,
   statusName,
 } from './index.js';
-import { planKey } from './plans.js';
+import { planKey, transformPlans } from './plans.js';
 import { assertComplexArray, fftLayout, rfftLayout } from './validate.js';
 
 /** An array description; no device memory behind it (the checks never touch any). */
@@ -116,14 +118,32 @@ describe('the public functions check before any native call', () => {
       'fft: x must be float32, got float64',
     );
     expect(argumentError(() => fft(fake([6]), { inverse: 'yes' as any })).message).toBe(
-      'fft: inverse must be a boolean, got yes',
+      'fft: option inverse must be true or false, got "yes"',
     );
     expect(argumentError(() => fft(fake([6]), { normalize: 1 as any })).message).toBe(
-      'fft: normalize must be a boolean, got 1',
+      'fft: option normalize must be true or false, got 1',
     );
     expect(argumentError(() => ifft(fake([5]))).message).toMatch(/length 5 is odd/);
     expect(argumentError(() => rfft(fake([6]), { batch: 4 })).message).toBe(
       'rfft: x holds 6 numbers, not a multiple of batch = 4',
+    );
+  });
+
+  it("reads its options with cudadrv's option checks: an object, a Stream", () => {
+    expect(argumentError(() => fft(fake([6]), null as any)).message).toBe(
+      'fft: options must be an object, got null',
+    );
+    expect(argumentError(() => rfft(fake([6]), 'r2c' as any)).message).toBe(
+      'rfft: options must be an object, got "r2c"',
+    );
+    expect(argumentError(() => fft(fake([6]), { stream: 0n as any })).message).toBe(
+      'fft: option stream must be a Stream, got 0n',
+    );
+    expect(argumentError(() => rfft(fake([6]), { stream: null as any })).message).toBe(
+      'rfft: option stream must be a Stream, got null',
+    );
+    expect(argumentError(() => scaleComplex(fake([4]), 2, { stream: 1 as any })).message).toBe(
+      'scaleComplex: option stream must be a Stream, got 1',
     );
   });
 
@@ -155,6 +175,22 @@ describe('errors and loading', () => {
   it('looks for libcufft.so.12 (CUDA 13) first, then .11 (CUDA 12), with an override', () => {
     expect(libcufftSpec.candidates.slice(0, 2)).toEqual(['libcufft.so.12', 'libcufft.so.11']);
     expect(libcufftSpec.environmentVariable).toBe('CUDA_TASKS_LIBCUFFT');
+  });
+
+  it('issues through one IssueEnvelope per transform, over its plan cache, checking as CufftError', () => {
+    const { cache, envelope } = transformPlans('c2c', 4321, 3);
+    expect(envelope).toBeInstanceOf(IssueEnvelope);
+    expect(envelope.handles).toBe(cache);
+    expect(transformPlans('c2c', 4321, 3).envelope).toBe(envelope);
+    expect(() => envelope.check(0, 'cufftExecC2C')).not.toThrow();
+    // Step 5 with nothing traced (token -1): the status check throws the library's error.
+    expect(() => envelope.end(-1, 8, 'cufftExecC2C')).toThrow(
+      'cufftExecC2C failed: CUFFT_INVALID_SIZE (8): the transform size is not supported',
+    );
+    expect(CufftError.isInstance(thrown(() => envelope.check(8, 'cufftExecR2C')))).toBe(true);
+    // No plan was made: the emptied cache is disposed and forgotten.
+    expect(destroyIdlePlans()).toBe(0);
+    expect(planStatistics('c2c', 4321, 3)[0]!.created).toBe(0);
   });
 
   it('reports zero plans for a transform never used', () => {

@@ -1,23 +1,24 @@
 /**
- * 1-D FFTs over DeviceArrays with cuFFT, following the pattern of this repository's library
- * packages: validate first (no native call for bad input), take the plan leased by the
- * current task for this transform (bound lazily to the stream), order the inputs on the
- * stream with `useOn`, and wrap the native call in `beginOperation` / `endOperation` so that
- * traces show it. Everything is queued on the current stream; nothing waits for the GPU.
+ * 1-D FFTs over DeviceArrays with cuFFT, issued the way this repository's library packages
+ * issue theirs: validate first (no native call for bad input), then the kit's issue envelope
+ * (`IssueEnvelope` of `@cuda-tasks/task-runtime`, one per transform, from `plans.ts`), in its
+ * order: the plan leased by the current task for this transform, bound to the stream with
+ * its context current; the operands declared used on the stream (`useOn`); the trace begun;
+ * the cuFFT call; the trace ended and the status checked (a CufftError naming the call).
+ * Everything is queued on the current stream; nothing waits for the GPU.
  */
 import {
   assertSameContext,
-  beginOperation,
+  booleanOption,
   DeviceArray,
-  endOperation,
   resolveStream,
   type StreamOption,
+  streamOption,
 } from '@cuda-tasks/cudadrv';
-import { check } from './errors.js';
 import { CUFFT_FORWARD, CUFFT_INVERSE, cufft } from './ffi.js';
-import { planCache } from './plans.js';
+import { transformPlans } from './plans.js';
 import { scaleComplex } from './scale.js';
-import { type BatchOption, booleanOption, fftLayout, rfftLayout } from './validate.js';
+import { type BatchOption, fftLayout, rfftLayout } from './validate.js';
 
 /** Options of `fft`. */
 export interface FftOptions extends BatchOption, StreamOption {
@@ -47,27 +48,28 @@ export interface RfftOptions extends BatchOption, StreamOption {}
  */
 export function fft(x: DeviceArray<'float32'>, options: FftOptions = {}): DeviceArray<'float32'> {
   const { n, batch } = fftLayout(x, options, 'fft');
-  const inverse = booleanOption(options.inverse, 'inverse', 'fft', false);
-  const normalize = booleanOption(options.normalize, 'normalize', 'fft', inverse);
-  const stream = resolveStream(options.stream);
+  const inverse = booleanOption('fft', 'inverse', options.inverse);
+  const normalize = booleanOption('fft', 'normalize', options.normalize, inverse);
+  const stream = resolveStream(streamOption('fft', options.stream));
   // An array of another device (or context) would reach cuFFT as an illegal address.
   assertSameContext('fft', 'x', x, stream);
-  // The task's plan for this transform, bound to the stream with its work area there.
-  const plan = planCache('c2c', n, batch).get(stream);
+  const envelope = transformPlans('c2c', n, batch).envelope;
+  // 1: the task's plan for this transform, bound to the stream with its work area there.
+  const plan = envelope.handle(stream);
   const output = DeviceArray.empty('float32', x.shape, { stream });
   try {
+    // 2: the operands, declared used on the stream.
     const input = x.useOn(stream, 'read');
     const result = output.useOn(stream);
-    stream.context.makeCurrent();
-    const token = beginOperation(inverse ? 'cufft.c2c.inverse' : 'cufft.c2c.forward', stream);
+    // 3, 4, 5: the trace around the call, then its status.
+    const token = envelope.begin(stream, inverse ? 'cufft.c2c.inverse' : 'cufft.c2c.forward');
     const status = cufft().cufftExecC2C(
       plan.handle,
       input,
       result,
       inverse ? CUFFT_INVERSE : CUFFT_FORWARD,
     );
-    endOperation(token);
-    check(status, 'cufftExecC2C');
+    envelope.end(token, status, 'cufftExecC2C');
     if (normalize) scaleComplex(output, 1 / n, { stream });
     return output;
   } catch (error) {
@@ -96,20 +98,19 @@ export function ifft(
  */
 export function rfft(x: DeviceArray<'float32'>, options: RfftOptions = {}): DeviceArray<'float32'> {
   const { n, batch, outputLength } = rfftLayout(x, options, 'rfft');
-  const stream = resolveStream(options.stream);
+  const stream = resolveStream(streamOption('rfft', options.stream));
   assertSameContext('rfft', 'x', x, stream);
   const shape =
     x.shape.length === 2 && x.shape[1] === batch ? [outputLength / batch, batch] : [outputLength];
-  const plan = planCache('r2c', n, batch).get(stream);
+  const envelope = transformPlans('r2c', n, batch).envelope;
+  const plan = envelope.handle(stream);
   const output = DeviceArray.empty('float32', shape, { stream });
   try {
     const input = x.useOn(stream, 'read');
     const result = output.useOn(stream);
-    stream.context.makeCurrent();
-    const token = beginOperation('cufft.r2c', stream);
+    const token = envelope.begin(stream, 'cufft.r2c');
     const status = cufft().cufftExecR2C(plan.handle, input, result);
-    endOperation(token);
-    check(status, 'cufftExecR2C');
+    envelope.end(token, status, 'cufftExecR2C');
     return output;
   } catch (error) {
     output.dispose();

@@ -6,14 +6,15 @@
  * most 16 plans per transform and context (tasks beyond share them, rebound per call); binding
  * to the task's stream only when it changes; a work area per (plan, stream) from the
  * stream-ordered pool, so two streams never share one; the GPU-side hand-off when a plan goes
- * idle; and `dispose()` to drop a transform's cache with its listeners.
+ * idle; and `dispose()` to drop a transform's cache with its listeners. Each cache comes with the
+ * kit's issue envelope over it (`IssueEnvelope`), through which `fft.ts` issues every call.
  *
  * A plan is fixed to one transform (type, size, batch), so there is one cache per
  * (type, n, batch). Plans are made without a work area of their own
  * (cufftSetAutoAllocation(plan, 0)): the kit gives each (plan, stream) pair one.
  */
 import { packageOf, processState } from '@cuda-tasks/cudadrv';
-import { HandleCache } from '@cuda-tasks/task-runtime';
+import { HandleCache, IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
 import { CUFFT_C2C, CUFFT_R2C, cufft } from './ffi.js';
 
@@ -37,7 +38,16 @@ export interface Plan {
 /** Idle plans kept per (type, n, batch) and context; more are destroyed. */
 export const MAX_IDLE_PLANS = 32;
 
-type Caches = Record<TransformType, Map<number, Map<number, HandleCache<Plan>>>>;
+/**
+ * One transform's plans: the kit's cache of them, and the issue envelope over that cache that
+ * every call of the transform goes through (its plan, its trace, its status as a CufftError).
+ */
+export interface TransformPlans {
+  readonly cache: HandleCache<Plan>;
+  readonly envelope: IssueEnvelope<Plan>;
+}
+
+type Caches = Record<TransformType, Map<number, Map<number, TransformPlans>>>;
 
 // Process-wide: two loaded copies of this module share the plans.
 const caches: Caches = processState(
@@ -51,9 +61,9 @@ export function planKey(type: TransformType, n: number, batch: number): string {
   return `${type}:${n}x${batch}`;
 }
 
-function createCache(type: TransformType, n: number, batch: number): HandleCache<Plan> {
+function createPlans(type: TransformType, n: number, batch: number): TransformPlans {
   const cufftType = type === 'c2c' ? CUFFT_C2C : CUFFT_R2C;
-  return new HandleCache<Plan>({
+  const cache = new HandleCache<Plan>({
     name: `cufft ${planKey(type, n, batch)}`,
     create() {
       const api = cufft();
@@ -89,18 +99,19 @@ function createCache(type: TransformType, n: number, batch: number): HandleCache
     ordered: false,
     maxIdlePerContext: MAX_IDLE_PLANS,
   });
+  return { cache, envelope: new IssueEnvelope<Plan>({ name: 'cufft', check, handles: cache }) };
 }
 
 /**
- * The plan cache for one transform: created on first use, then found with two Map lookups
- * on numbers (no string is built on the hot path).
+ * The plans of one transform, with their issue envelope: created on first use, then found
+ * with two Map lookups on numbers (no string is built on the hot path).
  */
-export function planCache(type: TransformType, n: number, batch: number): HandleCache<Plan> {
+export function transformPlans(type: TransformType, n: number, batch: number): TransformPlans {
   let bySize = caches[type].get(n);
   if (bySize === undefined) caches[type].set(n, (bySize = new Map()));
-  let cache = bySize.get(batch);
-  if (cache === undefined) bySize.set(batch, (cache = createCache(type, n, batch)));
-  return cache;
+  let plans = bySize.get(batch);
+  if (plans === undefined) bySize.set(batch, (plans = createPlans(type, n, batch)));
+  return plans;
 }
 
 /** Plans created, destroyed, idle and leased, for one transform. */
@@ -119,9 +130,9 @@ export interface PlanStatistics {
   shared: number;
 }
 
-function statisticsOf(key: string, cache: HandleCache<Plan> | undefined): PlanStatistics {
-  if (cache === undefined) return { key, created: 0, destroyed: 0, idle: 0, leased: 0, shared: 0 };
-  const { created, destroyed, idle, leased, shared } = cache.statistics();
+function statisticsOf(key: string, plans: TransformPlans | undefined): PlanStatistics {
+  if (plans === undefined) return { key, created: 0, destroyed: 0, idle: 0, leased: 0, shared: 0 };
+  const { created, destroyed, idle, leased, shared } = plans.cache.statistics();
   return { key, created, destroyed, idle, leased, shared };
 }
 
@@ -139,8 +150,8 @@ export function planStatistics(type?: TransformType, n?: number, batch = 1): Pla
   for (const kind of ['c2c', 'r2c'] as const) {
     if (type !== undefined && kind !== type) continue;
     for (const [size, bySize] of caches[kind]) {
-      for (const [count, cache] of bySize) {
-        out.push(statisticsOf(planKey(kind, size, count), cache));
+      for (const [count, plans] of bySize) {
+        out.push(statisticsOf(planKey(kind, size, count), plans));
       }
     }
   }
@@ -156,7 +167,7 @@ export function destroyIdlePlans(): number {
   let destroyed = 0;
   for (const kind of ['c2c', 'r2c'] as const) {
     for (const [size, bySize] of caches[kind]) {
-      for (const [count, cache] of bySize) {
+      for (const [count, { cache }] of bySize) {
         destroyed += cache.destroyIdle();
         if (cache.statistics().handles === 0) {
           cache.dispose();

@@ -3,6 +3,7 @@
  * complex float32 array by a real factor, in place (normalizes inverse transforms).
  */
 import {
+  assertOptions,
   assertSameContext,
   type Context,
   CudaArgumentError,
@@ -14,6 +15,7 @@ import {
   processState,
   resolveStream,
   type StreamOption,
+  streamOption,
 } from '@cuda-tasks/cudadrv';
 import { assertComplexArray } from './validate.js';
 
@@ -71,7 +73,8 @@ export function scaleComplex<A extends DeviceArray<'float32'>>(
   if (typeof factor !== 'number' || !Number.isFinite(factor)) {
     throw new CudaArgumentError(`scaleComplex: factor must be a finite number, got ${factor}`);
   }
-  const stream = resolveStream(options.stream);
+  assertOptions('scaleComplex', options);
+  const stream = resolveStream(streamOption('scaleComplex', options.stream));
   assertSameContext('scaleComplex', 'x', x, stream);
   const count = x.length / 2;
   if (count === 0) return x;

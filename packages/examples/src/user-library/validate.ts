@@ -2,10 +2,17 @@
  * Pure argument checks for the FFT functions: they read only an array's description (dtype,
  * shape, layout, disposed), so every rule is unit tested without a GPU, and the functions
  * call them before any native call. What every library checks of an operand (an array, not
- * disposed, of an accepted dtype) comes from `@cuda-tasks/cudadrv`'s operand checks; what is
+ * disposed, of an accepted dtype) comes from `@cuda-tasks/cudadrv`'s operand checks, and its
+ * option checks (`assertOptions`, `booleanOption`, `streamOption`) read the options; what is
  * cuFFT's own (interleaved complex numbers, batches) is here.
  */
-import { assertDType, assertOperand, CudaArgumentError, type Operand } from '@cuda-tasks/cudadrv';
+import {
+  assertDType,
+  assertOperand,
+  assertOptions,
+  CudaArgumentError,
+  type Operand,
+} from '@cuda-tasks/cudadrv';
 
 /** What the checks read from an array (a DeviceArray has all of it). */
 export interface ArrayDescription extends Operand {
@@ -89,24 +96,6 @@ function batchOf(
   return batch;
 }
 
-function assertOptionObject(options: unknown, call: string): void {
-  if (typeof options !== 'object' || options === null) {
-    fail(call, `options must be an object, got ${options === null ? 'null' : typeof options}`);
-  }
-}
-
-/** A checked boolean option (undefined gives `fallback`). */
-export function booleanOption(
-  value: unknown,
-  name: string,
-  call: string,
-  fallback: boolean,
-): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') fail(call, `${name} must be a boolean, got ${value}`);
-  return value;
-}
-
 /**
  * The complex transform's length and batch for `x` (interleaved complex float32):
  * n = (length / 2) / batch.
@@ -118,7 +107,7 @@ export function fftLayout(
   call = 'fft',
 ): { n: number; batch: number } {
   assertComplexArray(x, call, 'x');
-  assertOptionObject(options, call);
+  assertOptions(call, options);
   const complexCount = x.length / 2;
   const batch = batchOf(x, options, call, complexCount, 'complex numbers');
   return { n: complexCount / batch, batch };
@@ -135,7 +124,7 @@ export function rfftLayout(
   call = 'rfft',
 ): { n: number; batch: number; outputLength: number } {
   assertFloat32Array(x, call, 'x');
-  assertOptionObject(options, call);
+  assertOptions(call, options);
   const batch = batchOf(x, options, call, x.length, 'numbers');
   const n = x.length / batch;
   return { n, batch, outputLength: 2 * (Math.floor(n / 2) + 1) * batch };
