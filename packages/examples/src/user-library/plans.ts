@@ -43,7 +43,9 @@ export const MAX_IDLE_PLANS = 32;
  * every call of the transform goes through (its plan, its trace, its status as a CufftError).
  */
 export interface TransformPlans {
+  /** The transform's plans: one lease per task and context, bound to the task's stream. */
   readonly cache: HandleCache<Plan>;
+  /** The issue envelope over `cache`: `handle(stream)`, `begin`, `end` of every call. */
   readonly envelope: IssueEnvelope<Plan>;
 }
 
