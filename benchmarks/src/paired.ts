@@ -10,10 +10,17 @@
  * the median of the per-pair ratios ours/C and `ratio_lo`..`ratio_hi` its 95% interval
  * (order statistics, no assumption on the distribution).
  *
+ * The issue engine's rows (`runEnginePairs`, issue 34) run last, with the engine started for
+ * them alone and stopped after (`stopIssueEngine`), so that every other row launches without
+ * it; besides the paired lines they print one `engine_idle: true` line per issuer count (the
+ * process's CPU time over a second of idle with the engine started, see `EngineIdleLine`).
+ *
  * Usage: tsx --conditions=@cuda-tasks/source src/paired.ts path/to/libinproc.so
- * [--only graphs|tasks100|latency] (`--only graphs`: the graph rows alone, see `runGraphPairs`;
- * `--only tasks100`: the 100-task rows alone, see `runTasksPairs`; `--only latency`: the
- * latency-bound job's rows alone, see `runLatencyPairs`)
+ * [--only graphs|tasks100|latency|engine] (`--only graphs`: the graph rows alone, see
+ * `runGraphPairs`; `--only tasks100`: the 100-task rows alone, see `runTasksPairs`;
+ * `--only latency`: the latency-bound job's rows alone, see `runLatencyPairs`; `--only engine`:
+ * the issue engine's rows alone, see `runEnginePairs`) [--issuers 4,8] (the engine rows'
+ * issuer counts, default `ENGINE_ISSUERS`)
  */
 
 import { readFileSync } from 'node:fs';
@@ -24,9 +31,12 @@ import {
   DeviceBuffer,
   driver,
   Event,
+  issueEngineStatistics,
   launch,
   Module,
   Stream,
+  startIssueEngine,
+  stopIssueEngine,
 } from '@cuda-tasks/cudadrv';
 import { handle as curandHandle, rand } from '@cuda-tasks/curand';
 import { handle as cusolverHandle } from '@cuda-tasks/cusolver';
@@ -126,12 +136,16 @@ async function pair(
 /**
  * Runs the whole same-process comparison against the C loops of the `libinproc.so` at
  * `libraryPath` (built by c/build.sh): launch, withStream + launch, launch + wait,
- * alloc + free, event record, SGEMM, the seed workload, the 100 tasks and the graph rows
- * (`runGraphPairs`), each as
+ * alloc + free, event record, SGEMM, the seed workload, the 100 tasks, the graph rows
+ * (`runGraphPairs`) and last the issue engine's rows with `engineIssuers` issuer threads
+ * (`runEnginePairs`), each as
  * `PAIRS` pairs after `WARMUP_PAIRS`. Prints one JSON line per benchmark and returns them.
  * @example const lines = await runPaired('/tmp/cuda-tasks-bench/libinproc.so');
  */
-export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
+export async function runPaired(
+  libraryPath: string,
+  engineIssuers: readonly number[] = ENGINE_ISSUERS,
+): Promise<PairedLine[]> {
   const lib = koffi.load(libraryPath);
   const C = {
     launchEmpty: lib.func('double inproc_launch_empty(uint64_t f, uint64_t s, int n)'),
@@ -473,7 +487,38 @@ export async function runPaired(libraryPath: string): Promise<PairedLine[]> {
   lines.push(...(await runTasksPairs(lib)));
   lines.push(...(await runLatencyPairs(lib)));
   lines.push(...(await runGraphPairs(lib)));
+  lines.push(...(await runEnginePairs(lib, engineIssuers)));
   return lines;
+}
+
+/** Rows of the same-process comparison that run with the issue engine: its issuer threads. */
+export interface EngineRowOptions {
+  /** Issuer threads (`startIssueEngine({ issuers })`); absent: the rows without the engine. */
+  issuers?: number;
+}
+
+/**
+ * Starts the issue engine with `issuers` issuer threads, runs `body`, and stops the engine
+ * (also when `body` throws). Throws when an issuer failed meanwhile, or when no launch went
+ * through the engine (then the rows would not measure it).
+ */
+async function withEngine<T>(issuers: number, body: () => Promise<T>): Promise<T> {
+  startIssueEngine({ issuers });
+  let statistics: ReturnType<typeof issueEngineStatistics>;
+  let result: T;
+  try {
+    result = await body();
+  } finally {
+    statistics = issueEngineStatistics();
+    await stopIssueEngine();
+  }
+  if (statistics.failure !== undefined) {
+    throw new Error(`the issue engine failed: ${statistics.failure}`);
+  }
+  if (statistics.launches === 0) {
+    throw new Error('the issue engine rows made no launch through the engine');
+  }
+  return result;
 }
 
 /** Tasks in the `tasks100` rows' batch. */
@@ -489,7 +534,10 @@ const TASKS = 100;
  * around them, but their promises pay AsyncLocalStorage's hooks as every promise of a process
  * that runs tasks does. `tasks100_over_floor`: ours against that floor (no C in that pair).
  */
-export async function runTasksPairs(lib: ReturnType<typeof koffi.load>): Promise<PairedLine[]> {
+export async function runTasksPairs(
+  lib: ReturnType<typeof koffi.load>,
+  options: EngineRowOptions = {},
+): Promise<PairedLine[]> {
   const tasksC = lib.func('double inproc_tasks(uint64_t f, const uint64_t *streams, int count)');
   const lines: PairedLine[] = [];
   const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
@@ -499,6 +547,26 @@ export async function runTasksPairs(lib: ReturnType<typeof koffi.load>): Promise
   const handles = BigUint64Array.from(streams.map((x) => x.handle));
   const c = () => checked('tasks', tasksC(empty.handle, handles, TASKS));
   const round = tasksRound(empty, config);
+  if (options.issuers !== undefined) {
+    // With the engine: ours' 100 tasks launch through its issuers; C as in `tasks100`.
+    try {
+      await withEngine(options.issuers, async () => {
+        await warmJit(round, 30);
+        lines.push(
+          await pair(
+            `tasks100_engine_w${options.issuers}`,
+            'cuLaunchKernel on 100 streams, then cuStreamSynchronize each',
+            c,
+            timedOnce(round),
+          ),
+        );
+      });
+    } finally {
+      for (const x of streams) x.dispose();
+      module.dispose();
+    }
+    return lines;
+  }
   await warmJit(round, 30);
 
   const api = driver();
@@ -571,7 +639,10 @@ const LATENCY_JOBS = 20;
  * benchmark's target at K = 1 (ours >= 0.9x the better C variant's jobs/s) is ours' time
  * <= 1.11x C's here. The results are checked once against a float64 CPU run of the same steps.
  */
-export async function runLatencyPairs(lib: ReturnType<typeof koffi.load>): Promise<PairedLine[]> {
+export async function runLatencyPairs(
+  lib: ReturnType<typeof koffi.load>,
+  options: EngineRowOptions = {},
+): Promise<PairedLine[]> {
   const latencyC = lib.func(
     'double inproc_latency_jobs(uint64_t f, uint64_t s, uint64_t x, uint64_t y, unsigned long long n, unsigned int grid, unsigned int block, float a, float b, int steps, int sync_every, int poll, int jobs)',
   );
@@ -653,6 +724,9 @@ export async function runLatencyPairs(lib: ReturnType<typeof koffi.load>): Promi
     for (let i = 0; i < LATENCY_JOBS; i++) await bareJob();
     return (nowUs() - t0) / LATENCY_JOBS;
   };
+  const engineIssuers = options.issuers;
+  if (engineIssuers !== undefined) startIssueEngine({ issuers: engineIssuers });
+  let engineStatistics: ReturnType<typeof issueEngineStatistics> | undefined;
   try {
     // One job each, checked against float64 on the CPU: the same steps, rounded to float32.
     await Promise.all([task(job)]);
@@ -672,45 +746,67 @@ export async function runLatencyPairs(lib: ReturnType<typeof koffi.load>): Promi
       }
     }
     await warmJit(ours, 100);
-    await warmJit(floor, 100);
-    lines.push(
-      await pair(
-        'latency_job',
-        '20 x cuLaunchKernel (axpb, 65,536 floats), a cuStreamQuery spin every 5',
-        c(true),
-        ours,
-      ),
-    );
-    lines.push(
-      await pair(
-        'latency_job_c_sync',
-        '20 x cuLaunchKernel (axpb, 65,536 floats), cuStreamSynchronize every 5',
-        c(false),
-        ours,
-      ),
-    );
-    lines.push(
-      await pair(
-        'latency_job_bare_koffi',
-        '20 x cuLaunchKernel (axpb, 65,536 floats), a cuStreamQuery spin every 5',
-        c(true),
-        floor,
-      ),
-    );
-    lines.push(
-      await pair(
-        'latency_job_over_floor',
-        'latency_job_bare_koffi (JavaScript, not C)',
-        floor,
-        ours,
-      ),
-    );
+    if (engineIssuers !== undefined) {
+      // With the engine: ours' job (checked above through the engine) against C's polling.
+      lines.push(
+        await pair(
+          `latency_job_engine_w${engineIssuers}`,
+          '20 x cuLaunchKernel (axpb, 65,536 floats), a cuStreamQuery spin every 5',
+          c(true),
+          ours,
+        ),
+      );
+    } else {
+      await warmJit(floor, 100);
+      lines.push(
+        await pair(
+          'latency_job',
+          '20 x cuLaunchKernel (axpb, 65,536 floats), a cuStreamQuery spin every 5',
+          c(true),
+          ours,
+        ),
+      );
+      lines.push(
+        await pair(
+          'latency_job_c_sync',
+          '20 x cuLaunchKernel (axpb, 65,536 floats), cuStreamSynchronize every 5',
+          c(false),
+          ours,
+        ),
+      );
+      lines.push(
+        await pair(
+          'latency_job_bare_koffi',
+          '20 x cuLaunchKernel (axpb, 65,536 floats), a cuStreamQuery spin every 5',
+          c(true),
+          floor,
+        ),
+      );
+      lines.push(
+        await pair(
+          'latency_job_over_floor',
+          'latency_job_bare_koffi (JavaScript, not C)',
+          floor,
+          ours,
+        ),
+      );
+    }
   } finally {
+    if (engineIssuers !== undefined) {
+      engineStatistics = issueEngineStatistics();
+      await stopIssueEngine();
+    }
     koffi.free(launchConfig);
     for (const pointer of bareArguments) koffi.free(pointer);
     for (const array of [oursX, oursY, bareX, bareY]) array.dispose();
     bareStream.dispose();
     module.dispose();
+  }
+  if (engineStatistics?.failure !== undefined) {
+    throw new Error(`the issue engine failed: ${engineStatistics.failure}`);
+  }
+  if (engineStatistics !== undefined && engineStatistics.launches === 0) {
+    throw new Error('latency_job_engine: no launch went through the issue engine');
   }
   return lines;
 }
@@ -728,6 +824,219 @@ export function latencyReference(start: Float32Array, a: number, b: number): Flo
     for (let i = 0; i < to.length; i++) to[i] = Math.fround(a * from[i]! + b);
   }
   return x;
+}
+
+/** The engine rows' issuer counts (issue 34: W = 4 and 8). */
+export const ENGINE_ISSUERS: readonly number[] = [4, 8];
+/** Launches per batch of the engine's push rows. */
+const PUSH_LAUNCHES = 10_000;
+/** Streams the spread push row launches on in turn. */
+const PUSH_STREAMS = 8;
+/** Milliseconds of each idle measurement of `EngineIdleLine`. */
+const IDLE_MS = 1000;
+
+/**
+ * The process idle with the issue engine started (issue 34: no busy core while idle): the
+ * process's CPU time (`process.cpuUsage`, user + system, every thread) over `wall_ms` of an
+ * idle event loop after the engine's rows, and over the same wait after `stopIssueEngine`. An
+ * issuer spinning instead of sleeping would show as about one busy core.
+ */
+export interface EngineIdleLine {
+  /** `engine_idle_w<issuers>`. */
+  name: string;
+  /** Marks an idle line (the report picks these out). */
+  engine_idle: true;
+  /** Issuer threads. */
+  issuers: number;
+  /** The idle wait with the engine started, ms (wall time). */
+  wall_ms: number;
+  /** CPU time of the process over it, ms. */
+  cpu_ms: number;
+  /** `cpu_ms / wall_ms`: cores kept busy. */
+  busy_cores: number;
+  /** The same wait after the engine stopped, ms. */
+  stopped_wall_ms: number;
+  /** CPU time of the process over that wait, ms. */
+  stopped_cpu_ms: number;
+  /** `stopped_cpu_ms / stopped_wall_ms`. */
+  stopped_busy_cores: number;
+}
+
+/** One idle measurement: the wall time of an idle wait and the process's CPU time over it. */
+export interface IdleSample {
+  wall_ms: number;
+  cpu_ms: number;
+}
+
+/**
+ * The idle line of `issuers` issuer threads from the measurement with the engine started and
+ * the one after it stopped; figures rounded to 3 decimals. Throws for a wall time that is not
+ * positive (no wait measured).
+ * @example engineIdleLine(8, { wall_ms: 1000, cpu_ms: 2 }, { wall_ms: 1000, cpu_ms: 1 });
+ */
+export function engineIdleLine(
+  issuers: number,
+  started: IdleSample,
+  stopped: IdleSample,
+): EngineIdleLine {
+  for (const sample of [started, stopped]) {
+    if (!(sample.wall_ms > 0) || !(sample.cpu_ms >= 0)) {
+      throw new Error(
+        `engine idle: a wait of ${sample.wall_ms} ms with ${sample.cpu_ms} ms of CPU time`,
+      );
+    }
+  }
+  const round = (value: number) => Math.round(value * 1000) / 1000;
+  return {
+    name: `engine_idle_w${issuers}`,
+    engine_idle: true,
+    issuers,
+    wall_ms: round(started.wall_ms),
+    cpu_ms: round(started.cpu_ms),
+    busy_cores: round(started.cpu_ms / started.wall_ms),
+    stopped_wall_ms: round(stopped.wall_ms),
+    stopped_cpu_ms: round(stopped.cpu_ms),
+    stopped_busy_cores: round(stopped.cpu_ms / stopped.wall_ms),
+  };
+}
+
+/** Waits `ms` with nothing to do; the wall time and the process's CPU time over the wait. */
+async function idleSample(ms: number): Promise<IdleSample> {
+  const before = process.cpuUsage();
+  const t0 = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const used = process.cpuUsage(before);
+  return { wall_ms: performance.now() - t0, cpu_ms: (used.user + used.system) / 1000 };
+}
+
+/**
+ * The main thread's cost per launch with the issue engine (issue 34: <= 1 us): 10,000
+ * `launch()` of the empty kernel pushed without waiting for the GPU, the time of the loop
+ * over 10,000 (the drain after it not timed), beside C's loop of 10,000 cuLaunchKernel for
+ * scale (the target is on ours' microseconds, not the ratio). `engine_push_w<W>`: on the
+ * task's stream (one issuer drains it); `engine_push_8streams_w<W>`: on 8 streams in turn
+ * (`launch()` given the stream), spread over the issuers. Then the idle line
+ * (`EngineIdleLine`): one second idle with the engine started, and one after it stopped.
+ */
+export async function runEnginePushPairs(
+  lib: ReturnType<typeof koffi.load>,
+  issuers: number,
+): Promise<PairedLine[]> {
+  const launchEmpty = lib.func('double inproc_launch_empty(uint64_t f, uint64_t s, int n)');
+  const lines: PairedLine[] = [];
+  const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+  const empty = module.kernel('empty_kernel', []);
+  const config = { grid: 1, block: 1 };
+  const spread = Array.from({ length: PUSH_STREAMS }, (_, i) =>
+    Stream.create({ name: `paired-push-${i}` }),
+  );
+  const explicit = spread.map((on) => ({ ...config, stream: on }));
+  const cCall = "cuLaunchKernel, C's loop (for scale: the target is ours' us, <= 1 us)";
+  let started: IdleSample | undefined;
+  try {
+    await withEngine(issuers, () =>
+      task(
+        async () => {
+          const s = stream();
+          const sh = s.handle;
+          const c = () => checked('launch_empty', launchEmpty(empty.handle, sh, PUSH_LAUNCHES));
+          const oneStream = launchBatch(empty, config, s, PUSH_LAUNCHES);
+          const spreadBatch = () => {
+            const t0 = nowUs();
+            for (let i = 0; i < PUSH_LAUNCHES; i++) launch(empty, explicit[i % PUSH_STREAMS]!);
+            const t1 = nowUs();
+            for (const on of spread) on.synchronize();
+            return (t1 - t0) / PUSH_LAUNCHES;
+          };
+          await warmJit(oneStream, 5);
+          await warmJit(spreadBatch, 5);
+          lines.push(await pair(`engine_push_w${issuers}`, cCall, c, oneStream));
+          lines.push(await pair(`engine_push_8streams_w${issuers}`, cCall, c, spreadBatch));
+          started = await idleSample(IDLE_MS);
+        },
+        { name: 'paired-engine-push' },
+      ),
+    );
+  } finally {
+    for (const on of spread) on.dispose();
+    module.dispose();
+  }
+  const stopped = await idleSample(IDLE_MS);
+  console.log(JSON.stringify(engineIdleLine(issuers, started!, stopped)));
+  return lines;
+}
+
+/**
+ * The issue engine's rows (issue 34), for each issuer count W of `issuers` (default 4 and 8),
+ * each with the engine started for it alone and stopped after: `tasks100_engine_w<W>` (the 100
+ * tasks of `tasks100` against the same C; target <= 1.0x), `latency_job_engine_w<W>` (the job
+ * of `latency_job` against C's polling, checked against float64 on the CPU through the engine;
+ * target <= 1.12x), `engine_push_w<W>` and `engine_push_8streams_w<W>` (the main thread's cost
+ * per launch; target <= 1 us), and an `engine_idle_w<W>` line (see `runEnginePushPairs`).
+ * Throws when an issuer failed or no launch went through the engine.
+ */
+export async function runEnginePairs(
+  lib: ReturnType<typeof koffi.load>,
+  issuers: readonly number[] = ENGINE_ISSUERS,
+): Promise<PairedLine[]> {
+  const lines: PairedLine[] = [];
+  for (const w of issuers) {
+    lines.push(...(await runTasksPairs(lib, { issuers: w })));
+    lines.push(...(await runLatencyPairs(lib, { issuers: w })));
+    lines.push(...(await runEnginePushPairs(lib, w)));
+  }
+  return lines;
+}
+
+/** What paired.ts is asked to run (`parsePairedArguments`). */
+export interface PairedArguments {
+  /** The libinproc.so path. */
+  path: string;
+  /** One group of rows alone, else all. */
+  only?: 'graphs' | 'tasks100' | 'latency' | 'engine';
+  /** The engine rows' issuer counts. */
+  issuers: number[];
+}
+
+const ONLY = ['graphs', 'tasks100', 'latency', 'engine'] as const;
+
+/** The usage line printed for bad arguments. */
+export const PAIRED_USAGE =
+  'usage: paired.ts path/to/libinproc.so [--only graphs|tasks100|latency|engine] [--issuers 4,8]';
+
+/**
+ * Parses paired.ts's arguments (after the script): the library path first, then
+ * `--only GROUP` and `--issuers W,W...` (integers 1..64, startIssueEngine's range) in any
+ * order. Throws an Error naming what is wrong.
+ * @example parsePairedArguments(['lib.so', '--only', 'engine', '--issuers', '8']);
+ */
+export function parsePairedArguments(argv: readonly string[]): PairedArguments {
+  const [path, ...rest] = argv;
+  if (!path || path.startsWith('--'))
+    throw new Error('paired.ts: the libinproc.so path is missing');
+  const parsed: PairedArguments = { path, issuers: [...ENGINE_ISSUERS] };
+  for (let i = 0; i < rest.length; i += 2) {
+    const flag = rest[i]!;
+    const value = rest[i + 1];
+    if (value === undefined) throw new Error(`paired.ts: ${flag} needs a value`);
+    if (flag === '--only') {
+      if (!ONLY.includes(value as (typeof ONLY)[number])) {
+        throw new Error(`paired.ts: --only must be one of ${ONLY.join(', ')}, got '${value}'`);
+      }
+      parsed.only = value as (typeof ONLY)[number];
+    } else if (flag === '--issuers') {
+      const counts = value.split(',').map(Number);
+      if (!counts.every((w) => Number.isInteger(w) && w >= 1 && w <= 64)) {
+        throw new Error(
+          `paired.ts: --issuers must be integers from 1 to 64, separated by commas, got '${value}'`,
+        );
+      }
+      parsed.issuers = counts;
+    } else {
+      throw new Error(`paired.ts: unknown argument '${flag}'`);
+    }
+  }
+  return parsed;
 }
 
 /** Kernels in the graph benchmarks' chain. */
@@ -845,20 +1154,20 @@ export async function runGraphPairs(lib: ReturnType<typeof koffi.load>): Promise
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const path = process.argv[2];
-  const only = process.argv[3] === '--only' ? process.argv[4] : undefined;
-  if (
-    !path ||
-    (process.argv.length > 3 && only !== 'graphs' && only !== 'tasks100' && only !== 'latency')
-  ) {
-    console.error('usage: paired.ts path/to/libinproc.so [--only graphs|tasks100|latency]');
+  let parsed: PairedArguments;
+  try {
+    parsed = parsePairedArguments(process.argv.slice(2));
+  } catch (error) {
+    console.error(`${error instanceof Error ? error.message : String(error)}\n${PAIRED_USAGE}`);
     process.exit(2);
   }
+  const { path, only, issuers } = parsed;
   try {
     if (only === 'graphs') await runGraphPairs(koffi.load(path));
     else if (only === 'tasks100') await runTasksPairs(koffi.load(path));
     else if (only === 'latency') await runLatencyPairs(koffi.load(path));
-    else await runPaired(path);
+    else if (only === 'engine') await runEnginePairs(koffi.load(path), issuers);
+    else await runPaired(path, issuers);
     process.exit(0);
   } catch (error) {
     console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));

@@ -730,6 +730,82 @@ export const PAIRED_TARGETS: Readonly<Record<string, number>> = {
 };
 
 /**
+ * Issue 34's targets for the issue engine's rows (`<row>_engine_w<W>`, W issuer threads),
+ * ours/C: the 100 tasks at most as long as C's 100 streams from one thread, the latency-bound
+ * job within 1.12x C.
+ */
+export const ENGINE_PAIRED_TARGETS: Readonly<Record<string, number>> = {
+  tasks100: 1,
+  latency_job: 1.12,
+};
+
+/**
+ * Targets on ours' microseconds rather than on ours/C: the main thread's cost per launch with
+ * the issue engine (`engine_push_w<W>`, `engine_push_8streams_w<W>`; issue 34: <= 1 us).
+ */
+export const PAIRED_US_TARGETS: Readonly<Record<string, number>> = {
+  engine_push: 1,
+  engine_push_8streams: 1,
+};
+
+/** A same-process row's target: on the ratio ours/C, or on ours' microseconds. */
+export interface PairedTarget {
+  on: 'ratio' | 'us';
+  value: number;
+}
+
+/**
+ * The target of the same-process row `name`: `PAIRED_TARGETS` by name, `ENGINE_PAIRED_TARGETS`
+ * for `<row>_engine_w<W>`, `PAIRED_US_TARGETS` for `<row>_w<W>`; undefined for a row without
+ * one.
+ * @example pairedTarget('tasks100_engine_w8'); // { on: 'ratio', value: 1 }
+ */
+export function pairedTarget(name: string): PairedTarget | undefined {
+  const own = (table: Readonly<Record<string, number>>, key: string) =>
+    Object.hasOwn(table, key) ? table[key] : undefined;
+  const exact = own(PAIRED_TARGETS, name);
+  if (exact !== undefined) return { on: 'ratio', value: exact };
+  const engine = /^(.+)_engine_w[1-9][0-9]*$/.exec(name);
+  const ratio = engine === null ? undefined : own(ENGINE_PAIRED_TARGETS, engine[1]!);
+  if (ratio !== undefined) return { on: 'ratio', value: ratio };
+  const perIssuers = /^(.+)_w[1-9][0-9]*$/.exec(name);
+  const us = perIssuers === null ? undefined : own(PAIRED_US_TARGETS, perIssuers[1]!);
+  return us === undefined ? undefined : { on: 'us', value: us };
+}
+
+/**
+ * Issue 34's idle target for the issue engine (no busy core while idle): the process's CPU
+ * time over an idle second with the engine started, in cores, at most this (an issuer that
+ * spins instead of sleeping shows as about 1).
+ */
+export const ENGINE_IDLE_BUSY_CORES_TARGET = 0.1;
+
+/**
+ * The `engine_idle: true` lines of paired.ts as text, one line each with its verdict against
+ * `ENGINE_IDLE_BUSY_CORES_TARGET`; lines without the figures are left out.
+ */
+export function formatEngineIdle(lines: readonly BenchLine[]): string[] {
+  const out: string[] = [];
+  const number = (value: unknown) =>
+    typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+  for (const line of lines) {
+    if (line.engine_idle !== true) continue;
+    const busy = number(line.busy_cores);
+    const cpu = number(line.cpu_ms);
+    const wall = number(line.wall_ms);
+    if (busy === undefined || cpu === undefined || wall === undefined) continue;
+    const stopped = number(line.stopped_busy_cores);
+    const pass = busy <= ENGINE_IDLE_BUSY_CORES_TARGET;
+    out.push(
+      `issue engine idle (${String(line.issuers ?? '?')} issuers): ${cpu.toFixed(1)} ms of CPU over ${wall.toFixed(0)} ms idle = ${busy.toFixed(3)} cores (target <= ${ENGINE_IDLE_BUSY_CORES_TARGET}: no busy core) ${pass ? 'PASS' : 'FAIL'}${
+        stopped === undefined ? '' : `   [engine stopped: ${stopped.toFixed(3)} cores]`
+      }`,
+    );
+  }
+  return out;
+}
+
+/**
  * PASS or FAIL by the median ratio, with "clear" when the median's 95% interval lies wholly on
  * the same side of the target (below or at it for PASS, above it for FAIL).
  */
@@ -752,23 +828,27 @@ export function pairedVerdict(
  */
 export function formatPaired(lines: readonly BenchLine[]): string {
   const paired = lines.filter((line) => line.paired === true);
-  if (paired.length === 0) return '';
+  const idle = formatEngineIdle(lines);
+  if (paired.length === 0) return idle.join('\n');
   const number = (value: unknown) => (typeof value === 'number' ? value : undefined);
   const header = ['operation', 'ours', 'C', 'ours/C', '95% interval', 'target', 'C call'];
   const body = paired.map((line) => {
     const ratio = number(line.ratio);
     const low = number(line.ratio_lo);
     const high = number(line.ratio_hi);
-    const target = PAIRED_TARGETS[line.name];
+    const target = pairedTarget(line.name);
+    const ours = number(line.ours_us);
     return [
       line.name,
-      formatUs(number(line.ours_us)),
+      formatUs(ours),
       formatUs(number(line.c_us)),
       formatRatio(ratio),
       low !== undefined && high !== undefined ? `${low.toFixed(2)}-${high.toFixed(2)}` : '',
       target === undefined
         ? ''
-        : `${target.toFixed(2)}x ${pairedVerdict(ratio, low, high, target)}`,
+        : target.on === 'us'
+          ? `<= ${target.value} us ${ours !== undefined && ours <= target.value ? 'PASS' : 'FAIL'}`
+          : `${target.value.toFixed(2)}x ${pairedVerdict(ratio, low, high, target.value)}`,
       String(line.c_call ?? ''),
     ];
   });
@@ -803,5 +883,6 @@ export function formatPaired(lines: readonly BenchLine[]): string {
       `seed overlap, same process: ours concurrent/serial = ${ours.toFixed(3)} (target <= 0.85) ${ours <= 0.85 ? 'PASS' : 'FAIL'}   [C ${(cConcurrent / cSerial).toFixed(3)}]`,
     );
   }
+  out.push(...idle);
   return out.join('\n');
 }

@@ -557,6 +557,8 @@ async function main(): Promise<number> {
   const svgPath = join(options.out, 'bench.svg');
   const document = buildJson(collected, rows, targets, machine, roundsRun);
   if (paired.length > 0) document.paired = paired.filter((line) => line.paired === true);
+  const engineIdle = paired.filter((line) => line.engine_idle === true);
+  if (engineIdle.length > 0) document.engine_idle = engineIdle;
   if (scalingReport !== undefined) document.scaling = scalingReport.json;
   document.elapsed_s = Math.round((performance.now() - started) / 100) / 10;
   writeFileSync(jsonPath, `${JSON.stringify(document, null, 2)}\n`);
