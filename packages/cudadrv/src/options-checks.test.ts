@@ -1,3 +1,4 @@
+import { thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CudaArgumentError } from './errors.js';
@@ -11,14 +12,10 @@ import {
 
 /** The message of the CudaArgumentError `fn` throws (fails the test if it throws none). */
 function refusal(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CudaArgumentError);
-    expect(error).toBeInstanceOf(TypeError);
-    return (error as Error).message;
-  }
-  throw new Error('expected a CudaArgumentError');
+  const error = thrown(fn);
+  expect(error).toBeInstanceOf(CudaArgumentError);
+  expect(error).toBeInstanceOf(TypeError);
+  return error.message;
 }
 
 describe('assertOptions', () => {
@@ -39,23 +36,51 @@ describe('assertOptions', () => {
   });
 });
 
-describe('booleanOption', () => {
-  it('is the value for a boolean and the fallback for undefined, else a refusal (any value)', () => {
-    fc.assert(
-      fc.property(fc.anything(), fc.boolean(), (value, fallback) => {
-        if (value === undefined) {
-          expect(booleanOption('gemm', 'transA', value, fallback)).toBe(fallback);
-        } else if (typeof value === 'boolean') {
-          expect(booleanOption('gemm', 'transA', value, fallback)).toBe(value);
-        } else {
-          expect(refusal(() => booleanOption('gemm', 'transA', value, fallback))).toMatch(
-            /^gemm: option transA must be true or false, got /,
-          );
-        }
-      }),
-    );
-  });
+/**
+ * The rule of a typed option, for any value: the value when it has the option's type, the
+ * fallback when it is undefined, else a refusal that names the call, the option and the type.
+ */
+function obeysTheRule(
+  read: (value: unknown, fallback: never) => unknown,
+  type: string,
+  fallback: fc.Arbitrary<unknown>,
+  refused: RegExp,
+): void {
+  fc.assert(
+    fc.property(fc.anything(), fallback, (value, given) => {
+      const otherwise = given as never;
+      if (value === undefined) expect(read(value, otherwise)).toBe(otherwise);
+      else if (typeof value === type) expect(read(value, otherwise)).toBe(value);
+      else expect(refusal(() => read(value, otherwise))).toMatch(refused);
+    }),
+  );
+}
 
+describe('booleanOption and numberOption', () => {
+  it.each([
+    [
+      'booleanOption',
+      (value: unknown, fallback: never) => booleanOption('gemm', 'transA', value, fallback),
+      'boolean',
+      fc.boolean(),
+      /^gemm: option transA must be true or false, got /,
+    ],
+    [
+      'numberOption',
+      (value: unknown, fallback: never) => numberOption('gemm', 'alpha', value, fallback),
+      'number',
+      fc.double(),
+      /^gemm: option alpha must be a number, got /,
+    ],
+  ] as const)(
+    '%s is the value of its type, the fallback for undefined, else a refusal (any value)',
+    (_, read, type, fallback, refused) => {
+      obeysTheRule(read, type, fallback, refused);
+    },
+  );
+});
+
+describe('booleanOption', () => {
   it('defaults to false and names the value it refuses', () => {
     expect(booleanOption('svd', 'full', undefined)).toBe(false);
     expect(refusal(() => booleanOption('svd', 'full', 'yes'))).toBe(
@@ -102,20 +127,7 @@ describe('renamedBooleanOption', () => {
 });
 
 describe('numberOption', () => {
-  it('is the value for a number and the fallback for undefined, else a refusal (any value)', () => {
-    fc.assert(
-      fc.property(fc.anything(), fc.double(), (value, fallback) => {
-        if (value === undefined) {
-          expect(numberOption('gemm', 'alpha', value, fallback)).toBe(fallback);
-        } else if (typeof value === 'number') {
-          expect(numberOption('gemm', 'alpha', value, fallback)).toBe(value);
-        } else {
-          expect(refusal(() => numberOption('gemm', 'alpha', value, fallback))).toMatch(
-            /^gemm: option alpha must be a number, got /,
-          );
-        }
-      }),
-    );
+  it('names the value it refuses', () => {
     expect(refusal(() => numberOption('gemm', 'beta', '2', 0))).toBe(
       'gemm: option beta must be a number, got "2"',
     );
