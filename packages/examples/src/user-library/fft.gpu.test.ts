@@ -1,5 +1,5 @@
 import { DeviceArray } from '@cuda-tasks/cudadrv';
-import { task } from '@cuda-tasks/task-runtime';
+import { startTrace, type Trace, task } from '@cuda-tasks/task-runtime';
 import { barrier, describeGpu, rng } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 import {
@@ -151,6 +151,55 @@ describeGpu('the cuFFT user library', () => {
     for (let j = 0; j < n; j++) complex[2 * j] = real[j]!;
     const reference = dft(complex, n).subarray(0, 2 * (n / 2 + 1));
     expect(relativeError(result, reference)).toBeLessThan(1e-4);
+  });
+
+  it('issues every transform through the issue envelope: traced on the task stream, results right', async () => {
+    const n = 256;
+    const host = randomComplex(n, 12);
+    const real = Float32Array.from(host.subarray(0, n));
+    const recorder = startTrace();
+    let trace: Trace;
+    let results: { spectrum: Float32Array; half: Float32Array; unscaled: Float32Array };
+    try {
+      results = await task(async () => {
+        const x = DeviceArray.fromHost(host);
+        const r = DeviceArray.fromHost(real);
+        const spectrum = fft(x);
+        const unscaled = fft(x, { inverse: true, normalize: false });
+        const half = rfft(r);
+        try {
+          return {
+            spectrum: await spectrum.toHost(),
+            half: await half.toHost(),
+            unscaled: await unscaled.toHost(),
+          };
+        } finally {
+          for (const array of [x, r, spectrum, unscaled, half]) array.dispose();
+        }
+      });
+    } finally {
+      trace = await recorder.stop();
+    }
+    const names = ['cufft.c2c.forward', 'cufft.c2c.inverse', 'cufft.r2c'];
+    const bars = trace.traceEvents.filter((event) => names.includes(event.name));
+    // Each call once, in issue order, as a timed GPU bar on one stream's track (the task's).
+    expect(bars.map((event) => event.name)).toEqual(names);
+    expect(new Set(bars.map((event) => `${event.pid}:${event.tid}`)).size).toBe(1);
+    for (const bar of bars) {
+      expect(bar.ph).toBe('X');
+      expect(bar.dur).toBeGreaterThanOrEqual(0);
+    }
+    const complex = new Float64Array(2 * n);
+    for (let j = 0; j < n; j++) complex[2 * j] = real[j]!;
+    const errors = [
+      relativeError(results.spectrum, dft(host, n)),
+      relativeError(results.unscaled, dft(host, n, 1, +1)),
+      relativeError(results.half, dft(complex, n).subarray(0, 2 * (n / 2 + 1))),
+    ];
+    for (const error of errors) expect(error).toBeLessThan(1e-4);
+    console.log(
+      `user-library envelope: traced ${bars.map((bar) => `${bar.name} ${bar.dur!.toFixed(1)} us`).join(', ')}; relative errors vs float64 DFT ${errors.map((e) => e.toExponential(1)).join(', ')}`,
+    );
   });
 
   it('scaleComplex multiplies in place', async () => {
