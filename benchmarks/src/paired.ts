@@ -502,7 +502,7 @@ export interface EngineRowOptions {
  * (also when `body` throws). Throws when an issuer failed meanwhile, or when no launch went
  * through the engine (then the rows would not measure it).
  */
-async function withEngine<T>(issuers: number, body: () => Promise<T>): Promise<T> {
+async function withEngine<T>(rows: string, issuers: number, body: () => Promise<T>): Promise<T> {
   startIssueEngine({ issuers });
   let statistics: ReturnType<typeof issueEngineStatistics>;
   let result: T;
@@ -512,13 +512,37 @@ async function withEngine<T>(issuers: number, body: () => Promise<T>): Promise<T
     statistics = issueEngineStatistics();
     await stopIssueEngine();
   }
+  checkEngine(rows, issuers, statistics);
+  return result;
+}
+
+/**
+ * After engine rows: prints what the engine counted over them (an `engine_stats: true` line:
+ * launches, the wake-ups of sleeping issuers and the fences that had to wait, which say how
+ * the time went), and throws when an issuer failed or no launch went through the engine.
+ */
+function checkEngine(
+  rows: string,
+  issuers: number,
+  statistics: ReturnType<typeof issueEngineStatistics>,
+): void {
+  console.log(
+    JSON.stringify({
+      name: `engine_stats_${rows}_w${issuers}`,
+      engine_stats: true,
+      issuers,
+      launches: statistics.launches,
+      wake_ups: statistics.wakeUps,
+      fence_waits: statistics.fenceWaits,
+      ...(statistics.failure === undefined ? {} : { failure: statistics.failure }),
+    }),
+  );
   if (statistics.failure !== undefined) {
-    throw new Error(`the issue engine failed: ${statistics.failure}`);
+    throw new Error(`the issue engine failed (${rows} rows): ${statistics.failure}`);
   }
   if (statistics.launches === 0) {
-    throw new Error('the issue engine rows made no launch through the engine');
+    throw new Error(`the issue engine's ${rows} rows made no launch through the engine`);
   }
-  return result;
 }
 
 /** Tasks in the `tasks100` rows' batch. */
@@ -550,7 +574,7 @@ export async function runTasksPairs(
   if (options.issuers !== undefined) {
     // With the engine: ours' 100 tasks launch through its issuers; C as in `tasks100`.
     try {
-      await withEngine(options.issuers, async () => {
+      await withEngine('tasks100', options.issuers, async () => {
         await warmJit(round, 30);
         lines.push(
           await pair(
@@ -802,12 +826,7 @@ export async function runLatencyPairs(
     bareStream.dispose();
     module.dispose();
   }
-  if (engineStatistics?.failure !== undefined) {
-    throw new Error(`the issue engine failed: ${engineStatistics.failure}`);
-  }
-  if (engineStatistics !== undefined && engineStatistics.launches === 0) {
-    throw new Error('latency_job_engine: no launch went through the issue engine');
-  }
+  if (engineStatistics !== undefined) checkEngine('latency_job', engineIssuers!, engineStatistics);
   return lines;
 }
 
@@ -934,7 +953,7 @@ export async function runEnginePushPairs(
   const cCall = "cuLaunchKernel, C's loop (for scale: the target is ours' us, <= 1 us)";
   let started: IdleSample | undefined;
   try {
-    await withEngine(issuers, () =>
+    await withEngine('engine_push', issuers, () =>
       task(
         async () => {
           const s = stream();

@@ -806,6 +806,29 @@ export function formatEngineIdle(lines: readonly BenchLine[]): string[] {
 }
 
 /**
+ * The `engine_stats: true` lines of paired.ts (what the issue engine counted over a group of
+ * its rows) as text, one line each; lines without the counts are left out.
+ */
+export function formatEngineStats(lines: readonly BenchLine[]): string[] {
+  const out: string[] = [];
+  const count = (value: unknown) => (Number.isSafeInteger(value) ? (value as number) : undefined);
+  for (const line of lines) {
+    if (line.engine_stats !== true) continue;
+    const launches = count(line.launches);
+    const wakeUps = count(line.wake_ups);
+    const fenceWaits = count(line.fence_waits);
+    if (launches === undefined || wakeUps === undefined || fenceWaits === undefined) continue;
+    const per = (value: number) => (launches > 0 ? (value / launches).toFixed(3) : '-');
+    out.push(
+      `issue engine counts (${line.name}): ${launches.toLocaleString('en-US')} launches, ${wakeUps.toLocaleString('en-US')} wake-ups (${per(wakeUps)} a launch), ${fenceWaits.toLocaleString('en-US')} fence waits (${per(fenceWaits)} a launch)${
+        typeof line.failure === 'string' ? `; failed: ${line.failure}` : ''
+      }`,
+    );
+  }
+  return out;
+}
+
+/**
  * PASS or FAIL by the median ratio, with "clear" when the median's 95% interval lies wholly on
  * the same side of the target (below or at it for PASS, above it for FAIL).
  */
@@ -828,7 +851,7 @@ export function pairedVerdict(
  */
 export function formatPaired(lines: readonly BenchLine[]): string {
   const paired = lines.filter((line) => line.paired === true);
-  const idle = formatEngineIdle(lines);
+  const idle = [...formatEngineIdle(lines), ...formatEngineStats(lines)];
   if (paired.length === 0) return idle.join('\n');
   const number = (value: unknown) => (typeof value === 'number' ? value : undefined);
   const header = ['operation', 'ours', 'C', 'ours/C', '95% interval', 'target', 'C call'];

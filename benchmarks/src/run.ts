@@ -559,6 +559,8 @@ async function main(): Promise<number> {
   if (paired.length > 0) document.paired = paired.filter((line) => line.paired === true);
   const engineIdle = paired.filter((line) => line.engine_idle === true);
   if (engineIdle.length > 0) document.engine_idle = engineIdle;
+  const engineStats = paired.filter((line) => line.engine_stats === true);
+  if (engineStats.length > 0) document.engine_stats = engineStats;
   if (scalingReport !== undefined) document.scaling = scalingReport.json;
   document.elapsed_s = Math.round((performance.now() - started) / 100) / 10;
   writeFileSync(jsonPath, `${JSON.stringify(document, null, 2)}\n`);

@@ -11,6 +11,7 @@ import {
   ENGINE_IDLE_BUSY_CORES_TARGET,
   ENGINE_PAIRED_TARGETS,
   formatEngineIdle,
+  formatEngineStats,
   formatPaired,
   PAIRED_TARGETS,
   pairedTarget,
@@ -198,5 +199,36 @@ describe('the engine rows in the same-process table', () => {
       formatEngineIdle([{ name: 'engine_idle_w4', engine_idle: true, busy_cores: 'x' }]),
     ).toEqual([]);
     expect(formatEngineIdle([pairLine('tasks100', 1, 1)])).toEqual([]);
+  });
+});
+
+describe('the engine’s counts', () => {
+  it('prints each engine_stats line with its counts per launch, after the table', () => {
+    const stats: BenchLine = {
+      name: 'engine_stats_tasks100_w4',
+      engine_stats: true,
+      issuers: 4,
+      launches: 20_000,
+      wake_ups: 500,
+      fence_waits: 12_000,
+    };
+    const expected =
+      'issue engine counts (engine_stats_tasks100_w4): 20,000 launches, 500 wake-ups (0.025 a launch), 12,000 fence waits (0.600 a launch)';
+    expect(formatEngineStats([stats])).toEqual([expected]);
+    expect(
+      formatPaired([pairLine('tasks100_engine_w4', 98, 100), stats])
+        .split('\n')
+        .at(-1),
+    ).toBe(expected);
+    expect(
+      formatEngineStats([
+        { ...stats, launches: 0, wake_ups: 0, fence_waits: 0, failure: 'exited' },
+      ]),
+    ).toEqual([
+      'issue engine counts (engine_stats_tasks100_w4): 0 launches, 0 wake-ups (- a launch), 0 fence waits (- a launch); failed: exited',
+    ]);
+    expect(formatEngineStats([{ ...stats, launches: 1.5 }, pairLine('tasks100', 1, 1)])).toEqual(
+      [],
+    );
   });
 });
