@@ -13,6 +13,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import {
   borrowArray,
+  CudaArgumentError,
   DeviceArray,
   Event,
   receiveArray,
@@ -57,7 +58,9 @@ function decode(value: Encoded, borrowed: DeviceArray[], depth: number): unknown
   }
   if ('$transferred' in value) return receiveArray(value.$transferred);
   if ('$event' in value) return Event.fromThreadDescriptor(value.$event);
-  if (depth >= MAX_DEPTH) throw new RangeError(`job arguments nest deeper than ${MAX_DEPTH}`);
+  if (depth >= MAX_DEPTH) {
+    throw new CudaArgumentError(`job arguments nest deeper than ${MAX_DEPTH}`);
+  }
   if ('$list' in value) return value.$list.map((item) => decode(item, borrowed, depth + 1));
   if ('$object' in value) {
     const out: Record<string, unknown> = {};
@@ -66,7 +69,7 @@ function decode(value: Encoded, borrowed: DeviceArray[], depth: number): unknown
     }
     return out;
   }
-  throw new TypeError('a job argument was not encoded by a WorkerPool');
+  throw new CudaArgumentError('a job argument was not encoded by a WorkerPool');
 }
 
 /**
@@ -125,7 +128,7 @@ export async function serveWorkerJobs(port: MessagePort, data: WorkerPoolData): 
         type: 'error',
         id,
         error: serializeError(
-          new TypeError(
+          new CudaArgumentError(
             `the job module has no job ${JSON.stringify(message.job)} (it exports ${[...jobs.keys()].join(', ') || 'no functions'})`,
           ),
         ),

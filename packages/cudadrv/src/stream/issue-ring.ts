@@ -24,6 +24,8 @@
  * loads `HEAD` before it reads them (Atomics are sequentially consistent).
  */
 
+import { CudaArgumentError } from '../errors.js';
+
 // Control words, each on a cache line of its own (16 words apart): the writer's and the
 // issuer's stores to their own words do not bounce one line between two cores.
 export const HEAD = 0;
@@ -64,7 +66,9 @@ export interface SlotMemory {
 
 export function createRing(capacity: number): RingMemory {
   if (!Number.isInteger(Math.log2(capacity)) || capacity < 64) {
-    throw new RangeError(`issue ring capacity must be a power of two >= 64, got ${capacity}`);
+    throw new CudaArgumentError(
+      `issue ring capacity must be a power of two >= 64, got ${capacity}`,
+    );
   }
   return {
     control: new SharedArrayBuffer(4 * CONTROL_WORDS),
