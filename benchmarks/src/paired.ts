@@ -883,7 +883,9 @@ export interface EngineIdleLine {
 
 /** One idle measurement: the wall time of an idle wait and the process's CPU time over it. */
 export interface IdleSample {
+  /** The wait's wall time, ms. */
   wall_ms: number;
+  /** The process's CPU time over the wait (user + system, every thread), ms. */
   cpu_ms: number;
 }
 

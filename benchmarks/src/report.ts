@@ -750,7 +750,9 @@ export const PAIRED_US_TARGETS: Readonly<Record<string, number>> = {
 
 /** A same-process row's target: on the ratio ours/C, or on ours' microseconds. */
 export interface PairedTarget {
+  /** What the target bounds: the median ratio ours/C, or ours' median microseconds. */
   on: 'ratio' | 'us';
+  /** The bound (at most). */
   value: number;
 }
 

@@ -19,16 +19,21 @@ export const BLOCK = 256;
 
 /** A one-dimensional launch's grid and block. */
 export interface LaunchShape {
+  /** Blocks. */
   grid: number;
+  /** Threads per block. */
   block: number;
 }
 
 /** What the jobs of one thread share: the settings, the kernel and the launch shapes. */
 export interface ScalingWork {
+  /** The benchmark's settings. */
   readonly config: ScalingConfig;
   /** `axpb_f32` from kernels.ptx: y = a x + b, x only read. */
   readonly axpb: Kernel;
+  /** The latency-bound job's launch shape (over `latencyN` floats). */
   readonly latencyLaunch: LaunchShape;
+  /** The mixed job's axpb launch shape (over `mixedCount` floats). */
   readonly mixedLaunch: LaunchShape;
   /** Floats of one mixed matrix (`mixedN` squared). */
   readonly mixedCount: number;
@@ -60,15 +65,23 @@ export function loadScalingWork(config: ScalingConfig): ScalingWork {
 
 /** What one job slot owns: its buffers and its own generator. */
 export interface JobSlot {
+  /** The latency-bound job's x (`latencyN` floats). */
   latencyX: DeviceArray<'float32'>;
+  /** The latency-bound job's y (`latencyN` floats). */
   latencyY: DeviceArray<'float32'>;
+  /** The mixed job's A (`mixedN` x `mixedN`), refilled by cuRAND each step. */
   mixedA: DeviceArray<'float32'>;
+  /** The mixed job's B (`mixedN` x `mixedN`). */
   mixedB: DeviceArray<'float32'>;
+  /** The mixed job's C = A B (`mixedN` x `mixedN`). */
   mixedC: DeviceArray<'float32'>;
   /** The control shape's matrices (absent in a slot made without them). */
   controlA?: DeviceArray<'float32'>;
+  /** The control shape's B (absent in a slot made without the control matrices). */
   controlB?: DeviceArray<'float32'>;
+  /** The control shape's C (absent in a slot made without the control matrices). */
   controlC?: DeviceArray<'float32'>;
+  /** The slot's own Philox generator, seeded `seed + index`. */
   generator: Generator;
 }
 
