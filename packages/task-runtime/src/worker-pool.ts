@@ -69,6 +69,7 @@ export interface WorkerJobOptions {
 
 /** How a pool stands (`pool.statistics()`). */
 export interface WorkerPoolStatistics {
+  /** The number of workers. */
   readonly workers: number;
   /** Jobs sent and not answered yet, per worker. */
   readonly inFlight: readonly number[];
@@ -80,13 +81,15 @@ export interface WorkerPoolStatistics {
 
 /** A job that failed in its worker: the worker's error, rebuilt on the caller's side. */
 export class WorkerJobError extends Error {
-  /** The job's name and the worker that ran it. */
+  /** The job's name. */
   readonly job: string;
+  /** The index of the worker that ran it. */
   readonly worker: number;
   /** The error's class name in the worker (`CudaError`, `TypeError`...). */
   readonly remoteName: string;
-  /** `CudaError.call` and `.code` of the worker's error, where it had them. */
+  /** `CudaError.call` of the worker's error, where it had one. */
   readonly call: string | undefined;
+  /** The worker's error's `code` (a CUresult, a library status), where it had one. */
   readonly code: number | string | undefined;
 
   constructor(job: string, worker: number, error: SerializedError) {
@@ -112,7 +115,11 @@ export function readOnly<D extends DeviceArray>(array: D): ReadOnlyArgument<D> {
 
 /** A `readOnly(array)` argument. */
 export class ReadOnlyArgument<D extends DeviceArray = DeviceArray> {
-  constructor(readonly array: D) {}
+  /** The array to lend for reading only. */
+  readonly array: D;
+  constructor(array: D) {
+    this.array = array;
+  }
 }
 
 interface Pending {

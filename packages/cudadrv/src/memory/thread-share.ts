@@ -50,18 +50,25 @@ const TRANSFER_KIND = 'cuda-tasks/transferred-array@1';
 
 /** What crosses to another thread for a lent array (`lendArray`): plain data. */
 export interface LentArrayDescriptor {
+  /** What made it: `lendArray`. */
   readonly kind: typeof LOAN_KIND;
   /** The process that lent it: another process refuses the descriptor. */
   readonly pid: number;
+  /** The lent buffer's device address (the whole buffer, of which the array may be a view). */
   readonly address: bigint;
+  /** The lent buffer's size in bytes. */
   readonly byteLength: number;
+  /** The array's element type. */
   readonly dtype: DType;
+  /** The array's extent per dimension. */
   readonly shape: readonly number[];
+  /** The array's element strides per dimension. */
   readonly strides: readonly number[];
   /** Offset of the first element in elements. */
   readonly offset: number;
-  /** The device ordinal and the handle of its primary context. */
+  /** The device ordinal. */
   readonly device: number;
+  /** The handle of the device's primary context. */
   readonly context: bigint;
   /** Recorded on the lender's stream after its uses: the borrower's stream waits for it. */
   readonly ready: bigint;
@@ -75,13 +82,21 @@ export interface LentArrayDescriptor {
 
 /** What crosses to another thread for a transferred array (`transferArray`): plain data. */
 export interface TransferredArrayDescriptor {
+  /** What made it: `transferArray`. */
   readonly kind: typeof TRANSFER_KIND;
+  /** The process that sent it: another process refuses the descriptor. */
   readonly pid: number;
+  /** The memory's device address (0n for an empty array). */
   readonly address: bigint;
+  /** The memory's size in bytes. */
   readonly byteLength: number;
+  /** The array's element type. */
   readonly dtype: DType;
+  /** The array's extent per dimension (compact, column-major). */
   readonly shape: readonly number[];
+  /** The device ordinal. */
   readonly device: number;
+  /** The handle of the device's primary context. */
   readonly context: bigint;
   /** Recorded on the sender's stream after its uses (0n for an empty array); the receiver destroys it. */
   readonly ready: bigint;
@@ -99,6 +114,7 @@ export interface LendOptions {
 
 /** Where the receiving side's work on an array starts (default: the current stream). */
 export interface ThreadShareOptions {
+  /** The stream the receiving side's first use is ordered on (default: the current stream). */
   stream?: Stream;
 }
 

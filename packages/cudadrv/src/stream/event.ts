@@ -42,13 +42,17 @@ const EVENT_KIND = 'cuda-tasks/event@1';
 
 /** What crosses to another thread of this process for an event (`Event.toThreadDescriptor`). */
 export interface ThreadEventDescriptor {
+  /** What made it: `Event.toThreadDescriptor`. */
   readonly kind: typeof EVENT_KIND;
   /** The process that made it: another process refuses the descriptor. */
   readonly pid: number;
+  /** The CUevent handle. */
   readonly handle: bigint;
-  /** The device ordinal and the handle of its primary context. */
+  /** The device ordinal. */
   readonly device: number;
+  /** The handle of the device's primary context. */
   readonly context: bigint;
+  /** Whether the event records timestamps. */
   readonly timing: boolean;
   /** One Int32 word: how many threads' Event objects hold the event. */
   readonly holders: SharedArrayBuffer;

@@ -58,7 +58,9 @@ export interface IssueEngineOptions {
 
 /** How the engine stands (`issueEngineStatistics`). */
 export interface IssueEngineStatistics {
+  /** Whether the engine runs (`startIssueEngine` until `stopIssueEngine`). */
   readonly running: boolean;
+  /** Its issuer threads. */
   readonly issuers: number;
   /** Launches pushed through the engine since it started. */
   readonly launches: number;
