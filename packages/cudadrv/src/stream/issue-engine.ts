@@ -278,6 +278,11 @@ export class IssueAttachment {
     }
   }
 
+  /** Why the engine cannot issue any more (an issuer thread failed), or null. */
+  failure(): Error | null {
+    return engine.failure ?? null;
+  }
+
   /** The first launch of this stream the driver refused since the last call, or null. */
   takeError(): Error | null {
     const errors = this.#errors;

@@ -585,3 +585,44 @@ describe('the round-robin spin', () => {
     expect(busyResolved).toBe(true);
   });
 });
+
+describe('waitForStream with the issue engine', () => {
+  it('launches not issued yet are waited for without queries and without using the waiter’s spins', async () => {
+    const s = stream();
+    fake.state.done.add(s.handle);
+    let checks = 0;
+    let issuedAfter = 3 * SPIN_QUERIES;
+    (s as unknown as { issue: unknown }).issue = {
+      pending: () => ++checks <= issuedAfter,
+      failure: () => null,
+      takeError: () => null,
+    };
+    const recordedBefore = fake.state.recorded.size;
+    await waitForStream(s);
+    // Every check while pending found it pending; then one query found the stream done.
+    expect(checks).toBeGreaterThan(issuedAfter);
+    expect(fake.state.queryLog.filter((h) => h === s.handle)).toHaveLength(1);
+    // It never moved to the polling phase (no event recorded) though it checked > SPIN_QUERIES times.
+    expect(fake.state.recorded.size).toBe(recordedBefore);
+    issuedAfter = 0;
+  });
+
+  it('a launch the driver refused on an issuer, or a failed engine, rejects the wait', async () => {
+    const refused = stream();
+    const error = new Error('cuLaunchKernel(k) refused');
+    (refused as unknown as { issue: unknown }).issue = {
+      pending: () => false,
+      failure: () => null,
+      takeError: () => error,
+    };
+    await expect(waitForStream(refused)).rejects.toBe(error);
+    const stalled = stream();
+    const gone = new Error('an issuer thread exited');
+    (stalled as unknown as { issue: unknown }).issue = {
+      pending: () => true,
+      failure: () => gone,
+      takeError: () => null,
+    };
+    await expect(waitForStream(stalled)).rejects.toBe(gone);
+  });
+});

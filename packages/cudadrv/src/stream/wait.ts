@@ -323,25 +323,27 @@ function spinRound(): boolean {
       waitForPrecapture(waiter);
       continue;
     }
-    waiter.spun++;
     waitState.spinBudget--;
     const issue = stream.issue;
     if (issue != null) {
-      // Launches the issue engine has not issued yet: not done, and nothing to query (a query
-      // now would not see them). A launch the driver refused is this wait's error.
-      const failed = issue.pending() ? null : issue.takeError();
+      // Launches the issue engine has not issued yet (for microseconds): not done, and nothing
+      // to query yet (a query now would not see them). Such a check costs nanoseconds, not a
+      // query's microsecond: it uses the turn's budget (so the loop still turns) but not the
+      // waiter's spins. A launch the driver refused, or a failed engine, is this wait's error.
+      const pending = issue.pending();
+      const failed = pending ? issue.failure() : issue.takeError();
       if (failed !== null) {
         waiter.reject(failed);
         recycle(waiter);
         settled = true;
         continue;
       }
-      if (issue.pending()) {
-        if (waiter.spun >= SPIN_QUERIES) startPolling(waiter);
-        else spinning[kept++] = waiter;
+      if (pending) {
+        spinning[kept++] = waiter;
         continue;
       }
     }
+    waiter.spun++;
     const stamp = useClock.value;
     const result = api.cuStreamQuery(stream.ffiHandle);
     if (result === CUresult.CUDA_SUCCESS) {
