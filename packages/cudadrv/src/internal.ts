@@ -42,3 +42,4 @@ export {
   SPIN_BUDGET_PER_TURN,
   SPIN_QUERIES,
 } from './stream/wait.js';
+export { type ThreadEntry, threadEntry } from './thread-entry.js';

@@ -35,7 +35,7 @@ import {
   processState,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
+import { onStreamDisposed, threadEntry } from '@cuda-tasks/cudadrv/internal';
 import { check } from './errors.js';
 import { handles } from './handle.js';
 import {
@@ -263,23 +263,6 @@ export function startIssueWorker(): Promise<boolean> {
 }
 
 /**
- * The worker's module and how to start it. Built, it is dist/issue-worker-thread.js beside
- * this module's chunk. From the TypeScript source (this module's URL ends in `.ts`: vitest,
- * tsx), the worker starts issue-worker-source.mjs, which registers tsx's loader in the worker
- * and imports issue-worker-thread.ts, with the `@cuda-tasks/source` condition so that it
- * resolves the workspace packages to their sources too.
- */
-function workerEntry(): { url: URL; execArgv: string[] | undefined } {
-  if (!import.meta.url.endsWith('.ts')) {
-    return { url: new URL('./issue-worker-thread.js', import.meta.url), execArgv: undefined };
-  }
-  return {
-    url: new URL('./issue-worker-source.mjs', import.meta.url),
-    execArgv: [...process.execArgv, '--conditions=@cuda-tasks/source'],
-  };
-}
-
-/**
  * `startIssueWorker` with the worker's data given: the unit tests start it on a test double
  * of the native functions (`bindings`). Internal.
  */
@@ -291,7 +274,11 @@ export function startIssueWorkerWith(data: IssueWorkerData): Promise<boolean> {
   const started = new Promise<boolean>((resolve) => {
     let worker: Worker;
     try {
-      const entry = workerEntry();
+      const entry = threadEntry(
+        import.meta.url,
+        'issue-worker-thread.js',
+        'issue-worker-source.mjs',
+      );
       worker = new Worker(entry.url, {
         workerData: data,
         ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),

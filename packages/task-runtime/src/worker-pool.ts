@@ -31,6 +31,7 @@ import {
   type Stream,
   type StreamPriority,
 } from '@cuda-tasks/cudadrv';
+import { threadEntry } from '@cuda-tasks/cudadrv/internal';
 import { stream as currentStream } from './state.js';
 import {
   type Encoded,
@@ -147,20 +148,6 @@ interface Slot {
   ready: boolean;
 }
 
-/**
- * The entry the workers start: dist/worker-entry.js when built; from the TypeScript source
- * (vitest, tsx), worker-entry-source.mjs, which registers tsx's loader in the worker first.
- */
-function workerEntry(): { url: URL; execArgv: string[] | undefined } {
-  if (!import.meta.url.endsWith('.ts')) {
-    return { url: new URL('./worker-entry.js', import.meta.url), execArgv: undefined };
-  }
-  return {
-    url: new URL('./worker-entry-source.mjs', import.meta.url),
-    execArgv: [...process.execArgv, '--conditions=@cuda-tasks/source'],
-  };
-}
-
 function moduleUrl(module: string | URL): string {
   if (module instanceof URL) return module.href;
   if (typeof module !== 'string' || module.length === 0) {
@@ -246,7 +233,7 @@ export class WorkerPool {
 
   /** Starts (or restarts) worker `index`; resolves when it is ready. */
   #startWorker(index: number, timeoutMs: number): Promise<void> {
-    const entry = workerEntry();
+    const entry = threadEntry(import.meta.url, 'worker-entry.js', 'worker-entry-source.mjs');
     const worker = new Worker(entry.url, {
       workerData: { ...this.#data, index } satisfies WorkerPoolData,
       argv: this.#argv,

@@ -25,6 +25,7 @@ import { Worker } from 'node:worker_threads';
 import { contextParts } from '../context/device.js';
 import { cudaError, driver } from '../driver.js';
 import { CudaArgumentError, CudaError } from '../errors.js';
+import { threadEntry } from '../thread-entry.js';
 import {
   CANCELLED,
   createRing,
@@ -362,20 +363,6 @@ export function issueKernelId(name: string): number {
 }
 
 /**
- * The issuer thread's module and how to start it: dist/issuer-thread.js when built; from the
- * TypeScript source (vitest, tsx), issuer-thread-source.mjs registers tsx's loader first.
- */
-function issuerEntry(): { url: URL; execArgv: string[] | undefined } {
-  if (!import.meta.url.endsWith('.ts')) {
-    return { url: new URL('./issuer-thread.js', import.meta.url), execArgv: undefined };
-  }
-  return {
-    url: new URL('./issuer-thread-source.mjs', import.meta.url),
-    execArgv: [...process.execArgv, '--conditions=@cuda-tasks/source'],
-  };
-}
-
-/**
  * Starts the issue engine (see the module's comment): from now on, launches on streams that do
  * not capture are made by `issuers` issuer threads. Launches pushed before an issuer is up wait
  * in its ring. Throws a CudaArgumentError when it runs already or for a bad option, and
@@ -418,7 +405,7 @@ export function startIssueEngineWith(
   engine.freeSlots = Array.from({ length: MAX_SLOTS }, (_, i) => MAX_SLOTS - 1 - i);
   engine.failure = undefined;
   engine.launches = engine.wakeUps = engine.fenceWaits = 0;
-  const entry = issuerEntry();
+  const entry = threadEntry(import.meta.url, 'issuer-thread.js', 'issuer-thread-source.mjs');
   engine.writers = Array.from({ length: issuers }, () => {
     const ring = createRing(ringWords);
     const writer = new Writer(ring);
