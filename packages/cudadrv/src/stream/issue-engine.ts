@@ -21,6 +21,7 @@
  * at the stream's next `synchronize()`, `query()` or `fence()`, as a CudaError naming the
  * kernel. Launches inside a graph capture are made directly (captures are per stream and rare).
  */
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { contextParts } from '../context/device.js';
 import { cudaError, driver } from '../driver.js';
@@ -46,7 +47,12 @@ import type { Stream } from './stream.js';
 
 /** Options of `startIssueEngine`. */
 export interface IssueEngineOptions {
-  /** Issuer threads (default 4). */
+  /**
+   * Issuer threads (default: half the machine's cores, 1 to 8). Each issuer spins for a while
+   * when its ring runs empty: more issuers than idle cores leaves the operating system to
+   * share cores between them and the event loop, and a launch can then wait a scheduler time
+   * slice (milliseconds).
+   */
   issuers?: number;
   /** Words of each issuer's ring (a power of two, default 2^18: 1 MiB). */
   ringWords?: number;
@@ -382,7 +388,8 @@ export function startIssueEngineWith(
   callsData?: unknown,
 ): void {
   if (engine.running) throw new CudaArgumentError('startIssueEngine: the engine runs already');
-  const issuers = options.issuers ?? 4;
+  const issuers =
+    options.issuers ?? Math.min(8, Math.max(1, Math.floor(availableParallelism() / 2)));
   const ringWords = options.ringWords ?? 1 << 18;
   const spinMicroseconds = options.spinMicroseconds ?? 50;
   if (!Number.isInteger(issuers) || issuers < 1 || issuers > 64) {
