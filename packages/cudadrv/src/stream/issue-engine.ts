@@ -58,7 +58,8 @@ export interface IssueEngineOptions {
   ringWords?: number;
   /**
    * How long an issuer that found its ring empty checks it again before it sleeps, in
-   * microseconds (default 50): a launch pushed meanwhile is issued without a wake-up.
+   * microseconds (default 200: a task's wait for a few short kernels, so that its next launches
+   * find the issuer awake): a launch pushed meanwhile is issued without a wake-up.
    */
   spinMicroseconds?: number;
 }
@@ -391,7 +392,7 @@ export function startIssueEngineWith(
   const issuers =
     options.issuers ?? Math.min(8, Math.max(1, Math.floor(availableParallelism() / 2)));
   const ringWords = options.ringWords ?? 1 << 18;
-  const spinMicroseconds = options.spinMicroseconds ?? 50;
+  const spinMicroseconds = options.spinMicroseconds ?? 200;
   if (!Number.isInteger(issuers) || issuers < 1 || issuers > 64) {
     throw new CudaArgumentError(
       `startIssueEngine: issuers must be an integer in [1, 64], got ${String(issuers)}`,
