@@ -20,7 +20,7 @@ import {
   setDefaultDevice,
   transferArray,
 } from '@cuda-tasks/cudadrv';
-import { task } from './task.js';
+import { type TaskOptions, task } from './task.js';
 import {
   type Encoded,
   type FromWorker,
@@ -32,6 +32,9 @@ import {
 } from './worker-protocol.js';
 
 type Job = (...args: unknown[]) => unknown;
+
+/** No borrowed arrays (a job of plain arguments). */
+const NONE: readonly DeviceArray[] = [];
 
 /** The job module's exported functions: the jobs a pool can run. */
 function jobsOf(module: Record<string, unknown>): Map<string, Job> {
@@ -135,25 +138,24 @@ export async function serveWorkerJobs(port: MessagePort, data: WorkerPoolData): 
       });
       return;
     }
-    const controller = new AbortController();
-    running.set(id, controller);
-    task(
-      async () => {
-        const borrowed: DeviceArray[] = [];
-        try {
-          const args = message.args.map((arg) => decode(arg, borrowed, 0));
-          return encodeResult(await job(...args), borrowed, 0);
-        } finally {
-          // Given back, ordered after the job's work on them (even if it keeps a reference).
-          for (const array of borrowed) array.dispose();
-        }
-      },
-      {
-        signal: controller.signal,
-        ...(message.name === undefined ? {} : { name: message.name }),
-        ...(message.priority === undefined ? {} : { priority: message.priority }),
-      },
-    ).then(
+    // A signal only where the caller can abort the job (one AbortController per job costs).
+    const controller = message.cancellable ? new AbortController() : undefined;
+    if (controller !== undefined) running.set(id, controller);
+    const options: TaskOptions = {};
+    if (controller !== undefined) options.signal = controller.signal;
+    if (message.name !== undefined) options.name = message.name;
+    if (message.priority !== undefined) options.priority = message.priority;
+    task(async () => {
+      if (message.plain) return encodeResult(await job(...message.args), NONE, 0);
+      const borrowed: DeviceArray[] = [];
+      try {
+        const args = (message.args as readonly Encoded[]).map((arg) => decode(arg, borrowed, 0));
+        return encodeResult(await job(...args), borrowed, 0);
+      } finally {
+        // Given back, ordered after the job's work on them (even if it keeps a reference).
+        for (const array of borrowed) array.dispose();
+      }
+    }, options).then(
       (value) => {
         running.delete(id);
         post({ type: 'done', id, value });

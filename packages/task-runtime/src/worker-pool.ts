@@ -16,7 +16,6 @@
  * promise resolves when the job has issued its work, as a launch returns when issued: `await
  * synchronize()` waits for it on the GPU.
  */
-import { AsyncResource } from 'node:async_hooks';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve as resolvePath } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -32,7 +31,7 @@ import {
   type StreamPriority,
 } from '@cuda-tasks/cudadrv';
 import { threadEntry } from '@cuda-tasks/cudadrv/internal';
-import { stream as currentStream } from './state.js';
+import { currentFrame, streamOf } from './state.js';
 import {
   type Encoded,
   type FromWorker,
@@ -348,8 +347,14 @@ export class WorkerPool {
     if ('$argument' in value) return pending.lent[value.$argument];
     if ('$event' in value) return Event.fromThreadDescriptor(value.$event);
     if ('$transferred' in value) {
-      const caller = pending.stream();
-      const stream = caller.disposed ? undefined : caller;
+      // The caller's stream (its task may have been aborted since: then the current one).
+      let caller: Stream | undefined;
+      try {
+        caller = pending.stream();
+      } catch {
+        caller = undefined;
+      }
+      const stream = caller === undefined || caller.disposed ? undefined : caller;
       return receiveArray(value.$transferred, stream === undefined ? {} : { stream });
     }
     if (depth >= MAX_DEPTH) return undefined;
@@ -469,18 +474,27 @@ export class WorkerPool {
     // of plain values touches no GPU here); kept for the reply, which runs outside that task.
     const given = options.stream;
     let resolved: Stream | undefined = given;
-    const stream =
-      given !== undefined
-        ? () => given
-        : AsyncResource.bind((): Stream => (resolved ??= currentStream()));
+    const frame = given === undefined ? currentFrame() : undefined;
+    const stream = (): Stream => (resolved ??= streamOf(frame!));
     const loans: ArrayLoan[] = [];
     const lent: DeviceArray[] = [];
-    let encoded: Encoded[];
-    try {
-      encoded = args.map((arg) => this.#encode(arg, stream, loans, lent, 0));
-    } catch (error) {
-      for (const loan of loans) loan.end();
-      return Promise.reject(error);
+    // Plain values (the common case) go as they are; lists and objects are searched for
+    // device arrays and events.
+    let encoded: readonly Encoded[] | readonly unknown[] = args;
+    let plain = true;
+    for (const arg of args) {
+      if (typeof arg === 'object' && arg !== null) {
+        plain = false;
+        break;
+      }
+    }
+    if (!plain) {
+      try {
+        encoded = args.map((arg) => this.#encode(arg, stream, loans, lent, 0));
+      } catch (error) {
+        for (const loan of loans) loan.end();
+        return Promise.reject(error);
+      }
     }
     const id = this.#nextId++;
     const target = slot;
@@ -521,6 +535,8 @@ export class WorkerPool {
           id,
           job,
           args: encoded,
+          plain,
+          cancellable: signal !== undefined,
           name: options.name,
           priority: options.priority,
         } satisfies ToWorker);

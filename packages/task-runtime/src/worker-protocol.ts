@@ -44,7 +44,11 @@ export type ToWorker =
       readonly type: 'run';
       readonly id: number;
       readonly job: string;
-      readonly args: readonly Encoded[];
+      /** Encoded arguments, or (`plain`) the arguments themselves: values to clone as they are. */
+      readonly args: readonly Encoded[] | readonly unknown[];
+      readonly plain: boolean;
+      /** Whether the caller gave a signal (the job's task then gets one the caller can abort). */
+      readonly cancellable: boolean;
       readonly name: string | undefined;
       readonly priority: 'high' | 'normal' | 'low' | undefined;
     }
