@@ -7,7 +7,7 @@ export default function calls(log) {
   const words = new Int32Array(log);
   return {
     cuCtxSetCurrent: () => 0,
-    cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params) {
+    cuLaunchKernel(_fn, gx, gy, _gz, _bx, _by, _bz, _shared, stream, params) {
       const at = Atomics.add(words, 0, 5) + 1;
       words[at] = stream;
       words[at + 1] = gx;

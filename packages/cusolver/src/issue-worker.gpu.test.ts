@@ -178,7 +178,7 @@ describeGpu('the issue worker: large LU factorizations issued off the event loop
     return residual;
   }
 
-  it('a stream disposed while its getrf is with the worker (n = 2048, 4096): no crash, a clear error, memory back, later solves correct', async () => {
+  it('a stream disposed while the worker factors (n = 2048, 4096): no crash, a DisposedError, memory back, later solves correct', async () => {
     const rng = new Rng(15);
     const outcomes: string[] = [];
     for (const n of [2048, 4096]) {
@@ -202,9 +202,7 @@ describeGpu('the issue worker: large LU factorizations issued off the event loop
         doomed.dispose();
         const outcome = await pending;
         expect(DisposedError.isInstance(outcome)).toBe(true);
-        outcomes.push(
-          `n=${n} delay=${delay}ms: ${/nothing was issued/.test(String(outcome)) ? 'cancelled' : 'issued, then disposed'}`,
-        );
+        outcomes.push(`n=${n} delay=${delay}ms: ${String(outcome).split('\n')[0]}`);
       }
       const after = heldBytes();
       expect(after).toBe(baseline);

@@ -12,7 +12,8 @@ import {
   streamOption,
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
-import { GETRF, GETRS, getrf, getrs } from './routines.js';
+import { factorOffThread, offThreadReady } from './issue-worker.js';
+import { GETRF, GETRS, getrf, getrs, traceOffThread } from './routines.js';
 import {
   assertPivots,
   assertSquare,
@@ -55,10 +56,10 @@ export interface LuSolveOptions extends StreamOption {
 
 /**
  * getrf on `factors` in place, on the stream. For a caller that awaits the status (`awaited`:
- * `lu` and `solve` without `{ info }`) a large one is issued from the issue worker and this
- * returns the promise of its issue, after which the arrays are declared used again (the
- * worker's kernels came after the first declaration); otherwise it is issued here and this
- * returns undefined, nothing to await.
+ * `lu` and `solve` without `{ info }`), outside a capture, a large one is made by the issue
+ * worker (issue-worker.ts: the arrays are lent to it, and the stream waits for it on the GPU)
+ * and this returns the promise of that; otherwise it is issued here and this returns
+ * undefined, nothing to await.
  */
 function factorOn(
   stream: Stream,
@@ -70,12 +71,12 @@ function factorOn(
   awaited: boolean,
 ): Promise<void> | undefined {
   const dtype = factors.dtype;
-  const a = factors.useOn(stream);
-  const ipiv = pivots.useOn(stream);
-  const status = info.useOn(stream);
-  return getrf(stream, dtype, m, n, a, m, ipiv, status, awaited)?.then(() => {
-    for (const array of [factors, pivots, info]) array.useOn(stream);
-  });
+  if (awaited && stream.capture === null && offThreadReady(Math.min(m, n))) {
+    const traced = traceOffThread(stream, dtype);
+    return factorOffThread(stream, factors, pivots, info, m, n, currentSignal()).finally(traced);
+  }
+  getrf(stream, dtype, m, n, factors.useOn(stream), m, pivots.useOn(stream), info.useOn(stream));
+  return undefined;
 }
 
 /**

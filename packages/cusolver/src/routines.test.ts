@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { DeviceArray, DisposedError, type Stream } from '@cuda-tasks/cudadrv';
+import { DeviceArray, type Stream } from '@cuda-tasks/cudadrv';
 import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
 import { findCudaHeader, hostOnlyArray } from '@cuda-tasks/testing';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
@@ -10,15 +10,14 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 const fake = vi.hoisted(() => {
   const events: string[] = [];
   const state = { lwork: 5, status: 0, queryStatus: 0, nextAddress: 0x1000n };
-  // The issue worker: whether it takes a call of a size, and what it answers.
+  // The issue worker: whether it takes a call of a size, and how its answer goes.
   const worker = {
     threshold: 1024,
     ready: true,
-    reply: {} as import('./issue-worker.js').OffThreadReply,
-    /** Runs while the worker holds the call (before its reply). */
+    /** Runs while the worker holds the call (before its answer). */
     during: undefined as (() => void) | undefined,
-    /** Whether a stream's disposal kept its native stream (the worker outlived the wait). */
-    kept: false,
+    /** What the call rejects with, if anything. */
+    failure: undefined as Error | undefined,
   };
   const record =
     (name: string, status: () => number) =>
@@ -97,27 +96,29 @@ vi.mock('./ffi/cusolver.js', async (importOriginal) => ({
 }));
 vi.mock('./handle.js', () => ({ handles: { get: () => 7n } }));
 vi.mock('./issue-worker.js', async (importOriginal) => ({
-  // issueFailureError is the real one: it rebuilds the worker's failures with the checks above.
   ...(await importOriginal<typeof import('./issue-worker.js')>()),
   offThreadReady: (size: number) => size >= fake.worker.threshold && fake.worker.ready,
-  nativeStreamKept: () => fake.worker.kept,
-  issueOffThread: async (
-    symbol: string,
-    stream: { context: { handle: bigint }; ffiHandle: bigint },
-    args: unknown[],
+  factorOffThread: async (
+    stream: { ffiHandle: bigint },
+    factors: DeviceArray,
+    _pivots: DeviceArray,
+    _info: DeviceArray,
+    m: number,
+    n: number,
+    signal: AbortSignal | undefined,
   ) => {
     fake.events.push(
-      `worker ${symbol}(${args.join(', ')}) on context ${stream.context.handle} stream ${stream.ffiHandle}`,
+      `worker getrf ${factors.dtype} ${m}x${n} on stream ${stream.ffiHandle}${signal === undefined ? '' : ', with a signal'}`,
     );
     await Promise.resolve();
     fake.worker.during?.();
-    fake.events.push('worker replied');
-    return fake.worker.reply;
+    fake.events.push('worker answered');
+    if (fake.worker.failure !== undefined) throw fake.worker.failure;
   },
 }));
 
 import { CusolverError } from './errors.js';
-import { solve } from './lu.js';
+import { lu, solve } from './lu.js';
 import {
   GEQRF,
   GESVD,
@@ -148,9 +149,8 @@ beforeEach(() => {
   Object.assign(fake.worker, {
     threshold: 1024,
     ready: true,
-    reply: {},
     during: undefined,
-    kept: false,
+    failure: undefined,
   });
 });
 
@@ -232,130 +232,9 @@ describe('the workspace envelope', () => {
   });
 });
 
-describe('getrf for an awaiting caller (the issue worker)', () => {
-  it('at the threshold: sizes and allocates here, issues from the worker, frees after its reply', async () => {
-    await getrf(stream, 'float64', 1024, 2048, 100n, 1024, 200n, 300n, true);
-    expect(events()).toEqual([
-      'cusolverDnDgetrf_bufferSize(7, 1024, 2048, 100, 1024, lwork)',
-      'allocate 40 bytes at 4096',
-      'begin cusolver.getrf',
-      // The worker's own handle: the arguments after it, the caller's context and stream.
-      'worker cusolverDnDgetrf(1024, 2048, 100, 1024, 4096, 200, 300) on context 11 stream 13',
-      'worker replied',
-      'end cusolver.getrf',
-      'free 4096',
-    ]);
-  });
-
-  it('below the threshold (min(m, n)), while the worker is not ready, or capturing: inline', async () => {
-    // Inline: issued before it returns, and nothing to await (the caller goes straight on).
-    expect(getrf(stream, 'float32', 1023, 4096, 100n, 1023, 200n, 300n, true)).toBeUndefined();
-    fake.worker.ready = false;
-    expect(getrf(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n, true)).toBeUndefined();
-    fake.worker.ready = true;
-    const capturing = { ...stream, capture: {} } as unknown as Stream;
-    expect(getrf(capturing, 'float32', 2048, 2048, 100n, 2048, 200n, 300n, true)).toBeUndefined();
-    const calls = events().filter((e) => /getrf\(/.test(e));
-    expect(calls).toEqual([
-      'cusolverDnSgetrf(7, 1023, 4096, 100, 1023, 4096, 200, 300)',
-      'cusolverDnSgetrf(7, 2048, 2048, 100, 2048, 8192, 200, 300)',
-      'cusolverDnSgetrf(7, 2048, 2048, 100, 2048, 12288, 200, 300)',
-    ]);
-  });
-
-  it("the worker's failing status is a CusolverError naming its call, after the free", async () => {
-    fake.worker.reply = { error: { name: 'CusolverError', status: 7, call: 'cusolverDnSgetrf' } };
-    const failed = getrf(stream, 'float32', 2048, 2048, 100n, 2048, 200n, 300n, true);
-    await expect(failed).rejects.toBeInstanceOf(CusolverError);
-    await expect(failed).rejects.toMatchObject({
-      call: 'cusolverDnSgetrf',
-      status: 'CUSOLVER_STATUS_INTERNAL_ERROR',
-    });
-    expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
-  });
-
-  it('a stream disposed while the worker holds the call: the failure it reported, the workspace freed', async () => {
-    const disposable = { ...stream, disposed: false, toString: () => 'Stream(d)' };
-    fake.worker.during = () => {
-      disposable.disposed = true;
-    };
-    fake.worker.reply = { error: { name: 'CusolverError', status: 7, call: 'cusolverDnDgetrf' } };
-    const failed = getrf(
-      disposable as unknown as Stream,
-      'float64',
-      2048,
-      2048,
-      100n,
-      2048,
-      200n,
-      300n,
-      true,
-    );
-    await expect(failed).rejects.toBeInstanceOf(CusolverError);
-    expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
-  });
-
-  it('a stream disposed while the worker was still issuing past the wait (native stream kept): its kernels are waited for before the free', async () => {
-    const disposable = {
-      ...stream,
-      disposed: false,
-      context: { ...stream.context, makeCurrent: () => fake.events.push('make current') },
-      toString: () => 'Stream(d)',
-    };
-    fake.worker.during = () => {
-      disposable.disposed = true;
-      fake.worker.kept = true;
-    };
-    const failed = getrf(
-      disposable as unknown as Stream,
-      'float64',
-      2048,
-      2048,
-      100n,
-      2048,
-      200n,
-      300n,
-      true,
-    );
-    await expect(failed).rejects.toBeInstanceOf(DisposedError);
-    // The disposal's drain came before the worker's kernels: the free waits for them on the
-    // native stream the disposal left alive.
-    expect(events().slice(-4)).toEqual([
-      'end cusolver.getrf',
-      'make current',
-      'synchronize stream 13',
-      'free 4096',
-    ]);
-  });
-
-  it('a stream disposed before the worker issued (nothing issued): a DisposedError naming it, the workspace freed', async () => {
-    const disposable = { ...stream, disposed: false, toString: () => 'Stream(d)' };
-    fake.worker.during = () => {
-      disposable.disposed = true;
-    };
-    fake.worker.reply = { cancelled: true };
-    const failed = getrf(
-      disposable as unknown as Stream,
-      'float64',
-      2048,
-      2048,
-      100n,
-      2048,
-      200n,
-      300n,
-      true,
-    );
-    await expect(failed).rejects.toBeInstanceOf(DisposedError);
-    await expect(failed).rejects.toThrow(
-      /cusolverDnDgetrf's stream Stream\(d\) \(disposed before the issue worker issued the call: nothing was issued\) has been disposed/,
-    );
-    expect(events().slice(-2)).toEqual(['end cusolver.getrf', 'free 4096']);
-  });
-
-  it("the task's signal aborting during the worker's getrf: its reason, the workspace freed after the worker's kernels, no getrs", async () => {
-    const controller = new AbortController();
-    const reason = new Error('deadline');
-    const previous = setCurrentStreamProvider(null, null, () => controller.signal);
+describe('lu and solve: large factorizations go to the issue worker', () => {
+  /** Runs `fn` with DeviceArray copies and allocations as host-only arrays (no GPU here). */
+  async function withHostArrays<T>(fn: () => Promise<T>): Promise<T> {
     const copies = vi.spyOn(DeviceArray.prototype, 'copy').mockImplementation(function (
       this: DeviceArray,
     ) {
@@ -367,27 +246,69 @@ describe('getrf for an awaiting caller (the issue worker)', () => {
       }),
     );
     try {
-      fake.worker.during = () => controller.abort(reason);
-      const n = 1024;
-      const a = hostOnlyArray('float64', [n, n], { context: stream.context });
-      const b = hostOnlyArray('float64', [n, 1], { context: stream.context });
-      await expect(solve(a, b, { stream })).rejects.toBe(reason);
-      const log = events();
-      expect(log.filter((e) => /getrs/.test(e))).toEqual([]);
-      // Freed after the reply (on the stream: ordered after the worker's kernels).
-      expect(log.slice(-3)).toEqual(['worker replied', 'end cusolver.getrf', 'free 4096']);
+      return await fn();
     } finally {
       copies.mockRestore();
       empties.mockRestore();
-      setCurrentStreamProvider(previous.stream, previous.device, previous.signal);
+    }
+  }
+
+  it('at the threshold: the worker factors inside the trace on the caller’s stream, nothing issued here for it', async () => {
+    const n = 1024;
+    const a = hostOnlyArray('float64', [n, n], { context: stream.context });
+    const b = hostOnlyArray('float64', [n, 1], { context: stream.context });
+    await withHostArrays(() => solve(a, b, { stream }).catch(() => undefined));
+    const log = events();
+    const begin = log.indexOf('begin cusolver.getrf');
+    expect(begin).toBeGreaterThanOrEqual(0);
+    expect(log.slice(begin, begin + 4)).toEqual([
+      'begin cusolver.getrf',
+      'worker getrf float64 1024x1024 on stream 13',
+      'worker answered',
+      'end cusolver.getrf',
+    ]);
+    expect(log.filter((e) => /^cusolverDnDgetrf/.test(e))).toEqual([]);
+  });
+
+  it('below the threshold (min(m, n)), while the worker is not ready, or with { info }: issued here', async () => {
+    const run = (m: number, n: number, options: Record<string, unknown> = {}) =>
+      withHostArrays(async () => {
+        const a = hostOnlyArray('float32', [m, n], { context: stream.context });
+        await lu(a, { stream, ...options }).catch(() => undefined);
+        return events();
+      });
+    for (const log of [
+      await run(1023, 4096),
+      await (async () => {
+        fake.worker.ready = false;
+        return run(2048, 2048);
+      })(),
+      await (async () => {
+        fake.worker.ready = true;
+        const info = hostOnlyArray('int32', [1], { context: stream.context });
+        return run(2048, 2048, { info });
+      })(),
+    ]) {
+      expect(log.filter((e) => e.startsWith('worker'))).toEqual([]);
+      expect(log.filter((e) => /^cusolverDnSgetrf\(/.test(e))).toHaveLength(1);
     }
   });
 
-  it('a driver call failing in the worker is a CudaError naming that call', async () => {
-    fake.worker.reply = { error: { name: 'CudaError', status: 1, call: 'cuCtxSetCurrent' } };
-    await expect(
-      getrf(stream, 'float64', 2048, 2048, 100n, 2048, 200n, 300n, true),
-    ).rejects.toThrow('driver check: cuCtxSetCurrent gave CUresult 1');
+  it('the worker’s failure rejects the call, the trace closed; the task’s signal goes with the call', async () => {
+    const failure = new CusolverError(7, 'CUSOLVER_STATUS_INTERNAL_ERROR', 'cusolverDnDgetrf', 'x');
+    fake.worker.failure = failure;
+    const controller = new AbortController();
+    const previous = setCurrentStreamProvider(null, null, () => controller.signal);
+    try {
+      const n = 2048;
+      const a = hostOnlyArray('float64', [n, n], { context: stream.context });
+      await expect(withHostArrays(() => lu(a, { stream }))).rejects.toBe(failure);
+      const log = events();
+      expect(log).toContain('worker getrf float64 2048x2048 on stream 13, with a signal');
+      expect(log.indexOf('end cusolver.getrf')).toBeGreaterThan(log.indexOf('worker answered'));
+    } finally {
+      setCurrentStreamProvider(previous.stream, previous.device, previous.signal);
+    }
   });
 });
 

@@ -10,16 +10,7 @@
  * on the stream (`useOn`); nothing here waits for the GPU. Internal: the public API
  * validates before it calls these.
  */
-import {
-  CaptureError,
-  check as checkDriver,
-  currentSignal,
-  DeviceBuffer,
-  DisposedError,
-  driver,
-  dtypeBytes,
-  type Stream,
-} from '@cuda-tasks/cudadrv';
+import { DeviceBuffer, dtypeBytes, type Stream } from '@cuda-tasks/cudadrv';
 import { Scratch } from '@cuda-tasks/cudadrv/internal';
 import { IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { check } from './errors.js';
@@ -33,14 +24,6 @@ import {
   cusolver,
 } from './ffi/cusolver.js';
 import { handles } from './handle.js';
-import {
-  issueFailureError,
-  issueOffThread,
-  nativeStreamKept,
-  type OffThreadReply,
-  type OffThreadSymbol,
-  offThreadReady,
-} from './issue-worker.js';
 import type { FloatDType } from './validate.js';
 
 /**
@@ -192,13 +175,7 @@ function fillMode(upper: boolean): number {
 
 /**
  * LU factorization of an m x n matrix in place: A = P * L * U (cusolverDn<t>getrf), issued
- * here; returns undefined, nothing to await, so the caller's next call is issued right after
- * it. With `awaited` (a caller that awaits the result anyway: `lu`, `solve`), at or over the
- * issue worker's threshold (min(m, n)) and outside a capture, the routine is issued from the
- * issue worker instead, so that its host-side work does not block the event loop
- * (issue-worker.ts): the workspace is allocated here before and freed after, ordered on the
- * stream, and the promise of that issue comes back. While the worker starts, it is issued
- * here.
+ * here (`lu` and `solve` send large ones to the issue worker instead: lu.ts).
  */
 export function getrf(
   stream: Stream,
@@ -209,94 +186,23 @@ export function getrf(
   lda: number,
   pivots: bigint,
   info: bigint,
-  awaited = false,
-): Promise<void> | undefined {
-  const query: Query = (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork);
-  if (awaited && stream.capture === null && offThreadReady(Math.min(m, n))) {
-    return issueOffThreadAwaited(stream, GETRF[dtype], query, (work) => [
-      m,
-      n,
-      a,
-      lda,
-      work,
-      pivots,
-      info,
-    ]);
-  }
+): void {
   issue(
     stream,
     GETRF[dtype],
     (getrf, handle, work) => getrf(handle, m, n, a, lda, work, pivots, info),
-    query,
+    (bufferSize, handle, lwork) => bufferSize(handle, m, n, a, lda, lwork),
   );
-  return undefined;
 }
 
 /**
- * `issue` from the issue worker: sizes the workspace with the task's handle and allocates it
- * here, has the worker call the routine with its own handle on the stream (`args`: the
- * arguments after the handle, given the workspace), then frees the workspace, ordered on the
- * stream after the routine's kernels, whatever the outcome. Then, in this order: the task's
- * signal aborted meanwhile: its reason (nothing more is issued); a failing status: thrown
- * under the call that gave it; the stream began a capture: a CaptureError (nothing issued);
- * the stream was disposed: a DisposedError saying whether the call was issued.
+ * The trace of a factorization the issue worker makes for `stream` (lu.ts): begun here on
+ * the caller's stream, ended by the returned function, so that traces show it where the
+ * caller's task issued it.
  */
-async function issueOffThreadAwaited(
-  stream: Stream,
-  routine: SolverRoutine,
-  query: Query,
-  args: (work: bigint) => (number | bigint)[],
-): Promise<void> {
-  const handle = solver.handle(stream);
-  const signal = currentSignal();
-  const work = allocateWorkspace(
-    stream,
-    routine,
-    workspaceSize(cusolver(), routine, handle, query),
-  );
-  const token = solver.begin(stream, routine.operation);
-  let reply: OffThreadReply;
-  try {
-    reply = await issueOffThread(
-      routine.symbol as OffThreadSymbol,
-      stream,
-      args(work.useOn(stream)),
-      signal,
-    );
-  } finally {
-    // The worker's status comes back in its reply, read below.
-    solver.endTrace(token);
-    // Declared used again after the worker's kernels, so that the free is ordered after them.
-    // A disposed stream was drained by its dispose, which waited for the worker to be done
-    // issuing on it, unless that wait timed out: then the native stream was kept, and the
-    // worker's kernels, enqueued after the drain, are waited for here.
-    try {
-      if (!stream.disposed) work.useOn(stream);
-      else if (nativeStreamKept(stream)) {
-        stream.context.makeCurrent();
-        checkDriver(driver().cuStreamSynchronize(stream.ffiHandle), 'cuStreamSynchronize');
-      }
-    } finally {
-      work.dispose();
-    }
-  }
-  if (signal?.aborted) throw signal.reason;
-  if (reply.error !== undefined) throw issueFailureError(reply.error);
-  if (reply.capturing === true) {
-    throw new CaptureError(
-      routine.symbol,
-      `${routine.symbol}: the stream began a graph capture before the issue worker issued this call (nothing was issued); await the call before capturing on its stream`,
-    );
-  }
-  if (reply.cancelled === true || stream.disposed) {
-    throw new DisposedError(
-      `${routine.symbol}'s stream ${stream} (${
-        reply.cancelled === true
-          ? 'disposed before the issue worker issued the call: nothing was issued'
-          : 'disposed while the call was pending: it ran, but its status cannot be read there'
-      })`,
-    );
-  }
+export function traceOffThread(stream: Stream, dtype: FloatDType): () => void {
+  const token = solver.begin(stream, GETRF[dtype].operation);
+  return () => solver.endTrace(token);
 }
 
 /** Solves A X = B (or A^T X = B) with getrf's factors; B is overwritten by X (cusolverDn<t>getrs). */

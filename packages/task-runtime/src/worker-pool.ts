@@ -87,6 +87,8 @@ export class WorkerJobError extends Error {
   readonly worker: number;
   /** The error's class name in the worker (`CudaError`, `TypeError`...). */
   readonly remoteName: string;
+  /** The error's own message in the worker. */
+  readonly remoteMessage: string;
   /** `CudaError.call` of the worker's error, where it had one. */
   readonly call: string | undefined;
   /** The worker's error's `code` (a CUresult, a library status), where it had one. */
@@ -98,6 +100,7 @@ export class WorkerJobError extends Error {
     this.job = job;
     this.worker = worker;
     this.remoteName = error.name;
+    this.remoteMessage = error.message;
     this.call = error.call;
     this.code = error.code;
     if (error.stack !== undefined)

@@ -156,7 +156,7 @@ export class Stream {
    */
   get handle(): bigint {
     const issue = this.issue;
-    if (issue !== null && issue.pending()) issue.fence();
+    if (issue?.pending()) issue.fence();
     return this.#handle;
   }
 
@@ -167,7 +167,7 @@ export class Stream {
    */
   get ffiHandle(): number | bigint {
     const issue = this.issue;
-    if (issue !== null && issue.pending()) issue.fence();
+    if (issue?.pending()) issue.fence();
     return this.#ffiHandle;
   }
 
@@ -191,7 +191,7 @@ export class Stream {
    */
   waitForIssue(): void {
     const issue = this.issue;
-    if (issue !== null && issue.pending()) issue.fence();
+    if (issue?.pending()) issue.fence();
   }
 
   /**

@@ -1,7 +1,0 @@
-// The issue worker's entry when the package runs from its TypeScript source (vitest, tsx, with
-// the `@cuda-tasks/source` condition): registers tsx's loader in this thread, then runs the
-// thread module. The built package starts dist/issue-worker-thread.js instead.
-import { register } from 'tsx/esm/api';
-
-register();
-await import('./issue-worker-thread.ts');
