@@ -741,6 +741,8 @@ const loans = new Map<
  */
 export class LoanBlock {
   readonly readsAllowed: boolean;
+  /** Loans that hold it: read-only loans of one buffer share one block. */
+  holders = 0;
   readonly #error: (stream: Stream) => Error;
   constructor(readsAllowed: boolean, error: (stream: Stream) => Error) {
     this.readsAllowed = readsAllowed;
@@ -756,32 +758,41 @@ export class LoanBlock {
  * function is called (once; later calls do nothing): a `dispose()` meanwhile makes the buffer
  * unusable at once and frees the memory when the last loan ends, ordered after this process's
  * uses as usual. With `block`, uses of the buffer in this thread throw `block`'s error until
- * the loan ends (all of them, or all but reads); a buffer already blocked cannot be lent again
- * (a CudaArgumentError).
+ * the loan ends (all of them, or all but reads). A buffer lent read-only can be lent read-only
+ * again (the loans share the first block, which goes with the last of them); any other loan of
+ * a blocked buffer is a CudaArgumentError.
  */
 export function lendAllocation(buffer: DeviceBuffer, block: LoanBlock | null = null): () => void {
   // Another loaded copy's buffer has the untracked record (address 0): not lent here.
   const allocation = recordOf(buffer);
   if (allocation.address === 0) return () => {};
-  if (allocation.capture instanceof LoanBlock) {
-    throw new CudaArgumentError(
-      'this buffer is lent to another thread: it cannot be lent again until that loan ends',
-    );
+  let shared = block;
+  const current = allocation.capture;
+  if (current instanceof LoanBlock) {
+    if (block === null || !block.readsAllowed || !current.readsAllowed) {
+      throw new CudaArgumentError(
+        'this buffer is lent to another thread: it cannot be lent again until that loan ends (only read-only loans can overlap)',
+      );
+    }
+    shared = current;
   }
   let loan = loans.get(allocation);
   if (loan === undefined) {
     loans.set(allocation, (loan = { count: 0, disposed: null, after: null }));
   }
   loan.count++;
-  if (block !== null) allocation.capture = block;
+  if (shared !== null) {
+    shared.holders++;
+    allocation.capture = shared;
+  }
   const held = loan;
   let ended = false;
   return () => {
     if (ended) return;
     ended = true;
-    if (block !== null) {
-      if (allocation.capture === block) allocation.capture = null;
-      if (held.disposed !== null && held.disposed.capture === block) held.disposed.capture = null;
+    if (shared !== null && --shared.holders === 0) {
+      if (allocation.capture === shared) allocation.capture = null;
+      if (held.disposed !== null && held.disposed.capture === shared) held.disposed.capture = null;
     }
     if (--held.count > 0) return;
     loans.delete(allocation);
