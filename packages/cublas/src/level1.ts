@@ -18,7 +18,7 @@ import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './
 import { blas } from './handle.js';
 import { ASUM, AXPY, DOT, IAMAX, NRM2, type Routine, SCAL } from './routines.js';
 import { scalars } from './scalars.js';
-import { assertScalar, operandStream } from './validate.js';
+import { assertScalar, operandStream, VECTOR_OPTIONS } from './validate.js';
 import {
   type CheckedVector,
   type CheckedVectorPair,
@@ -49,7 +49,7 @@ export function axpy<X extends DType, Y extends DeviceArray>(
 ): Y {
   assertScalar('axpy', 'alpha', alpha);
   const v = checkVectorPair('axpy', x, y, checkedPair, true);
-  const stream = operandStream('axpy', options, 'xy', x, y);
+  const stream = operandStream('axpy', options, VECTOR_OPTIONS, 'xy', x, y);
   if (v.n === 0) return y;
   const routine = AXPY[v.dtype];
   const handle = blas.handle(stream).ffiHandle;
@@ -73,7 +73,7 @@ export function scal<X extends DeviceArray>(
 ): X {
   assertScalar('scal', 'alpha', alpha);
   const v = checkVector('scal', x, checkedVector);
-  const stream = operandStream('scal', options, 'x', x);
+  const stream = operandStream('scal', options, VECTOR_OPTIONS, 'x', x);
   if (v.n === 0) return x;
   const routine = SCAL[v.dtype];
   const handle = blas.handle(stream).ffiHandle;
@@ -148,7 +148,7 @@ export async function dot<X extends DType, Y extends DType>(
   options: VectorOptions = NO_OPTIONS,
 ): Promise<number> {
   const v = checkVectorPair('dot', x, y, checkedPair);
-  const stream = operandStream('dot', options, 'xy', x, y);
+  const stream = operandStream('dot', options, VECTOR_OPTIONS, 'xy', x, y);
   if (v.n === 0) return 0;
   return reduce(DOT[v.dtype], v.dtype, stream, v.n, x, v.incx, y, v.incy);
 }
@@ -159,7 +159,7 @@ export async function dot<X extends DType, Y extends DType>(
  */
 export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('nrm2', x, checkedVector);
-  const stream = operandStream('nrm2', options, 'x', x);
+  const stream = operandStream('nrm2', options, VECTOR_OPTIONS, 'x', x);
   if (v.n === 0) return 0;
   return reduce(NRM2[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
 }
@@ -170,7 +170,7 @@ export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
  */
 export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('asum', x, checkedVector);
-  const stream = operandStream('asum', options, 'x', x);
+  const stream = operandStream('asum', options, VECTOR_OPTIONS, 'x', x);
   if (v.n === 0) return 0;
   return reduce(ASUM[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
 }
@@ -182,7 +182,7 @@ export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
  */
 export async function iamax(x: DeviceArray, options: VectorOptions = NO_OPTIONS): Promise<number> {
   const v = checkVector('iamax', x, checkedVector);
-  const stream = operandStream('iamax', options, 'x', x);
+  const stream = operandStream('iamax', options, VECTOR_OPTIONS, 'x', x);
   if (v.n === 0) return -1;
   const oneBased = await reduce(IAMAX[v.dtype], 'int32', stream, v.n, x, v.incx, undefined, 0);
   return oneBased - 1;

@@ -4,7 +4,7 @@ import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { blas } from './handle.js';
 import { GEMV } from './routines.js';
 import { scalars } from './scalars.js';
-import { operandStream } from './validate.js';
+import { GEMV_OPTIONS, operandStream } from './validate.js';
 import { checkGemv, type GemvOptions as GemvScalars, newCheckedGemv } from './validate-vectors.js';
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
@@ -31,7 +31,7 @@ export function gemv<A extends DType, X extends DType, Y extends DeviceArray>(
   options: GemvOptions = NO_OPTIONS,
 ): Y {
   const g = checkGemv('gemv', a, x, y, options, checkedGemv);
-  const stream = operandStream('gemv', options, 'axy', a, x, y);
+  const stream = operandStream('gemv', options, GEMV_OPTIONS, 'axy', a, x, y);
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
   const routine = GEMV[g.dtype];

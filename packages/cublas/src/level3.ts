@@ -22,7 +22,12 @@ import { blas, mathMode, workspaceSize } from './handle.js';
 import { alignmentOf, computeTypeOf, gemmBackend, type LtProblem, ltPlan } from './lt.js';
 import { GEMM, GEMM_EX, GEMM_STRIDED_BATCHED } from './routines.js';
 import { scalars } from './scalars.js';
-import { operandStream } from './validate.js';
+import {
+  GEMM_OPTIONS,
+  MATMUL_OPTIONS,
+  operandStream,
+  STRIDED_BATCHED_OPTIONS,
+} from './validate.js';
 import {
   type BatchOptions,
   checkStridedBatched,
@@ -117,7 +122,7 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
   options: GemmOptions = NO_OPTIONS,
 ): C {
   const g = checkGemm('gemm', a, b, c, options, checkedGemm);
-  const stream = operandStream('gemm', options, 'abc', a, b, c);
+  const stream = operandStream('gemm', options, GEMM_OPTIONS, 'abc', a, b, c);
   if (g.m === 0 || g.n === 0) return c;
   stream.context.makeCurrent();
   const routine = GEMM[g.dtype];
@@ -212,7 +217,7 @@ export function matmul<D extends DType, B extends DType>(
   options: MatmulOptions = {},
 ): DeviceArray<D> {
   const { dtype, m, n } = checkMatmul('matmul', a, b, options);
-  const stream = operandStream('matmul', options, 'ab', a, b);
+  const stream = operandStream('matmul', options, MATMUL_OPTIONS, 'ab', a, b);
   const c = DeviceArray.empty(dtype as D, [m, n], { stream });
   try {
     return gemm(a, b, c, {
@@ -248,7 +253,15 @@ export function gemmStridedBatched<A extends DType, B extends DType, C extends D
   options: StridedBatchedOptions = NO_OPTIONS,
 ): C {
   const g = checkStridedBatched('gemmStridedBatched', a, b, c, options, checkedStridedBatched);
-  const stream = operandStream('gemmStridedBatched', options, 'abc', a, b, c);
+  const stream = operandStream(
+    'gemmStridedBatched',
+    options,
+    STRIDED_BATCHED_OPTIONS,
+    'abc',
+    a,
+    b,
+    c,
+  );
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
   const handle = blas.handle(stream).ffiHandle;
   const address = useOperands(stream, a, b, c);
@@ -296,7 +309,7 @@ export function gemmEx<C extends DeviceArray>(
   options: GemmExOptions = NO_OPTIONS,
 ): C {
   const g = checkGemmEx('gemmEx', a, b, c, options, checkedGemmEx);
-  const stream = operandStream('gemmEx', options, 'abc', a, b, c);
+  const stream = operandStream('gemmEx', options, GEMM_OPTIONS, 'abc', a, b, c);
   if (g.m === 0 || g.n === 0) return c;
   const handle = blas.handle(stream).ffiHandle;
   const address = useOperands(stream, a, b, c);

@@ -170,20 +170,35 @@ export function assertScalar(call: string, name: string, value: unknown): assert
     fail(call, `${name} must be a number, got ${describeValue(value)}`);
 }
 
+/** The options each call takes (an option of another name is a CudaArgumentError). */
+export const VECTOR_OPTIONS: readonly string[] = ['stream'];
+export const GEMV_OPTIONS: readonly string[] = ['transA', 'trans', 'alpha', 'beta', 'stream'];
+export const GEMM_OPTIONS: readonly string[] = ['transA', 'transB', 'alpha', 'beta', 'stream'];
+export const MATMUL_OPTIONS: readonly string[] = ['transA', 'transB', 'alpha', 'stream'];
+export const STRIDED_BATCHED_OPTIONS: readonly string[] = [
+  ...GEMM_OPTIONS,
+  'batch',
+  'strideA',
+  'strideB',
+  'strideC',
+];
+
 /**
- * The stream a call runs on: its `stream` option (checked, with the options object), else the
- * current stream; once each operand is found to live in that stream's context (`names` holds
- * their one-letter names in order, as `floatOperands` takes them). Allocates nothing.
+ * The stream a call runs on: its `stream` option (checked, with the options object and the
+ * names it may hold, `known`), else the current stream; once each operand is found to live in
+ * that stream's context (`names` holds their one-letter names in order, as `floatOperands`
+ * takes them). Allocates nothing.
  */
 export function operandStream(
   call: string,
   options: StreamOption | undefined,
+  known: readonly string[],
   names: string,
   first: ContextOperand,
   second?: ContextOperand,
   third?: ContextOperand,
 ): Stream {
-  assertOptions(call, options);
+  assertOptions(call, options, known);
   const stream = resolveStream(streamOption(call, options?.stream));
   assertSameContext(call, names[0]!, first, stream);
   if (names.length > 1) assertSameContext(call, names[1]!, second!, stream);

@@ -34,6 +34,32 @@ describe('assertOptions', () => {
   ])('refuses %s', (options, message) => {
     expect(refusal(() => assertOptions('lu', options))).toBe(message);
   });
+
+  it('given the names a call takes, refuses any other, naming a near one', () => {
+    const known = ['transA', 'transB', 'alpha', 'beta', 'stream'];
+    for (const options of [{}, { transA: true, beta: 0 }, { stream: undefined }]) {
+      expect(() => assertOptions('gemm', options, known)).not.toThrow();
+    }
+    expect(refusal(() => assertOptions('gemm', { transa: true }, known))).toBe(
+      'gemm: unknown option "transa" (did you mean transA?); gemm takes transA, transB, alpha, beta, stream',
+    );
+    expect(refusal(() => assertOptions('gemm', { transA: true, gamma: 1 }, known))).toBe(
+      'gemm: unknown option "gamma"; gemm takes transA, transB, alpha, beta, stream',
+    );
+    // Any name outside the list is refused, whatever its value (undefined included).
+    fc.assert(
+      fc.property(
+        fc.string({ minLength: 1 }).filter((name) => !known.includes(name) && name !== '__proto__'),
+        fc.anything(),
+        (name, value) => {
+          expect(refusal(() => assertOptions('gemm', { [name]: value }, known))).toContain(
+            `unknown option ${JSON.stringify(name)}`,
+          );
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
 });
 
 /**

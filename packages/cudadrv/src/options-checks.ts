@@ -27,18 +27,35 @@ function fail(call: string, name: string, expected: string, value: unknown): nev
 
 /**
  * Throws a CudaArgumentError unless `options` is an object or undefined (catches
- * `lu(a, 'upper')`-style mistakes; a call without options passes none).
- * @example assertOptions('gemm', options);
+ * `lu(a, 'upper')`-style mistakes; a call without options passes none), and, given the names
+ * the call takes (`known`), unless every option is one of them: a misspelt option
+ * (`{ transa: true }`) would otherwise be ignored, and the call would compute something else
+ * without a word. Allocates nothing when the options pass.
+ * @example assertOptions('gemm', options, ['transA', 'transB', 'alpha', 'beta', 'stream']);
  */
 export function assertOptions(
   call: string,
   options: unknown,
+  known?: readonly string[],
 ): asserts options is object | undefined {
-  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+  if (options === undefined) return;
+  if (typeof options !== 'object' || options === null) {
     throw new CudaArgumentError(
       `${call}: options must be an object, got ${describeOption(options)}`,
     );
   }
+  if (known === undefined) return;
+  for (const name in options) {
+    if (known.indexOf(name) < 0) unknownOption(call, name, known);
+  }
+}
+
+function unknownOption(call: string, name: string, known: readonly string[]): never {
+  const lower = name.toLowerCase();
+  const near = known.find((candidate) => candidate.toLowerCase() === lower);
+  throw new CudaArgumentError(
+    `${call}: unknown option ${JSON.stringify(name)}${near === undefined ? '' : ` (did you mean ${near}?)`}; ${call} takes ${known.join(', ')}`,
+  );
 }
 
 /**

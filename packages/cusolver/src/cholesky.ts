@@ -64,7 +64,7 @@ export async function cholesky<D extends FloatDType>(
 ): Promise<CholeskyFactorization<D>> {
   const layout = matrixLayout('cholesky', 'a', a);
   assertSquare('cholesky', 'a', layout);
-  assertOptions('cholesky', options);
+  assertOptions('cholesky', options, ['stream', 'upper', 'info']);
   const upper = booleanOption('cholesky', 'upper', options.upper);
   const n = layout.rows;
   const stream = resolveStream(streamOption('cholesky', options.stream));
@@ -157,7 +157,7 @@ export function choleskySolve<D extends FloatDType>(
   b: DeviceArray<D>,
   options: CholeskySolveOptions = {},
 ): DeviceArray<D> {
-  assertOptions('choleskySolve', options);
+  assertOptions('choleskySolve', options, ['stream', 'upper']);
   const { factor, upper } = factorAndTriangle(factorization, options);
   const layout = matrixLayout('choleskySolve', 'factor', factor);
   assertSquare('choleskySolve', 'factor', layout);

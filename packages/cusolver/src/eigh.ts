@@ -40,7 +40,7 @@ export async function eigh<D extends FloatDType>(
 ): Promise<EighResult<D>> {
   const layout = matrixLayout('eigh', 'a', a);
   assertSquare('eigh', 'a', layout);
-  assertOptions('eigh', options);
+  assertOptions('eigh', options, ['stream', 'upper']);
   const upper = booleanOption('eigh', 'upper', options.upper);
   const n = layout.rows;
   const stream = resolveStream(streamOption('eigh', options.stream));

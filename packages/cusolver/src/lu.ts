@@ -95,7 +95,7 @@ export async function lu<D extends FloatDType>(
   options: LuOptions = {},
 ): Promise<LuFactorization<D>> {
   const { rows: m, columns: n } = matrixLayout('lu', 'a', a);
-  assertOptions('lu', options);
+  assertOptions('lu', options, ['stream', 'info']);
   const stream = resolveStream(streamOption('lu', options.stream));
   assertSameContext('lu', 'a', a, stream);
   const dtype = a.dtype;
@@ -144,7 +144,7 @@ export function luSolve<D extends FloatDType, B extends FloatDType>(
   const n = layout.rows;
   assertPivots('luSolve', factorization.pivots, n);
   const right = rightHandSideLayout('luSolve', b, factorization.lu, n, 'lu');
-  assertOptions('luSolve', options);
+  assertOptions('luSolve', options, ['stream', 'transA', 'transpose']);
   const transpose = renamedBooleanOption(
     'luSolve',
     'transA',
@@ -195,7 +195,7 @@ export async function solve<D extends FloatDType, B extends FloatDType>(
   assertSquare('solve', 'a', layout);
   const n = layout.rows;
   const right = rightHandSideLayout('solve', b, a, n);
-  assertOptions('solve', options);
+  assertOptions('solve', options, ['stream', 'info']);
   const stream = resolveStream(streamOption('solve', options.stream));
   assertSameContext('solve', 'a', a, stream);
   assertSameContext('solve', 'b', b, stream);

@@ -34,7 +34,7 @@ export function qr<D extends FloatDType>(
   options: StreamOption = {},
 ): QrFactorization<D> {
   const { rows: m, columns: n } = matrixLayout('qr', 'a', a);
-  assertOptions('qr', options);
+  assertOptions('qr', options, ['stream']);
   const stream = resolveStream(streamOption('qr', options.stream));
   assertSameContext('qr', 'a', a, stream);
   const dtype = a.dtype;

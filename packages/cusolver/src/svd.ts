@@ -47,7 +47,7 @@ export async function svd<D extends FloatDType>(
   options: SvdOptions = {},
 ): Promise<SvdResult<D>> {
   const { rows: m, columns: n } = matrixLayout('svd', 'a', a);
-  assertOptions('svd', options);
+  assertOptions('svd', options, ['stream', 'full']);
   const full = booleanOption('svd', 'full', options.full);
   const stream = resolveStream(streamOption('svd', options.stream));
   assertSameContext('svd', 'a', a, stream);
