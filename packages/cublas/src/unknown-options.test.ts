@@ -1,5 +1,5 @@
 import { CudaArgumentError } from '@cuda-tasks/cudadrv';
-import { hostOnlyArray } from '@cuda-tasks/testing';
+import { failureOf, hostOnlyArray } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import {
   asum,
@@ -21,14 +21,11 @@ import {
 const m = () => hostOnlyArray('float32', [4, 4], { byteLength: 64 });
 const v = () => hostOnlyArray('float32', [4], { byteLength: 16 });
 
+/** The message of the CudaArgumentError a call throws or rejects with. */
 async function refusal(call: () => unknown): Promise<string> {
-  try {
-    await call();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CudaArgumentError);
-    return (error as Error).message;
-  }
-  throw new Error('expected a CudaArgumentError');
+  const error = await failureOf(call);
+  expect(error).toBeInstanceOf(CudaArgumentError);
+  return (error as Error).message;
 }
 
 describe('unknown options', () => {

@@ -1,5 +1,5 @@
 import { CudaArgumentError } from '@cuda-tasks/cudadrv';
-import { hostOnlyArray } from '@cuda-tasks/testing';
+import { failureOf, hostOnlyArray } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import { cholesky, choleskySolve, eigh, lu, luSolve, qr, solve, svd } from './index.js';
 
@@ -10,15 +10,11 @@ const square = () => hostOnlyArray('float64', [4, 4]);
 const vector = () => hostOnlyArray('float64', [4]);
 const pivots = hostOnlyArray('int32', [4]);
 
-/** The CudaArgumentError a call throws or rejects with. */
+/** The message of the CudaArgumentError a call throws or rejects with. */
 async function refusal(call: () => unknown): Promise<string> {
-  try {
-    await call();
-  } catch (error) {
-    expect(error).toBeInstanceOf(CudaArgumentError);
-    return (error as Error).message;
-  }
-  throw new Error('expected a CudaArgumentError');
+  const error = await failureOf(call);
+  expect(error).toBeInstanceOf(CudaArgumentError);
+  return (error as Error).message;
 }
 
 describe('unknown options', () => {
