@@ -175,6 +175,7 @@ export {
   type IssueEngineOptions,
   type IssueEngineStatistics,
   issueEngineStatistics,
+  type StopIssueEngineOptions,
   startIssueEngine,
   stopIssueEngine,
 } from './stream/issue-engine.js';

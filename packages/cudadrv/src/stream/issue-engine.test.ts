@@ -368,6 +368,44 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     stream.dispose();
   });
 
+  it('stopped with keepThreads, the same engine starts again on its sleeping threads', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 400));
+    startIssueEngineWith({ issuers: 2, spinMicroseconds: 0 }, DOUBLE, log);
+    const x = fakeArray(0x7000);
+    const run = (first: number) => {
+      const streams = [0, 1].map((i) => Stream.create({ context, name: `kept${first}-${i}` }));
+      for (let i = 0; i < 50; i++) {
+        for (const stream of streams) launch(kernel, { grid: first + i, block: 32, stream }, x, i);
+      }
+      for (const stream of streams) stream.fence();
+      const mine = entries(log).filter((e) =>
+        streams.some((s) => Number(s.rawHandle) === e.stream),
+      );
+      for (const stream of streams) stream.dispose();
+      return mine;
+    };
+    const before = run(1);
+    await stopIssueEngine({ keepThreads: true });
+    expect(issueEngineStatistics().running).toBe(false);
+    const started = performance.now();
+    startIssueEngineWith({ issuers: 2, spinMicroseconds: 0 }, DOUBLE, log);
+    const after = run(1001);
+    const restartMs = performance.now() - started;
+    // The same two threads, and each stream's launches in order.
+    expect(new Set(after.map((e) => e.thread))).toEqual(new Set(before.map((e) => e.thread)));
+    for (const stream of new Set(after.map((e) => e.stream))) {
+      const gx = after.filter((e) => e.stream === stream).map((e) => e.gx);
+      expect(gx).toEqual(Array.from({ length: 50 }, (_, i) => 1001 + i));
+    }
+    expect(restartMs).toBeLessThan(1000);
+    // Other options: new threads.
+    await stopIssueEngine({ keepThreads: true });
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0 }, DOUBLE, log);
+    const other = run(2001);
+    expect(new Set(other.map((e) => e.thread)).size).toBe(1);
+    expect(before.some((e) => e.thread === other[0]!.thread)).toBe(false);
+  });
+
   it('checks its options and refuses a second start', () => {
     expect(() => startIssueEngineWith({ issuers: 0 }, DOUBLE)).toThrow(/issuers must be/);
     expect(() => startIssueEngineWith({ ringWords: 1000 }, DOUBLE)).toThrow(/power of two/);

@@ -113,6 +113,8 @@ export class Writer {
   free: number;
   streams = 0;
   worker: Worker | undefined;
+  /** Set when its issuer thread has exited. */
+  exited = false;
 
   constructor(ring: RingMemory) {
     this.control = new Int32Array(ring.control);
@@ -338,6 +340,10 @@ export const engine = {
   fenceWaits: 0,
   /** Set when an issuer thread failed: fences throw it. */
   failure: undefined as Error | undefined,
+  /** What the running engine was started with (its issuers, ring, spin and calls). */
+  key: '',
+  /** Issuer threads kept asleep by `stopIssueEngine({ keepThreads: true })`, for the next start. */
+  parked: undefined as { key: string; writers: Writer[]; slots: SlotMemory } | undefined,
   /**
    * Attaches `stream` to the least loaded issuer; null when every slot is taken (then the
    * stream's launches are made directly).
@@ -408,11 +414,30 @@ export function startIssueEngineWith(
       `startIssueEngine: spinMicroseconds must be a number >= 0, got ${String(spinMicroseconds)}`,
     );
   }
-  const slots = createSlots();
-  engine.slots = slots;
   engine.freeSlots = Array.from({ length: MAX_SLOTS }, (_, i) => MAX_SLOTS - 1 - i);
   engine.failure = undefined;
   engine.launches = engine.wakeUps = engine.fenceWaits = 0;
+  const key = `${issuers}/${ringWords}/${spinMicroseconds}/${callsModule ?? ''}`;
+  engine.key = key;
+  const parked = engine.parked;
+  engine.parked = undefined;
+  if (parked !== undefined) {
+    if (parked.key === key && parked.writers.every((writer) => !writer.exited)) {
+      // The same engine again: its sleeping threads take up where they stopped (their rings'
+      // positions go on); every stream was detached at the stop, so the slots start afresh.
+      for (const memory of [parked.slots.issued, parked.slots.errors, parked.slots.cancelled]) {
+        new Int32Array(memory).fill(0);
+      }
+      for (const writer of parked.writers) writer.streams = 0;
+      engine.slots = parked.slots;
+      engine.writers = parked.writers;
+      engine.running = true;
+      return;
+    }
+    for (const writer of parked.writers) stopWriter(writer);
+  }
+  const slots = createSlots();
+  engine.slots = slots;
   const entry = threadEntry(import.meta.url, 'issuer-thread.js', 'issuer-thread-source.mjs');
   engine.writers = Array.from({ length: issuers }, () => {
     const ring = createRing(ringWords);
@@ -439,19 +464,55 @@ export function startIssueEngineWith(
       }
     };
     worker.on('error', (error) => failed(`failed: ${error.message}`));
-    worker.on('exit', (code) => failed(`exited with code ${code}`));
+    worker.on('exit', (code) => {
+      writer.exited = true;
+      failed(`exited with code ${code}`);
+    });
     writer.worker = worker;
     return writer;
   });
   engine.running = true;
 }
 
+/** Tells a writer's issuer to exit (once its ring is drained); resolves when it has. */
+function stopWriter(writer: Writer): Promise<void> {
+  Atomics.store(writer.control, STOP, 1);
+  Atomics.notify(writer.control, HEAD, 1);
+  const worker = writer.worker!;
+  if (writer.exited) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => void worker.terminate().then(() => resolve()), 5_000);
+    worker.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+/** Options of `stopIssueEngine`. */
+export interface StopIssueEngineOptions {
+  /**
+   * Keep the issuer threads, asleep (no CPU, and they do not keep the process alive), so that
+   * the next `startIssueEngine` with the same options takes them up at once instead of starting
+   * threads (tens to hundreds of milliseconds). Default false: the threads exit.
+   */
+  keepThreads?: boolean;
+}
+
 /**
- * Stops the engine: every stream's launches are issued first, then the issuer threads exit and
- * launches are made directly again. Safe to call when it does not run.
+ * Stops the engine: every stream's launches are issued first, then the issuer threads exit (or
+ * sleep, with `keepThreads`) and launches are made directly again. Safe to call when it does
+ * not run; a call without `keepThreads` also ends threads kept by an earlier one.
  */
-export async function stopIssueEngine(): Promise<void> {
-  if (!engine.running) return;
+export async function stopIssueEngine(options: StopIssueEngineOptions = {}): Promise<void> {
+  if (!engine.running) {
+    const parked = engine.parked;
+    if (parked !== undefined && options.keepThreads !== true) {
+      engine.parked = undefined;
+      await Promise.all(parked.writers.map(stopWriter));
+    }
+    return;
+  }
   engine.running = false;
   for (const attachment of [...engine.attached]) {
     attachment.fence();
@@ -460,20 +521,11 @@ export async function stopIssueEngine(): Promise<void> {
   engine.attached.clear();
   const writers = engine.writers;
   engine.writers = [];
-  await Promise.all(
-    writers.map(async (writer) => {
-      Atomics.store(writer.control, STOP, 1);
-      Atomics.notify(writer.control, HEAD, 1);
-      const worker = writer.worker!;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(() => void worker.terminate().then(() => resolve()), 5_000);
-        worker.once('exit', () => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }),
-  );
+  if (options.keepThreads === true && engine.failure === undefined) {
+    engine.parked = { key: engine.key, writers, slots: engine.slots! };
+    return;
+  }
+  await Promise.all(writers.map(stopWriter));
 }
 
 /** How the engine stands. */
