@@ -20,10 +20,11 @@ import { type Context, Device } from '../context/device.js';
 import { resolveStream } from '../context/provider.js';
 import { check, driver, ffiValue } from '../driver.js';
 import { DTYPES, type DType, dtypeBytes } from '../dtype.js';
-import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
+import { CaptureError, CudaArgumentError } from '../errors.js';
 import { CU_EVENT_DISABLE_TIMING } from '../ffi/cuda.js';
 import type { Stream } from '../stream/stream.js';
 import { columnMajorStrides, DeviceArray } from './array.js';
+import { assertArray, describeValue } from './array-checks.js';
 import {
   assertRelinquishable,
   DeviceBuffer,
@@ -162,15 +163,6 @@ function recordEvent(event: bigint, stream: Stream): void {
   check(driver().cuEventRecord(ffiValue(event), stream.ffiHandle), 'cuEventRecord');
 }
 
-function checkArray(array: unknown, call: string): asserts array is DeviceArray {
-  if (!DeviceArray.isInstance(array)) {
-    throw new CudaArgumentError(
-      `${call}: expected a DeviceArray, got ${array === null ? 'null' : typeof array === 'object' ? array.constructor.name : typeof array}`,
-    );
-  }
-  if (array.disposed) throw new DisposedError(`${call}: the DeviceArray`);
-}
-
 /** The stream a side of a hand-off works on: `given`, checked, or the current one. */
 function streamFor(given: Stream | undefined, call: string, context: Context): Stream {
   const stream = resolveStream(given);
@@ -207,7 +199,7 @@ function streamFor(given: Stream | undefined, call: string, context: Context): S
  * loan.end();
  */
 export function lendArray(array: DeviceArray, options: LendOptions = {}): ArrayLoan {
-  checkArray(array, 'lendArray');
+  assertArray('lendArray', 'array', array);
   const readOnly = options.readOnly ?? false;
   if (typeof readOnly !== 'boolean') {
     throw new CudaArgumentError(`lendArray: readOnly must be a boolean, got ${String(readOnly)}`);
@@ -250,7 +242,7 @@ export function lendArray(array: DeviceArray, options: LendOptions = {}): ArrayL
   const descriptor: LentArrayDescriptor = Object.freeze({
     kind: LOAN_KIND,
     pid: process.pid,
-    address: address === 0n ? 0n : address,
+    address,
     byteLength: buffer.byteLength,
     dtype: array.dtype,
     shape: Object.freeze([...array.shape]),
@@ -321,12 +313,6 @@ export function lendArray(array: DeviceArray, options: LendOptions = {}): ArrayL
   return loan;
 }
 
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'object') return (value as object).constructor?.name ?? 'an object';
-  return typeof value === 'bigint' ? `${value}n` : (JSON.stringify(value) ?? typeof value);
-}
-
 /** Checks a descriptor's common fields; returns the context it names in this thread. */
 function checkDescriptor(
   value: unknown,
@@ -336,29 +322,30 @@ function checkDescriptor(
   const bad = (what: string): never => {
     throw new CudaArgumentError(`${call}: not a descriptor from ${kind.split('@')[0]}: ${what}`);
   };
-  if (typeof value !== 'object' || value === null) bad(`got ${describe(value)}`);
+  if (typeof value !== 'object' || value === null) bad(`got ${describeValue(value)}`);
   const d = value as Record<string, unknown>;
-  if (d.kind !== kind) bad(`kind ${describe(d.kind)}`);
+  if (d.kind !== kind) bad(`kind ${describeValue(d.kind)}`);
   if (d.pid !== process.pid) {
     throw new CudaArgumentError(
-      `${call}: the descriptor comes from process ${describe(d.pid)}, this is ${process.pid}: descriptors cross threads of one process only (between processes, use shareableArray / shareMemory)`,
+      `${call}: the descriptor comes from process ${describeValue(d.pid)}, this is ${process.pid}: descriptors cross threads of one process only (between processes, use shareableArray / shareMemory)`,
     );
   }
   if (typeof d.address !== 'bigint' || d.address < 0n || d.address >= 1n << 64n) {
-    bad(`address ${describe(d.address)}`);
+    bad(`address ${describeValue(d.address)}`);
   }
   if (!Number.isSafeInteger(d.byteLength) || (d.byteLength as number) < 0) {
-    bad(`byteLength ${describe(d.byteLength)}`);
+    bad(`byteLength ${describeValue(d.byteLength)}`);
   }
   if ((d.address === 0n) !== (d.byteLength === 0)) bad('address and byteLength disagree');
   if (typeof d.dtype !== 'string' || !Object.hasOwn(DTYPES, d.dtype))
-    bad(`dtype ${describe(d.dtype)}`);
+    bad(`dtype ${describeValue(d.dtype)}`);
   if (!Array.isArray(d.shape) || !d.shape.every((n) => Number.isSafeInteger(n) && n >= 0)) {
-    bad(`shape ${describe(d.shape)}`);
+    bad(`shape ${describeValue(d.shape)}`);
   }
-  if (!Number.isInteger(d.device) || (d.device as number) < 0) bad(`device ${describe(d.device)}`);
-  if (typeof d.context !== 'bigint') bad(`context ${describe(d.context)}`);
-  if (typeof d.ready !== 'bigint') bad(`ready ${describe(d.ready)}`);
+  if (!Number.isInteger(d.device) || (d.device as number) < 0)
+    bad(`device ${describeValue(d.device)}`);
+  if (typeof d.context !== 'bigint') bad(`context ${describeValue(d.context)}`);
+  if (typeof d.ready !== 'bigint') bad(`ready ${describeValue(d.ready)}`);
   if (!(d.state instanceof SharedArrayBuffer) || d.state.byteLength < 4) bad('state');
 }
 
@@ -456,7 +443,7 @@ export function borrowArray<D extends DType = DType>(
     (d.offset + span(d.shape, d.strides)) * dtypeBytes(d.dtype) > d.byteLength
   ) {
     throw new CudaArgumentError(
-      `${call}: not a descriptor from lendArray: shape ${describe(d.shape)}, strides ${describe(d.strides)} and offset ${describe(d.offset)} reach past its ${d.byteLength} bytes`,
+      `${call}: not a descriptor from lendArray: shape ${describeValue(d.shape)}, strides ${describeValue(d.strides)} and offset ${describeValue(d.offset)} reach past its ${d.byteLength} bytes`,
     );
   }
   const context = contextOf(d, call);
@@ -496,7 +483,7 @@ export function transferArray(
   array: DeviceArray,
   options: ThreadShareOptions = {},
 ): TransferredArrayDescriptor {
-  checkArray(array, 'transferArray');
+  assertArray('transferArray', 'array', array);
   if (!array.owner) {
     throw new CudaArgumentError(
       'transferArray: this array is a view of another array: transfer the array that owns the memory',
@@ -555,7 +542,7 @@ export function receiveArray<D extends DType = DType>(
   const count = d.shape.reduce((a, b) => a * b, 1);
   if (count * dtypeBytes(d.dtype) !== d.byteLength) {
     throw new CudaArgumentError(
-      `${call}: not a descriptor from transferArray: shape ${describe(d.shape)} of ${d.dtype} is not ${d.byteLength} bytes`,
+      `${call}: not a descriptor from transferArray: shape ${describeValue(d.shape)} of ${d.dtype} is not ${d.byteLength} bytes`,
     );
   }
   const context = contextOf(d, call);
