@@ -131,6 +131,17 @@ describe('WorkerPool', () => {
     await other.close();
   });
 
+  it('close() waits for a job in flight at most timeoutMs, then stops the workers and rejects it', async () => {
+    const other = await WorkerPool.start(JOBS, { workers: 1 });
+    const slow = other.run('slow', 10_000).catch((error: unknown) => error);
+    const started = performance.now();
+    await other.close({ timeoutMs: 100 });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    const error = await slow;
+    expect(error).toBeInstanceOf(WorkerJobError);
+    expect((error as Error).message).toMatch(/exited/);
+  });
+
   it('start() rejects with the module’s error when it fails to load, and checks its options', async () => {
     const broken = new URL('../test/fixtures/pool-broken.ts', import.meta.url);
     await expect(WorkerPool.start(broken, { workers: 1 })).rejects.toThrow(/broken on purpose/);

@@ -24,6 +24,7 @@ import {
   type ArrayLoan,
   CudaArgumentError,
   DeviceArray,
+  DeviceBuffer,
   Event,
   lendArray,
   receiveArray,
@@ -409,12 +410,7 @@ export class WorkerPool {
       }
       return { $object: out };
     }
-    if (
-      typeof value === 'object' &&
-      value !== null &&
-      'byteLength' in value &&
-      'context' in value
-    ) {
+    if (DeviceBuffer.isInstance(value)) {
       throw new CudaArgumentError('WorkerPool.run: pass DeviceArrays to jobs, not DeviceBuffers');
     }
     return { $value: value };
@@ -584,20 +580,26 @@ export class WorkerPool {
   }
 
   /**
-   * Stops taking jobs, waits for the jobs in flight to answer, then stops the workers. Safe to
-   * call twice.
+   * Stops taking jobs, waits for the jobs in flight to answer (at most `timeoutMs`, default
+   * 60 s: past it the workers are stopped and those jobs reject as a worker's exit makes them),
+   * then stops the workers. Safe to call twice.
    */
-  close(): Promise<void> {
-    this.#closing ??= this.#close();
+  close(options: { timeoutMs?: number } = {}): Promise<void> {
+    this.#closing ??= this.#close(
+      checkCount(options.timeoutMs ?? 60_000, 'timeoutMs', 0, 2 ** 31 - 1),
+    );
     return this.#closing;
   }
 
-  async #close(): Promise<void> {
+  async #close(timeoutMs: number): Promise<void> {
     this.#closed = true;
     if (this.#pending.size > 0) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
       await new Promise<void>((resolve) => {
         this.#drained = resolve;
+        timer = setTimeout(resolve, timeoutMs);
       });
+      clearTimeout(timer);
     }
     await Promise.all(this.#slots.map((slot) => slot.worker.terminate()));
   }
