@@ -378,8 +378,8 @@ function enterEngine(): void {
 /**
  * Stops the issue engine after a turn of the engine variant, adding its counts to
  * `engineCounts`; throws when an issuer thread failed during the turn (the turn's results
- * would not be the engine's). Its threads are kept asleep for the next turn (a start of 8
- * issuer threads takes up to seconds from the sources); `main` ends them at the end.
+ * would not be the engine's). Its threads are kept asleep for the next turn (starting them
+ * again each turn would add their start-up to the run); `main` ends them at the end.
  */
 async function leaveEngine(): Promise<void> {
   const statistics = issueEngineStatistics();

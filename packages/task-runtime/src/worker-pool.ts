@@ -1,8 +1,7 @@
 /**
  * Worker tasks: jobs that run on worker threads, each with the task runtime inside, so that one
- * process issues GPU work from several cores. A thread's driver calls cost about 4 us each in
- * any language; one thread issuing every launch caps a process at ~250k calls/s. The pool's
- * workers make their own driver calls, in parallel, on their own streams of the same context
+ * process issues GPU work from several cores: one thread issuing every driver call caps a
+ * process whose jobs are many small kernels (docs/decisions/0042). The pool's workers make their own driver calls, in parallel, on their own streams of the same context
  * (device pointers, events and streams are valid in every thread of a process).
  *
  * The caller's side: `WorkerPool.start(moduleUrl)` starts the workers, each of which imports

@@ -1,10 +1,10 @@
 /**
- * The issue engine: kernel launches made on issuer threads. One thread's driver calls cost
- * about 4 us each, so a process whose tasks launch many small kernels is capped by the thread
- * that makes every call. With the engine started (`startIssueEngine`), a launch is checked and
+ * The issue engine: kernel launches made on issuer threads. A process whose tasks launch many
+ * small kernels is capped by the one thread that makes every driver call (the figures:
+ * docs/decisions/0042). With the engine started (`startIssueEngine`), a launch is checked and
  * its arguments marshalled on the calling thread as before (bad input still throws at the
- * call), then written into a ring in a `SharedArrayBuffer` (about 0.1 us) that an issuer
- * thread drains with cuLaunchKernel. Each stream is drained by one issuer, so its launches keep
+ * call), then written into a ring in a `SharedArrayBuffer` that an issuer thread drains with
+ * cuLaunchKernel. Each stream is drained by one issuer, so its launches keep
  * their order; W issuers make the calls of W streams at once.
  *
  * Everything else stays on the calling thread, after the stream's launches: reading a
@@ -494,7 +494,7 @@ export interface StopIssueEngineOptions {
   /**
    * Keep the issuer threads, asleep (no CPU, and they do not keep the process alive), so that
    * the next `startIssueEngine` with the same options takes them up at once instead of starting
-   * threads (tens to hundreds of milliseconds). Default false: the threads exit.
+   * new threads. Default false: the threads exit.
    */
   keepThreads?: boolean;
 }
