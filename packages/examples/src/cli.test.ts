@@ -128,14 +128,21 @@ describe('the commands read their values', () => {
       sharedStream: false,
       priorities: true,
       graceMs: 10_000,
+      searchBatch: 64,
     });
     expect(parseServerArguments(['--shared-stream', '--no-priorities'], { PORT: '9' })).toEqual({
       port: 9,
       sharedStream: true,
       priorities: false,
       graceMs: 10_000,
+      searchBatch: 64,
     });
     expect(parseServerArguments(['--grace-ms', '250'], {}).graceMs).toBe(250);
+    expect(parseServerArguments(['--search-batch', '0'], {}).searchBatch).toBe(0);
+    expect(parseServerArguments(['--search-batch', '16'], {}).searchBatch).toBe(16);
+    expect(refusal(() => parseServerArguments(['--search-batch=-1'], {})).message).toBe(
+      '--search-batch must be an integer >= 0, got -1',
+    );
     expect(refusal(() => parseServerArguments(['--grace-ms', '2.5'], {})).message).toBe(
       '--grace-ms must be an integer >= 0, got 2.5',
     );

@@ -213,11 +213,16 @@ describe('makeSearchRequest', () => {
     }
   });
 
-  it('accepts k distinct rows best first, and the same answer every time', () => {
+  it('accepts k distinct rows best first, and the same rows every time, scores to float32 rounding', () => {
     const fresh = makeSearchRequest(3, 100, 3, 6);
     expect(fresh.check({ indices: [7, 3, 99], scores: [2, 1.5, 1.5] }, 0)).toBeUndefined();
     expect(fresh.check({ indices: [7, 3, 99], scores: [2, 1.5, 1.5] }, 1)).toBeUndefined();
+    // Rounding: a tie may come in the other order, a score may move in its last bits.
+    expect(fresh.check({ indices: [7, 99, 3], scores: [2.0000001, 1.5, 1.5] }, 1)).toBeUndefined();
     expect(fresh.check({ indices: [7, 3, 98], scores: [2, 1.5, 1.5] }, 2)).toMatch(
+      /a different answer than the first time/,
+    );
+    expect(fresh.check({ indices: [7, 3, 99], scores: [2, 1.5, 1.49] }, 3)).toMatch(
       /a different answer than the first time/,
     );
   });

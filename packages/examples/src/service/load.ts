@@ -36,7 +36,7 @@
  * (cluster.ts; N = 1 is the plain service in one process), with each process's GPU memory as
  * `nvidia-smi` reports it printed once the server listens.
  *
- * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N]`
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N]`
  */
 import { execFileSync } from 'node:child_process';
 import type { Server } from 'node:http';
@@ -63,10 +63,10 @@ import {
   type ScheduleResult,
 } from './client-process.js';
 import { SearchIndex } from './search.js';
+import { DEFAULT_SEARCH_BATCH } from './search-batcher.js';
 import { type SearchReference, searchReference } from './search-reference.js';
 import {
   createServer,
-  DEFAULT_GPU_IN_FLIGHT,
   type GpuHealth,
   gpuHealth,
   type ServerOptions,
@@ -153,9 +153,14 @@ export interface LoadOptions {
   rows: number;
   /**
    * Search: the server's bound on searches running their GPU work at once (undefined: its
-   * default, `DEFAULT_GPU_IN_FLIGHT`; 0: no bound).
+   * default, `DEFAULT_GPU_IN_FLIGHT` for searches one by one, none for batches; 0: no bound).
    */
   inFlight?: number | undefined;
+  /**
+   * Search: the server's largest batch of searches (undefined: its default,
+   * `DEFAULT_SEARCH_BATCH.maxBatch`; 0: one GEMV per search, `searchBatch: false`).
+   */
+  searchBatch?: number | undefined;
   /** Search: neighbours per query (default 10, at most 100). */
   k: number;
   /**
@@ -274,8 +279,15 @@ export const loadCommandLine = {
     'in-flight': {
       type: 'string',
       placeholder: 'N',
-      description: 'search: requests whose GPU work runs at once, 0 for no bound',
-      default: `the server's, ${DEFAULT_GPU_IN_FLIGHT['/search']}`,
+      description:
+        'search: requests whose GPU work runs at once, 0 for no bound (by default, 4 where searches run one by one, none where they run in batches)',
+      default: `the server's`,
+    },
+    'search-batch': {
+      type: 'string',
+      placeholder: 'N',
+      description: 'search: the most searches in one batch (one SGEMM); 0: one GEMV per search',
+      default: `the server's, ${DEFAULT_SEARCH_BATCH.maxBatch}`,
     },
     processes: {
       type: 'string',
@@ -335,6 +347,12 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
         : values['in-flight'] === '0'
           ? 0
           : integer('in-flight', 0, 4096),
+    searchBatch:
+      values['search-batch'] === undefined
+        ? undefined
+        : values['search-batch'] === '0'
+          ? 0
+          : integer('search-batch', 0, 4096),
     processes: values.processes === undefined ? undefined : integer('processes', 0, 64),
   };
   // Each mode's server holds its own index: with processes, one mode unless asked for both.
@@ -445,13 +463,24 @@ async function serverFor(
     },
   });
   const url = await listen(server);
-  return { url, close: () => close(server) };
+  return {
+    url,
+    close: () => {
+      const batches = server.statistics().searchBatches;
+      if (batches !== undefined && batches.batches > 0) {
+        console.log(
+          `server: ${batches.searches} searches in ${batches.batches} batches (${formatNumber(batches.searches / batches.batches, 1)} a batch, the largest ${batches.largestBatch})`,
+        );
+      }
+      return close(server);
+    },
+  };
 }
 
 /**
  * `server.ts --processes N` in child processes (cluster.ts), with the flags of `serverOptions`
- * that the command line has (the stream mode, priorities, the index's rows; a bound on
- * searches in flight it does not take); `close` sends SIGTERM and waits for the exit.
+ * that the command line has (the stream mode, priorities, the index's rows, the search batch;
+ * a bound on searches in flight it does not take); `close` sends SIGTERM and waits for the exit.
  */
 async function serviceProcesses(
   options: LoadOptions,
@@ -468,6 +497,7 @@ async function serviceProcesses(
   ];
   if (serverOptions.sharedStream) args.push('--shared-stream');
   if (serverOptions.priorities === false) args.push('--no-priorities');
+  if (options.searchBatch !== undefined) args.push('--search-batch', String(options.searchBatch));
   const service = await startServiceProcess(script, args);
   console.log(
     `server: ${options.processes} process${options.processes === 1 ? '' : 'es'} (server.ts ${args.join(' ')}), pid ${service.child.pid}`,
@@ -816,6 +846,12 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
         },
         {
           search: { rows: options.rows, dim: 128 },
+          ...(options.searchBatch === undefined
+            ? {}
+            : {
+                searchBatch:
+                  options.searchBatch === 0 ? false : { maxBatch: options.searchBatch },
+              }),
           ...(options.inFlight === undefined
             ? {}
             : {

@@ -1,12 +1,13 @@
 /**
  * A nearest-neighbour search over embeddings that live on the GPU and that every request
  * reads: the scores of a query against all rows are one GEMV, then `topk` from
- * `@cuda-tasks/kernels` picks the k best. Each search runs on the current stream (the
+ * `@cuda-tasks/kernels` picks the k best; `searchMany` answers a batch of queries with one
+ * SGEMM and a top-k per column, reading the embeddings once for all of them. Each search runs on the current stream (the
  * request's task stream in the service), allocates its own query and score buffers, and only
  * reads the shared embeddings, so concurrent searches on different streams do not wait for
  * each other.
  */
-import { gemv } from '@cuda-tasks/cublas';
+import { gemm, gemv } from '@cuda-tasks/cublas';
 import {
   CudaArgumentError,
   DeviceArray,
@@ -17,7 +18,7 @@ import {
   shareMemory,
 } from '@cuda-tasks/cudadrv';
 import { Generator } from '@cuda-tasks/curand';
-import { topk } from '@cuda-tasks/kernels';
+import { MAX_TOPK, topk } from '@cuda-tasks/kernels';
 import { synchronize } from '@cuda-tasks/task-runtime';
 
 /** Options of `SearchIndex.create`. */
@@ -90,27 +91,34 @@ export class SearchIndex {
   }
 
   /**
-   * The `k` rows with the largest dot product with `query` (length `dim`, finite values),
-   * best first, on the current stream: scores = embeddings x query (cuBLAS SGEMV), then
-   * `topk`. k <= rows. A CudaArgumentError, before any GPU call, for anything else.
-   * @example const { indices, scores } = await index.search(query, 10);
+   * Throws a CudaArgumentError, before any GPU call, unless `query` is a Float32Array of `dim`
+   * finite values and k is in 1..min(rows, MAX_TOPK): what `search` and `searchMany` refuse.
    */
-  async search(query: Float32Array, k: number): Promise<SearchResult> {
+  checkQuery(query: Float32Array, k: number, call = 'SearchIndex.search'): void {
     if (!(query instanceof Float32Array) || query.length !== this.dim) {
-      throw new CudaArgumentError(
-        `SearchIndex.search: query must be a Float32Array of ${this.dim}`,
-      );
+      throw new CudaArgumentError(`${call}: query must be a Float32Array of ${this.dim}`);
     }
     for (let i = 0; i < query.length; i++) {
       if (!Number.isFinite(query[i]!)) {
         throw new CudaArgumentError(
-          `SearchIndex.search: query[${i}] is ${query[i]}: every value must be finite`,
+          `${call}: query[${i}] is ${query[i]}: every value must be finite`,
         );
       }
     }
-    if (!Number.isSafeInteger(k) || k < 1 || k > this.rows) {
-      throw new CudaArgumentError(`SearchIndex.search: k must be in 1..${this.rows}, got ${k}`);
+    const most = Math.min(this.rows, MAX_TOPK);
+    if (!Number.isSafeInteger(k) || k < 1 || k > most) {
+      throw new CudaArgumentError(`${call}: k must be in 1..${most}, got ${k}`);
     }
+  }
+
+  /**
+   * The `k` rows with the largest dot product with `query` (length `dim`, finite values),
+   * best first, on the current stream: scores = embeddings x query (cuBLAS SGEMV), then
+   * `topk`. k <= min(rows, 1024). A CudaArgumentError, before any GPU call, for anything else.
+   * @example const { indices, scores } = await index.search(query, 10);
+   */
+  async search(query: Float32Array, k: number): Promise<SearchResult> {
+    this.checkQuery(query, k);
     const q = DeviceArray.fromHost(query);
     const scores = DeviceArray.empty('float32', this.rows);
     let best: { values: DeviceArray<'float32'>; indices: DeviceArray<'int32'> } | undefined;
@@ -122,6 +130,63 @@ export class SearchIndex {
     } finally {
       q.dispose();
       scores.dispose();
+      best?.values.dispose();
+      best?.indices.dispose();
+    }
+  }
+
+  /**
+   * Many searches in one pass over the embeddings, on the current stream: the queries as the
+   * columns of a dim x B matrix, scores = embeddings x queries (one cuBLAS SGEMM, rows x B),
+   * then `topk` per column with the largest `ks[j]`, each answer cut to its own k. The index is
+   * read once for all B queries instead of once each. Answers agree with `search`'s to float32
+   * rounding (the SGEMM may sum in another order than the SGEMV); rows whose scores tie within
+   * that rounding may come in another order. One query goes through `search`.
+   * @example const [a, b] = await index.searchMany([q1, q2], [10, 5]);
+   */
+  async searchMany(
+    queries: readonly Float32Array[],
+    ks: readonly number[],
+  ): Promise<SearchResult[]> {
+    const call = 'SearchIndex.searchMany';
+    if (!Array.isArray(queries) || !Array.isArray(ks) || queries.length !== ks.length) {
+      throw new CudaArgumentError(
+        `${call}: queries and ks must be arrays of one length, got ${queries?.length} and ${ks?.length}`,
+      );
+    }
+    const batch = queries.length;
+    let kMax = 0;
+    for (let j = 0; j < batch; j++) {
+      this.checkQuery(queries[j]!, ks[j]!, `${call}: queries[${j}]`);
+      kMax = Math.max(kMax, ks[j]!);
+    }
+    if (batch === 0) return [];
+    if (batch === 1) return [await this.search(queries[0]!, ks[0]!)];
+    const dim = this.dim;
+    const packed = new Float32Array(dim * batch);
+    for (let j = 0; j < batch; j++) packed.set(queries[j]!, j * dim);
+    const q = DeviceArray.fromHost(packed, [dim, batch]);
+    let scores: DeviceArray<'float32'> | undefined;
+    let best: { values: DeviceArray<'float32'>; indices: DeviceArray<'int32'> } | undefined;
+    try {
+      scores = DeviceArray.empty('float32', [this.rows, batch]);
+      gemm(this.embeddings, q, scores);
+      // Column j holds query j's scores; its kMax best are column j of [kMax, batch].
+      best = topk(scores, kMax, { axis: 0 });
+      const [values, indices] = await Promise.all([best.values.toHost(), best.indices.toHost()]);
+      const results: SearchResult[] = new Array(batch);
+      for (let j = 0; j < batch; j++) {
+        const from = j * kMax;
+        const to = from + ks[j]!;
+        results[j] = {
+          indices: Array.from(indices.subarray(from, to)),
+          scores: Array.from(values.subarray(from, to)),
+        };
+      }
+      return results;
+    } finally {
+      q.dispose();
+      scores?.dispose();
       best?.values.dispose();
       best?.indices.dispose();
     }

@@ -65,6 +65,15 @@ import {
   requestSignal,
 } from './request-policy.js';
 import { SearchIndex, type SearchIndexOptions, type SearchResult } from './search.js';
+import {
+  type BatchSearchBackend,
+  type RunBatch,
+  SearchBatcher,
+  type SearchBatchOptions,
+  type SearchBatchStatistics,
+  DEFAULT_SEARCH_BATCH,
+  searchBatchOptions,
+} from './search-batcher.js';
 import { memoryStatistics } from './stats.js';
 import {
   type BodyContext,
@@ -83,6 +92,13 @@ import {
 export interface SearchBackend {
   /** The `k` rows nearest `query`, best first (see `SearchIndex.search`). */
   search(query: Float32Array, k: number): Promise<SearchResult>;
+  /**
+   * Many searches in one pass (see `SearchIndex.searchMany`): with it, concurrent searches run
+   * in batches (`ServerOptions.searchBatch`); without it, one `search` per request.
+   */
+  searchMany?(queries: readonly Float32Array[], ks: readonly number[]): Promise<SearchResult[]>;
+  /** Throws where `search` would refuse the query (see `SearchIndex.checkQuery`). */
+  checkQuery?(query: Float32Array, k: number): void;
   /** Frees what it holds. */
   dispose(): void;
 }
@@ -137,6 +153,14 @@ export interface ServerOptions {
   createSearchIndex?: (
     options: SearchIndexOptions & { rows: number; dim: number },
   ) => Promise<SearchBackend>;
+  /**
+   * Searches that arrive together run as one batch (search-batcher.ts): one SGEMM over the
+   * embeddings for up to `maxBatch` queries (default 64) and a top-k per query, with at most
+   * `maxInFlight` batches on the GPU at once (default 2), each in a task of its own. A search
+   * on an idle service goes at once, alone. False: each request runs its own GEMV, at most
+   * `DEFAULT_GPU_IN_FLIGHT['/search']` at once.
+   */
+  searchBatch?: SearchBatchOptions | false;
   /**
    * Runs GPU work (a request's, the index build) with its task options instead of `task` (the
    * default, which also names the request's stream in the `x-cuda-stream` header). A stand-in
@@ -247,7 +271,8 @@ export const DEFAULT_GPU_MEMORY_BUDGET = 8 * 1024 ** 3;
  * How many requests of a route run their GPU work at once by default, besides the bound in
  * bytes that every GPU route has (`DEFAULT_GPU_MEMORY_BUDGET`): `/search`'s GEMV reads all the
  * embeddings, so a few searches fill the GPU's memory bandwidth and more only share it (each
- * then takes longer).
+ * then takes longer). It applies to searches that run one by one (`searchBatch: false`);
+ * batched searches are bounded by batches in flight instead (`DEFAULT_SEARCH_BATCH`).
  */
 export const DEFAULT_GPU_IN_FLIGHT: Readonly<Record<string, number>> = { '/search': 4 };
 
@@ -471,6 +496,11 @@ interface Prepared {
   before?: (signal: AbortSignal) => Promise<void>;
   /** The GPU work, run in the request's task. */
   run(): Promise<unknown>;
+  /**
+   * The `x-cuda-stream` label of the stream the work ran on, where that is not the request's
+   * own (a batched search's batch task), once `run` has settled.
+   */
+  ranOn?: string | undefined;
 }
 
 interface Route {
@@ -575,6 +605,8 @@ export interface ServiceStatistics {
   closing: boolean;
   /** The body parsers: bodies parsed inline and in workers, workers alive, timeouts, crashes. */
   bodyParsing: ParsePoolStatistics;
+  /** The search batches since the index was built (absent while none is, or unbatched). */
+  searchBatches?: SearchBatchStatistics;
 }
 
 /** Options of `GpuService.shutdown`. */
@@ -711,8 +743,10 @@ export function createServer(options: ServerOptions = {}): GpuService {
   }
   const line = { maxWaiting: bounds.maxWaiting, maxWaitMs: bounds.maxWaitMs };
   const gates = new Map<string, Admission>();
+  const searchBatch =
+    options.searchBatch === false ? undefined : searchBatchOptions(options.searchBatch);
   for (const [route, limit] of Object.entries({
-    ...DEFAULT_GPU_IN_FLIGHT,
+    ...(searchBatch === undefined ? DEFAULT_GPU_IN_FLIGHT : {}),
     ...options.gpuInFlight,
   })) {
     if (limit === Number.POSITIVE_INFINITY) continue;
@@ -747,13 +781,50 @@ export function createServer(options: ServerOptions = {}): GpuService {
   const searchRows = options.search?.rows ?? 1_000_000;
   const searchDim = options.search?.dim ?? 128;
   const createIndex = options.createSearchIndex ?? SearchIndex.create;
-  let searchIndex: Promise<SearchBackend> | undefined;
-  const sharedSearchIndex = (): Promise<SearchBackend> => {
+  /** The index, and the batcher of its searches where they run in batches. */
+  interface SearchService {
+    backend: SearchBackend;
+    batcher: SearchBatcher | undefined;
+  }
+  // The stream each batch ran on, for the answers' x-cuda-stream header.
+  const batchStreams = new WeakMap<SearchResult, string>();
+  // Each batch in a task of its own (or on the shared stream), that no request's signal cancels.
+  const runBatch: RunBatch = (work) =>
+    runTask(
+      async () => {
+        const results = await (options.sharedStream && options.runTask === undefined
+          ? withStream((shared ??= Stream.create({ name: 'service shared stream' })), work)
+          : work());
+        if (options.runTask === undefined) {
+          const label = streamLabel(currentStream());
+          for (const result of results) batchStreams.set(result, label);
+        }
+        return results;
+      },
+      {
+        name: 'POST /search batch',
+        signal: lifetime.signal,
+        ...(priorities ? { priority: requestPriority('/search', undefined) } : {}),
+      },
+    ) as Promise<SearchResult[]>;
+  let searchIndex: Promise<SearchService> | undefined;
+  // The batcher of the index built last, for `statistics()`.
+  let batcherNow: SearchBatcher | undefined;
+  const sharedSearchIndex = (): Promise<SearchService> => {
     if (searchIndex === undefined) {
-      const pending = runTask(
-        () => createIndex({ ...options.search, rows: searchRows, dim: searchDim }),
-        { name: 'build the search index', signal: lifetime.signal },
-      ) as Promise<SearchBackend>;
+      const pending = (
+        runTask(() => createIndex({ ...options.search, rows: searchRows, dim: searchDim }), {
+          name: 'build the search index',
+          signal: lifetime.signal,
+        }) as Promise<SearchBackend>
+      ).then((backend): SearchService => {
+        const batcher =
+          searchBatch !== undefined && typeof backend.searchMany === 'function'
+            ? new SearchBatcher(backend as BatchSearchBackend, searchBatch, runBatch)
+            : undefined;
+        batcherNow = batcher;
+        return { backend, batcher };
+      });
       searchIndex = pending;
       // A failed build is not kept: the next request builds again.
       pending.catch(() => {
@@ -769,18 +840,27 @@ export function createServer(options: ServerOptions = {}): GpuService {
       method: 'POST',
       prepare(body) {
         const request = body as SearchRequest;
-        let index: SearchBackend | undefined;
-        return {
+        let index: SearchService | undefined;
+        let requestSignal: AbortSignal | undefined;
+        const prepared: Prepared = {
           bytes: estimatedGpuBytes('/search', request, { rows: searchRows }),
           async before(signal) {
+            requestSignal = signal;
             // Each request waits for the shared build with its own signal: one that leaves
             // stops waiting, the build goes on for the others.
             index = await untilAborted(sharedSearchIndex(), signal);
           },
           async run() {
-            return finiteScores(await index!.search(request.query, request.k));
+            const { backend, batcher } = index!;
+            if (batcher === undefined) {
+              return finiteScores(await backend.search(request.query, request.k));
+            }
+            const result = await batcher.search(request.query, request.k, requestSignal);
+            prepared.ranOn = batchStreams.get(result);
+            return finiteScores(result);
           },
         };
+        return prepared;
       },
     },
   };
@@ -893,9 +973,13 @@ export function createServer(options: ServerOptions = {}): GpuService {
       await prepared.before?.(signal);
       // In a task of its own (or on the shared stream), naming the stream it ran on in a
       // response header (see STREAM_HEADER); a stand-in runner gets the route's work alone.
-      const onStream = () => {
+      const onStream = async () => {
         response.setHeader(STREAM_HEADER, streamLabel(currentStream()));
-        return prepared.run();
+        try {
+          return await prepared.run();
+        } finally {
+          if (prepared.ranOn !== undefined) response.setHeader(STREAM_HEADER, prepared.ranOn);
+        }
       };
       const work =
         options.runTask !== undefined
@@ -1018,7 +1102,10 @@ export function createServer(options: ServerOptions = {}): GpuService {
     searchIndex = undefined;
     // A build that ignores the abort is disposed whenever it ends; shutdown does not wait on it.
     const disposed = pending?.then(
-      (index) => index.dispose(),
+      (index) => {
+        index.batcher?.close(new RequestError(503, 'the service is shutting down'));
+        index.backend.dispose();
+      },
       () => undefined,
     );
     await settledWithin(
@@ -1081,6 +1168,7 @@ export function createServer(options: ServerOptions = {}): GpuService {
       waiting,
       closing: closing !== undefined,
       bodyParsing: parsing.statistics(),
+      ...(batcherNow === undefined ? {} : { searchBatches: batcherNow.statistics() }),
     };
   };
 
@@ -1124,20 +1212,34 @@ export const serverCommandLine = {
       description: 'embeddings of the /search index, each 128 float32 values',
       default: DEFAULT_SEARCH_ROWS,
     },
+    'search-batch': {
+      type: 'string',
+      placeholder: 'N',
+      description:
+        'the most searches answered by one batch (one SGEMM over the index); 0: one GEMV per search',
+      default: DEFAULT_SEARCH_BATCH.maxBatch,
+    },
   },
 } as const;
 
 /**
  * Parses the service's command line: the port (from `--port N`, then `$PORT`, then 0, a random
- * free port), `--shared-stream`, `--no-priorities` and `--grace-ms MS` (default 10,000).
- * Throws a `CommandLineError` for an unknown flag (listing the valid ones), a port outside
- * 0..65535 or a grace that is not an integer >= 0.
- * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000 }
+ * free port), `--shared-stream`, `--no-priorities`, `--grace-ms MS` (default 10,000) and
+ * `--search-batch N` (default 64; 0: `searchBatch: false`). Throws a `CommandLineError` for an
+ * unknown flag (listing the valid ones), a port outside 0..65535, a grace or a batch size that
+ * is not an integer >= 0.
+ * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000, searchBatch: 64 }
  */
 export function parseServerArguments(
   argv: readonly string[],
   environment: NodeJS.ProcessEnv = process.env,
-): { port: number; sharedStream: boolean; priorities: boolean; graceMs: number } {
+): {
+  port: number;
+  sharedStream: boolean;
+  priorities: boolean;
+  graceMs: number;
+  searchBatch: number;
+} {
   const { values } = parseCommandLine(argv, serverCommandLine);
   const portText = values.port ?? environment.PORT ?? '0';
   const port = Number(portText);
@@ -1155,11 +1257,20 @@ export function parseServerArguments(
       usage(serverCommandLine),
     );
   }
+  const batchText = values['search-batch'] ?? String(DEFAULT_SEARCH_BATCH.maxBatch);
+  const searchBatch = Number(batchText);
+  if (batchText === '' || !Number.isSafeInteger(searchBatch) || searchBatch < 0) {
+    throw new CommandLineError(
+      `--search-batch must be an integer >= 0, got ${batchText || 'nothing'}`,
+      usage(serverCommandLine),
+    );
+  }
   return {
     port,
     sharedStream: values['shared-stream'] === true,
     priorities: values['no-priorities'] !== true,
     graceMs,
+    searchBatch,
   };
 }
 
@@ -1234,7 +1345,7 @@ export function stopOnSignals(service: GpuService, options: StopOnSignalsOptions
 export async function main(
   argv: readonly string[] = process.argv.slice(2),
 ): Promise<GpuService | ClusterService> {
-  const { port, sharedStream, priorities, graceMs } = parseServerArguments(argv);
+  const { port, sharedStream, priorities, graceMs, searchBatch } = parseServerArguments(argv);
   const { processes, searchRows } = parseClusterArguments(
     parseCommandLine(argv, serverCommandLine).values,
     usage(serverCommandLine),
@@ -1269,6 +1380,7 @@ export async function main(
     priorities,
     bodyParsing: { prestart: true },
     search: { rows: searchRows },
+    searchBatch: searchBatch === 0 ? false : { maxBatch: searchBatch },
     // A worker of the cluster searches the primary's index, opened read-only.
     ...(worker ? { createSearchIndex: openClusterSearchIndex } : {}),
   });
