@@ -425,6 +425,47 @@ export function pooledResult(runs: readonly ModeResult[]): ModeResult {
 }
 
 /**
+ * The runs of one mode by clients that ran at the same time, as one result: the answers and
+ * errors of all, throughput over the longest client's measured time (the clients started
+ * together; counting each answer over the longest time errs low, never high), p50 / p99 / max
+ * of all their latencies together, the largest loop delay of any. Throws for no runs or runs of
+ * different modes.
+ * @example concurrentResult([client1, client2]).requestsPerSecond;
+ */
+export function concurrentResult(runs: readonly ModeResult[]): ModeResult {
+  const pooled = pooledResult(runs);
+  const seconds = Math.max(...runs.map((run) => run.seconds));
+  return {
+    ...pooled,
+    seconds,
+    requestsPerSecond: throughput(pooled.latencies.length, seconds),
+  };
+}
+
+/**
+ * `options` split among `clients` load clients that run at once: the concurrency, the
+ * requests and the warm-up shared out as evenly as whole numbers allow (the first ones get the
+ * extra one), the seconds the same for each. Throws a RangeError for fewer than one client or
+ * more clients than requests in flight.
+ * @example splitMeasureOptions({ requests: 10, seconds: 5, concurrency: 5, warmup: 0 }, 2).map((o) => o.concurrency); // [3, 2]
+ */
+export function splitMeasureOptions(options: MeasureOptions, clients: number): MeasureOptions[] {
+  if (!Number.isSafeInteger(clients) || clients < 1 || clients > options.concurrency) {
+    throw new RangeError(
+      `splitMeasureOptions: clients must be an integer in 1..${options.concurrency} (the concurrency), got ${clients}`,
+    );
+  }
+  const share = (total: number, i: number) =>
+    Math.floor(total / clients) + (i < total % clients ? 1 : 0);
+  return Array.from({ length: clients }, (_, i) => ({
+    requests: share(options.requests, i),
+    seconds: options.seconds,
+    concurrency: share(options.concurrency, i),
+    warmup: share(options.warmup, i),
+  }));
+}
+
+/**
  * The order of `modes` in round `round` (0, 1, ...) of a measurement that takes turns: as
  * given in even rounds, reversed in odd ones, so that no mode always runs first (the host's
  * speed drifts within a process; docs/decisions/0025).

@@ -1,4 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { concurrentResult, splitMeasureOptions } from './client.js';
 import {
   checkSolution,
   type ModeResult,
@@ -34,6 +36,8 @@ describe('parseLoadArguments', () => {
       rows: 1_000_000,
       k: 10,
       inFlight: undefined,
+      searchBatch: undefined,
+      clients: 1,
     });
   });
 
@@ -75,6 +79,12 @@ describe('parseLoadArguments', () => {
     expect(parseLoadArguments(['--in-flight', '4']).inFlight).toBe(4);
     expect(parseLoadArguments(['--in-flight', '0']).inFlight).toBe(0);
     expect(() => parseLoadArguments(['--in-flight=-1'])).toThrow(/--in-flight must be/);
+    expect(parseLoadArguments(['--search-batch', '0']).searchBatch).toBe(0);
+    expect(parseLoadArguments(['--search-batch', '16']).searchBatch).toBe(16);
+    expect(parseLoadArguments(['--clients', '4', '--concurrency', '64']).clients).toBe(4);
+    expect(() => parseLoadArguments(['--clients', '8', '--concurrency', '4'])).toThrow(
+      '--clients must be at most the concurrency (4), got 8',
+    );
   });
 
   it('reads --name value and --name=value', () => {
@@ -304,5 +314,62 @@ describe('measuring the modes in turns', () => {
     expect(() => pooledResult([run('task', [1], 1, 0), run('shared', [1], 1, 0)])).toThrow(
       'pooledResult: runs of task and shared',
     );
+  });
+
+  it('clients at once: their answers over the longest measured time, latencies together', () => {
+    const latencies = Array.from({ length: 100 }, (_, i) => i + 1);
+    const together = concurrentResult([
+      run(
+        'task',
+        latencies.filter((x) => x <= 60),
+        2,
+        4,
+      ),
+      run(
+        'task',
+        latencies.filter((x) => x > 60),
+        2.5,
+        9,
+      ),
+    ]);
+    expect(together.completed).toBe(102);
+    expect(together.seconds).toBe(2.5);
+    expect(together.requestsPerSecond).toBe(40);
+    expect(together.p50).toBeCloseTo(50.5, 12);
+    expect(together.max).toBe(100);
+    expect(together.loopDelayMax).toBe(9);
+    expect(() => concurrentResult([])).toThrow('pooledResult: no runs');
+  });
+
+  it('splits a run among clients: every request and slot given out once', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 500 }),
+        fc.integer({ min: 0, max: 10_000 }),
+        fc.integer({ min: 0, max: 2000 }),
+        fc.integer({ min: 1, max: 64 }),
+        (concurrency, requests, warmup, wanted) => {
+          const clients = Math.min(wanted, concurrency);
+          const shares = splitMeasureOptions(
+            { requests, seconds: 3, concurrency, warmup },
+            clients,
+          );
+          expect(shares).toHaveLength(clients);
+          const sum = (key: 'requests' | 'concurrency' | 'warmup') =>
+            shares.reduce((total, share) => total + share[key], 0);
+          expect(sum('concurrency')).toBe(concurrency);
+          expect(sum('requests')).toBe(requests);
+          expect(sum('warmup')).toBe(warmup);
+          for (const share of shares) {
+            expect(share.seconds).toBe(3);
+            expect(share.concurrency).toBeGreaterThanOrEqual(1);
+            expect(share.concurrency - shares.at(-1)!.concurrency).toBeLessThanOrEqual(1);
+          }
+        },
+      ),
+    );
+    expect(() =>
+      splitMeasureOptions({ requests: 1, seconds: 1, concurrency: 2, warmup: 0 }, 3),
+    ).toThrow('clients must be an integer in 1..2 (the concurrency), got 3');
   });
 });

@@ -36,7 +36,7 @@
  * (cluster.ts; N = 1 is the plain service in one process), with each process's GPU memory as
  * `nvidia-smi` reports it printed once the server listens.
  *
- * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N]`
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N] [--clients N]`
  */
 import { execFileSync } from 'node:child_process';
 import type { Server } from 'node:http';
@@ -50,10 +50,12 @@ import {
   usage,
 } from '../cli.js';
 import {
+  concurrentResult,
   type MeasureOptions,
   type ModeResult,
   pooledResult,
   searchQuery,
+  splitMeasureOptions,
   turnOrder,
 } from './client.js';
 import {
@@ -65,12 +67,7 @@ import {
 import { SearchIndex } from './search.js';
 import { DEFAULT_SEARCH_BATCH } from './search-batcher.js';
 import { type SearchReference, searchReference } from './search-reference.js';
-import {
-  createServer,
-  type GpuHealth,
-  gpuHealth,
-  type ServerOptions,
-} from './server.js';
+import { createServer, type GpuHealth, gpuHealth, type ServerOptions } from './server.js';
 import { startServiceProcess } from './spawn-service.js';
 import { formatNumber } from './statistics.js';
 import {
@@ -113,6 +110,11 @@ export interface LoadOptions {
   seconds: number;
   /** Requests in flight at once (default 32). */
   concurrency: number;
+  /**
+   * Closed-loop workloads: load client processes that share the concurrency and run at once
+   * (default 1), for servers that answer faster than one client can ask.
+   */
+  clients: number;
   /** Matrix size (default 128). */
   n: number;
   /** Which in-process modes to run (default both). Ignored with `url`. */
@@ -201,6 +203,13 @@ export const loadCommandLine = {
       placeholder: 'N',
       description: 'requests in flight',
       default: 32,
+    },
+    clients: {
+      type: 'string',
+      placeholder: 'N',
+      description:
+        'closed loop: client processes sharing the concurrency, all at once (for a server faster than one client)',
+      default: 1,
     },
     n: { type: 'string', placeholder: 'N', description: 'matrix size', default: 128 },
     mode: {
@@ -321,6 +330,7 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     requests: values.requests === undefined ? undefined : integer('requests', 0, 10_000_000),
     seconds: loadCommandLine.options.seconds.default,
     concurrency: integer('concurrency', loadCommandLine.options.concurrency.default, 4096),
+    clients: integer('clients', loadCommandLine.options.clients.default, 64),
     n: integer('n', loadCommandLine.options.n.default, 2048),
     modes: ['task', 'shared'],
     rounds: integer('rounds', loadCommandLine.options.rounds.default, 100),
@@ -398,6 +408,11 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     }
     options.url = url!.origin;
     if (options.processes !== undefined) fail('--processes starts its own server: not with --url');
+  }
+  if (options.clients > options.concurrency) {
+    fail(
+      `--clients must be at most the concurrency (${options.concurrency}), got ${options.clients}`,
+    );
   }
   return options;
 }
@@ -644,18 +659,22 @@ async function closedLoop(
       const run = modes[index]!;
       const label = MODE_LABELS[run.mode] ?? run.mode;
       console.log(`${round}: ${label} (${servers[index]!.url.origin}) ...`);
-      const { result, loopDelayMaxMs } = await runClient<ModeResult>(
-        {
-          kind: 'closed',
-          url: servers[index]!.url.href,
-          label,
-          requests,
-          options: measureOptions,
-        },
-        printProgress,
+      // One client, or several at once sharing the concurrency (only the first one's progress
+      // is printed).
+      const outcomes = await Promise.all(
+        splitMeasureOptions(measureOptions, options.clients).map((share, client) =>
+          runClient<ModeResult>(
+            { kind: 'closed', url: servers[index]!.url.href, label, requests, options: share },
+            client === 0 ? printProgress : {},
+          ),
+        ),
+      );
+      const result = concurrentResult(
+        outcomes.map((outcome) => ({ ...outcome.result, mode: run.mode })),
       );
       for (const message of result.messages) console.log(`  error: ${message}`);
-      return { ...result, mode: run.mode, loopDelayMax: loopDelayMaxMs };
+      const loopDelayMax = Math.max(...outcomes.map((outcome) => outcome.loopDelayMaxMs));
+      return { ...result, mode: run.mode, loopDelayMax };
     };
     const order = modes.map((_, index) => index);
     for (const index of order) await runOnce(index, 'warm-up round (not counted)');
@@ -849,8 +868,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
           ...(options.searchBatch === undefined
             ? {}
             : {
-                searchBatch:
-                  options.searchBatch === 0 ? false : { maxBatch: options.searchBatch },
+                searchBatch: options.searchBatch === 0 ? false : { maxBatch: options.searchBatch },
               }),
           ...(options.inFlight === undefined
             ? {}
