@@ -513,12 +513,21 @@ async function serviceProcesses(
   if (serverOptions.sharedStream) args.push('--shared-stream');
   if (serverOptions.priorities === false) args.push('--no-priorities');
   if (options.searchBatch !== undefined) args.push('--search-batch', String(options.searchBatch));
+  const usedBefore = gpuMemoryUsed();
   const service = await startServiceProcess(script, args);
   console.log(
     `server: ${options.processes} process${options.processes === 1 ? '' : 'es'} (server.ts ${args.join(' ')}), pid ${service.child.pid}`,
   );
   const memory = gpuMemoryByProcess();
   if (memory !== undefined) console.log(`GPU memory by process (nvidia-smi): ${memory}`);
+  const usedAfter = gpuMemoryUsed();
+  if (usedBefore !== undefined && usedAfter !== undefined) {
+    // Per-process figures count memory a process maps from another; the device's own count
+    // of used memory does not, so its growth is what the service holds, the index once.
+    console.log(
+      `GPU memory used on the device (nvidia-smi): ${usedBefore} MiB before the server, ${usedAfter} MiB once it listens: +${usedAfter - usedBefore} MiB`,
+    );
+  }
   return {
     url: new URL(`http://127.0.0.1:${service.port}`),
     close: async () => {
@@ -527,6 +536,23 @@ async function serviceProcesses(
       if (code !== 0) console.error(`server exited with ${signal ?? code}: ${service.stderr()}`);
     },
   };
+}
+
+/**
+ * The memory used on GPU 0 as `nvidia-smi` reports it for the device (MiB), or undefined where
+ * it does not run.
+ */
+export function gpuMemoryUsed(): number | undefined {
+  try {
+    const text = execFileSync(
+      'nvidia-smi',
+      ['--query-gpu=memory.used', '--format=csv,noheader,nounits', '--id=0'],
+      { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'ignore'] },
+    ).trim();
+    return /^\d+$/.test(text) ? Number(text) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
