@@ -36,6 +36,8 @@ describeGpu('the load script (pnpm --filter @cuda-tasks/examples load)', () => {
         '4',
         '--rounds',
         '2',
+        '--clients',
+        '2',
       ],
       { cwd: packageRoot, encoding: 'utf8', timeout: 170_000 },
     );
@@ -68,6 +70,10 @@ describeGpu('the load script (pnpm --filter @cuda-tasks/examples load)', () => {
     ]);
     expect(out).toMatch(
       /^per round \(stream per request \/ one shared stream\): throughput x[\d.]+, x[\d.]+; p99 x[\d.]+, x[\d.]+$/m,
+    );
+    // Searches in batches (two load clients at once share the concurrency of 8).
+    expect(out).toMatch(
+      /^server: \d+ searches in \d+ batches \([\d.]+ a batch, the largest \d+\)$/m,
     );
     expect(out).not.toContain('error:');
   }, 180_000);
