@@ -35,7 +35,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { availability } from '@cuda-tasks/cudadrv';
 import { kernelsPtxPath, kernelsSourcePath } from '@cuda-tasks/examples/kernels';
-import { CommandLineError, isEntryPoint, parseCommandLine, usage } from './cli.js';
+import { CommandLineError, isEntryPoint, parseCommandLine, usage } from '@cuda-tasks/testing/cli';
 import {
   addLines,
   type BenchLine,

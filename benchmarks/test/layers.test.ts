@@ -4,17 +4,18 @@ import { describeLayers } from '@cuda-tasks/testing';
 
 /**
  * The suite reads bottom-up: the timing harness, the report, the scaling configuration, the
- * bare koffi baseline and the command-line parser; the task batches, the scaling report and
+ * bare koffi baseline; the task batches, the scaling report and
  * the scaling jobs (run by the main thread's tasks and by worker tasks); the benchmarks
  * themselves (the scaling worker tasks' job module among them); the runs that gather them; `pnpm bench` (run.ts). It measures the
  * packages through their public entries, and the seed demo's workload and kernels from the
- * examples; it parses its own command line rather than borrow the examples' parser.
+ * examples; it parses its command line with the parser the examples use too, from the private
+ * testing package, rather than import the examples' command lines.
  */
 describeLayers({
   name: '@cuda-tasks/benchmarks',
   source: join(dirname(fileURLToPath(import.meta.url)), '..', 'src'),
   layers: [
-    ['harness.ts', 'report.ts', 'scaling-config.ts', 'bare.ts', 'cli.ts'],
+    ['harness.ts', 'report.ts', 'scaling-config.ts', 'bare.ts'],
     ['batches.ts', 'scaling-report.ts', 'scaling-work.ts'],
     [
       'core.ts',
@@ -41,5 +42,6 @@ describeLayers({
     '@cuda-tasks/kernels': '*',
     '@cuda-tasks/examples/kernels': '*',
     '@cuda-tasks/examples/seed': '*',
+    '@cuda-tasks/testing/cli': ['run.ts'],
   },
 });

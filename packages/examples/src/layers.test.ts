@@ -3,8 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { describeLayers } from '@cuda-tasks/testing';
 
 /**
- * Below: what the examples share (the command-line parser, the kernels' file paths, the
- * trace overlap and timeline). Above: the examples, each in its folder and importing nothing
+ * Below: what the examples share (the command-line parser, from the private testing package,
+ * the kernels' file paths, the trace overlap and timeline). Above: the examples, each in its folder and importing nothing
  * of another. They use the packages' public entries: the user library shows what a
  * third-party library can build on them.
  */
@@ -32,5 +32,6 @@ describeLayers({
     '@cuda-tasks/cusolver': '*',
     '@cuda-tasks/cusolver/ffi': '*',
     '@cuda-tasks/kernels': '*',
+    '@cuda-tasks/testing/cli': ['cli.ts'],
   },
 });
