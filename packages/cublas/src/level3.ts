@@ -84,23 +84,35 @@ function operation(transpose: boolean): number {
   return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
-/** A product's operand addresses on its stream, reused by every call likewise. */
-const operands = { a: 0 as number | bigint, b: 0 as number | bigint, c: 0 as number | bigint };
+/** A product's handle, operand addresses and trace token, reused by every call likewise. */
+const issued = {
+  handle: 0 as number | bigint,
+  a: 0 as number | bigint,
+  b: 0 as number | bigint,
+  c: 0 as number | bigint,
+  token: 0,
+};
 
 /**
- * The envelope's second step for a product C = op(A) op(B) (+ C), after its handle: A and B
- * declared read on `stream`, C written; their addresses in `operands`.
+ * The envelope's steps after the handle for a product C = op(A) op(B) (+ C): A and B declared
+ * read on `stream`, C written, then the trace operation `name` begun. `handle` is the task's
+ * bound cuBLAS handle, taken by the caller first (everything that can fail comes before the
+ * operands are declared used), or 0 for cuBLASLt, which takes none. Returns `issued`.
  */
-function useOperands(
+function beginProduct(
+  handle: number | bigint,
   stream: Stream,
   a: DeviceArray,
   b: DeviceArray,
   c: DeviceArray,
-): typeof operands {
-  operands.a = a.ffiAddressOn(stream, 'read');
-  operands.b = b.ffiAddressOn(stream, 'read');
-  operands.c = c.ffiAddressOn(stream);
-  return operands;
+  name: string,
+): typeof issued {
+  issued.handle = handle;
+  issued.a = a.ffiAddressOn(stream, 'read');
+  issued.b = b.ffiAddressOn(stream, 'read');
+  issued.c = c.ffiAddressOn(stream);
+  issued.token = blas.begin(stream, name);
+  return issued;
 }
 
 /**
@@ -160,8 +172,7 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
           workspaceBytes = workspace.byteLength;
         }
       }
-      const address = useOperands(stream, a, b, c);
-      const token = blas.begin(stream, routine.operation);
+      const address = beginProduct(0, stream, a, b, c, routine.operation);
       const status = cublasLt().cublasLtMatmul(
         plan.ltHandle,
         plan.desc,
@@ -180,15 +191,13 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
         workspaceBytes,
         stream.ffiHandle,
       );
-      blas.end(token, status, 'cublasLtMatmul');
+      blas.end(address.token, status, 'cublasLtMatmul');
       return c;
     }
   }
-  const handle = blas.handle(stream).ffiHandle;
-  const address = useOperands(stream, a, b, c);
-  const token = blas.begin(stream, routine.operation);
+  const address = beginProduct(blas.handle(stream).ffiHandle, stream, a, b, c, routine.operation);
   const status = cublas()[routine.symbol](
-    handle,
+    address.handle,
     transA,
     transB,
     g.m,
@@ -203,7 +212,7 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
     address.c,
     g.ldc,
   );
-  blas.end(token, status, routine.symbol);
+  blas.end(address.token, status, routine.symbol);
   return c;
 }
 
@@ -263,13 +272,11 @@ export function gemmStridedBatched<A extends DType, B extends DType, C extends D
     c,
   );
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
-  const handle = blas.handle(stream).ffiHandle;
-  const address = useOperands(stream, a, b, c);
   const routine = GEMM_STRIDED_BATCHED[g.dtype];
   const s = scalars().set(routine.scalar, g.alpha, g.beta);
-  const token = blas.begin(stream, routine.operation);
+  const address = beginProduct(blas.handle(stream).ffiHandle, stream, a, b, c, routine.operation);
   const status = cublas()[routine.symbol](
-    handle,
+    address.handle,
     operation(g.transA),
     operation(g.transB),
     g.m,
@@ -288,7 +295,7 @@ export function gemmStridedBatched<A extends DType, B extends DType, C extends D
     g.strideC,
     g.batch,
   );
-  blas.end(token, status, routine.symbol);
+  blas.end(address.token, status, routine.symbol);
   return c;
 }
 
@@ -311,12 +318,10 @@ export function gemmEx<C extends DeviceArray>(
   const g = checkGemmEx('gemmEx', a, b, c, options, checkedGemmEx);
   const stream = operandStream('gemmEx', options, GEMM_OPTIONS, 'abc', a, b, c);
   if (g.m === 0 || g.n === 0) return c;
-  const handle = blas.handle(stream).ffiHandle;
-  const address = useOperands(stream, a, b, c);
   const s = scalars().set(GEMM_EX.scalar, g.alpha, g.beta);
-  const token = blas.begin(stream, GEMM_EX.operation);
+  const address = beginProduct(blas.handle(stream).ffiHandle, stream, a, b, c, GEMM_EX.operation);
   const status = cublas()[GEMM_EX.symbol](
-    handle,
+    address.handle,
     operation(g.transA),
     operation(g.transB),
     g.m,
@@ -336,6 +341,6 @@ export function gemmEx<C extends DeviceArray>(
     CUBLAS_COMPUTE_32F,
     CUBLAS_GEMM_DEFAULT,
   );
-  blas.end(token, status, GEMM_EX.symbol);
+  blas.end(address.token, status, GEMM_EX.symbol);
   return c;
 }
