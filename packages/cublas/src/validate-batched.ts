@@ -15,7 +15,6 @@ import {
 import {
   assertInt32,
   fail,
-  floatOperands,
   layoutA,
   layoutB,
   layoutC,
@@ -25,13 +24,12 @@ import {
   written,
 } from './validate.js';
 import {
+  floatProduct,
   type GemmShape,
   newCheckedGemm,
-  opName,
   type ProductOptions,
   type ProductScalars,
-  productScalars,
-  productShape,
+  productLayoutShape,
 } from './validate-gemm.js';
 
 /** Batch options of `gemmStridedBatched` (element strides between consecutive matrices). */
@@ -161,13 +159,7 @@ function stridedBatchedShape<T extends StridedBatchedShape>(
   const la = batchedLayout(call, 'a', a, layoutA);
   const lb = batchedLayout(call, 'b', b, layoutB);
   const lc = batchedLayout(call, 'c', c, layoutC);
-  const { m, n } = productShape(call, la, lb, transA, transB, out);
-  if (lc.rows !== m || lc.columns !== n) {
-    fail(
-      call,
-      `c's matrices are ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
-    );
-  }
+  productLayoutShape(call, la, lb, lc, transA, transB, "c's matrices are", out);
   const { strideA, strideB, strideC } = options;
   if (strideA !== undefined) assertCount(call, 'strideA', strideA);
   if (strideB !== undefined) assertCount(call, 'strideB', strideB);
@@ -219,10 +211,6 @@ function stridedBatchedShape<T extends StridedBatchedShape>(
       assertApart(call, 'c', written, 'b', operandMatrixFootprint(read, b, lb, batch, out.strideB));
     }
   }
-
-  out.lda = la.leadingDimension;
-  out.ldb = lb.leadingDimension;
-  out.ldc = lc.leadingDimension;
   return out;
 }
 
@@ -245,8 +233,7 @@ export function checkStridedBatched(
   options: ProductOptions & BatchOptions = NO_OPTIONS,
   out: CheckedStridedBatched = newCheckedStridedBatched(),
 ): CheckedStridedBatched {
-  out.dtype = floatOperands(call, 'abc', a, b, c);
-  productScalars(call, options, out);
+  floatProduct(call, a, b, c, options, out);
   return stridedBatchedShape(
     call,
     a as Operand,

@@ -76,6 +76,34 @@ export function productShape<T extends ProductShape>(
   return out;
 }
 
+/**
+ * The m, n, k and leading dimensions of C = op(A) op(B) from the operands' matrix layouts,
+ * written into `out`; fails unless C's matrices are m x n. `result` names C's matrices in that
+ * message (`c is`, `c's matrices are`).
+ */
+export function productLayoutShape<T extends GemmShape>(
+  call: string,
+  la: MatrixLayout,
+  lb: MatrixLayout,
+  lc: MatrixLayout,
+  transA: boolean,
+  transB: boolean,
+  result: string,
+  out: T,
+): T {
+  const { m, n } = productShape(call, la, lb, transA, transB, out);
+  if (lc.rows !== m || lc.columns !== n) {
+    fail(
+      call,
+      `${result} ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
+    );
+  }
+  out.lda = la.leadingDimension;
+  out.ldb = lb.leadingDimension;
+  out.ldc = lc.leadingDimension;
+  return out;
+}
+
 /** Fails when output matrix C (of `c`) shares a byte with input matrix `layout` of `operand`. */
 function assertMatrixApart(
   call: string,
@@ -111,18 +139,9 @@ export function gemmShape<T extends GemmShape>(
   const la = matrixLayout(call, 'a', a, 2, layoutA);
   const lb = matrixLayout(call, 'b', b, 2, layoutB);
   const lc = matrixLayout(call, 'c', c, 2, layoutC);
-  const { m, n } = productShape(call, la, lb, transA, transB, out);
-  if (lc.rows !== m || lc.columns !== n) {
-    fail(
-      call,
-      `c is ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
-    );
-  }
+  productLayoutShape(call, la, lb, lc, transA, transB, 'c is', out);
   assertMatrixApart(call, c, lc, 'a', a, la);
   assertMatrixApart(call, c, lc, 'b', b, lb);
-  out.lda = la.leadingDimension;
-  out.ldb = lb.leadingDimension;
-  out.ldc = lc.leadingDimension;
   return out;
 }
 
@@ -201,6 +220,22 @@ export function productScalars<T extends ProductScalars>(
   return out;
 }
 
+/**
+ * The first checks of a product of float operands A, B, C (gemm, gemmStridedBatched): the
+ * arrays and their one dtype, then the transposes and scalars, into `out`.
+ */
+export function floatProduct<T extends ProductScalars & { dtype: FloatDType }>(
+  call: string,
+  a: unknown,
+  b: unknown,
+  c: unknown,
+  options: ProductOptions,
+  out: T,
+): T {
+  out.dtype = floatOperands(call, 'abc', a, b, c);
+  return productScalars(call, options, out);
+}
+
 /** A product's scalars and shape before a check fills them in. */
 export const DEFAULT_SCALARS: Readonly<ProductScalars> = {
   transA: false,
@@ -229,8 +264,7 @@ export function checkGemm(
   options: ProductOptions = NO_OPTIONS,
   out: CheckedGemm = newCheckedGemm(),
 ): CheckedGemm {
-  out.dtype = floatOperands(call, 'abc', a, b, c);
-  productScalars(call, options, out);
+  floatProduct(call, a, b, c, options, out);
   return gemmShape(call, a as Operand, b as Operand, c as Operand, out.transA, out.transB, out);
 }
 
