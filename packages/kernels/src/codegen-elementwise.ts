@@ -4,8 +4,8 @@
  * issued first (more memory requests in flight than one element at a time).
  */
 import type { DType, KernelParameter } from '@cuda-tasks/cudadrv';
-import { CTYPES, HALF_PRELUDE, isHalf, loadValue, storeValue } from './ctypes.js';
-import { reads } from './signature.js';
+import { CTYPES, DTYPE_BY_CODE, HALF_PRELUDE, isHalf, loadValue, storeValue } from './ctypes.js';
+import { type Parameter, reads } from './signature.js';
 
 /** A parameter with its dtype bound for one compiled variant. */
 export interface ResolvedParameter {
@@ -15,6 +15,14 @@ export interface ResolvedParameter {
   readonly dtype: DType;
   /** Inputs only: passed as a number, not an array. */
   readonly scalar: boolean;
+}
+
+/**
+ * `parameter` bound to the dtype of a variant's `code` for it: the dtype's `CTYPES` code, plus
+ * 8 for an input passed as a number.
+ */
+export function resolvedParameter(parameter: Parameter, code: number): ResolvedParameter {
+  return { name: parameter.name, dtype: DTYPE_BY_CODE[code & 7]!, scalar: code >= 8 };
 }
 
 /** What an element-wise kernel is generated from. */

@@ -32,17 +32,11 @@ import {
   elementwiseParameters,
   generateElementwise,
   type ResolvedParameter,
+  resolvedParameter,
 } from './codegen-elementwise.js';
 import { CompiledSource, type LoadedKernel } from './compiled.js';
-import { CTYPES, DTYPE_BY_CODE } from './ctypes.js';
-import {
-  assigns,
-  checkCode,
-  type Parameter,
-  parseSignature,
-  type RoleNames,
-  type Signature,
-} from './signature.js';
+import { CTYPES } from './ctypes.js';
+import { assigns, checkCode, parseSignature, type RoleNames, type Signature } from './signature.js';
 
 /** Names the body sees besides the parameters: the element's index and the count. */
 export const ELEMENTWISE_RESERVED: RoleNames = {
@@ -405,14 +399,13 @@ export class ElementwiseProgram {
     let variant = this.#variants.get(key);
     if (variant === undefined) {
       const codes = this.#codes;
-      const resolved = (parameter: Parameter, j: number): ResolvedParameter => ({
-        name: parameter.name,
-        dtype: DTYPE_BY_CODE[codes[j]! & 7]!,
-        scalar: codes[j]! >= 8,
-      });
-      const inputs = this.signature.inputs.map(resolved);
+      const inputs = this.signature.inputs.map((parameter, j) =>
+        resolvedParameter(parameter, codes[j]!),
+      );
       const offset = inputs.length;
-      const outputs = this.signature.outputs.map((parameter, j) => resolved(parameter, offset + j));
+      const outputs = this.signature.outputs.map((parameter, j) =>
+        resolvedParameter(parameter, codes[offset + j]!),
+      );
       const alias =
         this.#aliasCode === 0
           ? undefined

@@ -25,7 +25,7 @@ import {
   isOptions,
   scalarValue,
 } from './arguments.js';
-import type { ResolvedParameter } from './codegen-elementwise.js';
+import { type ResolvedParameter, resolvedParameter } from './codegen-elementwise.js';
 import {
   accumulatorBytes,
   generateReduction,
@@ -291,13 +291,10 @@ export class ReductionProgram {
     let variant = this.#variants.get(key);
     if (variant === undefined) {
       const codes = this.#codes;
-      const resolved = (parameter: Parameter, j: number): ResolvedParameter => ({
-        name: parameter.name,
-        dtype: DTYPE_BY_CODE[codes[j]! & 7]!,
-        scalar: codes[j]! >= 8,
-      });
-      const inputs = this.signature.inputs.map(resolved);
-      const output = resolved(this.signature.outputs[0]!, inputs.length);
+      const inputs = this.signature.inputs.map((parameter, j) =>
+        resolvedParameter(parameter, codes[j]!),
+      );
+      const output = resolvedParameter(this.signature.outputs[0]!, codes[inputs.length]!);
       variant = new Variant(
         this.#name,
         this.signature.text,
