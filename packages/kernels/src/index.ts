@@ -34,6 +34,7 @@ export {
   arange,
   axpby,
   type BinaryOperation,
+  type BinaryOperator,
   div,
   ELEMENTWISE_DTYPES,
   fill,

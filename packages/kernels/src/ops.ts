@@ -178,13 +178,13 @@ function makeUnaryProgram(fn: UnaryFunction, dtype: DType): ElementwiseProgram {
   );
 }
 
-function binary(
+function binary<D extends DType>(
   operation: BinaryOperation,
-  x: DeviceArray | number,
-  y: DeviceArray | number,
-  outOrOptions: DeviceArray | CallOptions | undefined,
+  x: DeviceArray<D> | number,
+  y: DeviceArray<D> | number,
+  outOrOptions: DeviceArray<D> | CallOptions | undefined,
   options: CallOptions | undefined,
-): DeviceArray {
+): DeviceArray<D> {
   const arrayOperand = DeviceArray.isInstance(x) ? x : DeviceArray.isInstance(y) ? y : undefined;
   const given = DeviceArray.isInstance(outOrOptions) ? outOrOptions : undefined;
   const dtype = (arrayOperand ?? given)?.dtype;
@@ -202,7 +202,7 @@ function binary(
   const stream = trailing(outOrOptions, options);
   two[0] = x;
   two[1] = y;
-  return run(program, two, stream);
+  return run(program, two, stream) as DeviceArray<D>;
 }
 
 /** @internal The program of a binary operation for `dtype` (made on first use). */
@@ -222,71 +222,44 @@ function makeBinaryProgram(operation: BinaryOperation, dtype: DType): Elementwis
 }
 
 /**
+ * The signature of the binary operations (`add`, `sub`, `mul`, `div`, `maximum`, `minimum`):
+ * `x` and `y` arrays of one shape and dtype, or one of them a number; the result written to
+ * `out` (a new array when it is left out), on the stream of the options (default: the
+ * current one).
+ */
+export type BinaryOperator = <D extends DType>(
+  x: DeviceArray<D> | number,
+  y: DeviceArray<D> | number,
+  out?: DeviceArray<D> | CallOptions,
+  options?: CallOptions,
+) => DeviceArray<D>;
+
+/**
  * `x + y` element by element (arrays of one shape and dtype, or one of them a number).
  * int32 wraps on overflow.
  * @example const z = add(x, y); add(x, 1, x); // x += 1
  */
-export function add<D extends DType>(
-  x: DeviceArray<D> | number,
-  y: DeviceArray<D> | number,
-  out?: DeviceArray<D> | CallOptions,
-  options?: CallOptions,
-): DeviceArray<D> {
-  return binary('add', x, y, out, options) as DeviceArray<D>;
-}
+export const add: BinaryOperator = (x, y, out, options) => binary('add', x, y, out, options);
 
 /** `x - y` element by element (see `add`). */
-export function sub<D extends DType>(
-  x: DeviceArray<D> | number,
-  y: DeviceArray<D> | number,
-  out?: DeviceArray<D> | CallOptions,
-  options?: CallOptions,
-): DeviceArray<D> {
-  return binary('sub', x, y, out, options) as DeviceArray<D>;
-}
+export const sub: BinaryOperator = (x, y, out, options) => binary('sub', x, y, out, options);
 
 /** `x * y` element by element (see `add`). */
-export function mul<D extends DType>(
-  x: DeviceArray<D> | number,
-  y: DeviceArray<D> | number,
-  out?: DeviceArray<D> | CallOptions,
-  options?: CallOptions,
-): DeviceArray<D> {
-  return binary('mul', x, y, out, options) as DeviceArray<D>;
-}
+export const mul: BinaryOperator = (x, y, out, options) => binary('mul', x, y, out, options);
 
 /**
  * `x / y` element by element (see `add`); int32 divides as C does (truncating toward zero; a
  * division by zero gives an unspecified value, no error).
  */
-export function div<D extends DType>(
-  x: DeviceArray<D> | number,
-  y: DeviceArray<D> | number,
-  out?: DeviceArray<D> | CallOptions,
-  options?: CallOptions,
-): DeviceArray<D> {
-  return binary('div', x, y, out, options) as DeviceArray<D>;
-}
+export const div: BinaryOperator = (x, y, out, options) => binary('div', x, y, out, options);
 
 /** The larger of `x` and `y` element by element; NaN if either is NaN (see `add`). */
-export function maximum<D extends DType>(
-  x: DeviceArray<D> | number,
-  y: DeviceArray<D> | number,
-  out?: DeviceArray<D> | CallOptions,
-  options?: CallOptions,
-): DeviceArray<D> {
-  return binary('maximum', x, y, out, options) as DeviceArray<D>;
-}
+export const maximum: BinaryOperator = (x, y, out, options) =>
+  binary('maximum', x, y, out, options);
 
 /** The smaller of `x` and `y` element by element; NaN if either is NaN (see `add`). */
-export function minimum<D extends DType>(
-  x: DeviceArray<D> | number,
-  y: DeviceArray<D> | number,
-  out?: DeviceArray<D> | CallOptions,
-  options?: CallOptions,
-): DeviceArray<D> {
-  return binary('minimum', x, y, out, options) as DeviceArray<D>;
-}
+export const minimum: BinaryOperator = (x, y, out, options) =>
+  binary('minimum', x, y, out, options);
 
 /**
  * `a * x + b * y` element by element, `a` and `b` numbers (float32, float64, float16,
