@@ -13,6 +13,7 @@ vi.mock('./ffi/library.js', async (importOriginal) =>
 
 import { Context, type Device } from './context/device.js';
 import { currentSignal, resolveStream, setCurrentStreamProvider } from './context/provider.js';
+import { CudaArgumentError } from './errors.js';
 import { Graph } from './graph/graph.js';
 import type { Kernel } from './kernel/kernel.js';
 import { launch } from './kernel/launch.js';
@@ -155,5 +156,49 @@ describe('resolveStream and currentSignal', () => {
     restore = () => setCurrentStreamProvider(previous.stream, previous.device, previous.signal);
     expect(currentSignal()).toBeUndefined();
     expect(resolveStream(explicit)).toBe(explicit);
+  });
+});
+
+describe('a stream option that is not a Stream is refused before any native call', () => {
+  // What a caller may pass by mistake: null, a raw CUstream handle, a number, a name, an
+  // object that is not a Stream (another handle wrapper, an Event, a DeviceArray).
+  const notStreams: [unknown, RegExp][] = [
+    [null, /got null$/],
+    [0x1234n, /got 4660n$/],
+    [7, /got 7$/],
+    ['default', /got "default"$/],
+    [{}, /got Object$/],
+    [Object.create(Event.prototype), /got Event$/],
+    [a, /got DeviceArray/],
+  ];
+
+  beforeEach(() => {
+    // Not cancelled: the provider answers `explicit`, and nothing aborts.
+    restore();
+    const previous = setCurrentStreamProvider(
+      () => explicit,
+      () => device,
+    );
+    restore = () => setCurrentStreamProvider(previous.stream, previous.device, previous.signal);
+  });
+
+  for (const [name, operation] of Object.entries(operations)) {
+    it(`${name}: a CudaArgumentError naming the value`, async () => {
+      for (const [value, description] of notStreams) {
+        const error = await failure(() => operation({ stream: value as Stream }));
+        expect(error, `${name} given ${String(value)}`).toBeInstanceOf(CudaArgumentError);
+        expect((error as Error).message).toMatch(/option stream must be a Stream, got /);
+        expect((error as Error).message).toMatch(description);
+      }
+      expect(native.calls).toEqual([]);
+    });
+  }
+
+  it('resolveStream: a Stream and undefined pass as before', () => {
+    expect(resolveStream(explicit)).toBe(explicit);
+    expect(resolveStream(undefined)).toBe(explicit);
+    expect(() => resolveStream(null as never)).toThrow(
+      new CudaArgumentError('option stream must be a Stream, got null'),
+    );
   });
 });

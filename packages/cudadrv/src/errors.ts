@@ -147,6 +147,24 @@ export class CudaOutOfMemoryError extends CudaError {
   }
 }
 
+// DeviceArray's brand (memory/array.ts), read here without importing the class: this file is
+// the bottom layer, and every layer's messages describe values with the function below.
+const arrayBrand = Symbol.for('@cuda-tasks/DeviceArray');
+
+/**
+ * A short description of a value for messages: an array's own description, `null`, a class
+ * name, a quoted string, a number as written.
+ */
+export function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'object') {
+    return arrayBrand in value ? String(value) : (value.constructor?.name ?? 'an object');
+  }
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'string') return JSON.stringify(value);
+  return String(value);
+}
+
 /** Human-readable byte counts for error messages. */
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

@@ -1,4 +1,4 @@
-import { thrown } from '@cuda-tasks/testing';
+import { streamDouble, thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CudaArgumentError } from './errors.js';
@@ -161,8 +161,8 @@ describe('numberOption', () => {
 });
 
 describe('streamOption', () => {
-  it('passes undefined and an object through, and refuses what is not an object', () => {
-    const stream = { context: {} };
+  it('passes undefined and a Stream through, and refuses what is not a Stream', () => {
+    const stream = streamDouble({ context: {} });
     expect(streamOption('qr', undefined)).toBeUndefined();
     expect(streamOption('qr', stream)).toBe(stream);
     expect(refusal(() => streamOption('qr', null))).toBe(
@@ -173,6 +173,9 @@ describe('streamOption', () => {
     );
     expect(refusal(() => streamOption('qr', 'default'))).toBe(
       'qr: option stream must be a Stream, got "default"',
+    );
+    expect(refusal(() => streamOption('qr', { context: {} }))).toBe(
+      'qr: option stream must be a Stream, got Object',
     );
   });
 });

@@ -109,16 +109,20 @@ export function numberOption(call: string, name: string, value: unknown, fallbac
   return value;
 }
 
+// Stream's brand (stream/stream.ts, on its prototype), read here without importing the class.
+const streamBrand = Symbol.for('@cuda-tasks/Stream');
+
 /**
  * The `stream` option: a Stream, or undefined (the call then runs on the current stream, which
- * `resolveStream` looks up). What is not an object (`null`, a raw CUstream handle, a number)
- * is a CudaArgumentError, before it could reach a native call; an object is taken as the
- * stream (test doubles stand in for one), and a disposed one throws a DisposedError naming it
- * at its first use.
+ * `resolveStream` looks up). Anything else (`null`, a raw CUstream handle, a number, an Event)
+ * is a CudaArgumentError naming the call, before it could reach a native call; a disposed
+ * Stream throws a DisposedError naming it at its first use.
  * @example const stream = resolveStream(streamOption('gemm', options.stream));
  */
 export function streamOption(call: string, value: unknown): Stream | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'object' || value === null) fail(call, 'stream', 'a Stream', value);
-  return value as Stream;
+  if (typeof value !== 'object' || value === null || !(streamBrand in value)) {
+    fail(call, 'stream', 'a Stream', value);
+  }
+  return value as unknown as Stream;
 }

@@ -1,5 +1,5 @@
-import { CaptureError, CudaArgumentError, type Stream } from '@cuda-tasks/cudadrv';
-import { hostOnlyArray, STAND_IN_CONTEXT } from '@cuda-tasks/testing';
+import { CaptureError, CudaArgumentError } from '@cuda-tasks/cudadrv';
+import { hostOnlyArray, STAND_IN_CONTEXT, streamDouble } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import { cholesky } from './cholesky.js';
 import { eigh } from './eigh.js';
@@ -9,11 +9,11 @@ import { svd } from './svd.js';
 // Inside a graph capture the host cannot read a routine's status back: without `{ info }`
 // the routines that would, refuse before anything is issued. The arrays here have no device
 // memory, so any native call would fail with another error than the one asserted.
-const capturing = {
+const capturing = streamDouble({
   capturing: true,
   context: STAND_IN_CONTEXT,
   toString: () => 'Stream(capturing)',
-} as unknown as Stream;
+});
 
 /** The error `start()` rejects with; fails the test when it resolves. */
 async function rejection(start: () => Promise<unknown>): Promise<unknown> {

@@ -1,5 +1,5 @@
-import { CudaArgumentError, DeviceArray, type DType, type Stream } from '@cuda-tasks/cudadrv';
-import { hostOnlyArray, STAND_IN_CONTEXT } from '@cuda-tasks/testing';
+import { CudaArgumentError, DeviceArray, type DType } from '@cuda-tasks/cudadrv';
+import { hostOnlyArray, STAND_IN_CONTEXT, streamDouble } from '@cuda-tasks/testing';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 
 // cuSOLVER, the handle cache, device buffers, the status read-back and the zeroing kernel
@@ -42,11 +42,11 @@ vi.mock('./info.js', async (importOriginal) => ({
 
 import { cholesky, choleskySolve } from './cholesky.js';
 
-const stream = {
+const stream = streamDouble({
   context: STAND_IN_CONTEXT,
   capture: null,
   capturing: false,
-} as unknown as Stream;
+});
 const options = { stream };
 const like = <D extends DType>(array: DeviceArray<D>) => hostOnlyArray(array.dtype, array.shape);
 const copy = vi.spyOn(DeviceArray.prototype, 'copy').mockImplementation(function (

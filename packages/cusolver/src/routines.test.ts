@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { DeviceArray, type Stream } from '@cuda-tasks/cudadrv';
+import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { setCurrentStreamProvider } from '@cuda-tasks/cudadrv/internal';
-import { findCudaHeader, hostOnlyArray } from '@cuda-tasks/testing';
+import { findCudaHeader, hostOnlyArray, streamDouble } from '@cuda-tasks/testing';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 
 // cuSOLVER, the handle cache, device buffers and the operation observer replaced by test
@@ -136,11 +136,11 @@ import {
   syevd,
 } from './routines.js';
 
-const stream = {
+const stream = streamDouble({
   context: { makeCurrent: () => undefined, handle: 11n },
   ffiHandle: 13n,
   capture: null,
-} as unknown as Stream;
+});
 const events = () => fake.events.splice(0);
 
 beforeEach(() => {

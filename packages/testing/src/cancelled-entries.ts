@@ -1,5 +1,6 @@
 import type { Stream } from '@cuda-tasks/cudadrv';
 import { describe, expect, it } from 'vitest';
+import { standInStream } from './recording-operand.js';
 import { failureOf } from './thrown.js';
 
 /** One library entry, called with `{}` (the task's stream) or with an explicit `{ stream }`. */
@@ -33,7 +34,7 @@ export function describeCancelledEntries(
   describe(`in a cancelled task, ${what} throw the reason before any native call`, () => {
     for (const [name, entry] of Object.entries(entries)) {
       it(name, async () => {
-        for (const options of [{}, { stream: {} as Stream }]) {
+        for (const options of [{}, { stream: standInStream() }]) {
           const controller = new AbortController();
           const reason = new Error(`cancelled before ${name}`);
           const error = await runtime.task(

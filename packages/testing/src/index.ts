@@ -25,6 +25,6 @@ export {
 } from './layers.js';
 export { probeGpu } from './probe-gpu.js';
 export { randomFloat32, rng } from './random.js';
-export { recordingOperand, standInStream } from './recording-operand.js';
+export { recordingOperand, standInStream, streamDouble } from './recording-operand.js';
 export * from './reference.js';
 export { failureOf, thrown } from './thrown.js';

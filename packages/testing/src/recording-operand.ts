@@ -1,18 +1,29 @@
 import type { Stream } from '@cuda-tasks/cudadrv';
 import { columnMajorStrides, STAND_IN_CONTEXT } from './host-only-array.js';
 
+/** The brand a Stream carries (on its prototype), which `resolveStream` checks. */
+const STREAM_BRAND = Symbol.for('@cuda-tasks/Stream');
+
+/**
+ * `double` marked as a Stream (the brand `resolveStream` checks) and typed as one: a test
+ * double's fields stand in for what the code under test reads.
+ */
+export function streamDouble(double: object): Stream {
+  return Object.assign(double, { [STREAM_BRAND]: true }) as unknown as Stream;
+}
+
 /**
  * A stream stand-in for library calls tested without a GPU: the calls read only its context
  * (whose `makeCurrent` does nothing), its handles and its usability before the native call.
  */
 export function standInStream(): Stream {
-  return {
+  return streamDouble({
     context: STAND_IN_CONTEXT,
     ffiHandle: 0,
     handle: 0n,
     disposed: false,
     assertUsable() {},
-  } as unknown as Stream;
+  });
 }
 
 /**

@@ -1,4 +1,4 @@
-import { CudaArgumentError } from '../errors.js';
+import { CudaArgumentError, describeValue } from '../errors.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
 import { type Context, Device } from './device.js';
@@ -57,19 +57,33 @@ export function currentStream(): Stream {
   return state.stream();
 }
 
+// Stream's brand (stream/stream.ts, on its prototype), read here without importing the class.
+const streamBrand = Symbol.for('@cuda-tasks/Stream');
+
 /**
  * The stream an operation given `stream` (or none) runs on: `stream` itself, else
  * `currentStream()`. Either way it throws the running task's cancellation reason (see
  * `currentSignal`) once its signal has aborted, so that a cancelled task issues nothing more,
- * explicit streams included. Every operation of the cuda-tasks packages resolves its stream
- * here before any native call; a library of your own should do the same. Allocates nothing.
+ * explicit streams included. What is given and is not a Stream (`null`, a raw CUstream
+ * handle, an Event) is a CudaArgumentError naming it. Every operation of the cuda-tasks
+ * packages resolves its stream here before any native call; a library of your own should do
+ * the same. Allocates nothing.
  * @example const target = resolveStream(options.stream);
  */
 export function resolveStream(stream: Stream | undefined): Stream {
   if (stream === undefined) return state.stream();
+  // Only a given stream pays for the brand check (one property lookup on the prototype).
+  if (typeof stream !== 'object' || stream === null || !(streamBrand in stream)) {
+    notAStream(stream);
+  }
   const signal = state.signal();
   if (signal?.aborted) throw signal.reason;
   return stream;
+}
+
+/** The refusal of a `stream` option that is not a Stream: the message is built only here. */
+function notAStream(value: unknown): never {
+  throw new CudaArgumentError(`option stream must be a Stream, got ${describeValue(value)}`);
 }
 
 /**

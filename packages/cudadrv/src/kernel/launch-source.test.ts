@@ -1,4 +1,4 @@
-import { thrown } from '@cuda-tasks/testing';
+import { streamDouble, thrown } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 
@@ -46,7 +46,7 @@ import type { Module } from './module.js';
 
 const context = { name: 'fake context', makeCurrent() {} };
 const fakeModule = { context, disposed: false } as unknown as Module;
-const stream = {
+const stream = streamDouble({
   context,
   name: 'fake stream',
   capture: null,
@@ -54,7 +54,7 @@ const stream = {
   ffiHandle: 0x5150,
   rawFfiHandle: 0x5150,
   assertUsable() {},
-} as unknown as Stream;
+});
 
 function fakeArray(pointer: number): DeviceArray<'float32'> {
   const buffer = {

@@ -1,11 +1,10 @@
-import { thrown } from '@cuda-tasks/testing';
+import { streamDouble, thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import type { DType } from '../dtype.js';
 import { CudaArgumentError, DisposedError } from '../errors.js';
 import { koffi } from '../ffi/library.js';
 import { DeviceArray } from '../memory/array.js';
 import type { DeviceBuffer } from '../memory/memory.js';
-import type { Stream } from '../stream/stream.js';
 import { Kernel, type KernelArgument, type KernelParameter } from './kernel.js';
 import { launch, launchOn } from './launch.js';
 import type { Module } from './module.js';
@@ -14,7 +13,7 @@ import type { Module } from './module.js';
 // made-up CUfunction handle are enough to exercise marshalling.
 const context = { name: 'fake context' };
 const fakeModule = { context, disposed: false } as unknown as Module;
-const fakeStream = { context, name: 'fake stream', assertUsable() {} } as unknown as Stream;
+const fakeStream = streamDouble({ context, name: 'fake stream', assertUsable() {} });
 
 function makeKernel(name: string, parameters: KernelParameter[]): Kernel {
   return new Kernel(fakeModule, name, 1n, parameters);
@@ -379,7 +378,7 @@ describe('launch: checks before any native call', () => {
   });
 
   it('rejects a stream of another context', () => {
-    const otherStream = { context: { name: 'other' }, assertUsable() {} } as unknown as Stream;
+    const otherStream = streamDouble({ context: { name: 'other' }, assertUsable() {} });
     expect(() => launch(kernel, { grid: 1, block: 32, stream: otherStream }, ...args())).toThrow(
       CudaArgumentError,
     );
@@ -449,7 +448,7 @@ describe('launch: a rejected call leaves no trace (issue 14, bug 4)', () => {
   it('a good call declares every pointer used once, after the checks', () => {
     const { y, x, args } = operands();
     // The fake stream has no driver behind it: the call gets as far as the native launch.
-    const stream = { ...fakeStream, context, assertUsable() {} } as unknown as Stream;
+    const stream = streamDouble({ ...fakeStream, context, assertUsable() {} });
     const reached = thrown(() => launch(kernel, { grid: 1, block: 32, stream }, ...args));
     expect(reached).not.toBeInstanceOf(CudaArgumentError);
     expect(y.buffer.usedOn).toEqual([stream]);
@@ -479,16 +478,16 @@ describe('launchOn (a resolved stream, a computed geometry): the checks of launc
       'int32',
     ]);
     expect(() => launchOn(orphan, fakeStream, 1, 1, 0, [1])).toThrow(DisposedError);
-    const otherStream = { context: { name: 'other' }, assertUsable() {} } as unknown as Stream;
+    const otherStream = streamDouble({ context: { name: 'other' }, assertUsable() {} });
     expect(() => launchOn(kernel, otherStream, 1, 32, 0, args)).toThrow(
       /^launch: kernel scale belongs to/,
     );
-    const disposedStream = {
+    const disposedStream = streamDouble({
       context,
       assertUsable() {
         throw new DisposedError('Stream');
       },
-    } as unknown as Stream;
+    });
     expect(() => launchOn(kernel, disposedStream, 1, 32, 0, args)).toThrow(DisposedError);
     expect(y.buffer.usedOn).toEqual([]);
     expect(x.buffer.usedOn).toEqual([]);
@@ -496,7 +495,7 @@ describe('launchOn (a resolved stream, a computed geometry): the checks of launc
 
   it('a good call declares every pointer used on the stream once', () => {
     const { y, x, args } = operands();
-    const stream = { ...fakeStream, context, assertUsable() {} } as unknown as Stream;
+    const stream = streamDouble({ ...fakeStream, context, assertUsable() {} });
     const reached = thrown(() => launchOn(kernel, stream, 1, 32, 0, args));
     expect(reached).not.toBeInstanceOf(CudaArgumentError);
     expect(y.buffer.usedOn).toEqual([stream]);
@@ -507,7 +506,7 @@ describe('launchOn (a resolved stream, a computed geometry): the checks of launc
 describe('launch marshals as Kernel.marshal does, without an argument array', () => {
   // The fake stream has no driver behind it: each call gets as far as the native launch, with
   // the arguments written into the kernel's arena.
-  const stream = { ...fakeStream, context, assertUsable() {} } as unknown as Stream;
+  const stream = streamDouble({ ...fakeStream, context, assertUsable() {} });
   const arenaBytes = (kernel: Kernel) => {
     const count = kernel.parameters.length;
     const { slots } = readSlots(BigInt(kernel.ffiArgumentArray), count);

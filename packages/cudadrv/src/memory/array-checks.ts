@@ -6,7 +6,10 @@
  * names the operand (`gemm: b must be a DeviceArray, got null`).
  */
 import type { DType, FloatDType } from '../dtype.js';
-import { CudaArgumentError, DisposedError } from '../errors.js';
+import { CudaArgumentError, DisposedError, describeValue } from '../errors.js';
+
+export { describeValue };
+
 import { DeviceArray } from './array.js';
 
 /**
@@ -54,19 +57,6 @@ export type SameDType<A extends DType, B extends DType> =
           ? unknown
           : { 'operands must share one dtype': [A, B] }
         : { 'operands must share one dtype': [A, B] };
-
-/**
- * A short description of a value for messages: an array's own description, `null`, a class
- * name, a quoted string, a number as written.
- */
-export function describeValue(value: unknown): string {
-  if (DeviceArray.isInstance(value)) return String(value);
-  if (value === null) return 'null';
-  if (typeof value === 'object') return value.constructor?.name ?? 'an object';
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'string') return JSON.stringify(value);
-  return String(value);
-}
 
 /** Whether `value` has an operand's shape (a DeviceArray, or a plain object that stands for one). */
 export function isOperand(value: unknown): value is Operand {

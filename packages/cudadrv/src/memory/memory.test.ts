@@ -1,7 +1,6 @@
-import { thrown } from '@cuda-tasks/testing';
+import { streamDouble, thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 import { CudaArgumentError, DisposedError } from '../errors.js';
-import type { Stream } from '../stream/stream.js';
 import type { DeviceBuffer } from './memory.js';
 import {
   copyDeviceToDevice,
@@ -15,7 +14,7 @@ import {
 // With an explicit stream, range checks run before any native call (there is no libcuda
 // here: reaching the driver would throw CudaUnavailableError instead).
 
-const stream = { context: {}, name: 'fake', assertUsable() {} } as unknown as Stream;
+const stream = streamDouble({ context: {}, name: 'fake', assertUsable() {} });
 const used: unknown[] = [];
 function buffer(byteLength: number): DeviceBuffer {
   return {
