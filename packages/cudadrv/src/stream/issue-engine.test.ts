@@ -178,6 +178,116 @@ describe('the ring protocol (one thread)', () => {
     );
   });
 
+  it('pushes of any size up to the engine’s 256 arguments, through rings of the engine’s sizes: every launch once, in order per stream, never waiting for room that cannot come', () => {
+    const push = fc.record({
+      stream: fc.integer({ min: 0, max: 2 }),
+      count: fc.oneof(fc.integer({ min: 0, max: 8 }), fc.integer({ min: 200, max: 256 })),
+      drainFirst: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(
+        fc.constantFrom(1024, 2048),
+        fc.array(push, { minLength: 1, maxLength: 80 }),
+        (capacity, pushes) => {
+          const ring = createRing(capacity);
+          const slots = createSlots();
+          const writer = new Writer(ring);
+          const reader = readerOf(ring, slots);
+          const issued: { stream: number; sequence: number; count: number; first: number }[] = [];
+          const calls: IssuerCalls = {
+            cuCtxSetCurrent: () => 0,
+            cuLaunchKernel(_fn, gx, _gy, _gz, bx, _by, _bz, _shared, stream) {
+              const address = (reader.pointers[0]! >>> 0) + reader.pointers[1]! * 2 ** 32;
+              const first = bx === 0 ? -1 : reader.data[(address - DATA_ADDRESS) / 4]!;
+              issued.push({ stream: stream - 0x800, sequence: gx, count: bx, first });
+              return 0;
+            },
+          };
+          // The issuer drains whenever the writer has to wait: after a full drain the ring is
+          // empty, so a wait for more room than the ring has would spin for ever.
+          const waitForRoom = writer.waitForRoom.bind(writer);
+          writer.waitForRoom = (needed: number) => {
+            drain(reader, calls);
+            if (needed > capacity) {
+              throw new Error(`waits for ${needed} free words in a ring of ${capacity}`);
+            }
+            waitForRoom(needed);
+          };
+          const streams = [0, 1, 2].map(
+            (i) => new IssueAttachment(fakeStream(0x800 + i), 20 + i, writer, slots),
+          );
+          const arena = new Int32Array(2 * 256);
+          const sequence = [0, 0, 0];
+          const pushed: typeof issued = [];
+          for (const { stream, count, drainFirst } of pushes) {
+            if (drainFirst) drain(reader, calls);
+            const s = ++sequence[stream]!;
+            arena[0] = s * 1000 + stream;
+            streams[stream]!.launch(0x10, 0, s, 1, 1, count, 1, 1, 0, arena, 0, count);
+            pushed.push({
+              stream,
+              sequence: s,
+              count,
+              first: count === 0 ? -1 : s * 1000 + stream,
+            });
+          }
+          drain(reader, calls);
+          for (let i = 0; i < 3; i++) {
+            expect(streams[i]!.pending()).toBe(false);
+            expect(issued.filter((c) => c.stream === i)).toEqual(
+              pushed.filter((p) => p.stream === i),
+            );
+          }
+          expect(issued).toEqual(pushed);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a stream’s launches are issued after 2^31 of them (the sequence numbers wrap), and a cancellation still skips only what was pushed before it', () => {
+    const ring = createRing(1024);
+    const slots = createSlots();
+    const writer = new Writer(ring);
+    const reader = readerOf(ring, slots);
+    const launched: number[] = [];
+    const calls: IssuerCalls = {
+      cuCtxSetCurrent: () => 0,
+      cuLaunchKernel: (_f, gx) => {
+        launched.push(gx);
+        return 0;
+      },
+    };
+    const values = new Int32Array(2);
+    const issuedWords = new Int32Array(slots.issued);
+    // A stream that has issued 2^31 - 2 launches and was never cancelled.
+    const a = new IssueAttachment(fakeStream(0x900), 3, writer, slots);
+    a.pushed = 2 ** 31 - 2;
+    Atomics.store(issuedWords, 3 << 4, a.pushed);
+    for (const gx of [1, 2, 3, 4]) a.launch(1, 0, gx, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    drain(reader, calls);
+    expect(launched).toEqual([1, 2, 3, 4]);
+    // One cancelled once, 2^31 launches ago (as far as int32 sequence numbers can tell).
+    const b = new IssueAttachment(fakeStream(0x901), 4, writer, slots);
+    b.launch(1, 0, 10, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    b.cancelPending();
+    drain(reader, calls);
+    for (let i = 0; i < 3; i++) {
+      // Many launches later: each one issued (drained as they go, as an issuer does).
+      const before = b.pushed;
+      b.pushed = (before + 2 ** 30 - 1) | 0;
+      Atomics.store(issuedWords, 4 << 4, b.pushed);
+      b.launch(1, 0, 11 + i, 1, 1, 1, 1, 1, 0, values, 0, 0);
+      drain(reader, calls);
+    }
+    b.launch(1, 0, 20, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    b.cancelPending();
+    b.launch(1, 0, 21, 1, 1, 1, 1, 1, 0, values, 0, 0);
+    drain(reader, calls);
+    expect(launched).toEqual([1, 2, 3, 4, 11, 12, 13, 21]);
+    expect(b.pending()).toBe(false);
+  });
+
   it('a cancelled stream’s launches not issued yet are skipped; later ones are issued', () => {
     const ring = createRing(1024);
     const slots = createSlots();
