@@ -16,6 +16,7 @@ import {
   parseLoadArguments,
   runMeasureOptions,
 } from '../packages/examples/src/service/load.js';
+import { DEFAULT_SEARCH_BATCH } from '../packages/examples/src/service/search-batcher.js';
 import {
   DEFAULT_GPU_IN_FLIGHT,
   DEFAULT_GRACE_MS,
@@ -74,7 +75,15 @@ const described: Record<string, (text: string) => void> = {
   'loadCommandLine --in-flight': (text) => {
     // Absent, the load client sends none and the server applies its own bound.
     expect(parseLoadArguments([]).inFlight).toBeUndefined();
-    expect(text).toBe(`the server's, ${DEFAULT_GPU_IN_FLIGHT['/search']}`);
+    expect(text).toBe(
+      `the server's: ${DEFAULT_GPU_IN_FLIGHT['/search']} one by one, none in batches`,
+    );
+  },
+  'loadCommandLine --search-batch': (text) => {
+    // Absent, the load script leaves the server's own batch size.
+    expect(parseLoadArguments([]).searchBatch).toBeUndefined();
+    expect(text).toBe(`the server's, ${DEFAULT_SEARCH_BATCH.maxBatch}`);
+    expect(parseServerArguments([], {}).searchBatch).toBe(DEFAULT_SEARCH_BATCH.maxBatch);
   },
   'soakCommandLine --warmup-minutes': (text) => {
     expect(text).toBe('at least 1 and one round of each workload');
@@ -169,7 +178,9 @@ describe('command-line defaults', () => {
 
   it('the defaults named in the issue: in-flight searches 4, grace 10 s, 32 requests in flight', () => {
     expect(DEFAULT_GPU_IN_FLIGHT['/search']).toBe(4);
-    expect(usage(loadCommandLine)).toMatch(/--in-flight N +.*\(the server's, 4\)$/m);
+    expect(usage(loadCommandLine)).toMatch(
+      /--in-flight N +.*\(the server's: 4 one by one, none in batches\)$/m,
+    );
     expect(usage(serverCommandLine)).toContain(`(${DEFAULT_GRACE_MS})`);
     expect(parseLoadArguments([]).concurrency).toBe(32);
     expect(usage(loadCommandLine)).toMatch(/--concurrency N +requests in flight \(32\)$/m);

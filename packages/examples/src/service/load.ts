@@ -67,7 +67,13 @@ import {
 import { SearchIndex } from './search.js';
 import { DEFAULT_SEARCH_BATCH } from './search-batcher.js';
 import { type SearchReference, searchReference } from './search-reference.js';
-import { createServer, type GpuHealth, gpuHealth, type ServerOptions } from './server.js';
+import {
+  createServer,
+  DEFAULT_GPU_IN_FLIGHT,
+  type GpuHealth,
+  gpuHealth,
+  type ServerOptions,
+} from './server.js';
 import { startServiceProcess } from './spawn-service.js';
 import { formatNumber } from './statistics.js';
 import {
@@ -288,9 +294,8 @@ export const loadCommandLine = {
     'in-flight': {
       type: 'string',
       placeholder: 'N',
-      description:
-        'search: requests whose GPU work runs at once, 0 for no bound (by default, 4 where searches run one by one, none where they run in batches)',
-      default: `the server's`,
+      description: 'search: requests whose GPU work runs at once, 0 for no bound',
+      default: `the server's: ${DEFAULT_GPU_IN_FLIGHT['/search']} one by one, none in batches`,
     },
     'search-batch': {
       type: 'string',

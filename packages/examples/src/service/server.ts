@@ -67,11 +67,11 @@ import {
 import { SearchIndex, type SearchIndexOptions, type SearchResult } from './search.js';
 import {
   type BatchSearchBackend,
+  DEFAULT_SEARCH_BATCH,
   type RunBatch,
   SearchBatcher,
   type SearchBatchOptions,
   type SearchBatchStatistics,
-  DEFAULT_SEARCH_BATCH,
   searchBatchOptions,
 } from './search-batcher.js';
 import { memoryStatistics } from './stats.js';
