@@ -46,6 +46,15 @@ describe('assertOptions', () => {
     expect(refusal(() => assertOptions('gemm', { transA: true, gamma: 1 }, known))).toBe(
       'gemm: unknown option "gamma"; gemm takes transA, transB, alpha, beta, stream',
     );
+    // A letter dropped, added, changed or two swapped names the option; two as near, neither.
+    for (const misspelt of ['strem', 'streams', 'stram', 'sterams', 'aplha', 'alpah']) {
+      expect(refusal(() => assertOptions('gemm', { [misspelt]: 1 }, known))).toMatch(
+        /\(did you mean (stream|alpha)\?\)/,
+      );
+    }
+    expect(refusal(() => assertOptions('gemm', { trans: true }, known))).toBe(
+      'gemm: unknown option "trans"; gemm takes transA, transB, alpha, beta, stream',
+    );
     // Any name outside the list is refused, whatever its value (undefined included).
     fc.assert(
       fc.property(

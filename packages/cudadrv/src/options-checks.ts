@@ -26,11 +26,21 @@ function fail(call: string, name: string, expected: string, value: unknown): nev
 }
 
 /**
+ * @internal The options object a call's default stands for when none is passed (a parameter
+ * default of `{}` would make one per call): one shared, frozen, empty object.
+ */
+export const NO_OPTIONS: Readonly<Record<string, undefined>> = Object.freeze({});
+
+/** @internal The names a call that takes only the `stream` option knows (see `assertOptions`). */
+export const STREAM_ONLY: readonly string[] = ['stream'];
+
+/**
  * Throws a CudaArgumentError unless `options` is an object or undefined (catches
  * `lu(a, 'upper')`-style mistakes; a call without options passes none), and, given the names
  * the call takes (`known`), unless every option is one of them: a misspelt option
  * (`{ transa: true }`) would otherwise be ignored, and the call would compute something else
- * without a word. Allocates nothing when the options pass.
+ * without a word; the message names the option it most likely misspells (`transA`) and lists
+ * those the call takes. Allocates nothing when the options pass.
  * @example assertOptions('gemm', options, ['transA', 'transB', 'alpha', 'beta', 'stream']);
  */
 export function assertOptions(
@@ -51,11 +61,57 @@ export function assertOptions(
 }
 
 function unknownOption(call: string, name: string, known: readonly string[]): never {
-  const lower = name.toLowerCase();
-  const near = known.find((candidate) => candidate.toLowerCase() === lower);
+  const near = nearestName(name, known);
   throw new CudaArgumentError(
     `${call}: unknown option ${JSON.stringify(name)}${near === undefined ? '' : ` (did you mean ${near}?)`}; ${call} takes ${known.join(', ')}`,
   );
+}
+
+/**
+ * The name of `known` that `name` most likely misspells: the one equal to it but for case, else
+ * the one nearest by edit distance (a letter added, dropped, changed, or two swapped), when
+ * that is at most 1 (2 for names of 6 letters or more) and no other is as near. Undefined when
+ * none is near enough: the message then only lists the names. Built on failure only.
+ */
+function nearestName(name: string, known: readonly string[]): string | undefined {
+  const lower = name.toLowerCase();
+  const sameButCase = known.find((candidate) => candidate.toLowerCase() === lower);
+  if (sameButCase !== undefined) return sameButCase;
+  const limit = lower.length >= 6 ? 2 : 1;
+  let best: string | undefined;
+  let bestDistance = limit + 1;
+  let tie = false;
+  for (const candidate of known) {
+    const distance = editDistance(lower, candidate.toLowerCase());
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+      tie = false;
+    } else if (distance === bestDistance) tie = true;
+  }
+  return tie ? undefined : best;
+}
+
+/** The optimal string alignment distance of `a` and `b` (Levenshtein with swaps). */
+function editDistance(a: string, b: string): number {
+  const rows: number[][] = [];
+  for (let i = 0; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      if (i === 0) {
+        row.push(j);
+        continue;
+      }
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let distance = Math.min(rows[i - 1]![j]! + 1, row[j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        distance = Math.min(distance, rows[i - 2]![j - 2]! + 1);
+      }
+      row.push(distance);
+    }
+    rows.push(row);
+  }
+  return rows[a.length]![b.length]!;
 }
 
 /**

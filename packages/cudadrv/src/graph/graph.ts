@@ -2,6 +2,7 @@ import type { Context } from '../context/device.js';
 import { resolveStream } from '../context/provider.js';
 import { check, cudaError, ffiValue, scratch } from '../driver.js';
 import { CaptureError, CudaArgumentError, CudaError, DisposedError } from '../errors.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import {
   CU_GRAPH_EXEC_UPDATE_RESULT_NAMES,
   CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
@@ -192,7 +193,8 @@ export class Graph {
    * fault on the GPU. Awaitable like any work: `await synchronize()`.
    * @example graph.launch(); await synchronize();
    */
-  launch(options: StreamOption = {}): void {
+  launch(options: StreamOption = NO_OPTIONS): void {
+    assertOptions('Graph.launch', options, STREAM_ONLY);
     const stream = resolveStream(options.stream);
     if (this.#disposed) throw new DisposedError('Graph');
     if (stream.context !== this.context) {

@@ -1,5 +1,6 @@
 import { resolveStream } from '../context/provider.js';
-import { CudaArgumentError } from '../errors.js';
+import { CudaArgumentError, describeValue } from '../errors.js';
+import { assertOptions } from '../options-checks.js';
 import type { Stream } from '../stream/stream.js';
 import type { Kernel, KernelArgument } from './kernel.js';
 import { MAX_POSITIONAL } from './marshal.js';
@@ -17,6 +18,30 @@ export interface LaunchConfig {
   sharedMemory?: number;
   /** Default: `currentStream()`. */
   stream?: Stream;
+}
+
+/** The names a launch config holds (any other is refused where a launch is refused anyway). */
+const LAUNCH_CONFIG: readonly string[] = ['grid', 'block', 'sharedMemory', 'stream'];
+
+/**
+ * Why a launch that threw a bare TypeError threw it, when its config is at fault: a config
+ * that is not an object (`null`, a number), or one without grid or block because a name is
+ * misspelt (`{ Grid: 4, block: 256 }`). Called only on that failure: a launch that passes pays
+ * nothing for it.
+ */
+function refuseConfig(config: unknown): void {
+  if (typeof config !== 'object' || config === null) {
+    throw new CudaArgumentError(
+      `launch: config must be an object { grid, block, sharedMemory?, stream? }, got ${describeValue(config)}`,
+    );
+  }
+  assertOptions('launch', config, LAUNCH_CONFIG);
+  const { grid, block } = config as Partial<LaunchConfig>;
+  if (grid === undefined || grid === null || block === undefined || block === null) {
+    throw new CudaArgumentError(
+      `launch: config must hold grid and block (a number or [x, y?, z?]), got grid ${describeValue(grid)}, block ${describeValue(block)}`,
+    );
+  }
 }
 
 function dimension(value: Dim3, index: 0 | 1 | 2): number {
@@ -61,23 +86,33 @@ export function launch(
   const count = arguments.length - 2;
   // The common case: a kernel of up to `MAX_POSITIONAL` parameters, launched with a
   // one-dimensional geometry; its own launch function does it all (and returns false, having
-  // done nothing, for any other geometry).
+  // done nothing, for any other geometry). The config is not checked on the way: reading a
+  // `null` config, or the grid or block of one that misspells them, throws a bare TypeError,
+  // which the catch below turns into a CudaArgumentError naming the fault (no cost until then).
   const direct = kernel.launchDirect;
-  if (
-    direct !== undefined &&
-    count <= MAX_POSITIONAL &&
-    direct(config, count, a0, a1, a2, a3, a4, a5, a6, a7)
-  ) {
-    return;
+  let grid: Dim3;
+  let block: Dim3;
+  let gx: number;
+  let bx: number;
+  try {
+    if (
+      direct !== undefined &&
+      count <= MAX_POSITIONAL &&
+      direct(config, count, a0, a1, a2, a3, a4, a5, a6, a7)
+    ) {
+      return;
+    }
+    grid = config.grid;
+    block = config.block;
+    gx = typeof grid === 'number' ? grid : (grid[0] ?? 1);
+    bx = typeof block === 'number' ? block : (block[0] ?? 1);
+  } catch (error) {
+    if (error instanceof TypeError && !(error instanceof CudaArgumentError)) refuseConfig(config);
+    throw error;
   }
-  const stream = resolveStream(config.stream);
-  const grid = config.grid;
-  const block = config.block;
   const sharedMemory = config.sharedMemory ?? 0;
   const positional = kernel.launchPositional;
   // The geometry first, then the arguments (checked before any use is declared).
-  const gx = typeof grid === 'number' ? grid : (grid[0] ?? 1);
-  const bx = typeof block === 'number' ? block : (block[0] ?? 1);
   const gy = typeof grid === 'number' ? 1 : (grid[1] ?? 1);
   const gz = typeof grid === 'number' ? 1 : (grid[2] ?? 1);
   const by = typeof block === 'number' ? 1 : (block[1] ?? 1);
@@ -107,12 +142,16 @@ export function launch(
       sharedMemory <= 0xffff_ffff
     )
   ) {
+    // A refused geometry: the config's names are checked here, where it costs nothing.
+    assertOptions('launch', config, LAUNCH_CONFIG);
+    const stream = resolveStream(config.stream);
     stream.assertUsable();
     kernel.checkStream(stream);
     checkDim3('grid', grid);
     checkDim3('block', block);
     checkLimits([gx, gy, gz], [bx, by, bz], sharedMemory);
   }
+  const stream = resolveStream(config.stream);
   stream.assertUsable();
   kernel.checkStream(stream);
   if (positional !== undefined && count <= MAX_POSITIONAL) {

@@ -13,6 +13,7 @@ import {
   type HostArrayOf,
 } from '../dtype.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import type { Stream } from '../stream/stream.js';
 import { type WaitOptions, waitForStream } from '../stream/wait.js';
 import { type Allocation, DeviceBuffer, handOff, recordOf, type StreamOption } from './memory.js';
@@ -27,6 +28,10 @@ import {
 } from './transfer.js';
 
 const arrayBrand = Symbol.for('@cuda-tasks/DeviceArray');
+
+/** The options `DeviceArray.fromHost` and `toHost` take (the other calls take `stream` only). */
+const FROM_HOST_OPTIONS: readonly string[] = ['stream', 'dtype'];
+const TO_HOST_OPTIONS: readonly string[] = ['stream', 'signal'];
 
 /** A shape: dimensions, first dimension fastest (column-major, as cuBLAS expects). */
 export type Shape = readonly number[];
@@ -143,8 +148,9 @@ export class DeviceArray<D extends DType = DType> {
   static empty<D extends DType>(
     dtype: D,
     shape: Shape | number,
-    options: StreamOption = {},
+    options: StreamOption = NO_OPTIONS,
   ): DeviceArray<D> {
+    assertOptions('DeviceArray.empty', options, STREAM_ONLY);
     assertDType(dtype);
     const dims = typeof shape === 'number' ? [shape] : shape;
     const length = checkShape(dims);
@@ -160,8 +166,9 @@ export class DeviceArray<D extends DType = DType> {
   static async emptyAsync<D extends DType>(
     dtype: D,
     shape: Shape | number,
-    options: StreamOption = {},
+    options: StreamOption = NO_OPTIONS,
   ): Promise<DeviceArray<D>> {
+    assertOptions('DeviceArray.emptyAsync', options, STREAM_ONLY);
     assertDType(dtype);
     const dims = typeof shape === 'number' ? [shape] : shape;
     const length = checkShape(dims);
@@ -173,8 +180,9 @@ export class DeviceArray<D extends DType = DType> {
   static zeros<D extends DType>(
     dtype: D,
     shape: Shape | number,
-    options: StreamOption = {},
+    options: StreamOption = NO_OPTIONS,
   ): DeviceArray<D> {
+    assertOptions('DeviceArray.zeros', options, STREAM_ONLY);
     const array = DeviceArray.empty(dtype, shape, options);
     memset({ buffer: array.buffer }, 0, array.buffer.byteLength, options);
     return array;
@@ -185,8 +193,9 @@ export class DeviceArray<D extends DType = DType> {
     dtype: D,
     shape: Shape | number,
     value: number,
-    options: StreamOption = {},
+    options: StreamOption = NO_OPTIONS,
   ): DeviceArray<D> {
+    assertOptions('DeviceArray.full', options, STREAM_ONLY);
     return DeviceArray.empty(dtype, shape, options).fill(value, options);
   }
 
@@ -218,8 +227,9 @@ export class DeviceArray<D extends DType = DType> {
   static fromHost<D extends DType = DType>(
     data: HostArray | readonly number[],
     shape?: Shape,
-    options: StreamOption & { dtype?: D } = {},
+    options: StreamOption & { dtype?: D } = NO_OPTIONS,
   ): DeviceArray<D> {
+    assertOptions('DeviceArray.fromHost', options, FROM_HOST_OPTIONS);
     const host = Array.isArray(data)
       ? new DTYPES[options.dtype ?? 'float32'].host(data.length)
       : (data as HostArray);
@@ -239,8 +249,11 @@ export class DeviceArray<D extends DType = DType> {
         `fromHost: shape ${JSON.stringify(dims)} holds ${length} elements, the data has ${host.length}`,
       );
     }
-    const array = DeviceArray.empty(dtype, dims, options);
-    array.copyFromHost(host, options);
+    // The calls below take the stream only.
+    const onStream: StreamOption =
+      options.dtype === undefined ? options : { stream: options.stream };
+    const array = DeviceArray.empty(dtype, dims, onStream);
+    array.copyFromHost(host, onStream);
     return array;
   }
 
@@ -394,14 +407,16 @@ export class DeviceArray<D extends DType = DType> {
   }
 
   /** A contiguous copy on the device, ordered on the stream. */
-  copy(options: StreamOption = {}): DeviceArray<D> {
+  copy(options: StreamOption = NO_OPTIONS): DeviceArray<D> {
+    assertOptions('DeviceArray.copy', options, STREAM_ONLY);
     const out = DeviceArray.empty(this.dtype, this.shape, options);
     out.copyFrom(this, options);
     return out;
   }
 
   /** Copies `source` (same dtype and shape; either may be a strided 2-D view) into this array. */
-  copyFrom(source: DeviceArray<D>, options: StreamOption = {}): this {
+  copyFrom(source: DeviceArray<D>, options: StreamOption = NO_OPTIONS): this {
+    assertOptions('DeviceArray.copyFrom', options, STREAM_ONLY);
     if (source.dtype !== this.dtype)
       throw new CudaArgumentError(`copyFrom: dtype ${source.dtype} into ${this.dtype}`);
     if (
@@ -450,7 +465,8 @@ export class DeviceArray<D extends DType = DType> {
   }
 
   /** Copies host data (same element count, column-major) into this array, ordered on the stream. */
-  copyFromHost(data: HostArray, options: StreamOption = {}): this {
+  copyFromHost(data: HostArray, options: StreamOption = NO_OPTIONS): this {
+    assertOptions('DeviceArray.copyFromHost', options, STREAM_ONLY);
     if (data.length !== this.length) {
       throw new CudaArgumentError(
         `copyFromHost: ${data.length} elements into an array of ${this.length}`,
@@ -486,7 +502,8 @@ export class DeviceArray<D extends DType = DType> {
   }
 
   /** Sets every element to `value`, ordered on the stream. */
-  fill(value: number, options: StreamOption = {}): this {
+  fill(value: number, options: StreamOption = NO_OPTIONS): this {
+    assertOptions('DeviceArray.fill', options, STREAM_ONLY);
     this.assertUsable();
     const stream = resolveStream(options.stream);
     stream.assertUsable();
@@ -533,7 +550,8 @@ export class DeviceArray<D extends DType = DType> {
    * after it has.
    * @example const values = await a.toHost();
    */
-  async toHost(options: StreamOption & WaitOptions = {}): Promise<HostArrayOf[D]> {
+  async toHost(options: StreamOption & WaitOptions = NO_OPTIONS): Promise<HostArrayOf[D]> {
+    assertOptions('DeviceArray.toHost', options, TO_HOST_OPTIONS);
     this.assertUsable();
     const stream = resolveStream(options.stream);
     stream.assertUsable();

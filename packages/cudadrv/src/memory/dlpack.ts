@@ -8,6 +8,7 @@ import { Device, deviceCount } from '../context/device.js';
 import { resolveStream } from '../context/provider.js';
 import { type DType, dtypeBytes } from '../dtype.js';
 import { CudaArgumentError } from '../errors.js';
+import { assertOptions, NO_OPTIONS } from '../options-checks.js';
 import { koffi } from '../ffi/library.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
@@ -130,6 +131,10 @@ function releaseExport(self: bigint | number | null): void {
   record.endLoan();
 }
 
+/** The options `toDLPack` and `fromDLPack` take. */
+const TO_DLPACK_OPTIONS: readonly string[] = ['stream', 'readOnly', 'reverseDimensions'];
+const FROM_DLPACK_OPTIONS: readonly string[] = ['stream', 'reverseDimensions'];
+
 /** Options of `toDLPack`. */
 export interface ToDLPackOptions extends StreamOption {
   /** Sets DLPACK_FLAG_BITMASK_READ_ONLY: the consumer promises not to write (default false). */
@@ -158,7 +163,8 @@ export interface ToDLPackOptions extends StreamOption {
  * main thread joins must not call it).
  * @example const tensor = toDLPack(a); native.consume(tensor);
  */
-export function toDLPack(array: DeviceArray, options: ToDLPackOptions = {}): bigint {
+export function toDLPack(array: DeviceArray, options: ToDLPackOptions = NO_OPTIONS): bigint {
+  assertOptions('toDLPack', options, TO_DLPACK_OPTIONS);
   if (!DeviceArray.isInstance(array)) {
     throw new CudaArgumentError(`toDLPack: expected a DeviceArray, got ${describe(array)}`);
   }
@@ -268,8 +274,9 @@ interface TensorFields {
  */
 export function fromDLPack<D extends DType = DType>(
   pointer: bigint | number,
-  options: FromDLPackOptions = {},
+  options: FromDLPackOptions = NO_OPTIONS,
 ): DeviceArray<D> {
+  assertOptions('fromDLPack', options, FROM_DLPACK_OPTIONS);
   const reverseDimensions = options.reverseDimensions ?? false;
   if (typeof reverseDimensions !== 'boolean') {
     throw new CudaArgumentError(

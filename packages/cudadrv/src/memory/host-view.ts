@@ -12,6 +12,7 @@ import { currentContext, resolveStream } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import { assertDType, type DType, dtypeBytes } from '../dtype.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import { CU_MEMHOSTREGISTER_DEVICEMAP, CU_MEMHOSTREGISTER_PORTABLE } from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
 import { useClock } from '../progress.js';
@@ -68,6 +69,10 @@ const VIEW_TYPES: Readonly<
  * views never share a page.
  */
 const PAGE = process.arch === 'arm64' ? 65536 : 4096;
+
+/** The options `HostView.allocate` and `ready` take (the copies take `stream` only). */
+const ALLOCATE_OPTIONS: readonly string[] = ['mapped'];
+const READY_OPTIONS: readonly string[] = ['signal'];
 
 /** Options of `HostView.allocate`. */
 export interface HostViewOptions {
@@ -180,8 +185,9 @@ export class HostView<D extends DType = DType> {
   static allocate<D extends DType>(
     dtype: D,
     length: number,
-    options: HostViewOptions = {},
+    options: HostViewOptions = NO_OPTIONS,
   ): HostView<D> {
+    assertOptions('HostView.allocate', options, ALLOCATE_OPTIONS);
     assertDType(dtype);
     if (!Number.isSafeInteger(length) || length < 0) {
       throw new CudaArgumentError(
@@ -260,7 +266,8 @@ export class HostView<D extends DType = DType> {
    * array does not own the memory (its dispose does nothing); the view's `dispose()` ends it.
    * @example const out = view.deviceArray([rows, columns]); launch(kernel, out, ...); await view.ready();
    */
-  deviceArray(shape?: Shape | number, options: StreamOption = {}): DeviceArray<D> {
+  deviceArray(shape?: Shape | number, options: StreamOption = NO_OPTIONS): DeviceArray<D> {
+    assertOptions('HostView.deviceArray', options, STREAM_ONLY);
     this.#assertUsable('HostView.deviceArray');
     if (!this.mapped) {
       throw new CudaArgumentError(
@@ -295,7 +302,8 @@ export class HostView<D extends DType = DType> {
    * stream): `await ready()` before reading them.
    * @example view.copyFrom(result); await view.ready(); use(view.array);
    */
-  copyFrom(source: DeviceArray<D>, options: StreamOption = {}): this {
+  copyFrom(source: DeviceArray<D>, options: StreamOption = NO_OPTIONS): this {
+    assertOptions('HostView.copyFrom', options, STREAM_ONLY);
     this.#checkOperand('HostView.copyFrom', source);
     const stream = this.#copyStream('HostView.copyFrom', options.stream);
     if (source.length === 0) return this;
@@ -322,7 +330,8 @@ export class HostView<D extends DType = DType> {
    * host to device, asynchronously on the stream, straight from the pinned memory: do not
    * write those elements until `ready()` resolves.
    */
-  copyTo(destination: DeviceArray<D>, options: StreamOption = {}): DeviceArray<D> {
+  copyTo(destination: DeviceArray<D>, options: StreamOption = NO_OPTIONS): DeviceArray<D> {
+    assertOptions('HostView.copyTo', options, STREAM_ONLY);
     this.#checkOperand('HostView.copyTo', destination);
     const stream = this.#copyStream('HostView.copyTo', options.stream);
     if (destination.length === 0) return destination;
@@ -359,7 +368,8 @@ export class HostView<D extends DType = DType> {
    * copied on the stream straight from the pinned memory (see `copyTo`).
    * @example const a = view.toDevice([rows, columns]);
    */
-  toDevice(shape?: Shape | number, options: StreamOption = {}): DeviceArray<D> {
+  toDevice(shape?: Shape | number, options: StreamOption = NO_OPTIONS): DeviceArray<D> {
+    assertOptions('HostView.toDevice', options, STREAM_ONLY);
     this.#assertUsable('HostView.toDevice');
     // Too many elements is refused before the allocation (other bad shapes by `empty`).
     const dims = typeof shape === 'number' ? [shape] : (shape ?? [this.length]);
@@ -384,7 +394,8 @@ export class HostView<D extends DType = DType> {
    * and the work on its device aliases. Then the host may read what the GPU wrote and write
    * what it read. Never blocks the event loop; `signal` stops the wait (see `waitForStream`).
    */
-  async ready(options: WaitOptions = {}): Promise<void> {
+  async ready(options: WaitOptions = NO_OPTIONS): Promise<void> {
+    assertOptions('HostView.ready', options, READY_OPTIONS);
     if (this.#disposed) return;
     const streams = pendingStreams(this.#registration);
     if (streams.length === 0) return;

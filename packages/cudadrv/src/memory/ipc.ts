@@ -26,6 +26,7 @@ import { currentStream, resolveStream } from '../context/provider.js';
 import { check, cudaError, driver } from '../driver.js';
 import { assertDType, type DType, dtypeBytes } from '../dtype.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import {
   CU_IPC_HANDLE_SIZE,
   CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -103,6 +104,9 @@ export function setLeaseStore(leases: LeaseStore): LeaseStore {
   return previous;
 }
 
+/** The options `openSharedMemory` takes (`allocateShareable`, `shareableArray`: `stream` only). */
+const OPEN_OPTIONS: readonly string[] = ['stream', 'access', 'onExporterExit'];
+
 /** Options of `openSharedMemory`. */
 export interface OpenSharedMemoryOptions extends StreamOption {
   /**
@@ -125,7 +129,11 @@ export interface OpenSharedMemoryOptions extends StreamOption {
  * (tens of microseconds), and its free waits for every importer.
  * @example using buffer = allocateShareable(1 << 30);
  */
-export function allocateShareable(byteLength: number, options: StreamOption = {}): DeviceBuffer {
+export function allocateShareable(
+  byteLength: number,
+  options: StreamOption = NO_OPTIONS,
+): DeviceBuffer {
+  assertOptions('allocateShareable', options, STREAM_ONLY);
   if (!Number.isSafeInteger(byteLength) || byteLength < 1) {
     throw new CudaArgumentError(
       `allocateShareable: byteLength must be a positive integer, got ${byteLength}`,
@@ -177,8 +185,9 @@ export function allocateShareable(byteLength: number, options: StreamOption = {}
 export function shareableArray<D extends DType>(
   dtype: D,
   shape: Shape | number,
-  options: StreamOption = {},
+  options: StreamOption = NO_OPTIONS,
 ): DeviceArray<D> {
+  assertOptions('shareableArray', options, STREAM_ONLY);
   assertDType(dtype);
   const dims = typeof shape === 'number' ? [shape] : [...shape];
   const length = checkedLength('shareableArray', dims);
@@ -305,8 +314,9 @@ export function sharedMemoryHolders(source: DeviceArray | DeviceBuffer): number[
  */
 export function openSharedMemory<D extends DType = DType>(
   handle: SharedMemoryHandle | string,
-  options: OpenSharedMemoryOptions = {},
+  options: OpenSharedMemoryOptions = NO_OPTIONS,
 ): DeviceArray<D> {
+  assertOptions('openSharedMemory', options, OPEN_OPTIONS);
   const checked = parseSharedMemoryHandle(handle);
   const access = options.access ?? 'read';
   if (access !== 'read' && access !== 'readwrite') {

@@ -2,6 +2,7 @@ import type { Context } from '../context/device.js';
 import { resolveStream } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import type { StreamCapture } from '../graph/capture.js';
 import { useClock } from '../progress.js';
 import type { Stream } from '../stream/stream.js';
@@ -357,7 +358,8 @@ export class DeviceBuffer {
    * `allocateAsync`, which waits for them on a worker thread.
    * @example using buffer = DeviceBuffer.allocate(1 << 20);
    */
-  static allocate(byteLength: number, options: StreamOption = {}): DeviceBuffer {
+  static allocate(byteLength: number, options: StreamOption = NO_OPTIONS): DeviceBuffer {
+    assertOptions('DeviceBuffer.allocate', options, STREAM_ONLY);
     checkByteLength(byteLength);
     const stream = resolveStream(options.stream);
     stream.assertUsable();
@@ -390,8 +392,9 @@ export class DeviceBuffer {
    */
   static async allocateAsync(
     byteLength: number,
-    options: StreamOption = {},
+    options: StreamOption = NO_OPTIONS,
   ): Promise<DeviceBuffer> {
+    assertOptions('DeviceBuffer.allocateAsync', options, STREAM_ONLY);
     checkByteLength(byteLength);
     const stream = resolveStream(options.stream);
     stream.assertUsable();

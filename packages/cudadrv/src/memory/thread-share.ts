@@ -21,6 +21,7 @@ import { resolveStream } from '../context/provider.js';
 import { check, driver, ffiValue } from '../driver.js';
 import { DTYPES, type DType, dtypeBytes } from '../dtype.js';
 import { CaptureError, CudaArgumentError } from '../errors.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import { CU_EVENT_DISABLE_TIMING } from '../ffi/cuda.js';
 import type { Stream } from '../stream/stream.js';
 import { columnMajorStrides, DeviceArray } from './array.js';
@@ -104,6 +105,9 @@ export interface TransferredArrayDescriptor {
   /** One Int32 word: sent, received. */
   readonly state: SharedArrayBuffer;
 }
+
+/** The options `lendArray` takes (`borrowArray`, `transferArray`, `receiveArray`: `stream` only). */
+const LEND_OPTIONS: readonly string[] = ['stream', 'readOnly'];
 
 /** Options of `lendArray`. */
 export interface LendOptions {
@@ -198,7 +202,8 @@ function streamFor(given: Stream | undefined, call: string, context: Context): S
  * await replyFrom(worker); // the worker disposed its borrowed array
  * loan.end();
  */
-export function lendArray(array: DeviceArray, options: LendOptions = {}): ArrayLoan {
+export function lendArray(array: DeviceArray, options: LendOptions = NO_OPTIONS): ArrayLoan {
+  assertOptions('lendArray', options, LEND_OPTIONS);
   assertArray('lendArray', 'array', array);
   const readOnly = options.readOnly ?? false;
   if (typeof readOnly !== 'boolean') {
@@ -426,9 +431,10 @@ class BorrowedMemory implements ForeignMemory {
  */
 export function borrowArray<D extends DType = DType>(
   descriptor: LentArrayDescriptor,
-  options: ThreadShareOptions = {},
+  options: ThreadShareOptions = NO_OPTIONS,
 ): DeviceArray<D> {
   const call = 'borrowArray';
+  assertOptions(call, options, STREAM_ONLY);
   checkDescriptor(descriptor, LOAN_KIND, call);
   const d = descriptor as LentArrayDescriptor;
   if (typeof d.done !== 'bigint' || typeof d.readOnly !== 'boolean') {
@@ -481,8 +487,9 @@ export function borrowArray<D extends DType = DType>(
  */
 export function transferArray(
   array: DeviceArray,
-  options: ThreadShareOptions = {},
+  options: ThreadShareOptions = NO_OPTIONS,
 ): TransferredArrayDescriptor {
+  assertOptions('transferArray', options, STREAM_ONLY);
   assertArray('transferArray', 'array', array);
   if (!array.owner) {
     throw new CudaArgumentError(
@@ -534,9 +541,10 @@ export function transferArray(
  */
 export function receiveArray<D extends DType = DType>(
   descriptor: TransferredArrayDescriptor,
-  options: ThreadShareOptions = {},
+  options: ThreadShareOptions = NO_OPTIONS,
 ): DeviceArray<D> {
   const call = 'receiveArray';
+  assertOptions(call, options, STREAM_ONLY);
   checkDescriptor(descriptor, TRANSFER_KIND, call);
   const d = descriptor as TransferredArrayDescriptor;
   const count = d.shape.reduce((a, b) => a * b, 1);

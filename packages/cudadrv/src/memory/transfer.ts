@@ -5,6 +5,7 @@
 import { resolveStream, throwIfCancelled } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import { CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
 import { cudadrvState } from '../process-state.js';
@@ -118,12 +119,16 @@ function checkRange(what: string, region: DeviceRegion, byteLength: number): num
   return offset;
 }
 
+/** The options `copyHostToDevice` takes (the other copies and memsets take `stream` only). */
+const COPY_HOST_TO_DEVICE_OPTIONS: readonly string[] = ['stream', 'byteLength'];
+
 /** Copies host memory (a typed array, or pinned memory) to the device, ordered on the stream. */
 export function copyHostToDevice(
   destination: DeviceRegion,
   source: ArrayBufferView | PinnedHostBuffer,
-  options: StreamOption & { byteLength?: number } = {},
+  options: StreamOption & { byteLength?: number } = NO_OPTIONS,
 ): void {
+  assertOptions('copyHostToDevice', options, COPY_HOST_TO_DEVICE_OPTIONS);
   const byteLength = options.byteLength ?? source.byteLength;
   if (byteLength > source.byteLength) {
     throw new CudaArgumentError(
@@ -161,8 +166,9 @@ export function copyDeviceToPinned(
   destination: PinnedHostBuffer,
   source: DeviceRegion,
   byteLength: number,
-  options: StreamOption = {},
+  options: StreamOption = NO_OPTIONS,
 ): void {
+  assertOptions('copyDeviceToPinned', options, STREAM_ONLY);
   if (destination.disposed) throw new DisposedError('PinnedHostBuffer');
   if (byteLength > destination.byteLength) {
     throw new CudaArgumentError(
@@ -200,8 +206,9 @@ export function copyDeviceToDevice(
   destination: DeviceRegion,
   source: DeviceRegion,
   byteLength: number,
-  options: StreamOption = {},
+  options: StreamOption = NO_OPTIONS,
 ): void {
+  assertOptions('copyDeviceToDevice', options, STREAM_ONLY);
   copyDeviceRegion(
     'copyDeviceToDevice',
     destination.buffer,
@@ -363,8 +370,9 @@ export function memset(
   destination: DeviceRegion,
   value: number,
   byteLength: number,
-  options: StreamOption = {},
+  options: StreamOption = NO_OPTIONS,
 ): void {
+  assertOptions('memset', options, STREAM_ONLY);
   if (!Number.isInteger(value) || value < 0 || value > 255) {
     throw new CudaArgumentError(`memset: value must be a byte (0..255), got ${value}`);
   }
@@ -386,8 +394,9 @@ export function memsetWords(
   word: number,
   count: number,
   wordBytes: 2 | 4,
-  options: StreamOption = {},
+  options: StreamOption = NO_OPTIONS,
 ): void {
+  assertOptions('memsetWords', options, STREAM_ONLY);
   const offset = checkRange('memsetWords', destination, count * wordBytes);
   if (offset % wordBytes !== 0)
     throw new CudaArgumentError(`memsetWords: offset ${offset} is not ${wordBytes}-byte aligned`);
