@@ -2,7 +2,6 @@ import type { Context } from '../context/device.js';
 import { resolveStream } from '../context/provider.js';
 import { check, cudaError, ffiValue, scratch } from '../driver.js';
 import { CaptureError, CudaArgumentError, CudaError, DisposedError } from '../errors.js';
-import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import {
   CU_GRAPH_EXEC_UPDATE_RESULT_NAMES,
   CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
@@ -19,6 +18,7 @@ import {
   type StreamOption,
 } from '../memory/memory.js';
 import type { PinnedHostBuffer } from '../memory/transfer.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
 import type { StreamCapture } from './capture.js';

@@ -26,12 +26,12 @@ import { currentStream, resolveStream } from '../context/provider.js';
 import { check, cudaError, driver } from '../driver.js';
 import { assertDType, type DType, dtypeBytes } from '../dtype.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
-import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import {
   CU_IPC_HANDLE_SIZE,
   CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
   CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
 } from '../ffi/cuda.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
 import { columnMajorStrides, DeviceArray, type Shape } from './array.js';

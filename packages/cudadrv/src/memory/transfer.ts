@@ -5,9 +5,9 @@
 import { resolveStream, throwIfCancelled } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
-import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import { CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
+import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import { cudadrvState } from '../process-state.js';
 import { beginOperation, endOperation } from '../stream/observer.js';
 import type { Stream } from '../stream/stream.js';
