@@ -54,6 +54,7 @@ import {
   createRing,
   createSlots,
   drain,
+  HEAD,
   type IssuerCalls,
   type Reader,
   TAIL,
@@ -207,6 +208,8 @@ describe('the ring protocol (one thread)', () => {
           // empty, so a wait for more room than the ring has would spin for ever.
           const waitForRoom = writer.waitForRoom.bind(writer);
           writer.waitForRoom = (needed: number) => {
+            // What it publishes while it waits, an issuer drains.
+            Atomics.store(writer.control, HEAD, writer.head);
             drain(reader, calls);
             if (needed > capacity) {
               throw new Error(`waits for ${needed} free words in a ring of ${capacity}`);
