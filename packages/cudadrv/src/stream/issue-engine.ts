@@ -131,15 +131,17 @@ export class Writer {
     const capacity = this.data.length;
     let at = this.head & this.mask;
     const toEnd = capacity - at;
-    const needed = toEnd < words ? toEnd + words : words;
-    if (this.free < needed) this.waitForRoom(needed);
     if (toEnd < words) {
+      // The PAD first, on its own: the room for both at once can exceed the ring (a command
+      // of more than half the ring), and the issuer frees the PAD's words once it is published.
+      if (this.free < toEnd) this.waitForRoom(toEnd);
       this.data[at] = OP_PAD;
       this.data[at + 1] = toEnd;
       this.head = (this.head + toEnd) | 0;
       this.free -= toEnd;
       at = 0;
     }
+    if (this.free < words) this.waitForRoom(words);
     this.free -= words;
     return at;
   }
