@@ -275,10 +275,10 @@ describe('the ring protocol (one thread)', () => {
     b.launch(1, 0, 10, 1, 1, 1, 1, 1, 0, values, 0, 0);
     b.cancelPending();
     drain(reader, calls);
-    for (let i = 0; i < 3; i++) {
-      // Many launches later: each one issued (drained as they go, as an issuer does).
+    for (let i = 0; i < 9; i++) {
+      // 2^29 launches later, nine times (2^32 in all: the sequence numbers wrap): each issued.
       const before = b.pushed;
-      b.pushed = (before + 2 ** 30 - 1) | 0;
+      b.pushed = (before + 2 ** 29 - 1) | 0;
       Atomics.store(issuedWords, 4 << 4, b.pushed);
       b.launch(1, 0, 11 + i, 1, 1, 1, 1, 1, 0, values, 0, 0);
       drain(reader, calls);
@@ -287,7 +287,7 @@ describe('the ring protocol (one thread)', () => {
     b.cancelPending();
     b.launch(1, 0, 21, 1, 1, 1, 1, 1, 0, values, 0, 0);
     drain(reader, calls);
-    expect(launched).toEqual([1, 2, 3, 4, 11, 12, 13, 21]);
+    expect(launched).toEqual([1, 2, 3, 4, 11, 12, 13, 14, 15, 16, 17, 18, 19, 21]);
     expect(b.pending()).toBe(false);
   });
 
