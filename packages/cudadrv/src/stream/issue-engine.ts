@@ -188,6 +188,12 @@ export class IssueAttachment {
   readonly #contextHi: number;
   /** Launches pushed for this stream (int32, wraps). */
   pushed = 0;
+  /**
+   * What this stream's `cancelled` word holds: launches at or below it (in int32 order, which
+   * wraps) are skipped. Kept within 2^30 below the sequence numbers pushed, so that a launch
+   * 2^31 later is not taken for one pushed before it.
+   */
+  #cancelledAt = 0;
 
   constructor(stream: Stream, slot: number, writer: Writer, memory: SlotMemory) {
     this.stream = stream;
@@ -251,6 +257,12 @@ export class IssueAttachment {
     data[at + 16] = sharedMemory;
     data[at + 17] = count;
     const sequence = (this.pushed + 1) | 0;
+    if (((sequence - this.#cancelledAt) | 0) > 0x4000_0000) {
+      // Once in 2^29 launches: the mark moves up, still below every launch not issued yet
+      // (a ring holds far fewer than 2^29), so that it skips nothing more.
+      this.#cancelledAt = (sequence - 0x2000_0000) | 0;
+      Atomics.store(this.#cancelled, this.slot, this.#cancelledAt);
+    }
     data[at + 18] = sequence;
     data[at + 19] = 0;
     const end = 2 * count;
@@ -313,6 +325,7 @@ export class IssueAttachment {
    * issuer skips them. Launches pushed later are issued as usual.
    */
   cancelPending(): void {
+    this.#cancelledAt = this.pushed;
     Atomics.store(this.#cancelled, this.slot, this.pushed);
   }
 
@@ -323,6 +336,7 @@ export class IssueAttachment {
     Atomics.store(this.#errors, 2 * this.slot, 0);
     Atomics.store(this.#cancelled, this.slot, 0);
     this.pushed = 0;
+    this.#cancelledAt = 0;
     this.#writer.streams--;
     engine.freeSlots.push(this.slot);
     engine.attached.delete(this);
