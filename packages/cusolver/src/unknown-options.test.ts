@@ -5,7 +5,7 @@ import { cholesky, choleskySolve, eigh, lu, luSolve, qr, solve, svd } from './in
 
 // A misspelt option would be ignored, and the call would compute something else without a
 // word: every routine refuses an option it does not take, before any native call (these
-// arrays have no device memory), naming the near one when only its case differs.
+// arrays have no device memory), naming the near one (a case or one-letter slip).
 const square = () => hostOnlyArray('float64', [4, 4]);
 const vector = () => hostOnlyArray('float64', [4]);
 const pivots = hostOnlyArray('int32', [4]);
@@ -30,8 +30,11 @@ describe('unknown options', () => {
   ];
   it.each(cases)('%s refuses one, listing what it takes', async (name, call, takes) => {
     expect(await refusal(() => call({ strem: 1 }))).toBe(
-      `${name}: unknown option "strem"; ${name} takes ${takes}`,
+      `${name}: unknown option "strem" (did you mean stream?); ${name} takes ${takes}`,
     );
     expect(await refusal(() => call({ Stream: undefined }))).toContain('(did you mean stream?)');
+    expect(await refusal(() => call({ zzz: 1 }))).toBe(
+      `${name}: unknown option "zzz"; ${name} takes ${takes}`,
+    );
   });
 });
