@@ -12,7 +12,7 @@ import {
   deviceCount,
   Stream,
 } from '@cuda-tasks/cudadrv';
-import { describeGpu, gpuAvailable, rng } from '@cuda-tasks/testing';
+import { describeGpu, gpuAvailable, rng, streamDouble } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 import { gemm, gemv, setGemmBackend } from './index.js';
 
@@ -134,7 +134,12 @@ describeGpu('an array of another context than the stream, on the device', () => 
     // Another context of the same device, as cudadrv types it; its handle is never used: the
     // check refuses the call before anything reaches the driver.
     const other = new Context(device, primary.handle + 1n);
-    const stream = { context: other, toString: () => 'Stream(other context)' } as unknown as Stream;
+    const stream = streamDouble({
+      context: other,
+      disposed: false,
+      assertUsable() {},
+      toString: () => 'Stream(other context)',
+    });
     using a = DeviceArray.fromHost(random(16, 8), [4, 4]);
     using b = DeviceArray.fromHost(random(16, 9), [4, 4]);
     using c = DeviceArray.zeros('float64', [4, 4]);

@@ -164,7 +164,7 @@ describeGpu('cuBLAS handles follow the task stream', () => {
     });
   });
 
-  it('keeps handles bounded: 32 concurrent tasks share at most 16 handles, then 32 more create none', async () => {
+  it('keeps handles bounded: 32 concurrent tasks share the 16 made ahead, creating none, twice', async () => {
     const cache = handleCache();
     expect(cache.maxHandlesPerContext).toBe(16);
     using a = DeviceArray.fromHost(hostA, [N, N]);
@@ -185,10 +185,14 @@ describeGpu('cuBLAS handles follow the task stream', () => {
             ),
           ),
         );
+      // Earlier tests may have left fewer than the bound alive (a cache grows one handle per
+      // event-loop turn while tasks share): made ahead, as a service does at startup, the
+      // bound's 16 serve the burst and it creates none.
+      expect(cache.warm()).toBe(16);
       const before = cache.statistics().created;
       const firstHandles = await round();
       const afterFirst = cache.statistics().created;
-      expect(afterFirst - before).toBeLessThanOrEqual(16);
+      expect(afterFirst).toBe(before);
       // Past the bound, tasks share handles (each call rebinds it to the caller's stream, with
       // the caller's workspace): 32 tasks on 16 handles, two each.
       expect(new Set(firstHandles).size).toBe(16);
