@@ -1,7 +1,53 @@
 import { threadId } from 'node:worker_threads';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
+// Loans of arrays without a GPU (the loan-ending tests): `lendArray` and `DeviceArray.isInstance`
+// answer for the test's stand-in arrays, and pass everything else to the real package.
+const hooks = vi.hoisted(() => ({
+  lend: undefined as ((array: unknown) => unknown) | undefined,
+  fakes: new WeakSet<object>(),
+}));
+vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => {
+  const original = await importOriginal<typeof import('@cuda-tasks/cudadrv')>();
+  class DeviceArray extends original.DeviceArray {
+    static override isInstance(value: unknown): value is InstanceType<typeof original.DeviceArray> {
+      if (typeof value === 'object' && value !== null && hooks.fakes.has(value)) return true;
+      return original.DeviceArray.isInstance(value);
+    }
+  }
+  return {
+    ...original,
+    DeviceArray,
+    lendArray: (array: unknown, options: unknown) =>
+      hooks.fakes.has(array as object)
+        ? hooks.lend!(array)
+        : original.lendArray(array as never, options as never),
+  };
+});
+
 import { WorkerJobError, WorkerPool } from './worker-pool.js';
+
+/** A stand-in array and its loan, whose `end` and `abandon` do what the test says. */
+function fakeLoan(behaviour: { end?: () => void; abandon?: () => Promise<void> }) {
+  const array = { fake: true };
+  hooks.fakes.add(array);
+  const calls = { end: 0, abandon: 0 };
+  const loan = {
+    descriptor: { kind: 'not-a-real-loan' },
+    returned: false,
+    ended: false,
+    end() {
+      calls.end++;
+      behaviour.end?.();
+    },
+    abandon() {
+      calls.abandon++;
+      return behaviour.abandon?.() ?? Promise.resolve();
+    },
+  };
+  return { array, loan, calls };
+}
 
 // Real worker threads running the runtime from its source, on jobs that touch no GPU: the
 // protocol (dispatch, results, errors, cancellation, exits, close). The device-array paths are
@@ -148,5 +194,38 @@ describe('WorkerPool', () => {
     await expect(WorkerPool.start(JOBS, { workers: 0 })).rejects.toThrow(/workers must be/);
     await expect(WorkerPool.start(JOBS, { workers: 1.5 })).rejects.toThrow(/workers must be/);
     await expect(WorkerPool.start('')).rejects.toThrow(/URL or a path/);
+  });
+
+  it('each loan of a reply is ended even when another one’s end throws, and every failure is reported', async () => {
+    const first = fakeLoan({
+      end: () => {
+        throw new Error('first loan end failed');
+      },
+    });
+    const second = fakeLoan({});
+    const third = fakeLoan({
+      end: () => {
+        throw new Error('third loan end failed');
+      },
+    });
+    const loans = [first, second, third];
+    let next = 0;
+    hooks.lend = () => loans[next++]!.loan;
+    try {
+      // The worker cannot borrow the stand-in descriptors: the job answers with an error, and
+      // the reply ends the three loans.
+      const error = await pool
+        .runWith('add', [first.array, second.array, third.array], {
+          stream: {} as never,
+        })
+        .catch((e: unknown) => e);
+      expect(loans.map((l) => l.calls.end)).toEqual([1, 1, 1]);
+      expect(error).toBeInstanceOf(AggregateError);
+      const messages = (error as AggregateError).errors.map((e: Error) => e.message);
+      expect(messages).toEqual(['first loan end failed', 'third loan end failed']);
+      expect((error as Error).message).toMatch(/2 of the job’s 3 loans/);
+    } finally {
+      hooks.lend = undefined;
+    }
   });
 });

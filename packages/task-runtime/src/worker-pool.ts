@@ -31,6 +31,7 @@ import {
   type StreamPriority,
 } from '@cuda-tasks/cudadrv';
 import { threadEntry } from '@cuda-tasks/cudadrv/internal';
+import { reportCleanupError } from './cleanup.js';
 import { currentFrame, streamOf } from './state.js';
 import {
   type Encoded,
@@ -168,6 +169,29 @@ function checkCount(value: unknown, what: string, min: number, max: number): num
     );
   }
   return value as number;
+}
+
+/**
+ * Ends every loan of a job, each whatever the others do: undefined when all ended, else the one
+ * error, or an AggregateError of them all when several failed.
+ */
+function endLoans(loans: readonly ArrayLoan[]): unknown {
+  let errors: unknown[] | undefined;
+  for (const loan of loans) {
+    try {
+      loan.end();
+    } catch (error) {
+      (errors ??= []).push(error);
+    }
+  }
+  if (errors === undefined) return undefined;
+  if (errors.length === 1) return errors[0];
+  return new AggregateError(
+    errors,
+    `WorkerPool: ending ${errors.length} of the job’s ${loans.length} loans failed: ${errors
+      .map((error) => (error instanceof Error ? error.message : String(error)))
+      .join('; ')}`,
+  );
 }
 
 /** A pool of worker threads that run jobs of one module, each job as a task (see above). */
@@ -328,8 +352,10 @@ export class WorkerPool {
     let failure: unknown;
     let failed = false;
     try {
-      // The caller's stream waits for the job's work on the lent arrays; they are the caller's again.
-      for (const loan of pending.loans) loan.end();
+      // The caller's stream waits for the job's work on the lent arrays; they are the caller's
+      // again. Each loan ends on its own: one that fails leaves the others ended.
+      const ended = endLoans(pending.loans);
+      if (ended !== undefined) throw ended;
       if (message.type === 'done') value = this.#decode(message.value, pending, 0);
       else {
         failed = true;
@@ -490,7 +516,9 @@ export class WorkerPool {
       try {
         encoded = args.map((arg) => this.#encode(arg, stream, loans, lent, 0));
       } catch (error) {
-        for (const loan of loans) loan.end();
+        // The call's own error is what it rejects with; a loan that fails to end is reported.
+        const ended = endLoans(loans);
+        if (ended !== undefined) reportCleanupError(ended, undefined);
         return Promise.reject(error);
       }
     }
@@ -540,7 +568,9 @@ export class WorkerPool {
         } satisfies ToWorker);
       } catch (error) {
         this.#forget(pending);
-        for (const loan of loans) loan.end();
+        // The call's own error is what it rejects with; a loan that fails to end is reported.
+        const ended = endLoans(loans);
+        if (ended !== undefined) reportCleanupError(ended, undefined);
         reject(error);
       }
     });
