@@ -26,6 +26,7 @@ vi.mock('@cuda-tasks/cudadrv', async (importOriginal) => {
   };
 });
 
+import { onCleanupError } from './cleanup.js';
 import { WorkerJobError, WorkerPool } from './worker-pool.js';
 
 /** A stand-in array and its loan, whose `end` and `abandon` do what the test says. */
@@ -226,6 +227,37 @@ describe('WorkerPool', () => {
       expect((error as Error).message).toMatch(/2 of the job’s 3 loans/);
     } finally {
       hooks.lend = undefined;
+    }
+  });
+
+  it('a loan abandoned when its worker exits, whose abandon rejects, is reported as a cleanup error (no unhandled rejection)', async () => {
+    const other = await WorkerPool.start(JOBS, { workers: 1 });
+    const reported: unknown[] = [];
+    const off = onCleanupError((error) => reported.push(error));
+    const failing = fakeLoan({ abandon: () => Promise.reject(new Error('abandon failed')) });
+    const fine = fakeLoan({});
+    const loans = [failing, fine];
+    let next = 0;
+    hooks.lend = () => loans[next++]!.loan;
+    try {
+      // The worker exits on the first job, before it reads the second: the second's loans are
+      // abandoned.
+      const exiting = other.run('exits', 3).catch((e: unknown) => e);
+      const lending = other
+        .runWith('add', [failing.array, fine.array], { stream: {} as never })
+        .catch((e: unknown) => e);
+      expect(await exiting).toBeInstanceOf(WorkerJobError);
+      expect(await lending).toBeInstanceOf(WorkerJobError);
+      for (let i = 0; i < 100 && reported.length === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(failing.calls.abandon).toBe(1);
+      expect(fine.calls.abandon).toBe(1);
+      expect(reported.map((e) => (e as Error).message)).toEqual(['abandon failed']);
+    } finally {
+      hooks.lend = undefined;
+      off();
+      await other.close();
     }
   });
 });

@@ -194,6 +194,15 @@ function endLoans(loans: readonly ArrayLoan[]): unknown {
   );
 }
 
+/**
+ * A loan abandoned after its worker went away could not be ended (its context's wait failed):
+ * the job has rejected already, so this goes where the runtime's other clean-up errors go
+ * (`onCleanupError` listeners, else a process warning), never to an unhandled rejection.
+ */
+function reportAbandonError(error: unknown): void {
+  reportCleanupError(error, undefined);
+}
+
 /** A pool of worker threads that run jobs of one module, each job as a task (see above). */
 export class WorkerPool {
   readonly #data: Omit<WorkerPoolData, 'index'>;
@@ -316,7 +325,7 @@ export class WorkerPool {
     for (const pending of [...this.#pending.values()]) {
       if (pending.worker !== slot) continue;
       this.#forget(pending);
-      for (const loan of pending.loans) void loan.abandon();
+      for (const loan of pending.loans) loan.abandon().catch(reportAbandonError);
       pending.reject(
         new WorkerJobError(pending.job, slot.index, {
           name: 'WorkerExit',
