@@ -348,6 +348,7 @@ describe('the ring protocol (one thread)', () => {
 
 // Real issuer threads with the double of libcuda.
 const DOUBLE = fileURLToPath(new URL('../../test/issuer-calls-double.mjs', import.meta.url));
+const STOP_DOUBLE = fileURLToPath(new URL('../../test/issuer-stop-double.mjs', import.meta.url));
 
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
 const fakeModule = { context, disposed: false } as unknown as Module;
@@ -525,4 +526,27 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     startIssueEngineWith({ issuers: 1 }, DOUBLE, new SharedArrayBuffer(64));
     expect(() => startIssueEngineWith({ issuers: 1 }, DOUBLE)).toThrow(/runs already/);
   });
+
+  it('an issuer that is about to sleep when the engine stops sees the stop and exits promptly (no lost wake-up)', async () => {
+    const words = new SharedArrayBuffer(16);
+    const w = new Int32Array(words);
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0 }, STOP_DOUBLE, words);
+    const stream = Stream.create({ context, name: 'stopping' });
+    launch(kernel, { grid: 1, block: 32, stream }, fakeArray(0x7000), 1);
+    stream.fence();
+    // The issuer has checked STOP (not set) and holds before its Atomics.wait on HEAD.
+    expect(Atomics.wait(w, 1, 0, 5_000)).not.toBe('timed-out');
+    const started = performance.now();
+    const stopped = stopIssueEngine();
+    // Now let it go to sleep: the stop must have changed what it waits on.
+    Atomics.store(w, 2, 1);
+    Atomics.notify(w, 2);
+    await stopped;
+    const ms = performance.now() - started;
+    console.log(`[issue engine] issuer asleep at stop exited in ${ms.toFixed(1)} ms`);
+    // Without the wake-up the issuer sleeps until the stop's 5 s terminate.
+    expect(ms).toBeLessThan(2_000);
+    expect(Atomics.load(w, 0)).toBe(1);
+    stream.dispose();
+  }, 15_000);
 });

@@ -158,6 +158,15 @@ export class Writer {
     }
   }
 
+  /** Writes and publishes a PAD of two words (a change of HEAD that issues nothing). */
+  pad(): void {
+    const at = this.reserve(2);
+    this.data[at] = OP_PAD;
+    this.data[at + 1] = 2;
+    this.head = (this.head + 2) | 0;
+    Atomics.store(this.control, HEAD, this.head);
+  }
+
   /** Publishes the commands written so far; wakes the issuer if it sleeps. */
   publish(): boolean {
     Atomics.store(this.control, HEAD, this.head);
@@ -493,9 +502,13 @@ export function startIssueEngineWith(
 /** Tells a writer's issuer to exit (once its ring is drained); resolves when it has. */
 function stopWriter(writer: Writer): Promise<void> {
   Atomics.store(writer.control, STOP, 1);
-  Atomics.notify(writer.control, HEAD, 1);
   const worker = writer.worker!;
   if (writer.exited) return Promise.resolve();
+  // The issuer sleeps in Atomics.wait on HEAD, after it saw STOP unset: a notify alone is lost
+  // when it comes between that check and the wait. A PAD published after STOP changes HEAD, so
+  // that the wait returns (or is never entered) and the issuer sees STOP.
+  writer.pad();
+  Atomics.notify(writer.control, HEAD, 1);
   return new Promise<void>((resolve) => {
     const timer = setTimeout(() => void worker.terminate().then(() => resolve()), 5_000);
     worker.once('exit', () => {

@@ -100,6 +100,11 @@ export interface IssuerCalls {
     kernelParams: number,
     extra: number,
   ): number;
+  /**
+   * Test doubles only (never in libcuda's calls): called when the issuer has found its ring
+   * empty and the engine not stopping, just before it sleeps.
+   */
+  beforeSleep?(): void;
 }
 
 /** The reader's side of one ring: its views, and where the argument values' pointers go. */

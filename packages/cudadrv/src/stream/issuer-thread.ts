@@ -45,9 +45,12 @@ for (;;) {
   while (Atomics.load(control, HEAD) === reader.tail && performance.now() < until) {}
   if (Atomics.load(control, HEAD) !== reader.tail) continue;
   if (Atomics.load(control, STOP) === 1) break;
+  api.beforeSleep?.();
   Atomics.store(control, SLEEPING, 1);
   // The engine publishes HEAD, then reads SLEEPING: either it sees 1 and wakes this thread,
-  // or this wait sees the new HEAD and returns at once.
+  // or this wait sees the new HEAD and returns at once. A stop publishes a PAD after setting
+  // STOP, so a stop that comes after the check above also changes HEAD: this wait returns and
+  // the next round sees STOP.
   Atomics.wait(control, HEAD, reader.tail);
   Atomics.store(control, SLEEPING, 0);
 }
