@@ -549,4 +549,61 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     expect(Atomics.load(w, 0)).toBe(1);
     stream.dispose();
   }, 15_000);
+
+  it('an issuer thread that dies is noticed by a fence waiting for it: a CudaError naming the failure, at once', async () => {
+    startIssueEngineWith(
+      { issuers: 1, spinMicroseconds: 0 },
+      STOP_DOUBLE,
+      new SharedArrayBuffer(16),
+    );
+    const stream = Stream.create({ context, name: 'orphan' });
+    const x = fakeArray(0x7000);
+    launch(kernel, { grid: [1, 66], block: 32, stream }, x, 1); // gy 66: the double throws
+    launch(kernel, { grid: 2, block: 32, stream }, x, 2);
+    const started = performance.now();
+    const error = (() => {
+      try {
+        stream.fence();
+      } catch (e) {
+        return e;
+      }
+    })();
+    const ms = performance.now() - started;
+    expect(error).toBeInstanceOf(CudaError);
+    expect((error as Error).message).toMatch(/issuer thread failed.*the double died on purpose/);
+    expect(ms).toBeLessThan(5_000);
+    // Every later fence throws the same, and the statistics name it.
+    expect(() => stream.fence()).toThrow(/the double died on purpose/);
+    expect(issueEngineStatistics().failure).toMatch(/the double died on purpose/);
+    // Stopping tears the engine down and reports the launches it could not issue.
+    await expect(stopIssueEngine()).rejects.toThrow(/the double died on purpose/);
+    expect(issueEngineStatistics().running).toBe(false);
+    expect(stream.issue).toBeNull();
+    stream.dispose();
+  });
+
+  it('an issuer thread that exits is noticed by a push waiting for room in its full ring', async () => {
+    startIssueEngineWith(
+      { issuers: 1, ringWords: 1024, spinMicroseconds: 0 },
+      STOP_DOUBLE,
+      new SharedArrayBuffer(16),
+    );
+    const stream = Stream.create({ context, name: 'full-orphan' });
+    const x = fakeArray(0x7000);
+    launch(kernel, { grid: [1, 67], block: 32, stream }, x, 1); // gy 67: the double exits
+    const started = performance.now();
+    const error = (() => {
+      try {
+        // A 1,024-word ring holds fewer than 40 launches: one of these waits for room.
+        for (let i = 0; i < 200; i++) launch(kernel, { grid: 2, block: 32, stream }, x, 2);
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(error).toBeInstanceOf(CudaError);
+    expect((error as Error).message).toMatch(/issuer thread .*exited with code 3/);
+    await expect(stopIssueEngine()).rejects.toThrow(/exited with code 3/);
+    stream.dispose();
+  });
 });

@@ -31,6 +31,8 @@ import {
   CANCELLED,
   createRing,
   createSlots,
+  FAILED,
+  failureOf,
   HEAD,
   LAUNCH_HEADER_WORDS,
   MAX_SLOTS,
@@ -148,6 +150,8 @@ export class Writer {
 
   waitForRoom(needed: number): void {
     const capacity = this.data.length;
+    const started = performance.now();
+    let spins = 0;
     for (;;) {
       const used = (this.head - Atomics.load(this.control, TAIL)) | 0;
       this.free = capacity - used;
@@ -155,7 +159,20 @@ export class Writer {
       // The issuer is behind: publish what is there and make sure it is awake.
       Atomics.store(this.control, HEAD, this.head);
       Atomics.notify(this.control, HEAD, 1);
+      if (++spins % 1024 === 0) this.recheck(started);
     }
+  }
+
+  /**
+   * For a wait on the issuer, now and then: throws the engine's failure once an issuer failed
+   * (its thread marks `FAILED`: this thread's event loop, blocked here, cannot hear of it);
+   * after 10 ms of waiting, sleeps up to 0.2 ms on `FAILED` (a failure wakes it at once)
+   * instead of spinning.
+   */
+  recheck(started: number): void {
+    if (Atomics.load(this.control, FAILED) !== 0) throw issuerFailure(this);
+    if (engine.failure !== undefined) throw engine.failure;
+    if (performance.now() - started > 10) Atomics.wait(this.control, FAILED, 0, 0.2);
   }
 
   /** Writes and publishes a PAD of two words (a change of HEAD that issues nothing). */
@@ -296,7 +313,7 @@ export class IssueAttachment {
     const started = performance.now();
     while (Atomics.load(this.#issued, this.#issuedAt) !== this.pushed) {
       if (++spins % 4096 === 0) {
-        if (engine.failure !== undefined) throw engine.failure;
+        writer.recheck(started);
         // Never expected: an issuer asleep with work. Wake it; give up after 30 s.
         if (Atomics.load(writer.control, SLEEPING) !== 0) Atomics.notify(writer.control, HEAD, 1);
         if (performance.now() - started > 30_000) {
@@ -387,6 +404,20 @@ export const engine = {
   },
 };
 
+/**
+ * The engine's failure once `writer`'s issuer thread marked itself failed (set once: later
+ * fences and pushes throw the same).
+ */
+function issuerFailure(writer: Writer): Error {
+  engine.failure ??= new CudaError(
+    0,
+    'CUDA_ERROR_UNKNOWN',
+    'issue engine',
+    `an issuer thread ${failureOf(writer.control) ?? 'failed'}; launches pushed to it are not issued: stop the engine (stopIssueEngine) and start it again`,
+  );
+  return engine.failure;
+}
+
 /** Waits until every stream's launches are issued (a context synchronize, a module unload). */
 function issueAll(): void {
   if (engine.attached.size === 0) return;
@@ -447,7 +478,10 @@ export function startIssueEngineWith(
   const parked = engine.parked;
   engine.parked = undefined;
   if (parked !== undefined) {
-    if (parked.key === key && parked.writers.every((writer) => !writer.exited)) {
+    if (
+      parked.key === key &&
+      parked.writers.every((writer) => !writer.exited && failureOf(writer.control) === undefined)
+    ) {
       // The same engine again: its sleeping threads take up where they stopped (their rings'
       // positions go on); every stream was detached at the stop, so the slots start afresh.
       for (const memory of [parked.slots.issued, parked.slots.errors, parked.slots.cancelled]) {
@@ -506,8 +540,15 @@ function stopWriter(writer: Writer): Promise<void> {
   if (writer.exited) return Promise.resolve();
   // The issuer sleeps in Atomics.wait on HEAD, after it saw STOP unset: a notify alone is lost
   // when it comes between that check and the wait. A PAD published after STOP changes HEAD, so
-  // that the wait returns (or is never entered) and the issuer sees STOP.
-  writer.pad();
+  // that the wait returns (or is never entered) and the issuer sees STOP. A failed issuer is
+  // exiting already (and may never free room for the PAD).
+  if (failureOf(writer.control) === undefined) {
+    try {
+      writer.pad();
+    } catch {
+      // It failed meanwhile: it exits by itself (else the terminate below ends it).
+    }
+  }
   Atomics.notify(writer.control, HEAD, 1);
   return new Promise<void>((resolve) => {
     const timer = setTimeout(() => void worker.terminate().then(() => resolve()), 5_000);
@@ -531,7 +572,9 @@ export interface StopIssueEngineOptions {
 /**
  * Stops the engine: every stream's launches are issued first, then the issuer threads exit (or
  * sleep, with `keepThreads`) and launches are made directly again. Safe to call when it does
- * not run; a call without `keepThreads` also ends threads kept by an earlier one.
+ * not run; a call without `keepThreads` also ends threads kept by an earlier one. When an
+ * issuer thread had failed, the engine is still stopped (every stream detached, the threads
+ * ended), and then this rejects with the failure: launches pushed to that issuer were lost.
  */
 export async function stopIssueEngine(options: StopIssueEngineOptions = {}): Promise<void> {
   if (!engine.running) {
@@ -543,18 +586,24 @@ export async function stopIssueEngine(options: StopIssueEngineOptions = {}): Pro
     return;
   }
   engine.running = false;
+  let failure: unknown;
   for (const attachment of [...engine.attached]) {
-    attachment.fence();
+    try {
+      attachment.fence();
+    } catch (error) {
+      failure ??= error;
+    }
     attachment.stream.issue = null;
   }
   engine.attached.clear();
   const writers = engine.writers;
   engine.writers = [];
-  if (options.keepThreads === true && engine.failure === undefined) {
+  if (options.keepThreads === true && engine.failure === undefined && failure === undefined) {
     engine.parked = { key: engine.key, writers, slots: engine.slots! };
     return;
   }
   await Promise.all(writers.map(stopWriter));
+  if (failure !== undefined) throw failure;
 }
 
 /** How the engine stands. */

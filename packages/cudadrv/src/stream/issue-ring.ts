@@ -3,7 +3,8 @@
  * thread reads, both sides of it. One ring per issuer thread, in a `SharedArrayBuffer`, with one
  * writer (the thread that runs the engine) and one reader (its issuer).
  *
- * Layout: a control block of Int32 words (`HEAD`, `TAIL`, `SLEEPING`, `STOP`) and a data block of
+ * Layout: a control block of Int32 words (`HEAD`, `TAIL`, `SLEEPING`, `STOP`, `CANCELLED`,
+ * `FAILED` and the failure's message) and a data block of
  * `capacity` Int32 words (a power of two). `HEAD` and `TAIL` count words written and read, as
  * int32 that wrap; a word's place is `position & (capacity - 1)`. A command is a run of words
  * that never crosses the data block's end (a `PAD` command fills the rest first), starting on an
@@ -36,7 +37,16 @@ export const SLEEPING = 32;
 export const STOP = 48;
 /** Launches skipped because their stream's work was cancelled (written by the issuer). */
 export const CANCELLED = 64;
-export const CONTROL_WORDS = 80;
+/**
+ * Non-zero once the issuer thread failed (threw, or exited before the engine stopped it): set
+ * (and notified) by the dying thread, after it wrote why at `MESSAGE`, so that a writer
+ * waiting for it (a fence, a full ring) sees it without its event loop.
+ */
+export const FAILED = 80;
+/** Where the failed issuer writes why: UTF-8, `MESSAGE_BYTES` at most, ending at a 0 byte. */
+export const MESSAGE = 96;
+export const MESSAGE_BYTES = 256;
+export const CONTROL_WORDS = MESSAGE + MESSAGE_BYTES / 4;
 /** `issued[slot << SLOT_SHIFT]`: each stream's counter on a cache line of its own. */
 export const SLOT_SHIFT = 4;
 
@@ -74,6 +84,28 @@ export function createRing(capacity: number): RingMemory {
     control: new SharedArrayBuffer(4 * CONTROL_WORDS),
     data: new SharedArrayBuffer(4 * capacity),
   };
+}
+
+/**
+ * The issuer's side: marks its ring's issuer as failed, with why (the first mark stays), and
+ * wakes a writer waiting on `FAILED`.
+ */
+export function markFailed(control: Int32Array, why: string): void {
+  if (Atomics.load(control, FAILED) !== 0) return;
+  const bytes = new Uint8Array(control.buffer, 4 * MESSAGE, MESSAGE_BYTES);
+  const { written } = new TextEncoder().encodeInto(why, bytes.subarray(0, MESSAGE_BYTES - 1));
+  bytes[written] = 0;
+  // The message's bytes are written before FAILED is set (a sequentially consistent store).
+  if (Atomics.compareExchange(control, FAILED, 0, 1) === 0) Atomics.notify(control, FAILED);
+}
+
+/** The writer's side: why the ring's issuer failed, or undefined while it has not. */
+export function failureOf(control: Int32Array): string | undefined {
+  if (Atomics.load(control, FAILED) === 0) return undefined;
+  const bytes = new Uint8Array(control.buffer, 4 * MESSAGE, MESSAGE_BYTES);
+  const end = bytes.indexOf(0);
+  // TextDecoder does not take views of shared memory: copy the bytes out first.
+  return new TextDecoder().decode(bytes.slice(0, end < 0 ? MESSAGE_BYTES : end));
 }
 
 export function createSlots(): SlotMemory {
