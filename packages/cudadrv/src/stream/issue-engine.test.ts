@@ -606,4 +606,46 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     await expect(stopIssueEngine()).rejects.toThrow(/exited with code 3/);
     stream.dispose();
   });
+
+  it('two wrappers of one CUstream share one attachment (one issuer, one order) until the last is disposed', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 1000));
+    startIssueEngineWith({ issuers: 4, spinMicroseconds: 0 }, DOUBLE, log);
+    const x = fakeArray(0x7000);
+    // Other streams first, so that a second attachment would go to another issuer.
+    const others = [0, 1, 2].map((i) => Stream.create({ context, name: `other${i}` }));
+    for (const stream of others) launch(kernel, { grid: 1, block: 32, stream }, x, 1);
+    const a = Stream.wrap(0xabc0n, context, 'a');
+    const b = Stream.wrap(0xabc0n, context, 'b');
+    for (let i = 1; i <= 100; i++) {
+      launch(kernel, { grid: i, block: 32, stream: i % 2 === 0 ? a : b }, x, i);
+    }
+    expect(a.issue).not.toBeNull();
+    expect(b.issue).toBe(a.issue);
+    expect(issueEngineStatistics().streams).toBe(4);
+    a.fence();
+    const mine = entries(log).filter((e) => e.stream === 0xabc0);
+    expect(mine.map((e) => e.gx)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(new Set(mine.map((e) => e.thread)).size).toBe(1);
+    // Disposing one wrapper leaves the other attached; the last one frees the slot.
+    a.dispose();
+    expect(b.issue).not.toBeNull();
+    launch(kernel, { grid: 101, block: 32, stream: b }, x, 101);
+    b.fence();
+    expect(issueEngineStatistics().streams).toBe(4);
+    b.dispose();
+    expect(issueEngineStatistics().streams).toBe(3);
+    // A new wrapper of the handle gets a fresh attachment.
+    const c = Stream.wrap(0xabc0n, context, 'c');
+    launch(kernel, { grid: 102, block: 32, stream: c }, x, 102);
+    c.fence();
+    expect(
+      entries(log)
+        .filter((e) => e.stream === 0xabc0)
+        .map((e) => e.gx)
+        .slice(-2),
+    ).toEqual([101, 102]);
+    await stopIssueEngine();
+    expect([a, b, c].map((s) => s.issue)).toEqual([null, null, null]);
+    for (const stream of [c, ...others]) stream.dispose();
+  });
 });

@@ -200,7 +200,15 @@ export class Writer {
  * `Stream.issue` holds it (null for a stream the engine does not drain).
  */
 export class IssueAttachment {
+  /** The stream it was made for (names it in errors). */
   readonly stream: Stream;
+  /**
+   * Every Stream that launches through it: wrappers of one CUstream (`Stream.wrap` twice)
+   * share one attachment, so that one issuer makes their launches, in the order they came.
+   */
+  readonly streams: Stream[];
+  /** Its entry in `engine.byHandle`: the CUstream and context handles. */
+  key = '';
   readonly slot: number;
   readonly #writer: Writer;
   readonly #issued: Int32Array;
@@ -223,6 +231,7 @@ export class IssueAttachment {
 
   constructor(stream: Stream, slot: number, writer: Writer, memory: SlotMemory) {
     this.stream = stream;
+    this.streams = [stream];
     this.slot = slot;
     this.#writer = writer;
     this.#issued = new Int32Array(memory.issued);
@@ -355,9 +364,16 @@ export class IssueAttachment {
     Atomics.store(this.#cancelled, this.slot, this.pushed);
   }
 
-  /** The stream goes: its slot is free again (after a fence). */
-  detach(): void {
+  /**
+   * `stream` goes (after a fence): once no other wrapper of its CUstream uses the attachment,
+   * its slot is free again.
+   */
+  detach(stream: Stream = this.stream): void {
     this.fence();
+    const at = this.streams.indexOf(stream);
+    if (at >= 0) this.streams.splice(at, 1);
+    if (this.streams.length > 0) return;
+    if (engine.byHandle.get(this.key) === this) engine.byHandle.delete(this.key);
     Atomics.store(this.#issued, this.#issuedAt, 0);
     Atomics.store(this.#errors, 2 * this.slot, 0);
     Atomics.store(this.#cancelled, this.slot, 0);
@@ -376,6 +392,8 @@ export const engine = {
   slots: undefined as SlotMemory | undefined,
   freeSlots: [] as number[],
   attached: new Set<IssueAttachment>(),
+  /** The attachments by CUstream and context handle (`IssueAttachment.key`). */
+  byHandle: new Map<string, IssueAttachment>(),
   kernelNames: [] as string[],
   launches: 0,
   wakeUps: 0,
@@ -387,10 +405,18 @@ export const engine = {
   /** Issuer threads kept asleep by `stopIssueEngine({ keepThreads: true })`, for the next start. */
   parked: undefined as { key: string; writers: Writer[]; slots: SlotMemory } | undefined,
   /**
-   * Attaches `stream` to the least loaded issuer; null when every slot is taken (then the
-   * stream's launches are made directly).
+   * Attaches `stream` to the least loaded issuer, or to the attachment of another wrapper of
+   * the same CUstream; null when every slot is taken (then the stream's launches are made
+   * directly). Once per stream: its later launches find `stream.issue`.
    */
   attach(stream: Stream): IssueAttachment | null {
+    const key = `${stream.rawHandle}/${stream.context.handle}`;
+    const shared = engine.byHandle.get(key);
+    if (shared !== undefined) {
+      shared.streams.push(stream);
+      stream.issue = shared;
+      return shared;
+    }
     const slot = engine.freeSlots.pop();
     if (slot === undefined) return null;
     let writer = engine.writers[0]!;
@@ -398,6 +424,8 @@ export const engine = {
       if (candidate.streams < writer.streams) writer = candidate;
     writer.streams++;
     const attachment = new IssueAttachment(stream, slot, writer, engine.slots!);
+    attachment.key = key;
+    engine.byHandle.set(key, attachment);
     engine.attached.add(attachment);
     stream.issue = attachment;
     return attachment;
@@ -593,9 +621,10 @@ export async function stopIssueEngine(options: StopIssueEngineOptions = {}): Pro
     } catch (error) {
       failure ??= error;
     }
-    attachment.stream.issue = null;
+    for (const stream of attachment.streams) stream.issue = null;
   }
   engine.attached.clear();
+  engine.byHandle.clear();
   const writers = engine.writers;
   engine.writers = [];
   if (options.keepThreads === true && engine.failure === undefined && failure === undefined) {

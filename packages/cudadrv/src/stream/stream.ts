@@ -451,7 +451,7 @@ export class Stream {
     if (issue !== null) {
       this.issue = null;
       try {
-        issue.detach();
+        issue.detach(this);
       } catch (error) {
         (errors ??= []).push(error);
       }
