@@ -1,4 +1,6 @@
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
@@ -647,5 +649,34 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     await stopIssueEngine();
     expect([a, b, c].map((s) => s.issue)).toEqual([null, null, null]);
     for (const stream of [c, ...others]) stream.dispose();
+  });
+
+  it('a stream dropped without dispose() is not kept alive by the engine: collected, its launches issued and its slot freed', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 100));
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0 }, DOUBLE, log);
+    const x = fakeArray(0x7000);
+    const made: { ref?: WeakRef<Stream>; handle?: number } = {};
+    (function dropped() {
+      const stream = Stream.create({ context, name: 'dropped' });
+      for (let i = 1; i <= 10; i++) launch(kernel, { grid: i, block: 32, stream }, x, i);
+      made.ref = new WeakRef(stream);
+      made.handle = Number(stream.rawHandle);
+    })();
+    expect(issueEngineStatistics().streams).toBe(1);
+    let freed = false;
+    for (let attempt = 0; attempt < 50 && !freed; attempt++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      freed = issueEngineStatistics().streams === 0;
+    }
+    expect(freed).toBe(true);
+    expect(made.ref!.deref()).toBeUndefined();
+    expect(
+      entries(log)
+        .filter((e) => e.stream === made.handle)
+        .map((e) => e.gx),
+    ).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   });
 });

@@ -200,13 +200,19 @@ export class Writer {
  * `Stream.issue` holds it (null for a stream the engine does not drain).
  */
 export class IssueAttachment {
-  /** The stream it was made for (names it in errors). */
-  readonly stream: Stream;
+  /** The stream it was made for, as errors name it. */
+  readonly #name: string;
   /**
-   * Every Stream that launches through it: wrappers of one CUstream (`Stream.wrap` twice)
-   * share one attachment, so that one issuer makes their launches, in the order they came.
+   * Every Stream that launches through it, held weakly (the engine keeps no stream alive: one
+   * the GC takes gives its share back from its finalizer, `collected`): wrappers of one
+   * CUstream (`Stream.wrap` twice) share one attachment, so that one issuer makes their
+   * launches, in the order they came.
    */
-  readonly streams: Stream[];
+  readonly #streams: WeakRef<Stream>[];
+  /** Streams using it, disposed or collected neither. */
+  #users = 1;
+  /** Set once its slot is free again (the last user went, or the engine stopped). */
+  #closed = false;
   /** Its entry in `engine.byHandle`: the CUstream and context handles. */
   key = '';
   readonly slot: number;
@@ -230,8 +236,8 @@ export class IssueAttachment {
   #cancelledAt = 0;
 
   constructor(stream: Stream, slot: number, writer: Writer, memory: SlotMemory) {
-    this.stream = stream;
-    this.streams = [stream];
+    this.#name = String(stream);
+    this.#streams = [new WeakRef(stream)];
     this.slot = slot;
     this.#writer = writer;
     this.#issued = new Int32Array(memory.issued);
@@ -330,7 +336,7 @@ export class IssueAttachment {
             0,
             'CUDA_ERROR_UNKNOWN',
             'issue engine',
-            `the issuer of ${this.stream} has not issued its launches within 30 s`,
+            `the issuer of ${this.#name} has not issued its launches within 30 s`,
           );
         }
       }
@@ -351,7 +357,7 @@ export class IssueAttachment {
     Atomics.store(errors, 2 * this.slot, 0);
     return cudaError(
       result,
-      `cuLaunchKernel(${engine.kernelNames[kernel] ?? 'a kernel'}) on ${this.stream}, issued by the issue engine`,
+      `cuLaunchKernel(${engine.kernelNames[kernel] ?? 'a kernel'}) on ${this.#name}, issued by the issue engine`,
     );
   }
 
@@ -368,11 +374,44 @@ export class IssueAttachment {
    * `stream` goes (after a fence): once no other wrapper of its CUstream uses the attachment,
    * its slot is free again.
    */
-  detach(stream: Stream = this.stream): void {
+  detach(stream: Stream): void {
+    if (this.#closed) return;
     this.fence();
-    const at = this.streams.indexOf(stream);
-    if (at >= 0) this.streams.splice(at, 1);
-    if (this.streams.length > 0) return;
+    const at = this.#streams.findIndex((ref) => ref.deref() === stream);
+    if (at >= 0) this.#streams.splice(at, 1);
+    this.#release();
+  }
+
+  /** One of its streams was collected without `dispose()` (its finalizer, after a fence). */
+  collected(): void {
+    if (this.#closed) return;
+    this.fence();
+    const at = this.#streams.findIndex((ref) => ref.deref() === undefined);
+    if (at >= 0) this.#streams.splice(at, 1);
+    this.#release();
+  }
+
+  /** A stream going together with another attachment: takes this one (`engine.attach`). */
+  share(stream: Stream): void {
+    this.#streams.push(new WeakRef(stream));
+    this.#users++;
+  }
+
+  /** The engine stops: its streams launch directly again; nothing more frees its slot. */
+  close(): void {
+    this.#closed = true;
+    for (const ref of this.#streams) {
+      const stream = ref.deref();
+      if (stream !== undefined) {
+        stream.issue = null;
+        stream.resources.issue = null;
+      }
+    }
+  }
+
+  #release(): void {
+    if (--this.#users > 0) return;
+    this.#closed = true;
     if (engine.byHandle.get(this.key) === this) engine.byHandle.delete(this.key);
     Atomics.store(this.#issued, this.#issuedAt, 0);
     Atomics.store(this.#errors, 2 * this.slot, 0);
@@ -413,8 +452,9 @@ export const engine = {
     const key = `${stream.rawHandle}/${stream.context.handle}`;
     const shared = engine.byHandle.get(key);
     if (shared !== undefined) {
-      shared.streams.push(stream);
+      shared.share(stream);
       stream.issue = shared;
+      stream.resources.issue = shared;
       return shared;
     }
     const slot = engine.freeSlots.pop();
@@ -428,6 +468,7 @@ export const engine = {
     engine.byHandle.set(key, attachment);
     engine.attached.add(attachment);
     stream.issue = attachment;
+    stream.resources.issue = attachment;
     return attachment;
   },
 };
@@ -621,7 +662,7 @@ export async function stopIssueEngine(options: StopIssueEngineOptions = {}): Pro
     } catch (error) {
       failure ??= error;
     }
-    for (const stream of attachment.streams) stream.issue = null;
+    attachment.close();
   }
   engine.attached.clear();
   engine.byHandle.clear();

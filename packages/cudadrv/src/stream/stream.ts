@@ -72,11 +72,23 @@ export interface StreamResources {
    * the finalizer.
    */
   cachedBlocks: { release(): void } | null;
+  /**
+   * The issue engine's attachment while the engine drains the stream (as `Stream.issue`), so
+   * that a stream the GC takes has its launches issued, and its slot freed, before it is
+   * destroyed: the engine holds streams only weakly.
+   */
+  issue: { collected(): void } | null;
 }
 
 // A stream the GC takes without dispose(): give its cached blocks back on it, then destroy it
 // (the driver lets queued work finish first) and its events.
 const finalizer = new FinalizationRegistry<StreamResources>((held) => {
+  try {
+    // Its launches the issue engine holds are issued first (a fence), then its slot goes.
+    held.issue?.collected();
+  } catch {
+    // The engine failed: its launches were lost, and its stop reports that.
+  }
   try {
     held.context.makeCurrent();
     held.cachedBlocks?.release();
@@ -145,6 +157,7 @@ export class Stream {
       handoffEvent: 0n,
       captureEvent: 0n,
       cachedBlocks: null,
+      issue: null,
     };
     finalizer.register(this, this.resources, this);
   }
@@ -450,6 +463,7 @@ export class Stream {
     const issue = this.issue;
     if (issue !== null) {
       this.issue = null;
+      this.resources.issue = null;
       try {
         issue.detach(this);
       } catch (error) {
