@@ -5,7 +5,7 @@ import { describeLayers } from '@cuda-tasks/testing';
 /**
  * The package reads bottom-up: the bindings (ffi/), the process-wide state and what needs no
  * native call (the generation table, seed derivation, argument checks, the counter-based
- * generator's state and its host reference); the error module, the version query and the
+ * generator's state); the error module, the version query and the
  * Philox kernels; one native generator and the tasks' generators; the user's `Generator` and
  * the task-local `rand`/`randn`; the entry.
  */
@@ -20,7 +20,6 @@ describeLayers({
       'seeds.ts',
       'validation.ts',
       'counter.ts',
-      'philox-reference.ts',
       'philox-fatbin.generated.ts',
     ],
     ['errors.ts', 'version.ts', 'philox-kernels.ts'],

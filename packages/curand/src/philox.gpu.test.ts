@@ -1,6 +1,6 @@
 /**
  * The counter-based 'philox' kind on the GPU: bit-exact against the JavaScript reference
- * (src/philox-reference.ts, itself checked against Random123's known answers), the
+ * (test/philox-reference.ts, itself checked against Random123's known answers), the
  * distributions' formulas, Poisson statistics, seeding that never waits for the GPU, sharing
  * across tasks, and graph capture.
  */
@@ -18,8 +18,8 @@ import { capture, stream, synchronize, task, withStream } from '@cuda-tasks/task
 import { describeGpu, watchEventLoop } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { referenceBits, referenceNormal, referenceUniform } from '../test/philox-reference.js';
 import { Generator } from './index.js';
-import { referenceBits, referenceNormal, referenceUniform } from './philox-reference.js';
 
 const ptxPath = fileURLToPath(new URL('../../cudadrv/test/fixtures/kernels.ptx', import.meta.url));
 

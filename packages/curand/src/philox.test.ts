@@ -47,9 +47,6 @@ vi.mock('./philox-kernels.js', () => ({
   },
 }));
 
-import { CounterState, outputsConsumed } from './counter.js';
-import { Generator } from './generator.js';
-import { PHILOX_SOURCE, PHILOX_SOURCE_SHA256 } from './philox-fatbin.generated.js';
 import {
   mulhi32,
   philox4x32,
@@ -59,7 +56,10 @@ import {
   referenceUniform,
   uniformDouble,
   uniformFloat,
-} from './philox-reference.js';
+} from '../test/philox-reference.js';
+import { CounterState, outputsConsumed } from './counter.js';
+import { Generator } from './generator.js';
+import { PHILOX_SOURCE, PHILOX_SOURCE_SHA256 } from './philox-fatbin.generated.js';
 
 const hex = (words: readonly number[]) => words.map((w) => w.toString(16).padStart(8, '0'));
 const stream = standInStream();

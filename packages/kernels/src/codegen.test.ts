@@ -20,7 +20,7 @@ import { reduction } from './reduction.js';
 import { REDUCTION_DTYPES, type ReductionOperation, reductionProgram } from './reductions.js';
 import { topkSource } from './topk.js';
 
-// The generated CUDA C, compared with golden files in src/golden/ (`vitest -u` rewrites them
+// The generated CUDA C, compared with golden files in test/golden/ (`vitest -u` rewrites them
 // after a deliberate change: read the diff). Then, where nvcc is installed, each is compiled
 // for sm_90 (device code only), which catches C errors without a GPU.
 
@@ -72,7 +72,7 @@ const goldens: [string, () => string][] = [
 
 describe('generated sources (golden)', () => {
   it.each(goldens)('%s', async (file, generate) => {
-    await expect(generate()).toMatchFileSnapshot(`./golden/${file}`);
+    await expect(generate()).toMatchFileSnapshot(`../test/golden/${file}`);
   });
 });
 

@@ -1,7 +1,7 @@
 /**
- * @internal A host (JavaScript) reference of the 'philox' generator kind: Philox4x32-10 and the
+ * A host (JavaScript) reference of the 'philox' generator kind: Philox4x32-10 and the
  * formulas of each distribution, as src/philox.cu computes them. The tests check the kernels
- * against it; nothing on a hot path uses it.
+ * against it; the package does not ship it.
  */
 
 const TWO_32 = 2 ** 32;
