@@ -2,8 +2,8 @@
  * The issue engine: kernel launches made on issuer threads. A process whose tasks launch many
  * small kernels is capped by the one thread that makes every driver call (the figures:
  * docs/decisions/0042). With the engine started (`startIssueEngine`), a launch is checked and
- * its arguments marshalled on the calling thread as before (bad input still throws at the
- * call), then written into a ring in a `SharedArrayBuffer` that an issuer thread drains with
+ * its arguments marshalled on the calling thread, as without the engine (bad input throws at
+ * the call), then written into a ring in a `SharedArrayBuffer` that an issuer thread drains with
  * cuLaunchKernel. Each stream is drained by one issuer, so its launches keep
  * their order; W issuers make the calls of W streams at once.
  *
