@@ -5,7 +5,8 @@ import { describeLayers } from '@cuda-tasks/testing';
 /**
  * The package reads bottom-up: the bindings (ffi/) and what needs no native call (the routine
  * tables, the host scalar arena, the argument checks); the error module (its status names come
- * from the bindings); the handles and cuBLASLt's plans; the routines by BLAS level; the entry.
+ * from the bindings); the handles and cuBLASLt's plans; the issue envelope every routine goes
+ * through; the routines by BLAS level; the entry.
  */
 describeLayers({
   name: '@cuda-tasks/cublas',
@@ -22,6 +23,7 @@ describeLayers({
     ],
     ['errors.ts'],
     ['handle.ts', 'lt.ts'],
+    ['issue.ts'],
     ['level1.ts', 'level2.ts', 'level3.ts'],
     ['index.ts'],
   ],

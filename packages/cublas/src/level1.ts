@@ -14,8 +14,8 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { CUBLAS_POINTER_MODE_DEVICE, CUBLAS_POINTER_MODE_HOST, cublas } from './ffi/cublas.js';
-import { blas } from './handle.js';
+import { cublas } from './ffi/cublas.js';
+import { cublasCall, type Issue, issue } from './issue.js';
 import { ASUM, AXPY, DOT, IAMAX, NRM2, type Routine, SCAL } from './routines.js';
 import { scalars } from './scalars.js';
 import { assertScalar, operandStream, VECTOR_OPTIONS } from './validate.js';
@@ -36,6 +36,24 @@ const NO_OPTIONS: VectorOptions = Object.freeze({});
 const checkedVector: CheckedVector = { dtype: 'float32', n: 0, incx: 0 };
 const checkedPair: CheckedVectorPair = { dtype: 'float32', n: 0, incx: 0, incy: 0 };
 
+// The native calls (`issue.ts`): operands' addresses read, read, written; alpha in the arena.
+const AXPY_CALL = cublasCall<CheckedVectorPair>((routine, handle, v, x, _, y) =>
+  cublas()[routine.symbol](handle, v.n, scalars().alpha, x, v.incx, y, v.incy),
+);
+const SCAL_CALL = cublasCall<CheckedVector>((routine, handle, v, _, __, x) =>
+  cublas()[routine.symbol](handle, v.n, scalars().alpha, x, v.incx),
+);
+// The reductions write their result to device memory (device pointer mode).
+const REDUCE_CALL = cublasCall<CheckedVector>(
+  (routine, handle, v, x, _, result) => cublas()[routine.symbol](handle, v.n, x, v.incx, result),
+  true,
+);
+const REDUCE_PAIR_CALL = cublasCall<CheckedVectorPair>(
+  (routine, handle, v, x, y, result) =>
+    cublas()[routine.symbol](handle, v.n, x, v.incx, y, v.incy, result),
+  true,
+);
+
 /**
  * y = alpha x + y, in place on `y` (cublasSaxpy_v2 / cublasDaxpy_v2). Returns `y`. x must not
  * share memory with y (a CudaArgumentError says so).
@@ -52,13 +70,8 @@ export function axpy<X extends DType, Y extends DeviceArray>(
   const stream = operandStream('axpy', options, VECTOR_OPTIONS, 'xy', x, y);
   if (v.n === 0) return y;
   const routine = AXPY[v.dtype];
-  const handle = blas.handle(stream).ffiHandle;
-  const px = x.ffiAddressOn(stream, 'read');
-  const py = y.ffiAddressOn(stream);
-  const s = scalars().set(routine.scalar, alpha);
-  const token = blas.begin(stream, routine.operation);
-  const status = cublas()[routine.symbol](handle, v.n, s.alpha, px, v.incx, py, v.incy);
-  blas.end(token, status, routine.symbol);
+  scalars().set(routine.scalar, alpha);
+  issue(stream, routine, AXPY_CALL, v, x, undefined, y);
   return y;
 }
 
@@ -76,62 +89,31 @@ export function scal<X extends DeviceArray>(
   const stream = operandStream('scal', options, VECTOR_OPTIONS, 'x', x);
   if (v.n === 0) return x;
   const routine = SCAL[v.dtype];
-  const handle = blas.handle(stream).ffiHandle;
-  const px = x.ffiAddressOn(stream);
-  const s = scalars().set(routine.scalar, alpha);
-  const token = blas.begin(stream, routine.operation);
-  const status = cublas()[routine.symbol](handle, v.n, s.alpha, px, v.incx);
-  blas.end(token, status, routine.symbol);
+  scalars().set(routine.scalar, alpha);
+  issue(stream, routine, SCAL_CALL, v, undefined, undefined, x);
   return x;
 }
 
 /**
- * Runs one reduction of `n` elements of x (and y, for dot) in device pointer mode into a fresh
- * one-element device array of `resultType` and awaits its value. Host pointer mode is
- * restored before returning (also on failure), so the handle is in host mode whenever no
- * call is in progress.
+ * Runs one reduction (`how`) of `v.n` elements of x (and y, for dot) in device pointer mode
+ * into a fresh one-element device array of `resultType` and awaits its value. The call is
+ * issued before the first await, so the reused `v` is still this call's. Host pointer mode is
+ * restored before returning (also on failure), so the handle is in host mode whenever no call
+ * is in progress.
  */
-async function reduce(
+async function reduce<V extends CheckedVector>(
   routine: Routine,
+  how: Issue<V>,
+  v: V,
   resultType: DType,
   stream: Stream,
-  n: number,
   x: DeviceArray,
-  incx: number,
   y: DeviceArray | undefined,
-  incy: number,
 ): Promise<number> {
   const result = DeviceArray.empty(resultType, [1], { stream });
   try {
-    // The envelope's order: the handle (which can fail) before the operands are declared used
-    // on the stream, so that a reduction that throws there leaves no trace on them.
-    const handle = blas.handle(stream).ffiHandle;
-    const api = cublas();
-    const px = x.ffiAddressOn(stream, 'read');
-    const py = y?.ffiAddressOn(stream, 'read');
-    const pointer = result.ffiAddressOn(stream);
-    blas.check(
-      api.cublasSetPointerMode_v2(handle, CUBLAS_POINTER_MODE_DEVICE),
-      'cublasSetPointerMode_v2',
-    );
-    let status: number;
-    const token = blas.begin(stream, routine.operation);
-    try {
-      status =
-        py === undefined
-          ? api[routine.symbol](handle, n, px, incx, pointer)
-          : api[routine.symbol](handle, n, px, incx, py, incy, pointer);
-    } finally {
-      // Host pointer mode back whatever happened; the status is read after.
-      blas.endTrace(token);
-      blas.check(
-        api.cublasSetPointerMode_v2(handle, CUBLAS_POINTER_MODE_HOST),
-        'cublasSetPointerMode_v2',
-      );
-    }
-    blas.check(status, routine.symbol);
-    const host = await result.toHost({ stream });
-    return host[0]!;
+    issue(stream, routine, how, v, x, y, result);
+    return (await result.toHost({ stream }))[0]!;
   } finally {
     result.dispose();
   }
@@ -150,7 +132,7 @@ export async function dot<X extends DType, Y extends DType>(
   const v = checkVectorPair('dot', x, y, checkedPair);
   const stream = operandStream('dot', options, VECTOR_OPTIONS, 'xy', x, y);
   if (v.n === 0) return 0;
-  return reduce(DOT[v.dtype], v.dtype, stream, v.n, x, v.incx, y, v.incy);
+  return reduce(DOT[v.dtype], REDUCE_PAIR_CALL, v, v.dtype, stream, x, y);
 }
 
 /**
@@ -161,7 +143,7 @@ export async function nrm2(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
   const v = checkVector('nrm2', x, checkedVector);
   const stream = operandStream('nrm2', options, VECTOR_OPTIONS, 'x', x);
   if (v.n === 0) return 0;
-  return reduce(NRM2[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
+  return reduce(NRM2[v.dtype], REDUCE_CALL, v, v.dtype, stream, x, undefined);
 }
 
 /**
@@ -172,7 +154,7 @@ export async function asum(x: DeviceArray, options: VectorOptions = NO_OPTIONS):
   const v = checkVector('asum', x, checkedVector);
   const stream = operandStream('asum', options, VECTOR_OPTIONS, 'x', x);
   if (v.n === 0) return 0;
-  return reduce(ASUM[v.dtype], v.dtype, stream, v.n, x, v.incx, undefined, 0);
+  return reduce(ASUM[v.dtype], REDUCE_CALL, v, v.dtype, stream, x, undefined);
 }
 
 /**
@@ -184,6 +166,6 @@ export async function iamax(x: DeviceArray, options: VectorOptions = NO_OPTIONS)
   const v = checkVector('iamax', x, checkedVector);
   const stream = operandStream('iamax', options, VECTOR_OPTIONS, 'x', x);
   if (v.n === 0) return -1;
-  const oneBased = await reduce(IAMAX[v.dtype], 'int32', stream, v.n, x, v.incx, undefined, 0);
+  const oneBased = await reduce(IAMAX[v.dtype], REDUCE_CALL, v, 'int32', stream, x, undefined);
   return oneBased - 1;
 }

@@ -1,11 +1,16 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
 import type { DeviceArray, DType, SameDType, StreamOption } from '@cuda-tasks/cudadrv';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
-import { blas } from './handle.js';
+import { cublasCall, issue } from './issue.js';
 import { GEMV } from './routines.js';
 import { scalars } from './scalars.js';
 import { GEMV_OPTIONS, operandStream } from './validate.js';
-import { checkGemv, type GemvOptions as GemvScalars, newCheckedGemv } from './validate-vectors.js';
+import {
+  type CheckedGemv,
+  checkGemv,
+  type GemvOptions as GemvScalars,
+  newCheckedGemv,
+} from './validate-vectors.js';
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
 export interface GemvOptions extends GemvScalars, StreamOption {}
@@ -15,6 +20,26 @@ const NO_OPTIONS: GemvOptions = Object.freeze({});
 
 /** gemv's checked arguments, reused by every call (one call at a time: the event loop's thread). */
 const checkedGemv = newCheckedGemv();
+
+/** gemv's native call (`issue.ts`): alpha and beta in the arena. */
+const GEMV_CALL = cublasCall<CheckedGemv>((routine, handle, g, a, x, y) => {
+  const s = scalars();
+  const trans = g.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  return cublas()[routine.symbol](
+    handle,
+    trans,
+    g.m,
+    g.n,
+    s.alpha,
+    a,
+    g.lda,
+    x,
+    g.incx,
+    s.beta,
+    y,
+    g.incy,
+  );
+});
 
 /**
  * y = alpha op(A) x + beta y, in place on `y` (cublasSgemv_v2 / cublasDgemv_v2), ordered on
@@ -35,27 +60,7 @@ export function gemv<A extends DType, X extends DType, Y extends DeviceArray>(
   const rows = g.trans ? g.n : g.m;
   if (rows === 0) return y;
   const routine = GEMV[g.dtype];
-  const handle = blas.handle(stream).ffiHandle;
-  const pa = a.ffiAddressOn(stream, 'read');
-  const px = x.ffiAddressOn(stream, 'read');
-  const py = y.ffiAddressOn(stream);
-  const s = scalars().set(routine.scalar, g.alpha, g.beta);
-  const trans = g.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const token = blas.begin(stream, routine.operation);
-  const status = cublas()[routine.symbol](
-    handle,
-    trans,
-    g.m,
-    g.n,
-    s.alpha,
-    pa,
-    g.lda,
-    px,
-    g.incx,
-    s.beta,
-    py,
-    g.incy,
-  );
-  blas.end(token, status, routine.symbol);
+  scalars().set(routine.scalar, g.alpha, g.beta);
+  issue(stream, routine, GEMV_CALL, g, a, x, y);
   return y;
 }

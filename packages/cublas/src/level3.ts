@@ -3,13 +3,7 @@
  * and the mixed-precision gemmEx. Column-major, as cuBLAS; float32 picks the S routine,
  * float64 the D routine.
  */
-import {
-  DeviceArray,
-  type DType,
-  type SameDType,
-  type Stream,
-  type StreamOption,
-} from '@cuda-tasks/cudadrv';
+import { DeviceArray, type DType, type SameDType, type StreamOption } from '@cuda-tasks/cudadrv';
 import {
   CUBLAS_COMPUTE_32F,
   CUBLAS_GEMM_DEFAULT,
@@ -19,7 +13,15 @@ import {
 } from './ffi/cublas.js';
 import { cublasLt } from './ffi/cublaslt.js';
 import { blas, mathMode, workspaceSize } from './handle.js';
-import { alignmentOf, computeTypeOf, gemmBackend, type LtProblem, ltPlan } from './lt.js';
+import { type Address, type CallName, cublasCall, type Issue, issue } from './issue.js';
+import {
+  alignmentOf,
+  computeTypeOf,
+  gemmBackend,
+  type LtPlan,
+  type LtProblem,
+  ltPlan,
+} from './lt.js';
 import { GEMM, GEMM_EX, GEMM_STRIDED_BATCHED } from './routines.js';
 import { scalars } from './scalars.js';
 import {
@@ -30,10 +32,13 @@ import {
 } from './validate.js';
 import {
   type BatchOptions,
+  type CheckedStridedBatched,
   checkStridedBatched,
   newCheckedStridedBatched,
 } from './validate-batched.js';
 import {
+  type CheckedGemm,
+  type CheckedGemmEx,
   checkGemm,
   checkGemmEx,
   checkMatmul,
@@ -84,36 +89,134 @@ function operation(transpose: boolean): number {
   return transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
-/** A product's handle, operand addresses and trace token, reused by every call likewise. */
-const issued = {
-  handle: 0 as number | bigint,
-  a: 0 as number | bigint,
-  b: 0 as number | bigint,
-  c: 0 as number | bigint,
-  token: 0,
-};
+// The native calls (`issue.ts`): A and B read, C written; alpha and beta in the arena.
+const GEMM_CALL = cublasCall<CheckedGemm>((routine, handle, g, a, b, c) => {
+  const s = scalars();
+  return cublas()[routine.symbol](
+    handle,
+    operation(g.transA),
+    operation(g.transB),
+    g.m,
+    g.n,
+    g.k,
+    s.alpha,
+    a,
+    g.lda,
+    b,
+    g.ldb,
+    s.beta,
+    c,
+    g.ldc,
+  );
+});
+const STRIDED_BATCHED_CALL = cublasCall<CheckedStridedBatched>((routine, handle, g, a, b, c) => {
+  const s = scalars();
+  return cublas()[routine.symbol](
+    handle,
+    operation(g.transA),
+    operation(g.transB),
+    g.m,
+    g.n,
+    g.k,
+    s.alpha,
+    a,
+    g.lda,
+    g.strideA,
+    b,
+    g.ldb,
+    g.strideB,
+    s.beta,
+    c,
+    g.ldc,
+    g.strideC,
+    g.batch,
+  );
+});
+const GEMM_EX_CALL = cublasCall<CheckedGemmEx>((routine, handle, g, a, b, c) => {
+  const s = scalars();
+  return cublas()[routine.symbol](
+    handle,
+    operation(g.transA),
+    operation(g.transB),
+    g.m,
+    g.n,
+    g.k,
+    s.alpha,
+    a,
+    g.aType,
+    g.lda,
+    b,
+    g.bType,
+    g.ldb,
+    s.beta,
+    c,
+    g.cType,
+    g.ldc,
+    CUBLAS_COMPUTE_32F,
+    CUBLAS_GEMM_DEFAULT,
+  );
+});
+
+/** A gemm through cuBLASLt: its plan, and the workspace its algorithm gets. */
+interface LtCall {
+  plan: LtPlan | undefined;
+  workspace: Address;
+  workspaceBytes: number;
+  stream: Address;
+}
+
+/** gemm's cuBLASLt call, reused by every call likewise. */
+const ltCall: LtCall = { plan: undefined, workspace: 0, workspaceBytes: 0, stream: 0 };
+
+/** The cuBLASLt matmul, traced as the gemm it is (`cublas.sgemm`), checked as cublasLtMatmul. */
+const LT_MATMUL: Readonly<Record<'float32' | 'float64', CallName>> = Object.freeze({
+  float32: Object.freeze({ operation: GEMM.float32.operation, symbol: 'cublasLtMatmul' }),
+  float64: Object.freeze({ operation: GEMM.float64.operation, symbol: 'cublasLtMatmul' }),
+});
 
 /**
- * The envelope's steps after the handle for a product C = op(A) op(B) (+ C): A and B declared
- * read on `stream`, C written, then the trace operation `name` begun. `handle` is the task's
- * bound cuBLAS handle, taken by the caller first (everything that can fail comes before the
- * operands are declared used), or 0 for cuBLASLt, which takes none. Returns `issued`.
+ * gemm's cuBLASLt issue. Step 1 takes no cuBLAS handle for an algorithm without workspace
+ * (cublasLtMatmul needs none); one with workspace gets the task handle's for this stream
+ * (never shared with another stream).
  */
-function beginProduct(
-  handle: number | bigint,
-  stream: Stream,
-  a: DeviceArray,
-  b: DeviceArray,
-  c: DeviceArray,
-  name: string,
-): typeof issued {
-  issued.handle = handle;
-  issued.a = a.ffiAddressOn(stream, 'read');
-  issued.b = b.ffiAddressOn(stream, 'read');
-  issued.c = c.ffiAddressOn(stream);
-  issued.token = blas.begin(stream, name);
-  return issued;
-}
+const LT_CALL = Object.freeze<Issue<LtCall, CallName>>({
+  handle(stream, lt) {
+    lt.stream = stream.ffiHandle;
+    lt.workspace = 0;
+    lt.workspaceBytes = 0;
+    if (lt.plan!.workspaceNeeded > 0) {
+      const workspace = blas.binding(stream).workspace;
+      if (workspace !== undefined) {
+        lt.workspace = workspace.address;
+        lt.workspaceBytes = workspace.byteLength;
+      }
+    }
+    return 0;
+  },
+  call(_name, _handle, lt, a, b, c) {
+    const plan = lt.plan!;
+    const s = scalars();
+    return cublasLt().cublasLtMatmul(
+      plan.ltHandle,
+      plan.desc,
+      s.alpha,
+      a,
+      plan.aDesc,
+      b,
+      plan.bDesc,
+      s.beta,
+      c,
+      plan.cDesc,
+      c,
+      plan.cDesc,
+      plan.algo,
+      lt.workspace,
+      lt.workspaceBytes,
+      lt.stream,
+    );
+  },
+  devicePointers: false,
+});
 
 /**
  * C = alpha op(A) op(B) + beta C, in place on `c`, ordered on the stream: through
@@ -136,18 +239,18 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
   const g = checkGemm('gemm', a, b, c, options, checkedGemm);
   const stream = operandStream('gemm', options, GEMM_OPTIONS, 'abc', a, b, c);
   if (g.m === 0 || g.n === 0) return c;
-  stream.context.makeCurrent();
   const routine = GEMM[g.dtype];
-  const s = scalars().set(routine.scalar, g.alpha, g.beta);
-  const transA = operation(g.transA);
-  const transB = operation(g.transB);
+  scalars().set(routine.scalar, g.alpha, g.beta);
   // Everything that can fail (the plan, the handle and its binding) comes before the operands
   // are declared used on the stream: a gemm that throws leaves no trace on any buffer.
   if (gemmBackend() === 'cublaslt' && g.k > 0) {
+    // The plan is looked up (or built) with the stream's context current; an algorithm
+    // without workspace takes no cuBLAS handle, which would make it current otherwise.
+    stream.context.makeCurrent();
     const p = problem;
     p.float64 = g.dtype === 'float64';
-    p.transA = transA;
-    p.transB = transB;
+    p.transA = operation(g.transA);
+    p.transB = operation(g.transB);
     p.m = g.m;
     p.n = g.n;
     p.k = g.k;
@@ -161,58 +264,12 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
     p.workspaceBytes = workspaceSize();
     const plan = ltPlan(stream.context, p);
     if (plan.usable) {
-      // An algorithm without workspace touches no cuBLAS handle; one with gets the task
-      // handle's workspace for this stream (never shared with another stream).
-      let workspaceAddress: number | bigint = 0;
-      let workspaceBytes = 0;
-      if (plan.workspaceNeeded > 0) {
-        const workspace = blas.binding(stream).workspace;
-        if (workspace !== undefined) {
-          workspaceAddress = workspace.address;
-          workspaceBytes = workspace.byteLength;
-        }
-      }
-      const address = beginProduct(0, stream, a, b, c, routine.operation);
-      const status = cublasLt().cublasLtMatmul(
-        plan.ltHandle,
-        plan.desc,
-        s.alpha,
-        address.a,
-        plan.aDesc,
-        address.b,
-        plan.bDesc,
-        s.beta,
-        address.c,
-        plan.cDesc,
-        address.c,
-        plan.cDesc,
-        plan.algo,
-        workspaceAddress,
-        workspaceBytes,
-        stream.ffiHandle,
-      );
-      blas.end(address.token, status, 'cublasLtMatmul');
+      ltCall.plan = plan;
+      issue(stream, LT_MATMUL[g.dtype], LT_CALL, ltCall, a, b, c);
       return c;
     }
   }
-  const address = beginProduct(blas.handle(stream).ffiHandle, stream, a, b, c, routine.operation);
-  const status = cublas()[routine.symbol](
-    address.handle,
-    transA,
-    transB,
-    g.m,
-    g.n,
-    g.k,
-    s.alpha,
-    address.a,
-    g.lda,
-    address.b,
-    g.ldb,
-    s.beta,
-    address.c,
-    g.ldc,
-  );
-  blas.end(address.token, status, routine.symbol);
+  issue(stream, routine, GEMM_CALL, g, a, b, c);
   return c;
 }
 
@@ -223,7 +280,7 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
 export function matmul<D extends DType, B extends DType>(
   a: DeviceArray<D>,
   b: DeviceArray<B> & SameDType<D, B>,
-  options: MatmulOptions = {},
+  options: MatmulOptions = NO_OPTIONS,
 ): DeviceArray<D> {
   const { dtype, m, n } = checkMatmul('matmul', a, b, options);
   const stream = operandStream('matmul', options, MATMUL_OPTIONS, 'ab', a, b);
@@ -273,29 +330,8 @@ export function gemmStridedBatched<A extends DType, B extends DType, C extends D
   );
   if (g.m === 0 || g.n === 0 || g.batch === 0) return c;
   const routine = GEMM_STRIDED_BATCHED[g.dtype];
-  const s = scalars().set(routine.scalar, g.alpha, g.beta);
-  const address = beginProduct(blas.handle(stream).ffiHandle, stream, a, b, c, routine.operation);
-  const status = cublas()[routine.symbol](
-    address.handle,
-    operation(g.transA),
-    operation(g.transB),
-    g.m,
-    g.n,
-    g.k,
-    s.alpha,
-    address.a,
-    g.lda,
-    g.strideA,
-    address.b,
-    g.ldb,
-    g.strideB,
-    s.beta,
-    address.c,
-    g.ldc,
-    g.strideC,
-    g.batch,
-  );
-  blas.end(address.token, status, routine.symbol);
+  scalars().set(routine.scalar, g.alpha, g.beta);
+  issue(stream, routine, STRIDED_BATCHED_CALL, g, a, b, c);
   return c;
 }
 
@@ -318,29 +354,7 @@ export function gemmEx<C extends DeviceArray>(
   const g = checkGemmEx('gemmEx', a, b, c, options, checkedGemmEx);
   const stream = operandStream('gemmEx', options, GEMM_OPTIONS, 'abc', a, b, c);
   if (g.m === 0 || g.n === 0) return c;
-  const s = scalars().set(GEMM_EX.scalar, g.alpha, g.beta);
-  const address = beginProduct(blas.handle(stream).ffiHandle, stream, a, b, c, GEMM_EX.operation);
-  const status = cublas()[GEMM_EX.symbol](
-    address.handle,
-    operation(g.transA),
-    operation(g.transB),
-    g.m,
-    g.n,
-    g.k,
-    s.alpha,
-    address.a,
-    g.aType,
-    g.lda,
-    address.b,
-    g.bType,
-    g.ldb,
-    s.beta,
-    address.c,
-    g.cType,
-    g.ldc,
-    CUBLAS_COMPUTE_32F,
-    CUBLAS_GEMM_DEFAULT,
-  );
-  blas.end(address.token, status, GEMM_EX.symbol);
+  scalars().set(GEMM_EX.scalar, g.alpha, g.beta);
+  issue(stream, GEMM_EX, GEMM_EX_CALL, g, a, b, c);
   return c;
 }
