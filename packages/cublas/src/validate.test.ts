@@ -1,4 +1,5 @@
 import { CudaArgumentError, DisposedError, type DType } from '@cuda-tasks/cudadrv';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { matrixLayout, type OperandLike, vectorLayout } from './validate.js';
 import { checkStridedBatched } from './validate-batched.js';
@@ -720,5 +721,603 @@ describe('checks fill the object they are given (the wrappers reuse one per rout
     const before = { ...out };
     argumentError(() => checkGemm('gemm', null, fake([3, 5]), fake([4, 5]), {}, out));
     expect(out).toEqual(before);
+  });
+});
+
+// The exact text of every message the checks write (other tests match fragments): a table of
+// one fault each, so that a rewrite of the checks keeps each message to the letter.
+describe('the message of each rule, to the letter', () => {
+  const f64 = { dtype: 'float64' as const };
+  const half = { dtype: 'float16' as const };
+  const big = 2 ** 31;
+  const cases: [string, () => unknown, string][] = [
+    [
+      'a 32-bit int limit',
+      () => matrixLayout('t', 'a', fake([big, 1], { strides: [1, big] })),
+      "t: a rows = 2147483648 exceeds cuBLAS's 32-bit int limit (2147483647)",
+    ],
+    [
+      'a vector length limit',
+      () => vectorLayout('t', 'x', fake([big])),
+      "t: x length = 2147483648 exceeds cuBLAS's 32-bit int limit (2147483647)",
+    ],
+    [
+      'a leading dimension limit',
+      () => matrixLayout('t', 'a', fake([2, 2], { strides: [1, big], capacity: 2 * big + 2 })),
+      "t: a leading dimension = 2147483648 exceeds cuBLAS's 32-bit int limit (2147483647)",
+    ],
+    [
+      'one c for a batch',
+      () => checkStridedBatched('gsb', fake([2, 2]), fake([2, 2]), fake([2, 2]), { batch: 2 }),
+      'gsb: c is 2-D: pass strideC (the results of a batch cannot share one matrix)',
+    ],
+    [
+      'a batch limit with strides',
+      () =>
+        checkStridedBatched('gsb', fake([2, 2]), fake([2, 2]), fake([2, 2]), {
+          batch: big,
+          strideC: 4,
+        }),
+      "gsb: batch = 2147483648 exceeds cuBLAS's 32-bit int limit (2147483647)",
+    ],
+    [
+      'mixed dtypes',
+      () => checkGemm('gemm', fake([2, 2]), fake([2, 2], f64), fake([2, 2])),
+      'gemm: operands must all be float32 or float64 and of one dtype, got a: float32, b: float64, c: float32',
+    ],
+    [
+      'a dtype that is no float',
+      () => checkVector('nrm2', fake([3], { dtype: 'int32' })),
+      'nrm2: operands must all be float32 or float64 and of one dtype, got x: int32',
+    ],
+    [
+      'mixed dtypes of two',
+      () => checkMatmul('matmul', fake([2, 2], f64), fake([2, 2])),
+      'matmul: operands must all be float32 or float64 and of one dtype, got a: float64, b: float32',
+    ],
+    [
+      'mixed dtypes of gemv',
+      () => checkGemv('gemv', fake([2, 2]), fake([2]), fake([2], half)),
+      'gemv: operands must all be float32 or float64 and of one dtype, got a: float32, x: float32, y: float16',
+    ],
+    [
+      'a batch where a matrix goes',
+      () => checkGemm('gemm', fake([2, 2, 2]), fake([2, 2]), fake([2, 2])),
+      'gemm: a must be a 1-D or 2-D array, got shape [2,2,2] (use gemmStridedBatched for batches)',
+    ],
+    [
+      'a 4-D matrix',
+      () => matrixLayout('t', 'b', fake([1, 1, 1, 1])),
+      't: b must be a 1-D or 2-D array, got shape [1,1,1,1]',
+    ],
+    [
+      'a matrix where a batch goes',
+      () => matrixLayout('t', 'a', fake([2, 2]), 3),
+      't: a must be a 3-D array [rows, columns, batch], got shape [2,2]',
+    ],
+    [
+      'a row stride',
+      () =>
+        checkGemm(
+          'gemm',
+          fake([2, 2]),
+          fake([2, 2], { strides: [2, 4], capacity: 8 }),
+          fake([2, 2]),
+        ),
+      'gemm: b has a row stride of 2; cuBLAS needs contiguous columns (strides[0] === 1), copy() the view first',
+    ],
+    [
+      'a leading dimension',
+      () => matrixLayout('t', 'c', fake([4, 3], { strides: [1, 3], capacity: 100 })),
+      't: c has leading dimension 3, less than its 4 rows (columns overlap)',
+    ],
+    [
+      'a buffer too small',
+      () => matrixLayout('t', 'a', fake([4, 4], { capacity: 15 })),
+      't: a would reach element 15 past its first, beyond the 15 elements its buffer holds from there',
+    ],
+    [
+      'a matrix where a vector goes',
+      () => checkVectorPair('dot', fake([3]), fake([2, 3])),
+      'dot: y must be a vector (1-D, or 2-D with one row or one column), got shape [2,3]',
+    ],
+    [
+      'an increment',
+      () => vectorLayout('t', 'x', fake([3], { strides: [-2], capacity: 9 })),
+      't: x has element stride -2; cuBLAS needs a positive increment',
+    ],
+    [
+      'a vector beyond its buffer',
+      () => checkVector('scal', fake([4], { strides: [2], capacity: 6 })),
+      'scal: x would reach element 6 past its first, beyond the 6 elements its buffer holds from there',
+    ],
+    [
+      'inner dimensions',
+      () =>
+        checkGemm('gemm', fake([3, 4]), fake([3, 5]), fake([4, 5]), { transA: true, transB: true }),
+      'gemm: inner dimensions differ: a^T is 4 x 3, b^T is 5 x 3',
+    ],
+    [
+      'inner dimensions of matmul',
+      () => checkMatmul('matmul', fake([4, 3]), fake([4, 5])),
+      'matmul: inner dimensions differ: a is 4 x 3, b is 4 x 5',
+    ],
+    [
+      "c's shape",
+      () => checkGemm('gemm', fake([4, 3]), fake([5, 3]), fake([4, 3]), { transB: true }),
+      'gemm: c is 4 x 3, but a * b^T is 4 x 5',
+    ],
+    [
+      "c's shape in a batch",
+      () => checkStridedBatched('gsb', fake([4, 3, 2]), fake([3, 5, 2]), fake([5, 4, 2])),
+      "gsb: c's matrices are 5 x 4, but a * b is 4 x 5",
+    ],
+    [
+      'gemmEx inputs',
+      () =>
+        checkGemmEx(
+          'gemmEx',
+          fake([4, 3], half),
+          fake([3, 5], { dtype: 'bfloat16' }),
+          fake([4, 5]),
+        ),
+      'gemmEx: a and b must both be float16, both bfloat16 or both float32, got a: float16, b: bfloat16',
+    ],
+    [
+      'gemmEx output',
+      () => checkGemmEx('gemmEx', fake([4, 3], half), fake([3, 5], half), fake([4, 5], f64)),
+      'gemmEx: c must be float32 or float16 (like a and b), got float64',
+    ],
+    [
+      'gemmEx operand',
+      () => checkGemmEx('gemmEx', fake([4, 3]), undefined, fake([4, 5])),
+      'gemmEx: b must be a DeviceArray, got undefined',
+    ],
+    [
+      'a stride',
+      () =>
+        checkStridedBatched('gsb', fake([2, 2, 2]), fake([2, 2, 2]), fake([2, 2, 2]), {
+          strideB: 1.5,
+        }),
+      'gsb: strideB must be a non-negative integer, got 1.5',
+    ],
+    [
+      'a batch count',
+      () =>
+        checkStridedBatched('gsb', fake([2, 2, 2]), fake([2, 2, 2]), fake([2, 2, 2]), {
+          batch: 'x' as any,
+        }),
+      'gsb: batch must be a non-negative integer, got "x"',
+    ],
+    [
+      'a vector where a batch goes',
+      () => checkStridedBatched('gsb', fake([2, 2, 2]), fake([2]), fake([2, 2, 2])),
+      'gsb: b must be a 3-D array [rows, columns, batch] (or 2-D with an explicit stride), got shape [2]',
+    ],
+    [
+      'a batch larger than an operand holds',
+      () =>
+        checkStridedBatched('gsb', fake([2, 2, 4]), fake([2, 2, 4]), fake([2, 2, 2]), { batch: 3 }),
+      'gsb: batch is 3, but c holds 2 matrices',
+    ],
+    [
+      'no batch',
+      () => checkStridedBatched('gsb', fake([2, 2]), fake([2, 2]), fake([2, 2])),
+      'gsb: batch is required when no operand is 3-D',
+    ],
+    [
+      'batches that differ',
+      () => checkStridedBatched('gsb', fake([2, 2]), fake([2, 2, 5]), fake([2, 2, 6])),
+      'gsb: the operands hold different numbers of matrices (b: 5, c: 6); pass batch to use the first ones',
+    ],
+    [
+      'results that overlap',
+      () =>
+        checkStridedBatched('gsb', fake([4, 3, 6]), fake([3, 5, 6]), fake([4, 5, 6]), {
+          strideC: 19,
+        }),
+      'gsb: strideC = 19 makes the 6 result matrices (4 x 5, leading dimension 4) overlap',
+    ],
+    [
+      'a batch beyond its buffer',
+      () =>
+        checkStridedBatched('gsb', fake([2, 2]), fake([2, 2, 3]), fake([2, 2, 3]), { strideA: 4 }),
+      'gsb: a would reach element 11 past its first, beyond the 4 elements its buffer holds from there',
+    ],
+    [
+      "x's length",
+      () => checkGemv('gemv', fake([4, 3]), fake([4]), fake([4])),
+      'gemv: x has 4 elements, a has 3 columns',
+    ],
+    [
+      "y's length",
+      () => checkGemv('gemv', fake([4, 3]), fake([4]), fake([4]), { transA: true }),
+      'gemv: y has 4 elements, a^T has 3 rows',
+    ],
+    [
+      'two lengths',
+      () => checkVectorPair('axpy', fake([5]), fake([6]), undefined, true),
+      'axpy: x has 5 elements, y has 6',
+    ],
+  ];
+  it.each(cases)('%s', (_, check, message) => {
+    let thrown: unknown;
+    try {
+      check();
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(CudaArgumentError);
+    expect((thrown as Error).message).toBe(message);
+  });
+
+  it('names both operands and their bytes when an output overlaps an input', () => {
+    const buffer = { byteLength: 400 };
+    const at = (shape: number[], strides: number[], offset: number): OperandLike => ({
+      dtype: 'float32',
+      shape,
+      strides,
+      offset,
+      disposed: false,
+      buffer,
+    });
+    const message = (fn: () => unknown): string => {
+      try {
+        fn();
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return 'passed';
+    };
+    const tail =
+      'of one buffer share elements); the result would be undefined: pass an output that does not overlap its inputs (a copy, or another array)';
+    const square = (offset: number) => at([2, 2], [1, 2], offset);
+    expect(message(() => checkGemm('gemm', square(0), square(4), square(2)))).toBe(
+      `gemm: the output c overlaps a in memory (bytes 8..23 and 0..15 ${tail}`,
+    );
+    expect(message(() => checkGemm('gemm', square(8), square(4), square(2)))).toBe(
+      `gemm: the output c overlaps b in memory (bytes 8..23 and 16..31 ${tail}`,
+    );
+    expect(message(() => checkGemv('gemv', square(10), at([2], [1], 1), at([2], [1], 0)))).toBe(
+      `gemv: the output y overlaps x in memory (bytes 0..7 and 4..11 ${tail}`,
+    );
+    expect(message(() => checkGemv('gemv', square(0), at([2], [1], 10), at([2], [1], 3)))).toBe(
+      `gemv: the output y overlaps a in memory (bytes 12..19 and 0..15 ${tail}`,
+    );
+    expect(
+      message(() => checkVectorPair('axpy', at([3], [2], 0), at([3], [2], 4), undefined, true)),
+    ).toBe(`axpy: the output y overlaps x in memory (bytes 16..35 and 0..19 ${tail}`);
+    expect(checkVectorPair('dot', at([3], [2], 0), at([3], [2], 4))).toMatchObject({ n: 3 });
+    expect(
+      message(() =>
+        checkStridedBatched(
+          'gsb',
+          at([2, 2, 2], [1, 2, 4], 40),
+          at([2, 2, 2], [1, 2, 4], 0),
+          at([2, 2, 2], [1, 2, 4], 6),
+        ),
+      ),
+    ).toBe(`gsb: the output c overlaps b in memory (bytes 24..55 and 0..31 ${tail}`);
+  });
+});
+
+// The verdict of the checks on random operands against a plain reference of cuBLAS's rules:
+// one float dtype, rank, contiguous rows, leading dimension >= rows, the elements inside the
+// buffer, the product's and vectors' dimensions, the batch count and strides. Separate buffers
+// (the overlap rule has its own property test in aliasing.test.ts).
+describe('verdicts against a reference of the rules (property)', () => {
+  /** How an operand views its buffer: each off its dense layout now and then. */
+  interface Layout {
+    rowStride: number;
+    ldExtra: number;
+    slack: number;
+    batchStrideExtra: number;
+  }
+  const layout: fc.Arbitrary<Layout> = fc.record({
+    rowStride: fc.constantFrom(1, 1, 1, 1, 1, 1, 2),
+    ldExtra: fc.constantFrom(0, 0, 0, 0, 1, -1),
+    slack: fc.constantFrom(0, 0, 0, 0, 2, -1),
+    batchStrideExtra: fc.constantFrom(0, 0, 0, 3, -1),
+  });
+  /** `shape` most times, now and then another of rank 1 to 3. */
+  const noisy = (shape: number[]): fc.Arbitrary<number[]> =>
+    fc.oneof(
+      { weight: 8, arbitrary: fc.constant(shape) },
+      { weight: 1, arbitrary: fc.array(fc.nat(3), { minLength: 1, maxLength: 3 }) },
+    );
+  /** The dtypes of three operands: one float dtype most times. */
+  const dtypes = fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom<DType>('float32', 'float64').map((d) => [d, d, d]) },
+    {
+      weight: 1,
+      arbitrary: fc.array(fc.constantFrom<DType>('float32', 'float64', 'float16'), {
+        minLength: 3,
+        maxLength: 3,
+      }),
+    },
+  );
+
+  function operand(shape: readonly number[], l: Layout, dtype: DType): OperandLike {
+    const [rows = 1, columns = 1] = shape;
+    const strides = [l.rowStride];
+    if (shape.length > 1) strides.push(Math.max(0, rows * l.rowStride + l.ldExtra));
+    if (shape.length > 2) strides.push(Math.max(0, columns * strides[1]! + l.batchStrideExtra));
+    const reach = shape.some((d) => d === 0)
+      ? 0
+      : shape.reduce((sum, d, i) => sum + (d - 1) * strides[i]!, 0) + 1;
+    return fake([...shape], { dtype, strides, capacity: Math.max(0, reach + l.slack) });
+  }
+
+  /** The reference matrix of an operand's first two dimensions, or undefined if refused. */
+  function matrix(o: OperandLike, blocks = 1, blockStride = 0) {
+    if (o.strides[0] !== 1) return undefined;
+    const rows = o.shape[0]!;
+    const columns = o.shape.length > 1 ? o.shape[1]! : 1;
+    const ld =
+      o.shape.length === 1 || columns <= 1 || rows === 0 ? Math.max(1, rows) : o.strides[1]!;
+    if (ld < Math.max(1, rows)) return undefined;
+    const capacity = o.buffer.byteLength / BYTES[o.dtype]! - o.offset;
+    const extent = rows === 0 || columns === 0 ? 0 : (columns - 1) * ld + rows;
+    if (blocks > 0 && extent > 0 && (blocks - 1) * blockStride + extent > capacity)
+      return undefined;
+    return { rows, columns, ld };
+  }
+
+  function vector(o: OperandLike) {
+    let length: number;
+    let increment: number;
+    if (o.shape.length === 1 || (o.shape.length === 2 && o.shape[1] === 1)) {
+      [length, increment] = [o.shape[0]!, o.strides[0]!];
+    } else if (o.shape.length === 2 && o.shape[0] === 1) {
+      [length, increment] = [o.shape[1]!, o.strides[1]!];
+    } else return undefined;
+    if (length <= 1) increment = Math.max(1, increment);
+    if (increment < 1) return undefined;
+    const capacity = o.buffer.byteLength / BYTES[o.dtype]! - o.offset;
+    if (length > 0 && (length - 1) * increment + 1 > capacity) return undefined;
+    return { length, increment };
+  }
+
+  const oneFloat = (...os: OperandLike[]) =>
+    os.every((o) => o.dtype === os[0]!.dtype) &&
+    (os[0]!.dtype === 'float32' || os[0]!.dtype === 'float64');
+
+  /** The product's m, n, k, or undefined where the dimensions disagree. */
+  function product(
+    la: ReturnType<typeof matrix>,
+    lb: ReturnType<typeof matrix>,
+    lc: ReturnType<typeof matrix>,
+    transA: boolean,
+    transB: boolean,
+  ) {
+    if (!la || !lb || !lc) return undefined;
+    const [m, k] = transA ? [la.columns, la.rows] : [la.rows, la.columns];
+    const [kb, n] = transB ? [lb.columns, lb.rows] : [lb.rows, lb.columns];
+    if (k !== kb || lc.rows !== m || lc.columns !== n) return undefined;
+    return { m, n, k, lda: la.ld, ldb: lb.ld, ldc: lc.ld };
+  }
+
+  const seen = { accepted: 0, refused: 0 };
+  function verdict(fn: () => object): object | 'refused' {
+    try {
+      const result = { ...fn() };
+      seen.accepted++;
+      return result;
+    } catch (error) {
+      expect(error).toBeInstanceOf(CudaArgumentError);
+      seen.refused++;
+      return 'refused';
+    }
+  }
+  /** Both verdicts came up often enough for the property to say something. */
+  function bothSeen(runs: number): void {
+    expect(seen.accepted).toBeGreaterThan(runs / 5);
+    expect(seen.refused).toBeGreaterThan(runs / 5);
+    seen.accepted = 0;
+    seen.refused = 0;
+  }
+
+  const dims = fc.tuple(fc.nat(3), fc.nat(3), fc.nat(3), fc.boolean(), fc.boolean());
+
+  it('gemm and matmul', () => {
+    const runs = 2000;
+    const shapes = dims.chain(([m, n, k, transA, transB]) =>
+      fc.tuple(
+        noisy(transA ? [k, m] : [m, k]),
+        noisy(transB ? [n, k] : [k, n]),
+        noisy([m, n]),
+        fc.constant(transA),
+        fc.constant(transB),
+      ),
+    );
+    fc.assert(
+      fc.property(
+        shapes,
+        fc.tuple(layout, layout, layout),
+        dtypes,
+        ([sa, sb, sc, transA, transB], [l1, l2, l3], [d1, d2, d3]) => {
+          const [a, b, c] = [operand(sa, l1, d1!), operand(sb, l2, d2!), operand(sc, l3, d3!)];
+          const twoD = (o: OperandLike) => (o.shape.length <= 2 ? matrix(o) : undefined);
+          const p = oneFloat(a, b, c)
+            ? product(twoD(a), twoD(b), twoD(c), transA, transB)
+            : undefined;
+          expect(verdict(() => checkGemm('gemm', a, b, c, { transA, transB }))).toEqual(
+            p ? { dtype: a.dtype, transA, transB, alpha: 1, beta: 0, ...p } : 'refused',
+          );
+          // matmul: c is what it allocates (a and b alone are checked).
+          const q = oneFloat(a, b)
+            ? product(
+                twoD(a),
+                twoD(b),
+                {
+                  rows: transA ? (a.shape[1] ?? 1) : a.shape[0]!,
+                  columns: transB ? b.shape[0]! : (b.shape[1] ?? 1),
+                  ld: 1,
+                },
+                transA,
+                transB,
+              )
+            : undefined;
+          expect(verdict(() => checkMatmul('matmul', a, b, { transA, transB }))).toEqual(
+            q ? { dtype: a.dtype, m: q.m, n: q.n } : 'refused',
+          );
+        },
+      ),
+      { numRuns: runs },
+    );
+    bothSeen(runs);
+  });
+
+  it('gemv, dot, axpy and nrm2', () => {
+    const runs = 2000;
+    const shapes = dims.chain(([m, n, , trans]) =>
+      fc.tuple(
+        noisy([m, n]),
+        noisy(trans ? [m] : [n]),
+        fc.oneof(noisy(trans ? [n] : [m]), fc.constant(trans ? [1, n] : [m, 1])),
+        fc.constant(trans),
+      ),
+    );
+    fc.assert(
+      fc.property(
+        shapes,
+        fc.tuple(layout, layout, layout),
+        dtypes,
+        ([sa, sx, sy, trans], [l1, l2, l3], [d1, d2, d3]) => {
+          const [a, x, y] = [operand(sa, l1, d1!), operand(sx, l2, d2!), operand(sy, l3, d3!)];
+          const [la, vx, vy] = [a.shape.length <= 2 ? matrix(a) : undefined, vector(x), vector(y)];
+          let expected: object | 'refused' = 'refused';
+          if (oneFloat(a, x, y) && la && vx && vy) {
+            const [rows, columns] = trans ? [la.columns, la.rows] : [la.rows, la.columns];
+            if (vx.length === columns && vy.length === rows) {
+              expected = {
+                dtype: a.dtype,
+                trans,
+                alpha: 1,
+                beta: 0,
+                m: la.rows,
+                n: la.columns,
+                lda: la.ld,
+                incx: vx.increment,
+                incy: vy.increment,
+              };
+            }
+          }
+          expect(verdict(() => checkGemv('gemv', a, x, y, { transA: trans }))).toEqual(expected);
+          const pair =
+            oneFloat(x, y) && vx && vy && vx.length === vy.length
+              ? { dtype: x.dtype, n: vx.length, incx: vx.increment, incy: vy.increment }
+              : 'refused';
+          expect(verdict(() => checkVectorPair('dot', x, y))).toEqual(pair);
+          expect(verdict(() => checkVectorPair('axpy', x, y, undefined, true))).toEqual(pair);
+          expect(verdict(() => checkVector('nrm2', x))).toEqual(
+            oneFloat(x) && vx ? { dtype: x.dtype, n: vx.length, incx: vx.increment } : 'refused',
+          );
+        },
+      ),
+      { numRuns: runs },
+    );
+    bothSeen(runs * 4);
+  });
+
+  it('gemmStridedBatched', () => {
+    const runs = 3000;
+    /** A batch of rows x columns matrices: 3-D most times, 2-D (one matrix) now and then. */
+    const batched = (rows: number, columns: number, batch: number) =>
+      fc.oneof(
+        { weight: 4, arbitrary: noisy([rows, columns, batch]) },
+        { weight: 1, arbitrary: fc.constant([rows, columns]) },
+      );
+    const stride = fc.option(fc.nat(12), { nil: undefined, freq: 3 });
+    const cases = fc.tuple(dims, fc.nat(3)).chain(([[m, n, k, transA, transB], batch]) =>
+      fc.record({
+        sa: batched(transA ? k : m, transA ? m : k, batch),
+        sb: batched(transB ? n : k, transB ? k : n, batch),
+        sc: batched(m, n, batch),
+        transA: fc.constant(transA),
+        transB: fc.constant(transB),
+        given: fc.record({
+          batch: fc.option(fc.constantFrom(batch, batch, Math.max(0, batch - 1), batch + 1), {
+            nil: undefined,
+          }),
+          strideA: stride,
+          strideB: stride,
+          strideC: fc.option(fc.constantFrom(m, m * n, m * n + 1, Math.max(0, m * n - 1), 0), {
+            nil: undefined,
+            freq: 3,
+          }),
+        }),
+      }),
+    );
+    fc.assert(
+      fc.property(
+        cases,
+        fc.tuple(layout, layout, layout),
+        dtypes,
+        ({ sa, sb, sc, transA, transB, given }, [l1, l2, l3], [d1, d2, d3]) => {
+          const operands = [
+            operand(sa, l1, d1!),
+            operand(sb, l2, d2!),
+            operand(sc, l3, d3!),
+          ] as const;
+          const [a, b, c] = operands;
+          const reference = (): object | 'refused' => {
+            if (!oneFloat(a, b, c) || operands.some((o) => o.shape.length < 2)) return 'refused';
+            const strideGiven = [given.strideA, given.strideB, given.strideC];
+            let batch = given.batch;
+            const threes = operands.filter((o) => o.shape.length === 3).map((o) => o.shape[2]!);
+            if (batch === undefined) {
+              if (threes.length === 0 || threes.some((t) => t !== threes[0])) return 'refused';
+              batch = threes[0]!;
+            } else if (
+              operands.some(
+                (o, i) =>
+                  o.shape.length === 3 && strideGiven[i] === undefined && o.shape[2]! < batch!,
+              )
+            ) {
+              return 'refused';
+            }
+            const strides = operands.map(
+              (o, i) => strideGiven[i] ?? (o.shape.length === 3 ? o.strides[2]! : 0),
+            );
+            if (c.shape.length === 2 && given.strideC === undefined && batch > 1) return 'refused';
+            // A 2-D operand's one matrix lies in its buffer whatever the batch.
+            const layouts = operands.map((o, i) =>
+              o.shape.length === 2 && !matrix(o) ? undefined : matrix(o, batch, strides[i]),
+            );
+            const p = product(layouts[0], layouts[1], layouts[2], transA, transB);
+            if (!p) return 'refused';
+            // The result matrices, written together, share no element.
+            const cells = new Set<number>();
+            for (let i = 0; i < batch; i++) {
+              for (let j = 0; j < p.n; j++) {
+                for (let r = 0; r < p.m; r++) {
+                  const cell = i * strides[2]! + j * p.ldc + r;
+                  if (cells.has(cell)) return 'refused';
+                  cells.add(cell);
+                }
+              }
+            }
+            return {
+              dtype: a.dtype,
+              transA,
+              transB,
+              alpha: 1,
+              beta: 0,
+              ...p,
+              batch,
+              strideA: strides[0],
+              strideB: strides[1],
+              strideC: strides[2],
+            };
+          };
+          expect(
+            verdict(() => checkStridedBatched('gsb', a, b, c, { transA, transB, ...given })),
+          ).toEqual(reference());
+        },
+      ),
+      { numRuns: runs },
+    );
+    bothSeen(runs);
   });
 });
