@@ -1,16 +1,11 @@
 import {
   type Context,
-  CudaArgumentError,
   currentContext,
   currentStream,
   type DeviceBuffer,
   DisposedError,
-  onOutOfMemory,
-  onReleaseCached,
   type Stream,
 } from '@cuda-tasks/cudadrv';
-import { onStreamDisposed } from '@cuda-tasks/cudadrv/internal';
-import { reportCleanupError } from './cleanup.js';
 import {
   ContextHandles,
   checkBound,
@@ -18,84 +13,39 @@ import {
   registerCache,
   unregisterCache,
 } from './handle-leases.js';
+import { HandleListeners } from './handle-listeners.js';
+import { type CacheSettings, cacheSettings, type HandleCacheOptions } from './handle-options.js';
 import { type HandleBinding, HandleRecord } from './handle-record.js';
-import {
-  DEFAULT_KEEP_IDLE_WORKSPACES_MS,
-  DEFAULT_MAX_WORKSPACES_PER_HANDLE,
-  type HandleWorkspace,
-  HandleWorkspaces,
-  throwCollected,
-  type WorkspaceCount,
-  WorkspaceHolders,
-} from './handle-workspaces.js';
-import { onStreamReleased } from './pool.js';
+import { HandleCounters } from './handle-statistics.js';
+import { HandleTrim } from './handle-trim.js';
+import { WorkspaceHolders } from './handle-workspaces.js';
 import {
   currentTaskState,
   type TaskLease,
   type TaskResourceOwner,
   type TaskState,
 } from './state.js';
-import { StreamBinding } from './stream-binding.js';
 
-// The kit in parts: handle-leases.ts (the handles of a context, leases, bounds),
-// handle-workspaces.ts (a handle's workspaces), capture-workspaces.ts (the graph-owned ones),
-// handle-record.ts (a handle's bookkeeping and the view `bind()` hands out); this file ties
-// them to the task runtime (a lease per task), the listeners and the statistics.
+// The kit in parts: handle-options.ts (what a library tells the cache, checked),
+// handle-leases.ts (the handles of a context, leases, bounds), handle-workspaces.ts (a
+// handle's workspaces), capture-workspaces.ts (the graph-owned ones), handle-record.ts (a
+// handle's bookkeeping and the view `bind()` hands out), handle-listeners.ts (streams disposed
+// or given back, memory short), handle-trim.ts (what idle handles and spares give back),
+// handle-statistics.ts (the counters). This file ties them to the task runtime: a lease per
+// task and context, bound to the task's stream at each call.
 export {
   configureHandles,
   DEFAULT_MAX_HANDLES_PER_CONTEXT,
   type HandleBoundOptions,
   warmHandles,
 } from './handle-leases.js';
+export type { HandleCacheOptions } from './handle-options.js';
 export type { HandleBinding } from './handle-record.js';
 export {
   DEFAULT_KEEP_IDLE_WORKSPACES_MS,
   DEFAULT_MAX_WORKSPACES_PER_HANDLE,
   type HandleWorkspace,
 } from './handle-workspaces.js';
-
-/** What a `HandleCache` needs to know of a library: how to make, bind and destroy a handle. */
-export interface HandleCacheOptions<H> {
-  /** Library name for diagnostics, e.g. 'cublas'. */
-  name: string;
-  /** Creates a handle in `context` (already current). Expensive: milliseconds for cuBLAS. */
-  create(context: Context): H;
-  /** Destroys a handle (its context is current). */
-  destroy(handle: H, context: Context): void;
-  /**
-   * Makes the library issue the handle's work on `stream` (cublasSetStream, cufftSetStream,
-   * ...). Called only when the library does not have that stream for the handle already.
-   */
-  setStream(handle: H, stream: Stream): void;
-  /** An optional workspace per (handle, stream), from the stream-ordered pool. */
-  workspace?: HandleWorkspace<H>;
-  /**
-   * Called after each (re)bind, once stream and workspace are set: apply library settings that
-   * changed since (`invalidate()` makes every handle rebind at its next use).
-   */
-  onBind?(handle: H, stream: Stream): void;
-  /**
-   * Whether the handle's work must run in issue order across streams (default true): it
-   * holds device state that its calls share (a cuRAND generator's state, cuSOLVER's internal
-   * buffers), so a bind to another stream makes that stream wait for the previous one's work.
-   * False where calls on two streams share nothing (cuBLAS with a workspace per stream).
-   */
-  ordered?: boolean;
-  /**
-   * Whether a handle going idle hands its work on to the next user's stream (default true:
-   * the next bind elsewhere waits for it on the GPU). False for handles the GPU never reads
-   * (host-side state that only supplies kernel arguments, such as a counter-based random
-   * generator's seed and offset): consecutive tasks then share no GPU-side wait.
-   */
-  handOff?: boolean;
-  /**
-   * The most handles per context (default: `configureHandles`'s, 16). Tasks beyond it share
-   * the least-leased handles, each call rebinding it to the caller's stream.
-   */
-  maxHandlesPerContext?: number;
-  /** Idle handles kept per context (default: `maxHandlesPerContext`); more are destroyed. */
-  maxIdlePerContext?: number;
-}
 
 /** A task's lease of one handle of this cache (one per cache and context), in its lease list. */
 interface Lease<H> extends TaskLease {
@@ -144,57 +94,29 @@ export class HandleCache<H> implements TaskResourceOwner {
   /** The name given in the options (in errors and traces). */
   readonly name: string;
   readonly #options: HandleCacheOptions<H>;
-  readonly #ordered: boolean;
-  readonly #handOff: boolean;
+  readonly #settings: CacheSettings<H>;
   readonly #contexts = new Map<Context, ContextHandles<HandleRecord<H>>>();
   readonly #records = new Map<H, HandleRecord<H>>();
   readonly #workspaceHolders = new WorkspaceHolders();
-  readonly #removeListeners: (() => void)[];
+  readonly #counters = new HandleCounters();
+  readonly #listeners: HandleListeners<H>;
+  readonly #trim: HandleTrim<H>;
   #maxHandles: number | undefined;
   #maxIdle: number | undefined;
-  readonly #maxWorkspaces: number;
-  readonly #keepIdleMs: number;
-  #trimTimer: ReturnType<typeof setTimeout> | undefined;
-  #created = 0;
-  #destroyed = 0;
-  #leased = 0;
-  #shared = 0;
   #disposed = false;
 
   /** A cache of the library's handles that `options` describes (its bounds checked first). */
   constructor(options: HandleCacheOptions<H>) {
-    checkBound(`${options.name}: maxHandlesPerContext`, options.maxHandlesPerContext, 1);
-    checkBound(`${options.name}: maxIdlePerContext`, options.maxIdlePerContext, 0);
-    const workspace = options.workspace;
-    checkBound(`${options.name}: maxWorkspacesPerHandle`, workspace?.maxWorkspacesPerHandle, 1);
-    const keepIdleMs = workspace?.keepIdleMs ?? DEFAULT_KEEP_IDLE_WORKSPACES_MS;
-    if (!(keepIdleMs >= 0)) {
-      throw new CudaArgumentError(
-        `${options.name}: keepIdleMs must be >= 0 (or Infinity), got ${String(keepIdleMs)}`,
-      );
-    }
-    this.#maxWorkspaces = workspace?.maxWorkspacesPerHandle ?? DEFAULT_MAX_WORKSPACES_PER_HANDLE;
-    this.#keepIdleMs = keepIdleMs;
+    this.#settings = cacheSettings(options);
     this.name = options.name;
     this.#options = options;
-    this.#ordered = options.ordered ?? true;
-    this.#handOff = options.handOff ?? true;
     this.#maxHandles = options.maxHandlesPerContext;
     this.#maxIdle = options.maxIdlePerContext;
-    // Three channels: streams disposed, pool streams given back, device memory short.
-    this.#removeListeners = [
-      onStreamDisposed((stream) => this.#streamDisposed(stream)),
-      onStreamReleased((stream) => this.#streamReleased(stream)),
-      onOutOfMemory((context) => {
-        try {
-          this.destroyIdle(context);
-        } catch (error) {
-          reportCleanupError(error, undefined);
-        }
-        this.#releaseQuietly(context);
-      }),
-      onReleaseCached((context) => this.#releaseQuietly(context)),
-    ];
+    const keepIdleMs = this.#settings.keepIdleMs;
+    this.#trim = new HandleTrim(this.name, this.#contexts, this.#records, keepIdleMs, (record) =>
+      this.#destroy(record),
+    );
+    this.#listeners = new HandleListeners(this, this.#records, this.#workspaceHolders);
     registerCache(this);
   }
 
@@ -210,7 +132,7 @@ export class HandleCache<H> implements TaskResourceOwner {
 
   /** The most workspaces one handle holds, bound or spare (`maxWorkspacesPerHandle`). */
   get maxWorkspacesPerHandle(): number {
-    return this.#maxWorkspaces;
+    return this.#settings.maxWorkspaces;
   }
 
   /** Whether `dispose()` has been called. */
@@ -279,26 +201,8 @@ export class HandleCache<H> implements TaskResourceOwner {
   #create(context: Context): HandleRecord<H> {
     context.makeCurrent();
     const handle = this.#options.create(context);
-    this.#created++;
-    const setStream = this.#options.setStream;
-    const binding = new StreamBinding({
-      context,
-      setStream: (stream) => setStream(handle, stream),
-      ordered: this.#ordered,
-      handOff: this.#handOff,
-    });
-    const workspace = this.#options.workspace;
-    const workspaces =
-      workspace === undefined
-        ? undefined
-        : new HandleWorkspaces(
-            handle,
-            workspace,
-            binding,
-            this.#workspaceHolders,
-            this.#maxWorkspaces,
-          );
-    const record = new HandleRecord(handle, context, binding, workspaces);
+    this.#counters.created++;
+    const record = HandleRecord.of(handle, context, this.#settings, this.#workspaceHolders);
     this.#records.set(handle, record);
     return record;
   }
@@ -307,9 +211,8 @@ export class HandleCache<H> implements TaskResourceOwner {
   #lease(task: TaskState, context: Context, stream: Stream): HandleRecord<H> {
     if (this.#disposed) throw new DisposedError(`HandleCache "${this.name}"`);
     const record = this.#contextHandles(context).take(stream);
-    if (record.leases > 0) this.#shared++;
+    this.#counters.leaseTaken(record.leases);
     record.leases++;
-    this.#leased++;
     const lease: Lease<H> = { owner: this, record, next: task.leases };
     task.leases = lease;
     return record;
@@ -323,7 +226,7 @@ export class HandleCache<H> implements TaskResourceOwner {
    */
   releaseLease(_task: TaskState, lease: TaskLease): void {
     const record = (lease as Lease<H>).record;
-    this.#leased--;
+    this.#counters.leaseReturned();
     if (--record.leases > 0) return;
     this.#idle(record);
   }
@@ -340,42 +243,11 @@ export class HandleCache<H> implements TaskResourceOwner {
     } finally {
       if (handles.putIdle(record)) {
         record.idleSince = performance.now();
-        if ((record.workspaces?.spareCount ?? 0) > 0) this.#scheduleTrim(this.#keepIdleMs);
+        if ((record.workspaces?.spareCount ?? 0) > 0) this.#trim.scheduleSpares();
       } else {
         this.#destroy(record);
       }
     }
-  }
-
-  /** Arms the idle trim of spares in `ms` (an unreferenced timer) unless armed or disabled. */
-  #scheduleTrim(ms: number): void {
-    if (this.#trimTimer !== undefined || !Number.isFinite(ms) || this.#disposed) return;
-    this.#trimTimer = setTimeout(() => this.#trimIdleSpares(), ms);
-    this.#trimTimer.unref?.();
-  }
-
-  /** Frees the spares of handles idle for `keepIdleMs`; re-arms for those idle for less. */
-  #trimIdleSpares(): void {
-    this.#trimTimer = undefined;
-    const now = performance.now();
-    let next = Number.POSITIVE_INFINITY;
-    for (const handles of this.#contexts.values()) {
-      for (const record of handles.idle) {
-        const workspaces = record.workspaces;
-        if (workspaces === undefined || workspaces.spareCount === 0) continue;
-        const left = record.idleSince + this.#keepIdleMs - now;
-        if (left > 0) {
-          next = Math.min(next, left);
-          continue;
-        }
-        try {
-          workspaces.freeSpares(this.name);
-        } catch (error) {
-          reportCleanupError(error, undefined);
-        }
-      }
-    }
-    if (next !== Number.POSITIVE_INFINITY) this.#scheduleTrim(Math.max(1, next));
   }
 
   /**
@@ -384,35 +256,14 @@ export class HandleCache<H> implements TaskResourceOwner {
    * the bytes freed (each free ordered on the stream the workspace was used on last).
    */
   releaseWorkspaces(context?: Context): number {
-    let bytes = 0;
-    const errors: unknown[] = [];
-    for (const record of this.#records.values()) {
-      if (record.workspaces === undefined) continue;
-      if (context !== undefined && record.context !== context) continue;
-      try {
-        bytes += record.workspaces.freeSpares(this.name);
-      } catch (error) {
-        errors.push(error);
-      }
-    }
-    throwCollected(errors, `${this.name}: freeing spare workspaces failed`);
-    return bytes;
-  }
-
-  /** `releaseWorkspaces` for a hook: failures go to the cleanup errors. */
-  #releaseQuietly(context: Context): void {
-    try {
-      this.releaseWorkspaces(context);
-    } catch (error) {
-      reportCleanupError(error, undefined);
-    }
+    return this.#trim.releaseWorkspaces(context);
   }
 
   /** Destroys a handle; it is gone from the cache even when a step throws. */
   #destroy(record: HandleRecord<H>): void {
     this.#records.delete(record.handle);
     this.#contexts.get(record.context)?.remove(record);
-    this.#destroyed++;
+    this.#counters.destroyed++;
     try {
       record.workspaces?.freeAll(this.name);
     } finally {
@@ -421,36 +272,6 @@ export class HandleCache<H> implements TaskResourceOwner {
         this.#options.destroy(record.handle, record.context);
       } finally {
         record.binding.dispose();
-      }
-    }
-  }
-
-  /** A stream is being disposed: free workspaces there and forget it; never throws. */
-  #streamDisposed(stream: Stream): void {
-    for (const record of this.#records.values()) {
-      try {
-        record.workspaces?.streamDisposed(stream);
-        record.binding.forget(stream);
-        if (record.lastBound === stream) record.lastBound = undefined;
-      } catch (error) {
-        reportCleanupError(error, undefined);
-      }
-    }
-  }
-
-  /**
-   * A pool stream went back to the pool (every task holding it has settled): the workspaces
-   * handles still leased (shared, or used there through withStream) hold on it become their
-   * spares (their use there ends with the work issued so far); a handle bound there rebinds
-   * at its next use. Never throws.
-   */
-  #streamReleased(stream: Stream): void {
-    if (!this.#workspaceHolders.has(stream)) return;
-    for (const record of this.#records.values()) {
-      try {
-        record.workspaces?.streamReleased(stream, !this.#disposed);
-      } catch (error) {
-        reportCleanupError(error, undefined);
       }
     }
   }
@@ -509,17 +330,7 @@ export class HandleCache<H> implements TaskResourceOwner {
 
   /** @internal Destroys idle handles beyond the bounds (after a bound changed). */
   trimToBounds(): void {
-    const errors: unknown[] = [];
-    for (const handles of this.#contexts.values()) {
-      while (handles.idle.length > 0 && handles.idle.length > this.maxIdlePerContext) {
-        try {
-          this.#destroy(handles.idle.shift()!);
-        } catch (error) {
-          errors.push(error);
-        }
-      }
-    }
-    throwCollected(errors, `${this.name}: destroying idle handles failed`);
+    this.#trim.toBound(this.maxIdlePerContext);
   }
 
   /**
@@ -527,21 +338,7 @@ export class HandleCache<H> implements TaskResourceOwner {
    * too. Returns how many. Each in its own try: throws what failed after all are gone.
    */
   destroyIdle(context?: Context): number {
-    let count = 0;
-    const errors: unknown[] = [];
-    for (const [owner, handles] of this.#contexts) {
-      if (context !== undefined && owner !== context) continue;
-      for (const record of handles.idle.splice(0)) {
-        count++;
-        try {
-          this.#destroy(record);
-        } catch (error) {
-          errors.push(error);
-        }
-      }
-    }
-    throwCollected(errors, `${this.name}: destroying idle handles failed`);
-    return count;
+    return this.#trim.destroyIdle(context);
   }
 
   /**
@@ -560,20 +357,7 @@ export class HandleCache<H> implements TaskResourceOwner {
     workspaces: number;
     workspaceBytes: number;
   } {
-    let idle = 0;
-    for (const handles of this.#contexts.values()) idle += handles.idle.length;
-    const count: WorkspaceCount = { workspaces: 0, workspaceBytes: 0 };
-    for (const record of this.#records.values()) record.workspaces?.count(count);
-    return {
-      created: this.#created,
-      destroyed: this.#destroyed,
-      idle,
-      leased: this.#leased,
-      handles: this.#records.size,
-      shared: this.#shared,
-      workspaces: count.workspaces,
-      workspaceBytes: count.workspaceBytes,
-    };
+    return this.#counters.statistics(this.#contexts, this.#records);
   }
 
   /**
@@ -585,9 +369,8 @@ export class HandleCache<H> implements TaskResourceOwner {
     if (this.#disposed) return;
     this.#disposed = true;
     unregisterCache(this);
-    for (const remove of this.#removeListeners) remove();
-    if (this.#trimTimer !== undefined) clearTimeout(this.#trimTimer);
-    this.#trimTimer = undefined;
+    this.#listeners.remove();
+    this.#trim.stop();
     this.destroyIdle();
     // Leased handles keep what they are bound with until their tasks settle.
     this.releaseWorkspaces();

@@ -1,6 +1,7 @@
 import type { Context, DeviceBuffer, Stream } from '@cuda-tasks/cudadrv';
-import type { HandleWorkspaces } from './handle-workspaces.js';
-import type { StreamBinding } from './stream-binding.js';
+import type { CacheSettings } from './handle-options.js';
+import { HandleWorkspaces, type WorkspaceHolders } from './handle-workspaces.js';
+import { StreamBinding } from './stream-binding.js';
 
 /**
  * A handle bound to a stream, as `HandleCache.bind()` gives it: a read-only view, one per
@@ -48,6 +49,31 @@ export class HandleRecord<H> {
     this.binding = binding;
     this.workspaces = workspaces;
     this.view = new BoundHandle(this);
+  }
+
+  /**
+   * The record of `handle`, just created in `context` by a cache of `settings`: its stream
+   * binding (the library's setStream, ordered, hand-off) and, given a workspace option, its
+   * workspaces (counted per stream in the cache's `holders`).
+   */
+  static of<H>(
+    handle: H,
+    context: Context,
+    settings: CacheSettings<H>,
+    holders: WorkspaceHolders,
+  ): HandleRecord<H> {
+    const { setStream, workspace } = settings.options;
+    const binding = new StreamBinding({
+      context,
+      setStream: (stream) => setStream(handle, stream),
+      ordered: settings.ordered,
+      handOff: settings.handOff,
+    });
+    const workspaces =
+      workspace === undefined
+        ? undefined
+        : new HandleWorkspaces(handle, workspace, binding, holders, settings.maxWorkspaces);
+    return new HandleRecord(handle, context, binding, workspaces);
   }
 }
 
