@@ -153,7 +153,7 @@ export function handleCache(): HandleCache<CublasHandle> {
  * current task's handle bound to the stream with its workspace there, settings applied and the
  * stream's context current (`blas.handle(stream).ffiHandle`, `blas.binding(stream)`), then the
  * trace around the native call and the status checked as a CublasError (`blas.begin`,
- * `blas.end`).
+ * `blas.end`). The routines take those steps through one function, `issue()` in issue.ts.
  */
 export const blas: IssueEnvelope<CublasHandle> = new IssueEnvelope<CublasHandle>({
   name: 'cublas',
