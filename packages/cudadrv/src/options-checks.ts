@@ -10,6 +10,7 @@
  */
 import { CudaArgumentError } from './errors.js';
 import type { Stream } from './stream/stream.js';
+import { STREAM_BRAND } from './stream-brand.js';
 
 /** A short description of a wrong option value: `null`, a class name, a quoted string, `1n`. */
 function describeOption(value: unknown): string {
@@ -165,9 +166,6 @@ export function numberOption(call: string, name: string, value: unknown, fallbac
   return value;
 }
 
-// Stream's brand (stream/stream.ts, on its prototype), read here without importing the class.
-const streamBrand = Symbol.for('@cuda-tasks/Stream');
-
 /**
  * The `stream` option: a Stream, or undefined (the call then runs on the current stream, which
  * `resolveStream` looks up). Anything else (`null`, a raw CUstream handle, a number, an Event)
@@ -177,7 +175,7 @@ const streamBrand = Symbol.for('@cuda-tasks/Stream');
  */
 export function streamOption(call: string, value: unknown): Stream | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'object' || value === null || !(streamBrand in value)) {
+  if (typeof value !== 'object' || value === null || !(STREAM_BRAND in value)) {
     fail(call, 'stream', 'a Stream', value);
   }
   return value as unknown as Stream;

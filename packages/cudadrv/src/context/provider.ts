@@ -1,6 +1,7 @@
 import { CudaArgumentError, describeValue } from '../errors.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from '../stream/stream.js';
+import { STREAM_BRAND } from '../stream-brand.js';
 import { type Context, Device } from './device.js';
 
 /** Answers "which stream, when none is given". */
@@ -57,9 +58,6 @@ export function currentStream(): Stream {
   return state.stream();
 }
 
-// Stream's brand (stream/stream.ts, on its prototype), read here without importing the class.
-const streamBrand = Symbol.for('@cuda-tasks/Stream');
-
 /**
  * The stream an operation given `stream` (or none) runs on: `stream` itself, else
  * `currentStream()`. Either way it throws the running task's cancellation reason (see
@@ -73,7 +71,7 @@ const streamBrand = Symbol.for('@cuda-tasks/Stream');
 export function resolveStream(stream: Stream | undefined): Stream {
   if (stream === undefined) return state.stream();
   // Only a given stream pays for the brand check (one property lookup on the prototype).
-  if (typeof stream !== 'object' || stream === null || !(streamBrand in stream)) {
+  if (typeof stream !== 'object' || stream === null || !(STREAM_BRAND in stream)) {
     notAStream(stream);
   }
   const signal = state.signal();

@@ -7,10 +7,9 @@ import { CU_EVENT_WAIT_EXTERNAL } from '../ffi/graph.js';
 import type { StreamCapture } from '../graph/capture.js';
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
+import { STREAM_BRAND } from '../stream-brand.js';
 import type { IssueAttachment } from './issue-engine.js';
 import { type StreamPriority, streamPriority } from './priority.js';
-
-const streamBrand = Symbol.for('@cuda-tasks/Stream');
 
 /** Options for `Stream.create`. */
 export interface StreamOptions {
@@ -107,7 +106,7 @@ const finalizer = new FinalizationRegistry<StreamResources>((held) => {
 export class Stream {
   static {
     // The brand lives on the prototype: a per-instance symbol field slows construction.
-    (Stream.prototype as any)[streamBrand] = true;
+    (Stream.prototype as any)[STREAM_BRAND] = true;
   }
   readonly #handle: bigint;
   readonly #ffiHandle: number | bigint;
@@ -261,7 +260,7 @@ export class Stream {
 
   /** True for a Stream of any loaded copy of this package. */
   static isInstance(value: unknown): value is Stream {
-    return typeof value === 'object' && value !== null && streamBrand in value;
+    return typeof value === 'object' && value !== null && STREAM_BRAND in value;
   }
 
   /**
