@@ -1,7 +1,13 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { CudaArgumentError, type Stream } from '@cuda-tasks/cudadrv';
 import { describe, expect, it } from 'vitest';
-import { ContextHandles, checkBound, type HandleBounds } from './handle-leases.js';
+import {
+  ContextHandles,
+  checkBound,
+  configureHandles,
+  defaultMaxHandlesPerContext,
+  type HandleBounds,
+} from './handle-leases.js';
 
 interface Plain {
   id: number;
@@ -120,6 +126,39 @@ describe('checkBound', () => {
           `lib: maxHandlesPerContext must be an integer >= 1, got ${String(bad)}`,
         ),
       );
+    }
+  });
+});
+
+describe('configureHandles: its options checked before any is read', () => {
+  it('null, a non-object and an unknown option are CudaArgumentErrors naming the call; the bound stays', () => {
+    const before = defaultMaxHandlesPerContext();
+    const set = configureHandles as (options: unknown) => void;
+    expect(() => set(null)).toThrow(
+      new CudaArgumentError('configureHandles: options must be an object, got null'),
+    );
+    expect(() => set(8)).toThrow(
+      new CudaArgumentError('configureHandles: options must be an object, got 8'),
+    );
+    expect(() => set({ maxHandles: 3 })).toThrow(CudaArgumentError);
+    expect(() => set({ maxHandles: 3 })).toThrow(
+      /^configureHandles: unknown option "maxHandles"; configureHandles takes maxHandlesPerContext$/,
+    );
+    expect(() => set({ maxhandlesPerContext: 3 })).toThrow(
+      /unknown option "maxhandlesPerContext" \(did you mean maxHandlesPerContext\?\)/,
+    );
+    expect(defaultMaxHandlesPerContext()).toBe(before);
+  });
+
+  it('undefined sets nothing; a known option still sets the bound', () => {
+    const before = defaultMaxHandlesPerContext();
+    try {
+      (configureHandles as (options?: unknown) => void)(undefined);
+      expect(defaultMaxHandlesPerContext()).toBe(before);
+      configureHandles({ maxHandlesPerContext: before + 1 });
+      expect(defaultMaxHandlesPerContext()).toBe(before + 1);
+    } finally {
+      configureHandles({ maxHandlesPerContext: before });
     }
   });
 });

@@ -1,4 +1,10 @@
-import { type Context, CudaArgumentError, currentContext, type Stream } from '@cuda-tasks/cudadrv';
+import {
+  assertOptions,
+  type Context,
+  CudaArgumentError,
+  currentContext,
+  type Stream,
+} from '@cuda-tasks/cudadrv';
 import { processWide } from './process-wide.js';
 
 /** Options of `configureHandles`. */
@@ -6,6 +12,9 @@ export interface HandleBoundOptions {
   /** The most handles per context of each cache that sets none itself (default 16). */
   maxHandlesPerContext?: number;
 }
+
+/** The options `configureHandles` takes (any other is refused). */
+const HANDLE_BOUND_OPTIONS: readonly string[] = ['maxHandlesPerContext'];
 
 /** Handles per context of a cache that sets no bound of its own. */
 export const DEFAULT_MAX_HANDLES_PER_CONTEXT = 16;
@@ -48,15 +57,17 @@ export function unregisterCache(cache: BoundedCache): void {
 
 /**
  * Sets the default bound on handles per context for every cache that sets none itself (the
- * library packages' caches, unless configured), checked before anything changes. Idle handles
- * beyond a lowered bound are destroyed.
+ * library packages' caches, unless configured), checked before anything changes: options that
+ * are not an object (`null`), an unknown option or a bound out of range are a
+ * CudaArgumentError. Idle handles beyond a lowered bound are destroyed.
  * @example configureHandles({ maxHandlesPerContext: 8 });
  */
 export function configureHandles(options: HandleBoundOptions): void {
-  checkBound('configureHandles: maxHandlesPerContext', options.maxHandlesPerContext, 1);
-  if (options.maxHandlesPerContext !== undefined) {
-    registry.maxHandlesPerContext = options.maxHandlesPerContext;
-  }
+  assertOptions('configureHandles', options, HANDLE_BOUND_OPTIONS);
+  // Undefined (no options, from JavaScript) sets nothing, as an omitted option does.
+  const maxHandlesPerContext = options?.maxHandlesPerContext;
+  checkBound('configureHandles: maxHandlesPerContext', maxHandlesPerContext, 1);
+  if (maxHandlesPerContext !== undefined) registry.maxHandlesPerContext = maxHandlesPerContext;
   for (const cache of registry.caches) cache.trimToBounds();
 }
 
