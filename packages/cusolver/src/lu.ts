@@ -19,6 +19,7 @@ import {
   assertSquare,
   type FloatDType,
   matrixLayout,
+  NO_OPTIONS,
   rightHandSideLayout,
 } from './validate.js';
 
@@ -132,7 +133,7 @@ export async function lu<D extends FloatDType>(
 export function luSolve<D extends FloatDType, B extends FloatDType>(
   factorization: LuFactorization<D>,
   b: DeviceArray<B> & SameDType<D, B>,
-  options: LuSolveOptions = {},
+  options: LuSolveOptions = NO_OPTIONS,
 ): DeviceArray<D> {
   if (typeof factorization !== 'object' || factorization === null) {
     throw new CudaArgumentError(

@@ -127,3 +127,6 @@ export function assertPivots(call: string, value: unknown, length: number): void
     );
   }
 }
+
+/** Options passed as none (a shared frozen object: a call allocates nothing). */
+export const NO_OPTIONS: Readonly<Record<string, undefined>> = Object.freeze({});
