@@ -10,6 +10,8 @@
  * Rows (ours against bare, median of the rounds, ours and bare taking turns in each round):
  * - launch: `launch()` of a kernel with two arrays and three scalars, per call;
  * - launch_no_arguments: `launch()` of a kernel without parameters, per call;
+ * - withstream_launch: `withStream` over two streams in turn around a launch without parameters,
+ *   against the bare launch alternating the same two streams;
  * - launch_synchronize: one launch and `await synchronize()` in a task, against a bare launch
  *   and an await of a bare `cuStreamQuery` waiter;
  * - task: a task whose body launches once and awaits, against the same body run without a
@@ -108,7 +110,12 @@ async function main(): Promise<void> {
   process.env.CUDA_TASKS_LIBCUDA = buildStandIn();
   const { DeviceArray, driver, launch, Module, Stream } = await import('@cuda-tasks/cudadrv');
   const { kernelsPtxPath } = await import('@cuda-tasks/examples/kernels');
-  const { stream: currentStream, synchronize, task } = await import('@cuda-tasks/task-runtime');
+  const {
+    stream: currentStream,
+    synchronize,
+    task,
+    withStream,
+  } = await import('@cuda-tasks/task-runtime');
   const koffi = (await import('koffi')).default;
 
   const rounds = quick ? 3 : 9;
@@ -207,6 +214,24 @@ async function main(): Promise<void> {
       ...pairSync(
         () => launch(empty, geometry),
         () => api.cuLaunchKernelEx(config, empty.ffiHandle, noArguments, 0),
+        'ns',
+      ),
+    });
+    // Two streams of the task's own, taken in turns: what `withStream` adds to a launch.
+    const second = slots[1]!;
+    const configs = [
+      Number(bareLaunchConfig(first.stream.handle, geometry.grid, 256)),
+      Number(bareLaunchConfig(second.stream.handle, geometry.grid, 256)),
+    ] as const;
+    const launchEmpty = () => launch(empty, geometry);
+    let turn = 0;
+    rows.push({
+      name: 'withstream_launch',
+      what: 'withStream(s, () => launch()) alternating two streams, no parameters',
+      unit: 'ns',
+      ...pairSync(
+        () => withStream(++turn & 1 ? second.stream : first.stream, launchEmpty),
+        () => api.cuLaunchKernelEx(configs[++turn & 1], empty.ffiHandle, noArguments, 0),
         'ns',
       ),
     });
