@@ -12,17 +12,7 @@ import {
   type Operand,
   operandMatrixFootprint,
 } from '@cuda-tasks/cudadrv';
-import {
-  assertInt32,
-  fail,
-  layoutA,
-  layoutB,
-  layoutC,
-  matrixLayout,
-  NO_OPTIONS,
-  read,
-  written,
-} from './validate.js';
+import * as v from './validate.js';
 import {
   floatProduct,
   type GemmShape,
@@ -52,168 +42,6 @@ export interface StridedBatchedShape extends GemmShape {
   strideC: number;
 }
 
-function assertCount(call: string, name: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    fail(call, `${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
-  }
-}
-
-/** A 2-D or 3-D operand as a batch of matrices. */
-function batchedLayout(
-  call: string,
-  name: string,
-  operand: Operand,
-  out: MatrixLayout,
-): MatrixLayout {
-  const rank = operand.shape.length;
-  if (rank === 3 || rank === 2) return matrixLayout(call, name, operand, rank, out);
-  fail(
-    call,
-    `${name} must be a 3-D array [rows, columns, batch] (or 2-D with an explicit stride), got shape ${JSON.stringify(operand.shape)}`,
-  );
-}
-
-/** Fails when a 3-D operand read at its own stride holds fewer than `batch` matrices. */
-function assertHolds(
-  call: string,
-  name: string,
-  operand: Operand,
-  stride: number | undefined,
-  batch: number,
-): void {
-  if (operand.shape.length === 3 && stride === undefined && operand.shape[2]! < batch) {
-    fail(call, `batch is ${batch}, but ${name} holds ${operand.shape[2]} matrices`);
-  }
-}
-
-/** Whether a 3-D operand holds another number of matrices than `batch`. */
-function holdsOther(operand: Operand, batch: number): boolean {
-  return operand.shape.length === 3 && operand.shape[2] !== batch;
-}
-
-/** The batch count the 3-D operands agree on (batch not given). */
-function impliedBatch(call: string, a: Operand, b: Operand, c: Operand): number {
-  const first =
-    a.shape.length === 3 ? a : b.shape.length === 3 ? b : c.shape.length === 3 ? c : undefined;
-  if (first === undefined) fail(call, 'batch is required when no operand is 3-D');
-  const batch = first.shape[2]!;
-  if (holdsOther(a, batch) || holdsOther(b, batch) || holdsOther(c, batch)) {
-    const counts = [a, b, c]
-      .map((operand, i) => (operand.shape.length === 3 ? `${'abc'[i]}: ${operand.shape[2]}` : ''))
-      .filter((count) => count !== '')
-      .join(', ');
-    fail(
-      call,
-      `the operands hold different numbers of matrices (${counts}); pass batch to use the first ones`,
-    );
-  }
-  return batch;
-}
-
-/** Elements between an operand's consecutive matrices: given, its third stride, or 0. */
-function batchStride(
-  call: string,
-  name: string,
-  operand: Operand,
-  given: number | undefined,
-  batch: number,
-): number {
-  if (given !== undefined) return given;
-  if (operand.shape.length === 3) return operand.strides[2]!;
-  if (name === 'c' && batch > 1) {
-    fail(call, 'c is 2-D: pass strideC (the results of a batch cannot share one matrix)');
-  }
-  return 0;
-}
-
-/** Fails unless every one of `batch` matrices, `stride` apart, lies in the operand's buffer. */
-function assertBatchFits(
-  call: string,
-  name: string,
-  operand: Operand,
-  layout: MatrixLayout,
-  batch: number,
-  stride: number,
-): void {
-  const extent = matrixExtent(layout);
-  if (batch > 0 && extent > 0) assertFits(call, name, operand, (batch - 1) * stride + extent);
-}
-
-/**
- * Validates a strided batched gemm: C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch,
- * where X_i starts `strideX * i` elements after X's first. Operands are 3-D [rows, columns,
- * batch] by default (stride = strides[2]); a 2-D A or B is reused for every product (stride
- * 0) unless a stride is given. Every matrix must lie inside its buffer, and the C matrices
- * must not overlap (they are written concurrently).
- */
-function stridedBatchedShape<T extends StridedBatchedShape>(
-  call: string,
-  a: Operand,
-  b: Operand,
-  c: Operand,
-  transA: boolean,
-  transB: boolean,
-  options: BatchOptions,
-  out: T,
-): T {
-  const la = batchedLayout(call, 'a', a, layoutA);
-  const lb = batchedLayout(call, 'b', b, layoutB);
-  const lc = batchedLayout(call, 'c', c, layoutC);
-  productLayoutShape(call, la, lb, lc, transA, transB, "c's matrices are", out);
-  const { strideA, strideB, strideC } = options;
-  if (strideA !== undefined) assertCount(call, 'strideA', strideA);
-  if (strideB !== undefined) assertCount(call, 'strideB', strideB);
-  if (strideC !== undefined) assertCount(call, 'strideC', strideC);
-
-  // The batch count: given, or the third dimension the 3-D operands agree on.
-  let batch: number;
-  if (options.batch !== undefined) {
-    assertCount(call, 'batch', options.batch);
-    batch = options.batch;
-    assertHolds(call, 'a', a, strideA, batch);
-    assertHolds(call, 'b', b, strideB, batch);
-    assertHolds(call, 'c', c, strideC, batch);
-  } else {
-    batch = impliedBatch(call, a, b, c);
-  }
-  assertInt32(call, 'batch', '', batch);
-  out.batch = batch;
-  out.strideA = batchStride(call, 'a', a, strideA, batch);
-  out.strideB = batchStride(call, 'b', b, strideB, batch);
-  out.strideC = batchStride(call, 'c', c, strideC, batch);
-
-  // Every matrix of every batch must lie in its buffer.
-  assertBatchFits(call, 'a', a, la, batch, out.strideA);
-  assertBatchFits(call, 'b', b, lb, batch, out.strideB);
-  assertBatchFits(call, 'c', c, lc, batch, out.strideC);
-
-  // The C matrices are written concurrently: they must not overlap.
-  if (batch > 1 && matrixExtent(lc) > 0) {
-    const stride = out.strideC;
-    const sequential = stride >= matrixExtent(lc);
-    // Side by side within each column (e.g. row blocks of one tall matrix).
-    const interleaved = stride >= lc.rows && (batch - 1) * stride + lc.rows <= lc.leadingDimension;
-    if (!sequential && !interleaved) {
-      fail(
-        call,
-        `strideC = ${stride} makes the ${batch} result matrices (${lc.rows} x ${lc.columns}, leading dimension ${lc.leadingDimension}) overlap`,
-      );
-    }
-  }
-
-  // No C matrix may share a byte with any A or B matrix.
-  if (c.buffer === a.buffer || c.buffer === b.buffer) {
-    operandMatrixFootprint(written, c, lc, batch, out.strideC);
-    if (c.buffer === a.buffer) {
-      assertApart(call, 'c', written, 'a', operandMatrixFootprint(read, a, la, batch, out.strideA));
-    }
-    if (c.buffer === b.buffer) {
-      assertApart(call, 'c', written, 'b', operandMatrixFootprint(read, b, lb, batch, out.strideB));
-    }
-  }
-  return out;
-}
-
 /** A validated strided batched gemm. */
 export interface CheckedStridedBatched extends StridedBatchedShape, ProductScalars {
   dtype: FloatDType;
@@ -224,24 +52,139 @@ export function newCheckedStridedBatched(): CheckedStridedBatched {
   return { ...newCheckedGemm(), batch: 0, strideA: 0, strideB: 0, strideC: 0 };
 }
 
-/** Everything `gemmStridedBatched` checks before its native call. */
+/** Fails unless `value` (a stride or the batch, when given) is a non-negative integer. */
+function assertCount(call: string, name: string, value: unknown): void {
+  if (value !== undefined && !(Number.isSafeInteger(value) && (value as number) >= 0)) {
+    v.fail(call, `${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
+  }
+}
+
+/** A 2-D or 3-D operand as a batch of matrices (a 2-D one must fit its one matrix). */
+function batchedLayout(call: string, name: string, o: Operand, out: MatrixLayout): MatrixLayout {
+  const rank = o.shape.length;
+  if (rank === 3 || rank === 2) return v.matrixLayout(call, name, o, rank, out);
+  v.fail(
+    call,
+    `${name} must be a 3-D array [rows, columns, batch] (or 2-D with an explicit stride), got shape ${JSON.stringify(o.shape)}`,
+  );
+}
+
+/** Fails when a 3-D operand read at its own stride holds fewer than `batch` matrices. */
+function assertHolds(call: string, name: string, o: Operand, stride: unknown, batch: number): void {
+  if (o.shape.length === 3 && stride === undefined && o.shape[2]! < batch) {
+    v.fail(call, `batch is ${batch}, but ${name} holds ${o.shape[2]} matrices`);
+  }
+}
+
+/** Matrices a 3-D operand holds (-1 for a 2-D one). */
+function held(o: Operand): number {
+  return o.shape.length === 3 ? o.shape[2]! : -1;
+}
+
+/** Whether a 3-D operand holds another number of matrices than `batch`. */
+function holdsOther(o: Operand, batch: number): boolean {
+  return held(o) >= 0 && held(o) !== batch;
+}
+
+/** The batch count the 3-D operands agree on (batch not given). */
+function impliedBatch(call: string, a: Operand, b: Operand, c: Operand): number {
+  const batch = Math.max(held(a), held(b), held(c));
+  if (batch < 0) v.fail(call, 'batch is required when no operand is 3-D');
+  if (holdsOther(a, batch) || holdsOther(b, batch) || holdsOther(c, batch)) {
+    const counts = [a, b, c]
+      .map((o, i) => (held(o) < 0 ? '' : `${'abc'[i]}: ${held(o)}`))
+      .filter((count) => count !== '')
+      .join(', ');
+    v.fail(
+      call,
+      `the operands hold different numbers of matrices (${counts}); pass batch to use the first ones`,
+    );
+  }
+  return batch;
+}
+
+/**
+ * Elements between an operand's consecutive matrices (given, its third stride, or 0: one
+ * matrix for every product), once its `batch` matrices are found to lie in its buffer.
+ */
+function batchStride(
+  call: string,
+  name: string,
+  o: Operand,
+  layout: MatrixLayout,
+  given: number | undefined,
+  batch: number,
+): number {
+  const stride = given ?? (o.shape.length === 3 ? o.strides[2]! : 0);
+  const extent = matrixExtent(layout);
+  if (batch > 0 && extent > 0) assertFits(call, name, o, (batch - 1) * stride + extent);
+  return stride;
+}
+
+/**
+ * Everything `gemmStridedBatched` checks before its native call: C_i = alpha op(A_i) op(B_i) +
+ * beta C_i for i < batch, X_i `strideX * i` elements after X's first. Operands are 3-D [rows,
+ * columns, batch] (stride = strides[2]); a 2-D A or B serves every product (stride 0) unless a
+ * stride is given. Every matrix lies in its buffer, the C matrices (written concurrently) do
+ * not overlap, and no C matrix shares a byte with an A or B matrix.
+ */
 export function checkStridedBatched(
   call: string,
   a: unknown,
   b: unknown,
   c: unknown,
-  options: ProductOptions & BatchOptions = NO_OPTIONS,
+  options: ProductOptions & BatchOptions = v.NO_OPTIONS,
   out: CheckedStridedBatched = newCheckedStridedBatched(),
 ): CheckedStridedBatched {
-  floatProduct(call, a, b, c, options, out);
-  return stridedBatchedShape(
-    call,
-    a as Operand,
-    b as Operand,
-    c as Operand,
-    out.transA,
-    out.transB,
-    options,
-    out,
-  );
+  const { transA, transB } = floatProduct(call, a, b, c, options, out);
+  const oa = a as Operand;
+  const ob = b as Operand;
+  const oc = c as Operand;
+  const la = batchedLayout(call, 'a', oa, v.layoutA);
+  const lb = batchedLayout(call, 'b', ob, v.layoutB);
+  const lc = batchedLayout(call, 'c', oc, v.layoutC);
+  productLayoutShape(call, la, lb, lc, transA, transB, "c's matrices are", out);
+  const { strideA, strideB, strideC } = options;
+  assertCount(call, 'strideA', strideA);
+  assertCount(call, 'strideB', strideB);
+  assertCount(call, 'strideC', strideC);
+  let batch = options.batch;
+  if (batch !== undefined) {
+    assertCount(call, 'batch', batch);
+    assertHolds(call, 'a', oa, strideA, batch);
+    assertHolds(call, 'b', ob, strideB, batch);
+    assertHolds(call, 'c', oc, strideC, batch);
+  } else {
+    batch = impliedBatch(call, oa, ob, oc);
+  }
+  v.assertInt32(call, 'batch', '', batch);
+  if (strideC === undefined && oc.shape.length === 2 && batch > 1) {
+    v.fail(call, 'c is 2-D: pass strideC (the results of a batch cannot share one matrix)');
+  }
+  out.batch = batch;
+  out.strideA = batchStride(call, 'a', oa, la, strideA, batch);
+  out.strideB = batchStride(call, 'b', ob, lb, strideB, batch);
+  const stride = (out.strideC = batchStride(call, 'c', oc, lc, strideC, batch));
+  // The C matrices one after another, or side by side within each column (row blocks of one
+  // tall matrix).
+  const sequential = stride >= matrixExtent(lc);
+  const interleaved = stride >= lc.rows && (batch - 1) * stride + lc.rows <= lc.leadingDimension;
+  if (batch > 1 && matrixExtent(lc) > 0 && !sequential && !interleaved) {
+    v.fail(
+      call,
+      `strideC = ${stride} makes the ${batch} result matrices (${lc.rows} x ${lc.columns}, leading dimension ${lc.leadingDimension}) overlap`,
+    );
+  }
+  if (oc.buffer === oa.buffer || oc.buffer === ob.buffer) {
+    operandMatrixFootprint(v.written, oc, lc, batch, stride);
+    if (oc.buffer === oa.buffer) {
+      const readA = operandMatrixFootprint(v.read, oa, la, batch, out.strideA);
+      assertApart(call, 'c', v.written, 'a', readA);
+    }
+    if (oc.buffer === ob.buffer) {
+      const readB = operandMatrixFootprint(v.read, ob, lb, batch, out.strideB);
+      assertApart(call, 'c', v.written, 'b', readB);
+    }
+  }
+  return out;
 }

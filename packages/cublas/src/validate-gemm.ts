@@ -15,36 +15,23 @@ import {
   type Operand,
   operandMatrixFootprint,
 } from '@cuda-tasks/cudadrv';
-import {
-  fail,
-  floatOperands,
-  layoutA,
-  layoutB,
-  layoutC,
-  matrixLayout,
-  NO_OPTIONS,
-  read,
-  written,
-} from './validate.js';
+import * as v from './validate.js';
 
 /** The dtypes `gemmEx` takes for A and B. */
 export type GemmExInputDType = 'float16' | 'bfloat16' | 'float32';
 
-/** m, n, k and the leading dimensions of a gemm: C (m x n) = op(A) (m x k) op(B) (k x n). */
-export interface GemmShape {
-  m: number;
-  n: number;
-  k: number;
-  lda: number;
-  ldb: number;
-  ldc: number;
-}
-
-/** The m, n and k of a product op(A) op(B). */
+/** The m, n and k of a product op(A) (m x k) op(B) (k x n). */
 export interface ProductShape {
   m: number;
   n: number;
   k: number;
+}
+
+/** m, n, k and the leading dimensions of a gemm: C (m x n) = op(A) (m x k) op(B) (k x n). */
+export interface GemmShape extends ProductShape {
+  lda: number;
+  ldb: number;
+  ldc: number;
 }
 
 export function opName(name: string, transpose: boolean): string {
@@ -65,7 +52,7 @@ export function productShape<T extends ProductShape>(
   const kb = transB ? b.columns : b.rows;
   const n = transB ? b.rows : b.columns;
   if (k !== kb) {
-    fail(
+    v.fail(
       call,
       `inner dimensions differ: ${opName('a', transA)} is ${m} x ${k}, ${opName('b', transB)} is ${kb} x ${n}`,
     );
@@ -77,9 +64,8 @@ export function productShape<T extends ProductShape>(
 }
 
 /**
- * The m, n, k and leading dimensions of C = op(A) op(B) from the operands' matrix layouts,
- * written into `out`; fails unless C's matrices are m x n. `result` names C's matrices in that
- * message (`c is`, `c's matrices are`).
+ * The m, n, k and leading dimensions of C = op(A) op(B) from the operands' layouts; fails
+ * unless C's matrices are m x n (`result` names them in that message: `c is`, `c's matrices are`).
  */
 export function productLayoutShape<T extends GemmShape>(
   call: string,
@@ -93,7 +79,7 @@ export function productLayoutShape<T extends GemmShape>(
 ): T {
   const { m, n } = productShape(call, la, lb, transA, transB, out);
   if (lc.rows !== m || lc.columns !== n) {
-    fail(
+    v.fail(
       call,
       `${result} ${lc.rows} x ${lc.columns}, but ${opName('a', transA)} * ${opName('b', transB)} is ${m} x ${n}`,
     );
@@ -104,28 +90,9 @@ export function productLayoutShape<T extends GemmShape>(
   return out;
 }
 
-/** Fails when output matrix C (of `c`) shares a byte with input matrix `layout` of `operand`. */
-function assertMatrixApart(
-  call: string,
-  c: Operand,
-  lc: MatrixLayout,
-  name: string,
-  operand: Operand,
-  layout: MatrixLayout,
-): void {
-  if (c.buffer !== operand.buffer) return;
-  assertApart(
-    call,
-    'c',
-    operandMatrixFootprint(written, c, lc),
-    name,
-    operandMatrixFootprint(read, operand, layout),
-  );
-}
-
 /**
- * C = alpha op(A) op(B) + beta C: the cuBLAS dimensions of `a`, `b`, `c` (1-D or 2-D with
- * contiguous columns), written into `out`; dtypes are checked by the caller.
+ * The cuBLAS dimensions of C = alpha op(A) op(B) + beta C for `a`, `b`, `c` (1-D or 2-D with
+ * contiguous columns), C sharing no byte with A or B; dtypes are checked by the caller.
  */
 export function gemmShape<T extends GemmShape>(
   call: string,
@@ -136,53 +103,17 @@ export function gemmShape<T extends GemmShape>(
   transB: boolean,
   out: T,
 ): T {
-  const la = matrixLayout(call, 'a', a, 2, layoutA);
-  const lb = matrixLayout(call, 'b', b, 2, layoutB);
-  const lc = matrixLayout(call, 'c', c, 2, layoutC);
+  const la = v.matrixLayout(call, 'a', a, 2, v.layoutA);
+  const lb = v.matrixLayout(call, 'b', b, 2, v.layoutB);
+  const lc = v.matrixLayout(call, 'c', c, 2, v.layoutC);
   productLayoutShape(call, la, lb, lc, transA, transB, 'c is', out);
-  assertMatrixApart(call, c, lc, 'a', a, la);
-  assertMatrixApart(call, c, lc, 'b', b, lb);
-  return out;
-}
-
-/** The cudaDataType_t of each dtype `gemmEx` accepts (library_types.h). */
-const GEMM_EX_DATA_TYPES: Readonly<Partial<Record<DType, number>>> = {
-  float32: 0, // CUDA_R_32F
-  float16: 2, // CUDA_R_16F
-  bfloat16: 14, // CUDA_R_16BF
-};
-
-/** The cudaDataType_t of gemmEx's operands. */
-export interface GemmExTypes {
-  aType: number;
-  bType: number;
-  cType: number;
-}
-
-/**
- * Validates the dtypes of `gemmEx`: A and B both float16, both bfloat16 or both float32; C
- * float32 or the inputs' dtype (cuBLAS's CUBLAS_COMPUTE_32F combinations).
- */
-function gemmExTypes<T extends GemmExTypes>(
-  call: string,
-  a: Operand,
-  b: Operand,
-  c: Operand,
-  out: T,
-): T {
-  const input = a.dtype;
-  if (b.dtype !== input || (input !== 'float16' && input !== 'bfloat16' && input !== 'float32')) {
-    fail(
-      call,
-      `a and b must both be float16, both bfloat16 or both float32, got a: ${input}, b: ${b.dtype}`,
-    );
+  if (c.buffer === a.buffer || c.buffer === b.buffer) {
+    operandMatrixFootprint(v.written, c, lc);
+    if (c.buffer === a.buffer)
+      assertApart(call, 'c', v.written, 'a', operandMatrixFootprint(v.read, a, la));
+    if (c.buffer === b.buffer)
+      assertApart(call, 'c', v.written, 'b', operandMatrixFootprint(v.read, b, lb));
   }
-  if (c.dtype !== 'float32' && c.dtype !== input) {
-    fail(call, `c must be float32 or ${input} (like a and b), got ${c.dtype}`);
-  }
-  out.aType = GEMM_EX_DATA_TYPES[input]!;
-  out.bType = GEMM_EX_DATA_TYPES[input]!;
-  out.cType = GEMM_EX_DATA_TYPES[c.dtype]!;
   return out;
 }
 
@@ -220,10 +151,7 @@ export function productScalars<T extends ProductScalars>(
   return out;
 }
 
-/**
- * The first checks of a product of float operands A, B, C (gemm, gemmStridedBatched): the
- * arrays and their one dtype, then the transposes and scalars, into `out`.
- */
+/** The first checks of a float product (gemm, gemmStridedBatched): A, B, C and one dtype, options. */
 export function floatProduct<T extends ProductScalars & { dtype: FloatDType }>(
   call: string,
   a: unknown,
@@ -232,7 +160,7 @@ export function floatProduct<T extends ProductScalars & { dtype: FloatDType }>(
   options: ProductOptions,
   out: T,
 ): T {
-  out.dtype = floatOperands(call, 'abc', a, b, c);
+  out.dtype = v.floatOperands(call, 'abc', a, b, c);
   return productScalars(call, options, out);
 }
 
@@ -250,22 +178,92 @@ export interface CheckedGemm extends GemmShape, ProductScalars {
   dtype: FloatDType;
 }
 
+/** The cudaDataType_t of gemmEx's operands. */
+export interface GemmExTypes {
+  aType: number;
+  bType: number;
+  cType: number;
+}
+
+/** A validated gemmEx: cudaDataType_t of each operand, dimensions and scalars. */
+export interface CheckedGemmEx extends GemmShape, GemmExTypes, ProductScalars {}
+
 /** A new object for `checkGemm` to fill. */
 export function newCheckedGemm(): CheckedGemm {
   return { dtype: 'float32', ...DEFAULT_SCALARS, ...NO_SHAPE };
 }
 
-/** Everything `gemm` checks before its native call, in order: arrays, dtypes, options, shapes. */
+/** A new object for `checkGemmEx` to fill. */
+export function newCheckedGemmEx(): CheckedGemmEx {
+  return { aType: 0, bType: 0, cType: 0, ...DEFAULT_SCALARS, ...NO_SHAPE };
+}
+
+/** The cudaDataType_t of each dtype `gemmEx` accepts (library_types.h). */
+const GEMM_EX_DATA_TYPES: Readonly<Partial<Record<DType, number>>> = {
+  float32: 0, // CUDA_R_32F
+  float16: 2, // CUDA_R_16F
+  bfloat16: 14, // CUDA_R_16BF
+};
+
+/**
+ * Everything a product checks before its native call, in order: arrays, dtypes, options,
+ * shapes. gemm: A, B, C of one float dtype. gemmEx (`ex`): A and B both float16, both bfloat16
+ * or both float32, C float32 or theirs (CUBLAS_COMPUTE_32F's combinations), as cudaDataType_t.
+ */
+function product<T extends CheckedGemm | CheckedGemmEx>(
+  call: string,
+  a: unknown,
+  b: unknown,
+  c: unknown,
+  options: ProductOptions,
+  out: T,
+  ex: boolean,
+): T {
+  if (!ex) floatProduct(call, a, b, c, options, out as CheckedGemm);
+  else {
+    assertOperand(call, 'a', a);
+    assertOperand(call, 'b', b);
+    assertOperand(call, 'c', c);
+    const input = a.dtype;
+    if (b.dtype !== input || (input !== 'float16' && input !== 'bfloat16' && input !== 'float32')) {
+      v.fail(
+        call,
+        `a and b must both be float16, both bfloat16 or both float32, got a: ${input}, b: ${b.dtype}`,
+      );
+    }
+    if (c.dtype !== 'float32' && c.dtype !== input) {
+      v.fail(call, `c must be float32 or ${input} (like a and b), got ${c.dtype}`);
+    }
+    const types = out as CheckedGemmEx;
+    types.aType = types.bType = GEMM_EX_DATA_TYPES[input]!;
+    types.cType = GEMM_EX_DATA_TYPES[c.dtype]!;
+    productScalars(call, options, out);
+  }
+  return gemmShape(call, a as Operand, b as Operand, c as Operand, out.transA, out.transB, out);
+}
+
+/** Everything `gemm` checks before its native call. */
 export function checkGemm(
   call: string,
   a: unknown,
   b: unknown,
   c: unknown,
-  options: ProductOptions = NO_OPTIONS,
+  options: ProductOptions = v.NO_OPTIONS,
   out: CheckedGemm = newCheckedGemm(),
 ): CheckedGemm {
-  floatProduct(call, a, b, c, options, out);
-  return gemmShape(call, a as Operand, b as Operand, c as Operand, out.transA, out.transB, out);
+  return product(call, a, b, c, options, out, false);
+}
+
+/** Everything `gemmEx` checks before its native call. */
+export function checkGemmEx(
+  call: string,
+  a: unknown,
+  b: unknown,
+  c: unknown,
+  options: ProductOptions = v.NO_OPTIONS,
+  out: CheckedGemmEx = newCheckedGemmEx(),
+): CheckedGemmEx {
+  return product(call, a, b, c, options, out, true);
 }
 
 /** What `matmul` allocates: the result's dtype and shape. */
@@ -284,40 +282,15 @@ export function checkMatmul(
   call: string,
   a: unknown,
   b: unknown,
-  options: ProductOptions = NO_OPTIONS,
+  options: ProductOptions = v.NO_OPTIONS,
   out: CheckedMatmul = { dtype: 'float32', m: 0, n: 0 },
 ): CheckedMatmul {
-  out.dtype = floatOperands(call, 'ab', a, b);
+  out.dtype = v.floatOperands(call, 'ab', a, b);
   const { transA, transB } = productScalars(call, options, matmulScalars);
-  const la = matrixLayout(call, 'a', a as Operand, 2, layoutA);
-  const lb = matrixLayout(call, 'b', b as Operand, 2, layoutB);
+  const la = v.matrixLayout(call, 'a', a as Operand, 2, v.layoutA);
+  const lb = v.matrixLayout(call, 'b', b as Operand, 2, v.layoutB);
   const { m, n } = productShape(call, la, lb, transA, transB, matmulShape);
   out.m = m;
   out.n = n;
   return out;
-}
-
-/** A validated gemmEx: cudaDataType_t of each operand, dimensions and scalars. */
-export interface CheckedGemmEx extends GemmShape, GemmExTypes, ProductScalars {}
-
-/** A new object for `checkGemmEx` to fill. */
-export function newCheckedGemmEx(): CheckedGemmEx {
-  return { aType: 0, bType: 0, cType: 0, ...DEFAULT_SCALARS, ...NO_SHAPE };
-}
-
-/** Everything `gemmEx` checks before its native call. */
-export function checkGemmEx(
-  call: string,
-  a: unknown,
-  b: unknown,
-  c: unknown,
-  options: ProductOptions = NO_OPTIONS,
-  out: CheckedGemmEx = newCheckedGemmEx(),
-): CheckedGemmEx {
-  assertOperand(call, 'a', a);
-  assertOperand(call, 'b', b);
-  assertOperand(call, 'c', c);
-  gemmExTypes(call, a, b, c, out);
-  productScalars(call, options, out);
-  return gemmShape(call, a, b, c, out.transA, out.transB, out);
 }

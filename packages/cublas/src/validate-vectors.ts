@@ -11,19 +11,9 @@ import {
   operandMatrixFootprint,
   operandVectorFootprint,
   renamedBooleanOption,
+  type VectorLayout,
 } from '@cuda-tasks/cudadrv';
-import {
-  fail,
-  floatOperands,
-  layoutA,
-  layoutX,
-  layoutY,
-  matrixLayout,
-  NO_OPTIONS,
-  read,
-  vectorLayout,
-  written,
-} from './validate.js';
+import * as v from './validate.js';
 import { opName } from './validate-gemm.js';
 
 /** Options of `gemv`. */
@@ -42,17 +32,25 @@ export interface GemvOptions {
   beta?: number;
 }
 
-/** A validated gemv: A is m x n as stored, x and y are vectors. */
-export interface CheckedGemv {
+/** A validated one-vector routine (nrm2, asum, iamax, scal). */
+export interface CheckedVector {
   dtype: FloatDType;
+  n: number;
+  incx: number;
+}
+
+/** A validated two-vector routine (axpy, dot). */
+export interface CheckedVectorPair extends CheckedVector {
+  incy: number;
+}
+
+/** A validated gemv: A is m x n as stored, x and y are vectors. */
+export interface CheckedGemv extends CheckedVectorPair {
   trans: boolean;
   alpha: number;
   beta: number;
   m: number;
-  n: number;
   lda: number;
-  incx: number;
-  incy: number;
 }
 
 /** A new object for `checkGemv` to fill. */
@@ -70,49 +68,49 @@ export function newCheckedGemv(): CheckedGemv {
   };
 }
 
+/** Fails when `y`, written, shares a byte with vector `x` (read), of one buffer. */
+function assertVectorsApart(
+  call: string,
+  y: Operand,
+  vy: VectorLayout,
+  x: Operand,
+  vx: VectorLayout,
+) {
+  operandVectorFootprint(v.written, y, vy);
+  assertApart(call, 'y', v.written, 'x', operandVectorFootprint(v.read, x, vx));
+}
+
 /** Everything `gemv` checks before its native call: y = alpha op(A) x + beta y. */
 export function checkGemv(
   call: string,
   a: unknown,
   x: unknown,
   y: unknown,
-  options: GemvOptions = NO_OPTIONS,
+  options: GemvOptions = v.NO_OPTIONS,
   out: CheckedGemv = newCheckedGemv(),
 ): CheckedGemv {
-  out.dtype = floatOperands(call, 'axy', a, x, y);
-  return gemvShape(call, a as Operand, x as Operand, y as Operand, options, out);
-}
-
-/** gemv's options, shapes and overlap, once its operands passed. */
-function gemvShape(
-  call: string,
-  a: Operand,
-  x: Operand,
-  y: Operand,
-  options: GemvOptions,
-  out: CheckedGemv,
-): CheckedGemv {
+  out.dtype = v.floatOperands(call, 'axy', a, x, y);
   assertOptions(call, options);
   const trans = renamedBooleanOption(call, 'transA', options.transA, 'trans', options.trans);
   out.alpha = numberOption(call, 'alpha', options.alpha, 1);
   out.beta = numberOption(call, 'beta', options.beta, 0);
-  const la = matrixLayout(call, 'a', a, 2, layoutA);
-  const vx = vectorLayout(call, 'x', x, layoutX);
-  const vy = vectorLayout(call, 'y', y, layoutY);
+  const la = v.matrixLayout(call, 'a', a as Operand, 2, v.layoutA);
+  const vx = v.vectorLayout(call, 'x', x as Operand, v.layoutX);
+  const vy = v.vectorLayout(call, 'y', y as Operand, v.layoutY);
   const rows = trans ? la.columns : la.rows;
   const columns = trans ? la.rows : la.columns;
   if (vx.length !== columns) {
-    fail(call, `x has ${vx.length} elements, ${opName('a', trans)} has ${columns} columns`);
+    v.fail(call, `x has ${vx.length} elements, ${opName('a', trans)} has ${columns} columns`);
   }
   if (vy.length !== rows) {
-    fail(call, `y has ${vy.length} elements, ${opName('a', trans)} has ${rows} rows`);
+    v.fail(call, `y has ${vy.length} elements, ${opName('a', trans)} has ${rows} rows`);
   }
-  if (y.buffer === a.buffer || y.buffer === x.buffer) {
-    operandVectorFootprint(written, y, vy);
-    if (y.buffer === a.buffer)
-      assertApart(call, 'y', written, 'a', operandMatrixFootprint(read, a, la));
-    if (y.buffer === x.buffer)
-      assertApart(call, 'y', written, 'x', operandVectorFootprint(read, x, vx));
+  if ((y as Operand).buffer === (a as Operand).buffer) {
+    operandVectorFootprint(v.written, y as Operand, vy);
+    assertApart(call, 'y', v.written, 'a', operandMatrixFootprint(v.read, a as Operand, la));
+  }
+  if ((y as Operand).buffer === (x as Operand).buffer) {
+    assertVectorsApart(call, y as Operand, vy, x as Operand, vx);
   }
   out.trans = trans;
   out.m = la.rows;
@@ -123,29 +121,17 @@ function gemvShape(
   return out;
 }
 
-/** A validated one-vector routine (nrm2, asum, iamax, scal). */
-export interface CheckedVector {
-  dtype: FloatDType;
-  n: number;
-  incx: number;
-}
-
 /** Everything a one-vector routine (nrm2, asum, iamax, scal) checks. */
 export function checkVector(
   call: string,
   x: unknown,
   out: CheckedVector = { dtype: 'float32', n: 0, incx: 0 },
 ): CheckedVector {
-  out.dtype = floatOperands(call, 'x', x);
-  const vx = vectorLayout(call, 'x', x as Operand, layoutX);
+  out.dtype = v.floatOperands(call, 'x', x);
+  const vx = v.vectorLayout(call, 'x', x as Operand, v.layoutX);
   out.n = vx.length;
   out.incx = vx.increment;
   return out;
-}
-
-/** A validated two-vector routine (axpy, dot). */
-export interface CheckedVectorPair extends CheckedVector {
-  incy: number;
 }
 
 /**
@@ -159,15 +145,12 @@ export function checkVectorPair(
   out: CheckedVectorPair = { dtype: 'float32', n: 0, incx: 0, incy: 0 },
   writesY = false,
 ): CheckedVectorPair {
-  out.dtype = floatOperands(call, 'xy', x, y);
-  const vx = vectorLayout(call, 'x', x as Operand, layoutX);
-  const vy = vectorLayout(call, 'y', y as Operand, layoutY);
-  if (vx.length !== vy.length) {
-    fail(call, `x has ${vx.length} elements, y has ${vy.length}`);
-  }
+  out.dtype = v.floatOperands(call, 'xy', x, y);
+  const vx = v.vectorLayout(call, 'x', x as Operand, v.layoutX);
+  const vy = v.vectorLayout(call, 'y', y as Operand, v.layoutY);
+  if (vx.length !== vy.length) v.fail(call, `x has ${vx.length} elements, y has ${vy.length}`);
   if (writesY && (x as Operand).buffer === (y as Operand).buffer) {
-    operandVectorFootprint(written, y as Operand, vy);
-    assertApart(call, 'y', written, 'x', operandVectorFootprint(read, x as Operand, vx));
+    assertVectorsApart(call, y as Operand, vy, x as Operand, vx);
   }
   out.n = vx.length;
   out.incx = vx.increment;

@@ -1,22 +1,13 @@
 /**
- * cuBLAS's rules for its operands, built from cudadrv's shared operand checks: float32 or
- * float64 operands of one dtype, column-major matrices and strided vectors whose dimensions,
- * leading dimensions and increments fit a C `int` and whose elements lie in their buffers,
- * and the stream each routine runs on (`operandStream`). The options themselves are read with
- * cudadrv's option checks (`booleanOption`, `numberOption`, ...). The routines' own checks
- * build on these: `validate-gemm.ts` (gemm, matmul, gemmEx), `validate-batched.ts`
- * (gemmStridedBatched), `validate-vectors.ts` (gemv and the level-1 routines). Nothing here
- * touches native code (but for the lookup of the current stream when a call names none), so
- * every rule is unit tested on plain objects; the wrappers call these before any native call.
- *
- * An output must not share memory with an input (cuBLAS leaves such a call undefined): each
- * check compares the bytes the routine writes with the bytes it reads, exactly (interleaved
- * views of one allocation that touch different elements pass). C read with beta and written
- * (gemm), y in axpy and gemv, and x in scal are in place by definition and allowed.
- *
- * Each check writes what it finds into the object passed last and returns it: a wrapper
- * passes one it reuses on every call, so checking allocates nothing (messages are built only
- * on failure). Without that argument the check fills a new object.
+ * cuBLAS's rules for its operands, on top of cudadrv's shared checks (`assertOperand`,
+ * `readMatrixLayout`, `assertFits`, `assertApart`, the option checks): float32 or float64
+ * operands of one dtype, column-major matrices and strided vectors whose sizes fit a C `int`
+ * and lie in their buffers, and the stream a routine runs on. `validate-gemm.ts`,
+ * `validate-batched.ts` and `validate-vectors.ts` build each routine's check from these. Pure
+ * (but for the current-stream lookup), so unit tested on plain objects; the wrappers call them
+ * before any native call. An output must not share a byte with an input (in-place C, y and x
+ * of gemm, axpy/gemv and scal are by definition). Each check fills the object passed last
+ * (reused by the wrapper: nothing allocated, messages built only on failure) and returns it.
  */
 import {
   assertFits,
@@ -64,10 +55,7 @@ export function fail(call: string, message: string): never {
   throw new CudaArgumentError(`${call}: ${message}`);
 }
 
-/**
- * Throws unless `value` fits a C `int` (cuBLAS's m, n, k, ld, inc, batchCount). The message
- * names `${name}${what}`, joined only on failure (the checks run on every call).
- */
+/** Throws unless `value` fits a C `int` (m, n, k, ld, inc, batchCount), naming `${name}${what}`. */
 export function assertInt32(call: string, name: string, what: string, value: number): void {
   if (value > INT32_MAX) {
     fail(call, `${name}${what} = ${value} exceeds cuBLAS's 32-bit int limit (${INT32_MAX})`);
@@ -75,9 +63,8 @@ export function assertInt32(call: string, name: string, what: string, value: num
 }
 
 /**
- * Checks a routine's operands (`names` holds their one-letter names in order, e.g. 'abc'):
- * each a usable array, all float32 or all float64; returns that dtype, or fails naming each
- * operand's dtype.
+ * Checks a routine's operands (`names`: their one-letter names in order, e.g. 'abc'): each a
+ * usable array, all float32 or all float64; returns that dtype, or fails naming each dtype.
  */
 export function floatOperands(
   call: string,
@@ -98,7 +85,7 @@ export function floatOperands(
 
 /**
  * The matrix layout of a 1-D (a column) or 2-D operand, or of the first two dimensions of a
- * 3-D one (`dimensions: 3`). Rejects views whose rows are not contiguous (strides[0] !== 1)
+ * 3-D one (`dimensions: 3`, whose batch the caller fits). Rejects rows that are not contiguous
  * and leading dimensions below the row count.
  */
 export function matrixLayout(
@@ -109,8 +96,7 @@ export function matrixLayout(
   out: MatrixLayout = newMatrixLayout(),
 ): MatrixLayout {
   const shape = operand.shape;
-  const allowed = dimensions === 2 ? shape.length === 1 || shape.length === 2 : shape.length === 3;
-  if (!allowed) {
+  if (dimensions === 2 ? shape.length !== 1 && shape.length !== 2 : shape.length !== 3) {
     fail(
       call,
       dimensions === 2
@@ -138,10 +124,7 @@ export function matrixLayout(
   return out;
 }
 
-/**
- * The vector layout of a 1-D array (increment = strides[0]) or of a 2-D array with one
- * column (increment = strides[0]) or one row (increment = strides[1], the leading dimension).
- */
+/** The vector layout of a 1-D array, or of a 2-D one with one column or one row. */
 export function vectorLayout(
   call: string,
   name: string,
@@ -184,10 +167,9 @@ export const STRIDED_BATCHED_OPTIONS: readonly string[] = [
 ];
 
 /**
- * The stream a call runs on: its `stream` option (checked, with the options object and the
- * names it may hold, `known`), else the current stream; once each operand is found to live in
- * that stream's context (`names` holds their one-letter names in order, as `floatOperands`
- * takes them). Allocates nothing.
+ * The stream a call runs on (its checked `stream` option, else the current stream), once the
+ * options hold only names of `known` and each operand (`names` as `floatOperands` takes them)
+ * lives in that stream's context. Allocates nothing.
  */
 export function operandStream(
   call: string,
@@ -206,7 +188,7 @@ export function operandStream(
   return stream;
 }
 
-// Scratch layouts of the checks (one call at a time: the event loop's thread).
+// Scratch of the checks (one call at a time: the event loop's thread).
 export const layoutA = newMatrixLayout();
 export const layoutB = newMatrixLayout();
 export const layoutC = newMatrixLayout();
