@@ -9,7 +9,11 @@ const fake = await vi.hoisted(async () =>
   (await import('@cuda-tasks/testing/fake-driver')).createFakeDriver(),
 );
 
-vi.mock('@cuda-tasks/cudadrv', () => fake.module);
+// configureHandles checks its options with cudadrv's own check, which the double lacks.
+vi.mock('@cuda-tasks/cudadrv', async (importActual) => ({
+  ...fake.module,
+  assertOptions: (await importActual<typeof import('@cuda-tasks/cudadrv')>()).assertOptions,
+}));
 vi.mock('@cuda-tasks/cudadrv/internal', () => fake.module);
 
 import {
