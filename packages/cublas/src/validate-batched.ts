@@ -1,12 +1,7 @@
-/**
- * The checks of cuBLAS's strided batched gemm: C_i = alpha op(A_i) op(B_i) + beta C_i, each
- * matrix `stride` elements after the one before. Built from the operand rules of
- * `validate.ts` and the product's shape of `validate-gemm.ts`.
- */
+/** The checks of cuBLAS's strided batched gemm (`checkStridedBatched` says what they are). */
 import {
   assertApart,
   assertFits,
-  type FloatDType,
   type MatrixLayout,
   matrixExtent,
   type Operand,
@@ -14,12 +9,11 @@ import {
 } from '@cuda-tasks/cudadrv';
 import * as v from './validate.js';
 import {
-  floatProduct,
-  type GemmShape,
+  type CheckedGemm,
   newCheckedGemm,
   type ProductOptions,
-  type ProductScalars,
-  productLayoutShape,
+  productScalars,
+  productShape,
 } from './validate-gemm.js';
 
 /** Batch options of `gemmStridedBatched` (element strides between consecutive matrices). */
@@ -34,17 +28,12 @@ export interface BatchOptions {
   strideC?: number;
 }
 
-/** What cublas<t>gemmStridedBatched takes besides pointers and scalars. */
-export interface StridedBatchedShape extends GemmShape {
+/** A validated strided batched gemm: a gemm's dtype, shape and scalars, and the batch. */
+export interface CheckedStridedBatched extends CheckedGemm {
   batch: number;
   strideA: number;
   strideB: number;
   strideC: number;
-}
-
-/** A validated strided batched gemm. */
-export interface CheckedStridedBatched extends StridedBatchedShape, ProductScalars {
-  dtype: FloatDType;
 }
 
 /** A new object for `checkStridedBatched` to fill. */
@@ -136,14 +125,15 @@ export function checkStridedBatched(
   options: ProductOptions & BatchOptions = v.NO_OPTIONS,
   out: CheckedStridedBatched = newCheckedStridedBatched(),
 ): CheckedStridedBatched {
-  const { transA, transB } = floatProduct(call, a, b, c, options, out);
+  out.dtype = v.floatOperands(call, 'abc', a, b, c);
+  productScalars(call, options, out);
   const oa = a as Operand;
   const ob = b as Operand;
   const oc = c as Operand;
   const la = batchedLayout(call, 'a', oa, v.layoutA);
   const lb = batchedLayout(call, 'b', ob, v.layoutB);
   const lc = batchedLayout(call, 'c', oc, v.layoutC);
-  productLayoutShape(call, la, lb, lc, transA, transB, "c's matrices are", out);
+  productShape(call, la, lb, lc, "c's matrices are", out);
   const { strideA, strideB, strideC } = options;
   assertCount(call, 'strideA', strideA);
   assertCount(call, 'strideB', strideB);

@@ -1,7 +1,4 @@
-/**
- * The checks of cuBLAS's matrix-vector product (gemv) and vector routines (axpy, dot, nrm2,
- * asum, iamax, scal). Built from the operand rules of `validate.ts`.
- */
+/** The checks of cuBLAS's gemv and vector routines (axpy, dot, nrm2, asum, iamax, scal). */
 import {
   assertApart,
   assertOptions,
@@ -14,7 +11,6 @@ import {
   type VectorLayout,
 } from '@cuda-tasks/cudadrv';
 import * as v from './validate.js';
-import { opName } from './validate-gemm.js';
 
 /** Options of `gemv`. */
 export interface GemvOptions {
@@ -100,10 +96,10 @@ export function checkGemv(
   const rows = trans ? la.columns : la.rows;
   const columns = trans ? la.rows : la.columns;
   if (vx.length !== columns) {
-    v.fail(call, `x has ${vx.length} elements, ${opName('a', trans)} has ${columns} columns`);
+    v.fail(call, `x has ${vx.length} elements, ${v.opName('a', trans)} has ${columns} columns`);
   }
   if (vy.length !== rows) {
-    v.fail(call, `y has ${vy.length} elements, ${opName('a', trans)} has ${rows} rows`);
+    v.fail(call, `y has ${vy.length} elements, ${v.opName('a', trans)} has ${rows} rows`);
   }
   if ((y as Operand).buffer === (a as Operand).buffer) {
     operandVectorFootprint(v.written, y as Operand, vy);

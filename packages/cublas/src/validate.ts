@@ -1,13 +1,10 @@
 /**
- * cuBLAS's rules for its operands, on top of cudadrv's shared checks (`assertOperand`,
- * `readMatrixLayout`, `assertFits`, `assertApart`, the option checks): float32 or float64
+ * cuBLAS's rules for its operands, on top of cudadrv's shared checks: float32 or float64
  * operands of one dtype, column-major matrices and strided vectors whose sizes fit a C `int`
- * and lie in their buffers, and the stream a routine runs on. `validate-gemm.ts`,
- * `validate-batched.ts` and `validate-vectors.ts` build each routine's check from these. Pure
- * (but for the current-stream lookup), so unit tested on plain objects; the wrappers call them
- * before any native call. An output must not share a byte with an input (in-place C, y and x
- * of gemm, axpy/gemv and scal are by definition). Each check fills the object passed last
- * (reused by the wrapper: nothing allocated, messages built only on failure) and returns it.
+ * and lie in their buffers, and the stream a routine runs on. The `validate-*.ts` files build
+ * each routine's check from these; the wrappers call them before any native call. Each check
+ * fills the object passed last (reused by the wrapper: nothing allocated, messages built only
+ * on failure) and returns it.
  */
 import {
   assertFits,
@@ -37,8 +34,6 @@ import {
   vectorExtent,
 } from '@cuda-tasks/cudadrv';
 
-export type { MatrixLayout, VectorLayout };
-
 /** What the checks read from an operand (a DeviceArray has all of it). */
 export type OperandLike = Operand;
 
@@ -53,6 +48,11 @@ const INT32_MAX = 2 ** 31 - 1;
 
 export function fail(call: string, message: string): never {
   throw new CudaArgumentError(`${call}: ${message}`);
+}
+
+/** `a` or `a^T` in a message. */
+export function opName(name: string, transpose: boolean): string {
+  return transpose ? `${name}^T` : name;
 }
 
 /** Throws unless `value` fits a C `int` (m, n, k, ld, inc, batchCount), naming `${name}${what}`. */
