@@ -114,8 +114,10 @@ function batchStride(
  * Everything `gemmStridedBatched` checks before its native call: C_i = alpha op(A_i) op(B_i) +
  * beta C_i for i < batch, X_i `strideX * i` elements after X's first. Operands are 3-D [rows,
  * columns, batch] (stride = strides[2]); a 2-D A or B serves every product (stride 0) unless a
- * stride is given. Every matrix lies in its buffer, the C matrices (written concurrently) do
- * not overlap, and no C matrix shares a byte with an A or B matrix.
+ * stride is given. Every matrix lies in its buffer, the C matrices (written concurrently) lie
+ * one after another or side by side within each column (any other strideC is refused, also one
+ * whose matrices happen to interleave without sharing an element), and no C matrix shares a
+ * byte with an A or B matrix.
  */
 export function checkStridedBatched(
   call: string,
@@ -162,7 +164,7 @@ export function checkStridedBatched(
   if (batch > 1 && matrixExtent(lc) > 0 && !sequential && !interleaved) {
     v.fail(
       call,
-      `strideC = ${stride} makes the ${batch} result matrices (${lc.rows} x ${lc.columns}, leading dimension ${lc.leadingDimension}) overlap`,
+      `strideC = ${stride} makes the ${batch} result matrices (${lc.rows} x ${lc.columns}, leading dimension ${lc.leadingDimension}) overlap or interleave: pass strideC >= ${matrixExtent(lc)} (one after another), or place them side by side in each column (strideC >= ${lc.rows} and (batch - 1) * strideC + ${lc.rows} <= ${lc.leadingDimension})`,
     );
   }
   if (oc.buffer === oa.buffer || oc.buffer === ob.buffer) {

@@ -916,7 +916,7 @@ describe('the message of each rule, to the letter', () => {
         checkStridedBatched('gsb', fake([4, 3, 6]), fake([3, 5, 6]), fake([4, 5, 6]), {
           strideC: 19,
         }),
-      'gsb: strideC = 19 makes the 6 result matrices (4 x 5, leading dimension 4) overlap',
+      'gsb: strideC = 19 makes the 6 result matrices (4 x 5, leading dimension 4) overlap or interleave: pass strideC >= 20 (one after another), or place them side by side in each column (strideC >= 4 and (batch - 1) * strideC + 4 <= 4)',
     ],
     [
       'a batch beyond its buffer',
@@ -1298,6 +1298,13 @@ describe('verdicts against a reference of the rules (property)', () => {
                 }
               }
             }
+            // The documented rule is stricter: they lie one after another or side by side
+            // within each column; other layouts are refused even where no element is shared.
+            const extent = p.m > 0 && p.n > 0 ? (p.n - 1) * p.ldc + p.m : 0;
+            const apart =
+              strides[2]! >= extent ||
+              (strides[2]! >= p.m && (batch - 1) * strides[2]! + p.m <= p.ldc);
+            if (batch > 1 && extent > 0 && !apart) return 'refused';
             return {
               dtype: a.dtype,
               transA,
