@@ -14,6 +14,7 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
+import { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';
 import { cublas } from './ffi/cublas.js';
 import { cublasCall, type Issue, issue } from './issue.js';
 import { ASUM, AXPY, DOT, IAMAX, NRM2, type Routine, SCAL } from './routines.js';
@@ -28,9 +29,6 @@ import {
 
 /** Options of the vector routines. */
 export interface VectorOptions extends StreamOption {}
-
-/** The options of a call that passes none (shared: a call allocates nothing). */
-const NO_OPTIONS: VectorOptions = Object.freeze({});
 
 // The checked arguments, reused by every call (one call at a time: the event loop's thread).
 const checkedVector: CheckedVector = { dtype: 'float32', n: 0, incx: 0 };

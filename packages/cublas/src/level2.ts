@@ -1,5 +1,6 @@
 /** Matrix-vector products (BLAS level 2) over DeviceArrays. */
 import type { DeviceArray, DType, SameDType, StreamOption } from '@cuda-tasks/cudadrv';
+import { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';
 import { CUBLAS_OP_N, CUBLAS_OP_T, cublas } from './ffi/cublas.js';
 import { cublasCall, issue } from './issue.js';
 import { GEMV } from './routines.js';
@@ -14,9 +15,6 @@ import {
 
 /** Options of `gemv`: y = alpha op(A) x + beta y. */
 export interface GemvOptions extends GemvScalars, StreamOption {}
-
-/** The options of a call that passes none (shared: a call allocates nothing). */
-const NO_OPTIONS: GemvOptions = Object.freeze({});
 
 /** gemv's checked arguments, reused by every call (one call at a time: the event loop's thread). */
 const checkedGemv = newCheckedGemv();

@@ -4,6 +4,7 @@
  * float64 the D routine.
  */
 import { DeviceArray, type DType, type SameDType, type StreamOption } from '@cuda-tasks/cudadrv';
+import { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';
 import {
   CUBLAS_COMPUTE_32F,
   CUBLAS_GEMM_DEFAULT,
@@ -58,9 +59,6 @@ export interface StridedBatchedOptions extends ProductOptions, BatchOptions, Str
 
 /** Options of `gemmEx`. */
 export interface GemmExOptions extends ProductOptions, StreamOption {}
-
-/** The options of a call that passes none (a shared object: the call allocates nothing). */
-const NO_OPTIONS: GemmOptions & StridedBatchedOptions = Object.freeze({});
 
 // The checked arguments, reused by every call (one call at a time: the event loop's thread).
 const checkedGemm = newCheckedGemm();

@@ -197,5 +197,4 @@ export const layoutY = newVectorLayout();
 export const written: Footprint = newFootprint();
 export const read: Footprint = newFootprint();
 
-/** Options passed as none (a shared frozen object: a call allocates nothing). */
-export const NO_OPTIONS: Readonly<Record<string, undefined>> = Object.freeze({});
+export { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';

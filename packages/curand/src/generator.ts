@@ -16,6 +16,7 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
+import { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';
 import { IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { GeneratorCore } from './core.js';
 import { type CounterDistribution, CounterState, outputsConsumed } from './counter.js';
@@ -254,7 +255,10 @@ export class Generator {
    * generated through a 2-element scratch buffer and copied in, ordered on the stream.
    * @example generator.normal(x, { mean: 2, stddev: 3 });
    */
-  normal<D extends FloatDType>(array: DeviceArray<D>, options: NormalOptions = {}): DeviceArray<D> {
+  normal<D extends FloatDType>(
+    array: DeviceArray<D>,
+    options: NormalOptions = NO_OPTIONS,
+  ): DeviceArray<D> {
     const mean = options.mean ?? 0;
     const stddev = options.stddev ?? 1;
     checkNormalParameters('Generator.normal', mean, stddev);
@@ -272,7 +276,7 @@ export class Generator {
    */
   logNormal<D extends FloatDType>(
     array: DeviceArray<D>,
-    options: NormalOptions = {},
+    options: NormalOptions = NO_OPTIONS,
   ): DeviceArray<D> {
     const mean = options.mean ?? 0;
     const stddev = options.stddev ?? 1;

@@ -7,6 +7,7 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
+import { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';
 import { type FloatDType, Generator } from './generator.js';
 import { curandState } from './process.js';
 import { checkNormalParameters, checkShape, FLOATING_DTYPES } from './validation.js';
@@ -88,7 +89,7 @@ function filled<D extends FloatDType>(
 export function rand<D extends FloatDType>(
   dtype: D,
   shape: Shape | number,
-  options: RandOptions = {},
+  options: RandOptions = NO_OPTIONS,
 ): DeviceArray<D> {
   checkFloatDType('rand', dtype);
   checkShape('rand', shape);
@@ -106,7 +107,7 @@ export function rand<D extends FloatDType>(
 export function randn<D extends FloatDType>(
   dtype: D,
   shape: Shape | number,
-  options: RandnOptions = {},
+  options: RandnOptions = NO_OPTIONS,
 ): DeviceArray<D> {
   checkFloatDType('randn', dtype);
   checkShape('randn', shape);

@@ -12,7 +12,13 @@ import {
 import { checkInfo, disposeAll, type StatusOption, solveIntoCopy, statusTarget } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { POTRF, potrf, potrs } from './routines.js';
-import { assertSquare, type FloatDType, matrixLayout, rightHandSideLayout } from './validate.js';
+import {
+  assertSquare,
+  type FloatDType,
+  matrixLayout,
+  NO_OPTIONS,
+  rightHandSideLayout,
+} from './validate.js';
 
 /** Options for `cholesky`. */
 export interface CholeskyOptions extends StreamOption {
@@ -155,7 +161,7 @@ export function choleskySolve<D extends FloatDType, B extends FloatDType>(
 export function choleskySolve<D extends FloatDType>(
   factorization: CholeskyFactorization<D> | DeviceArray<D>,
   b: DeviceArray<D>,
-  options: CholeskySolveOptions = {},
+  options: CholeskySolveOptions = NO_OPTIONS,
 ): DeviceArray<D> {
   assertOptions('choleskySolve', options, ['stream', 'upper']);
   const { factor, upper } = factorAndTriangle(factorization, options);

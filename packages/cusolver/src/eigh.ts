@@ -9,7 +9,7 @@ import {
 } from '@cuda-tasks/cudadrv';
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { SYEVD, syevd } from './routines.js';
-import { assertSquare, type FloatDType, matrixLayout } from './validate.js';
+import { assertSquare, type FloatDType, matrixLayout, NO_OPTIONS } from './validate.js';
 
 /** Options for `eigh`. */
 export interface EighOptions extends StreamOption {
@@ -36,7 +36,7 @@ export interface EighResult<D extends FloatDType = FloatDType> {
  */
 export async function eigh<D extends FloatDType>(
   a: DeviceArray<D>,
-  options: EighOptions = {},
+  options: EighOptions = NO_OPTIONS,
 ): Promise<EighResult<D>> {
   const layout = matrixLayout('eigh', 'a', a);
   assertSquare('eigh', 'a', layout);

@@ -93,7 +93,7 @@ function factorOn(
  */
 export async function lu<D extends FloatDType>(
   a: DeviceArray<D>,
-  options: LuOptions = {},
+  options: LuOptions = NO_OPTIONS,
 ): Promise<LuFactorization<D>> {
   const { rows: m, columns: n } = matrixLayout('lu', 'a', a);
   assertOptions('lu', options, ['stream', 'info']);
@@ -190,7 +190,7 @@ export function luSolve<D extends FloatDType, B extends FloatDType>(
 export async function solve<D extends FloatDType, B extends FloatDType>(
   a: DeviceArray<D>,
   b: DeviceArray<B> & SameDType<D, B>,
-  options: LuOptions = {},
+  options: LuOptions = NO_OPTIONS,
 ): Promise<DeviceArray<D>> {
   const layout = matrixLayout('solve', 'a', a);
   assertSquare('solve', 'a', layout);

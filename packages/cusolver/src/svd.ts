@@ -10,7 +10,7 @@ import {
 import { checkInfo, disposeAll, statusInCapture } from './info.js';
 import { transpose } from './kernels.js';
 import { GESVD, gesvd } from './routines.js';
-import { type FloatDType, matrixLayout } from './validate.js';
+import { type FloatDType, matrixLayout, NO_OPTIONS } from './validate.js';
 
 /** Options for `svd`. */
 export interface SvdOptions extends StreamOption {
@@ -44,7 +44,7 @@ export interface SvdResult<D extends FloatDType = FloatDType> {
  */
 export async function svd<D extends FloatDType>(
   a: DeviceArray<D>,
-  options: SvdOptions = {},
+  options: SvdOptions = NO_OPTIONS,
 ): Promise<SvdResult<D>> {
   const { rows: m, columns: n } = matrixLayout('svd', 'a', a);
   assertOptions('svd', options, ['stream', 'full']);

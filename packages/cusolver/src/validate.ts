@@ -128,5 +128,4 @@ export function assertPivots(call: string, value: unknown, length: number): void
   }
 }
 
-/** Options passed as none (a shared frozen object: a call allocates nothing). */
-export const NO_OPTIONS: Readonly<Record<string, undefined>> = Object.freeze({});
+export { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';
