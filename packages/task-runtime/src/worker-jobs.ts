@@ -30,11 +30,30 @@ import {
   type ToWorker,
   type WorkerPoolData,
 } from './worker-protocol.js';
+import {
+  isRingResult,
+  pushReply,
+  type RingJob,
+  RingView,
+  SLEEPING,
+  takeJob,
+  type WorkerRings,
+  WRITE,
+  waitAsync,
+} from './worker-ring.js';
 
 type Job = (...args: unknown[]) => unknown;
 
 /** No borrowed arrays (a job of plain arguments). */
 const NONE: readonly DeviceArray[] = [];
+
+/** A ring job's task options, by priority (shared: one options object per job costs). */
+const RING_OPTIONS: readonly (TaskOptions | undefined)[] = [
+  undefined,
+  { priority: 'high' },
+  { priority: 'normal' },
+  { priority: 'low' },
+];
 
 /** The job module's exported functions: the jobs a pool can run. */
 function jobsOf(module: Record<string, unknown>): Map<string, Job> {
@@ -98,6 +117,68 @@ function encodeResult(value: unknown, borrowed: readonly DeviceArray[], depth: n
     return { $object: out };
   }
   return { $value: value };
+}
+
+/** Runs a ring job's function in its task; a result that is not plain is encoded there. */
+async function runPlain(job: Job, args: unknown[]): Promise<unknown> {
+  const value = await job(...args);
+  return isRingResult(value) ? value : encodeResult(value, NONE, 0);
+}
+
+/**
+ * Serves the worker's inbox ring (worker-ring.ts): waits for jobs with `Atomics.waitAsync` (the
+ * event loop goes on: the jobs' tasks await GPU work), takes every queued job per wake and runs
+ * each as a task, as a posted job runs. Plain results go back through the reply ring; others,
+ * and errors, by `post`, once each.
+ */
+function serveRing(rings: WorkerRings, list: readonly Job[], post: (message: FromWorker) => void) {
+  const inbox = new RingView(rings.inbox);
+  const replies = new RingView(rings.replies);
+  const bell = new Int32Array(rings.bell);
+  const header = inbox.header;
+  const next: RingJob = { id: 0, job: 0, priority: 0, args: [] };
+  const run = (
+    id: number,
+    job: Job | undefined,
+    options: TaskOptions | undefined,
+    args: unknown[],
+  ) => {
+    if (job === undefined) {
+      post({
+        type: 'error',
+        id,
+        error: serializeError(new CudaArgumentError('the job module has no such job')),
+      });
+      return;
+    }
+    task(() => runPlain(job, args), options).then(
+      (value) => {
+        // A primitive is a plain result (others were encoded into an object in the task).
+        if (typeof value !== 'object' || value === null) {
+          const plain = value as number | boolean | undefined | null;
+          if (pushReply(replies, bell, id, plain)) return;
+          post({ type: 'done', id, value: { $value: plain } });
+        } else post({ type: 'done', id, value: value as Encoded });
+      },
+      (error: unknown) => post({ type: 'error', id, error: serializeError(error) }),
+    );
+  };
+  const drain = (): void => {
+    for (;;) {
+      Atomics.store(header, SLEEPING, 0);
+      while (takeJob(inbox, next)) {
+        run(next.id, list[next.job], RING_OPTIONS[next.priority], next.args);
+      }
+      Atomics.store(header, SLEEPING, 1);
+      if (Atomics.load(header, WRITE) !== inbox.at) continue;
+      const wait = waitAsync(header, WRITE, inbox.at);
+      if (wait.async) {
+        void wait.value.then(drain);
+        return;
+      }
+    }
+  };
+  drain();
 }
 
 /** Runs the worker's side of a pool on `port` (the entry calls it with `parentPort`). */
@@ -167,4 +248,5 @@ export async function serveWorkerJobs(port: MessagePort, data: WorkerPoolData): 
     );
   });
   post({ type: 'ready', jobs: [...jobs.keys()] });
+  if (data.rings !== undefined) serveRing(data.rings, [...jobs.values()], post);
 }

@@ -32,7 +32,7 @@ import {
 } from '@cuda-tasks/cudadrv';
 import { threadEntry } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
-import { currentFrame, streamOf } from './state.js';
+import { currentFrame, type Frame, streamOf } from './state.js';
 import {
   type Encoded,
   type FromWorker,
@@ -43,6 +43,20 @@ import {
   type ToWorker,
   type WorkerPoolData,
 } from './worker-protocol.js';
+import {
+  BELL_COUNT,
+  BELL_SLEEPING,
+  createBell,
+  createRings,
+  fitsRing,
+  hasReply,
+  priorityCode,
+  pushJob,
+  RingView,
+  replyId,
+  takeReply,
+  waitAsync,
+} from './worker-ring.js';
 
 /** Options of `WorkerPool.start`. */
 export interface WorkerPoolOptions {
@@ -126,21 +140,55 @@ export class ReadOnlyArgument<D extends DeviceArray = DeviceArray> {
   }
 }
 
-interface Pending {
+/** No loans (a job of plain arguments). */
+const NO_LOANS: readonly ArrayLoan[] = Object.freeze([]);
+const NO_ARRAYS: readonly DeviceArray[] = Object.freeze([]);
+function settleNothing(): void {}
+
+/** A job sent and not answered yet. */
+class Pending {
   readonly id: number;
   readonly job: string;
   readonly worker: Slot;
-  /** The caller's stream (resolved in the caller's task, when first needed). */
-  readonly stream: () => Stream;
-  readonly loans: ArrayLoan[];
+  readonly loans: readonly ArrayLoan[];
   /** The caller's arrays, by their index in `loans` (a result may be one of them). */
-  readonly lent: DeviceArray[];
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: unknown) => void;
+  readonly lent: readonly DeviceArray[];
+  resolve: (value: unknown) => void = settleNothing;
+  reject: (error: unknown) => void = settleNothing;
   /** The signal aborted: the job was told, and a failure rejects with the signal's reason. */
-  aborted: boolean;
+  aborted = false;
   readonly signal: AbortSignal | undefined;
-  readonly onAbort: (() => void) | undefined;
+  onAbort: (() => void) | undefined = undefined;
+  /** Sent through the worker's inbox ring (counted in the pool's ring jobs in flight). */
+  ring = false;
+  #stream: Stream | undefined;
+  readonly #frame: Frame | undefined;
+
+  constructor(
+    id: number,
+    job: string,
+    worker: Slot,
+    stream: Stream | undefined,
+    frame: Frame | undefined,
+    signal: AbortSignal | undefined,
+    loans: readonly ArrayLoan[],
+    lent: readonly DeviceArray[],
+  ) {
+    this.id = id;
+    this.job = job;
+    this.worker = worker;
+    this.#stream = stream;
+    this.#frame = frame;
+    this.signal = signal;
+    this.loans = loans;
+    this.lent = lent;
+  }
+
+  /** The caller's stream (resolved in the caller's task, when first needed). */
+  stream(): Stream {
+    this.#stream ??= streamOf(this.#frame!);
+    return this.#stream;
+  }
 }
 
 interface Slot {
@@ -149,6 +197,11 @@ interface Slot {
   inFlight: number;
   completed: number;
   ready: boolean;
+  /** The worker's inbox and reply rings (new ones for each start), or none. */
+  inbox: RingView | undefined;
+  replies: RingView | undefined;
+  /** Whether jobs may go through the inbox (the worker is ready and lists the pool's jobs). */
+  ringReady: boolean;
 }
 
 function moduleUrl(module: string | URL): string {
@@ -216,6 +269,20 @@ export class WorkerPool {
   #drained: (() => void) | undefined;
   /** The jobs the module exports (from the first worker ready). */
   #jobs: readonly string[] = [];
+  /** Each job's index in `#jobs` (what an inbox record names). */
+  readonly #jobIndex = new Map<string, number>();
+  /** The pool's bell (worker-ring.ts): every ring reply bumps it. */
+  readonly #bell = createBell();
+  readonly #bellWords = new Int32Array(this.#bell);
+  /** Jobs in flight that went through an inbox. */
+  #ringInFlight = 0;
+  /** Whether the pool's one `Atomics.waitAsync` on the bell is armed. */
+  #armed = false;
+  /** The bell's wake (one function for the pool's life). */
+  readonly #onBell = (): void => {
+    this.#armed = false;
+    this.#arm();
+  };
 
   readonly #argv: string[];
 
@@ -269,8 +336,9 @@ export class WorkerPool {
   /** Starts (or restarts) worker `index`; resolves when it is ready. */
   #startWorker(index: number, timeoutMs: number): Promise<void> {
     const entry = threadEntry(import.meta.url, 'worker-entry.js', 'worker-entry-source.mjs');
+    const rings = createRings(this.#bell);
     const worker = new Worker(entry.url, {
-      workerData: { ...this.#data, index } satisfies WorkerPoolData,
+      workerData: { ...this.#data, index, rings } satisfies WorkerPoolData,
       argv: this.#argv,
       ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),
     });
@@ -280,9 +348,15 @@ export class WorkerPool {
       inFlight: 0,
       completed: 0,
       ready: false,
+      inbox: undefined,
+      replies: undefined,
+      ringReady: false,
     };
     slot.worker = worker;
     slot.ready = false;
+    slot.ringReady = false;
+    slot.inbox = new RingView(rings.inbox);
+    slot.replies = new RingView(rings.replies);
     this.#slots[index] = slot;
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -297,7 +371,12 @@ export class WorkerPool {
         if (message.type === 'ready') {
           clearTimeout(timer);
           slot.ready = true;
-          if (this.#jobs.length === 0) this.#jobs = message.jobs;
+          if (this.#jobs.length === 0) {
+            this.#jobs = message.jobs;
+            for (let i = 0; i < message.jobs.length; i++) this.#jobIndex.set(message.jobs[i]!, i);
+          }
+          // Inbox records name jobs by their index in the pool's list: the worker's must match.
+          slot.ringReady = message.jobs.join('\n') === this.#jobs.join('\n');
           if (slot.inFlight === 0) worker.unref();
           resolve();
         } else if (message.type === 'failed') {
@@ -322,6 +401,7 @@ export class WorkerPool {
   #lost(slot: Slot, worker: Worker, why: string): void {
     if (slot.worker !== worker) return;
     slot.ready = false;
+    slot.ringReady = false;
     for (const pending of [...this.#pending.values()]) {
       if (pending.worker !== slot) continue;
       this.#forget(pending);
@@ -346,6 +426,7 @@ export class WorkerPool {
     this.#pending.delete(pending.id);
     pending.worker.inFlight--;
     pending.worker.completed++;
+    if (pending.ring) this.#ringInFlight--;
     if (pending.worker.inFlight === 0) pending.worker.worker.unref();
     if (pending.onAbort !== undefined)
       pending.signal!.removeEventListener('abort', pending.onAbort);
@@ -506,22 +587,26 @@ export class WorkerPool {
     // The caller's stream, resolved in the caller's task only when an array needs it (a job
     // of plain values touches no GPU here); kept for the reply, which runs outside that task.
     const given = options.stream;
-    let resolved: Stream | undefined = given;
     const frame = given === undefined ? currentFrame() : undefined;
-    const stream = (): Stream => (resolved ??= streamOf(frame!));
-    const loans: ArrayLoan[] = [];
-    const lent: DeviceArray[] = [];
     // Plain values (the common case) go as they are; lists and objects are searched for
     // device arrays and events.
-    let encoded: readonly Encoded[] | readonly unknown[] = args;
     let plain = true;
-    for (const arg of args) {
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i];
       if (typeof arg === 'object' && arg !== null) {
         plain = false;
         break;
       }
     }
+    const id = this.#nextId++;
+    const pending = plain
+      ? new Pending(id, job, slot, given, frame, signal, NO_LOANS, NO_ARRAYS)
+      : new Pending(id, job, slot, given, frame, signal, [], []);
+    let encoded: readonly Encoded[] | readonly unknown[] = args;
     if (!plain) {
+      const loans = pending.loans as ArrayLoan[];
+      const lent = pending.lent as DeviceArray[];
+      const stream = () => pending.stream();
       try {
         encoded = args.map((arg) => this.#encode(arg, stream, loans, lent, 0));
       } catch (error) {
@@ -531,58 +616,100 @@ export class WorkerPool {
         return Promise.reject(error);
       }
     }
-    const id = this.#nextId++;
-    const target = slot;
-    return new Promise<R>((resolve, reject) => {
-      const onAbort =
-        signal === undefined
-          ? undefined
-          : () => {
-              const pending = this.#pending.get(id);
-              if (pending === undefined || pending.aborted) return;
-              pending.aborted = true;
-              target.worker.postMessage({
-                type: 'cancel',
-                id,
-                reason: serializeError(signal.reason),
-              } satisfies ToWorker);
-            };
-      const pending: Pending = {
+    const promise = new Promise<R>((resolve, reject) => {
+      pending.resolve = resolve as (value: unknown) => void;
+      pending.reject = reject;
+    });
+    this.#pending.set(id, pending);
+    slot.inFlight++;
+    if (slot.inFlight === 1) slot.worker.ref();
+    // Plain jobs without a signal or a name go through the worker's inbox ring when they fit.
+    if (plain && signal === undefined && options.name === undefined && slot.ringReady) {
+      const index = this.#jobIndex.get(job);
+      const priority = priorityCode(options.priority);
+      if (
+        index !== undefined &&
+        priority >= 0 &&
+        fitsRing(args) &&
+        pushJob(slot.inbox!, id, index, priority, args)
+      ) {
+        pending.ring = true;
+        this.#ringInFlight++;
+        if (!this.#armed) this.#arm();
+        return promise;
+      }
+    }
+    if (signal !== undefined) {
+      const target = slot;
+      pending.onAbort = () => {
+        if (this.#pending.get(id) !== pending || pending.aborted) return;
+        pending.aborted = true;
+        target.worker.postMessage({
+          type: 'cancel',
+          id,
+          reason: serializeError(signal.reason),
+        } satisfies ToWorker);
+      };
+      signal.addEventListener('abort', pending.onAbort, { once: true });
+    }
+    try {
+      slot.worker.postMessage({
+        type: 'run',
         id,
         job,
-        worker: target,
-        stream,
-        loans,
-        lent,
-        resolve: resolve as (value: unknown) => void,
-        reject,
-        aborted: false,
-        signal,
-        onAbort,
-      };
-      this.#pending.set(id, pending);
-      target.inFlight++;
-      if (target.inFlight === 1) target.worker.ref();
-      if (onAbort !== undefined) signal!.addEventListener('abort', onAbort, { once: true });
-      try {
-        target.worker.postMessage({
-          type: 'run',
-          id,
-          job,
-          args: encoded,
-          plain,
-          cancellable: signal !== undefined,
-          name: options.name,
-          priority: options.priority,
-        } satisfies ToWorker);
-      } catch (error) {
-        this.#forget(pending);
-        // The call's own error is what it rejects with; a loan that fails to end is reported.
-        const ended = endLoans(loans);
-        if (ended !== undefined) reportCleanupError(ended, undefined);
-        reject(error);
+        args: encoded,
+        plain,
+        cancellable: signal !== undefined,
+        name: options.name,
+        priority: options.priority,
+      } satisfies ToWorker);
+    } catch (error) {
+      this.#forget(pending);
+      // The call's own error is what it rejects with; a loan that fails to end is reported.
+      const ended = endLoans(pending.loans);
+      if (ended !== undefined) reportCleanupError(ended, undefined);
+      pending.reject(error);
+    }
+    return promise;
+  }
+
+  /**
+   * Waits for ring replies while ring jobs are in flight: one `Atomics.waitAsync` on the bell
+   * for the whole pool (it does not keep the process alive; the workers with jobs are kept
+   * referenced). Takes every reply there is per wake (worker-ring.ts has the flag protocol).
+   */
+  #arm(): void {
+    const bell = this.#bellWords;
+    for (;;) {
+      Atomics.store(bell, BELL_SLEEPING, 1);
+      const count = Atomics.load(bell, BELL_COUNT);
+      this.#takeReplies();
+      if (this.#ringInFlight === 0) {
+        Atomics.store(bell, BELL_SLEEPING, 0);
+        return;
       }
-    });
+      const wait = waitAsync(bell, BELL_COUNT, count);
+      if (wait.async) {
+        this.#armed = true;
+        void wait.value.then(this.#onBell);
+        return;
+      }
+    }
+  }
+
+  /** Settles the jobs whose results are in the workers' reply rings. */
+  #takeReplies(): void {
+    for (const slot of this.#slots) {
+      const replies = slot.replies;
+      if (replies === undefined) continue;
+      while (hasReply(replies)) {
+        const pending = this.#pending.get(replyId(replies));
+        const value = takeReply(replies);
+        if (pending === undefined || pending.worker !== slot) continue;
+        this.#forget(pending);
+        pending.resolve(value);
+      }
+    }
   }
 
   /**
@@ -640,6 +767,8 @@ export class WorkerPool {
       clearTimeout(timer);
     }
     await Promise.all(this.#slots.map((slot) => slot.worker.terminate()));
+    // Lets the bell's wait (if armed) go.
+    Atomics.notify(this.#bellWords, BELL_COUNT);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -8,6 +8,7 @@ import type {
   ThreadEventDescriptor,
   TransferredArrayDescriptor,
 } from '@cuda-tasks/cudadrv';
+import type { WorkerRings } from './worker-ring.js';
 
 /** What the worker thread is started with. */
 export interface WorkerPoolData {
@@ -17,6 +18,8 @@ export interface WorkerPoolData {
   readonly device: number | undefined;
   /** The worker's index in its pool (for errors and traces). */
   readonly index: number;
+  /** The worker's shared rings (plain jobs and results; worker-ring.ts). */
+  readonly rings?: WorkerRings;
 }
 
 /**
