@@ -35,6 +35,7 @@ import {
   pushReply,
   type RingJob,
   RingView,
+  ringBell,
   SLEEPING,
   takeJob,
   type WorkerRings,
@@ -46,6 +47,9 @@ type Job = (...args: unknown[]) => unknown;
 
 /** No borrowed arrays (a job of plain arguments). */
 const NONE: readonly DeviceArray[] = [];
+
+/** How long an idle worker looks for its next ring job before it sleeps (decision 0042). */
+const IDLE_SPIN_MS = 0.1;
 
 /** A ring job's task options, by priority (shared: one options object per job costs). */
 const RING_OPTIONS: readonly (TaskOptions | undefined)[] = [
@@ -137,6 +141,43 @@ function serveRing(rings: WorkerRings, list: readonly Job[], post: (message: Fro
   const bell = new Int32Array(rings.bell);
   const header = inbox.header;
   const next: RingJob = { id: 0, job: 0, priority: 0, args: [] };
+  // Ring jobs running here, and whether replies were written that the bell has not told. The
+  // bell rings when the last running job answers, else once per turn of the event loop, so
+  // that replies finished together cost the pool one wake.
+  let running = 0;
+  let untold = false;
+  const tell = () => {
+    if (!untold) return;
+    untold = false;
+    ringBell(bell);
+  };
+  const answered = () => {
+    running--;
+    if (running > 0) return;
+    tell();
+    // Idle now: the pool's next job often comes within a wake's time, so look for it a moment
+    // before sleeping (flag clear meanwhile: the pool need not notify).
+    const until = performance.now() + IDLE_SPIN_MS;
+    Atomics.store(header, SLEEPING, 0);
+    while (Atomics.load(header, WRITE) === inbox.at && performance.now() < until) {}
+    sleep();
+  };
+  const reply = (id: number, value: unknown) => {
+    // A primitive is a plain result (others were encoded into an object in the task).
+    if (typeof value !== 'object' || value === null) {
+      const plain = value as number | boolean | undefined | null;
+      if (pushReply(replies, id, plain)) {
+        if (!untold) {
+          untold = true;
+          if (running > 1) setImmediate(tell);
+        }
+        answered();
+        return;
+      }
+      post({ type: 'done', id, value: { $value: plain } });
+    } else post({ type: 'done', id, value: value as Encoded });
+    answered();
+  };
   const run = (
     id: number,
     job: Job | undefined,
@@ -151,19 +192,19 @@ function serveRing(rings: WorkerRings, list: readonly Job[], post: (message: Fro
       });
       return;
     }
+    running++;
     task(() => runPlain(job, args), options).then(
-      (value) => {
-        // A primitive is a plain result (others were encoded into an object in the task).
-        if (typeof value !== 'object' || value === null) {
-          const plain = value as number | boolean | undefined | null;
-          if (pushReply(replies, bell, id, plain)) return;
-          post({ type: 'done', id, value: { $value: plain } });
-        } else post({ type: 'done', id, value: value as Encoded });
+      (value) => reply(id, value),
+      (error: unknown) => {
+        post({ type: 'error', id, error: serializeError(error) });
+        answered();
       },
-      (error: unknown) => post({ type: 'error', id, error: serializeError(error) }),
     );
   };
-  const drain = (): void => {
+  // Whether a wait is armed (one at a time: a notify wakes it whatever index it expected).
+  let parked = false;
+  /** Takes the queued jobs, then sleeps (flag set, a wait armed) once the inbox is empty. */
+  const sleep = (): void => {
     for (;;) {
       Atomics.store(header, SLEEPING, 0);
       while (takeJob(inbox, next)) {
@@ -171,14 +212,20 @@ function serveRing(rings: WorkerRings, list: readonly Job[], post: (message: Fro
       }
       Atomics.store(header, SLEEPING, 1);
       if (Atomics.load(header, WRITE) !== inbox.at) continue;
+      if (parked) return;
       const wait = waitAsync(header, WRITE, inbox.at);
       if (wait.async) {
-        void wait.value.then(drain);
+        parked = true;
+        void wait.value.then(wake);
         return;
       }
     }
   };
-  drain();
+  const wake = (): void => {
+    parked = false;
+    sleep();
+  };
+  sleep();
 }
 
 /** Runs the worker's side of a pool on `port` (the entry calls it with `parentPort`). */

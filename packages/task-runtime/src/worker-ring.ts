@@ -229,13 +229,9 @@ export function isRingResult(value: unknown): value is number | boolean | undefi
   return type === 'number' || type === 'boolean' || value === undefined || value === null;
 }
 
-/**
- * Writes a job's result into `replies` and rings the pool's `bell` (waking the pool if it
- * sleeps); false when the ring is full.
- */
+/** Writes a job's result into `replies` (`ringBell` tells the pool); false when it is full. */
 export function pushReply(
   replies: RingView,
-  bell: Int32Array,
   id: number,
   value: number | boolean | undefined | null,
 ): boolean {
@@ -254,6 +250,11 @@ export function pushReply(
   }
   replies.at = (head + 1) | 0;
   Atomics.store(header, WRITE, replies.at);
+  return true;
+}
+
+/** Tells the pool that replies were written: bumps the `bell`, waking the pool if it sleeps. */
+export function ringBell(bell: Int32Array): void {
   Atomics.add(bell, BELL_COUNT, 1);
   if (
     Atomics.load(bell, BELL_SLEEPING) !== 0 &&
@@ -261,7 +262,6 @@ export function pushReply(
   ) {
     Atomics.notify(bell, BELL_COUNT, 1);
   }
-  return true;
 }
 
 /** A reply's id (`replyValue` after it); call only while `hasReply`. */
