@@ -30,7 +30,7 @@ import {
   type Stream,
   type StreamPriority,
 } from '@cuda-tasks/cudadrv';
-import { threadEntry } from '@cuda-tasks/cudadrv/internal';
+import { NO_OPTIONS, threadEntry } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
 import { currentFrame, type Frame, streamOf } from './state.js';
 import {
@@ -549,12 +549,12 @@ export class WorkerPool {
   runWith<R = unknown>(
     job: string,
     args: readonly unknown[],
-    options: WorkerJobOptions = {},
+    options: WorkerJobOptions = NO_OPTIONS,
   ): Promise<R> {
     if (this.#closed) {
       return Promise.reject(new CudaArgumentError('WorkerPool.run: the pool is closed'));
     }
-    if (typeof job !== 'string' || (this.#jobs.length > 0 && !this.#jobs.includes(job))) {
+    if (typeof job !== 'string' || (this.#jobs.length > 0 && !this.#jobIndex.has(job))) {
       return Promise.reject(
         new CudaArgumentError(
           `WorkerPool.run: the job module has no job ${JSON.stringify(job)} (it exports ${this.#jobs.join(', ') || 'no functions'})`,
@@ -721,7 +721,7 @@ export class WorkerPool {
     if (this.#closed) {
       return Promise.reject(new CudaArgumentError('WorkerPool.broadcast: the pool is closed'));
     }
-    if (typeof job !== 'string' || (this.#jobs.length > 0 && !this.#jobs.includes(job))) {
+    if (typeof job !== 'string' || (this.#jobs.length > 0 && !this.#jobIndex.has(job))) {
       return Promise.reject(
         new CudaArgumentError(
           `WorkerPool.broadcast: the job module has no job ${JSON.stringify(job)}`,
