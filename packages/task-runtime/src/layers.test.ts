@@ -27,6 +27,7 @@ describeLayers({
       'cleanup.ts',
       'capture-workspaces.ts',
       'worker-protocol.ts',
+      'worker-ring.ts',
     ],
     ['disk-cache.ts'],
     ['compile-cache.ts'],
