@@ -126,6 +126,48 @@ describeGpu('WorkerPool on the GPU', () => {
     );
   });
 
+  it('64 x 1,000 plain jobs through the shared rings: every result right; jobs/s against postMessage', async () => {
+    const batch = 64;
+    const rounds = 1000;
+    // Job j of a round: n = 256 + j ones, a = 1 + j % 3, b = j % 5 - 2 (sums exact in float32).
+    const want = (j: number) => (256 + j) * (1 + (j % 3) + ((j % 5) - 2));
+    const runRound = (round: number, options: { name?: string }) =>
+      Promise.all(
+        Array.from({ length: batch }, (_, j) => {
+          const tag = round * batch + j;
+          return pool.runWith<number>(
+            'affineSum',
+            [`job-${tag}`, tag, 256 + j, 1 + (j % 3), (j % 5) - 2],
+            options,
+          );
+        }),
+      );
+    const check = (results: number[], wrong: string[], round: number) => {
+      for (let j = 0; j < batch; j++) {
+        if (results[j] !== want(j)) wrong.push(`round ${round} job ${j}: ${results[j]}`);
+      }
+    };
+    const wrong: string[] = [];
+    const plain = {};
+    // A name sends the same jobs by postMessage (the path every job took before the rings).
+    const posted = { name: 'posted' };
+    for (let round = 0; round < 20; round++) check(await runRound(round, plain), wrong, round);
+    let t0 = performance.now();
+    for (let round = 0; round < rounds; round++) check(await runRound(round, plain), wrong, round);
+    const ringMs = performance.now() - t0;
+    const postedRounds = 200;
+    t0 = performance.now();
+    for (let round = 0; round < postedRounds; round++) {
+      check(await runRound(round, posted), wrong, round);
+    }
+    const postedMs = performance.now() - t0;
+    expect(wrong).toEqual([]);
+    expect(pool.statistics().inFlight.every((n) => n === 0)).toBe(true);
+    console.log(
+      `[pool] ${batch} x ${rounds} plain jobs through the rings on 8 workers: 0 wrong, ${((batch * rounds) / (ringMs / 1000)).toFixed(0)} jobs/s; by postMessage ${((batch * postedRounds) / (postedMs / 1000)).toFixed(0)} jobs/s`,
+    );
+  }, 300_000);
+
   it('cancellation mid-burst: the job stops, nothing reaches the driver after the abort', async () => {
     const progress = new SharedArrayBuffer(4);
     const counts = new Int32Array(progress);
