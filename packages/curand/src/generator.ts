@@ -141,7 +141,7 @@ export class Generator {
    * whose state setup waits for the GPU to drain: keep those and reuse them.
    */
   constructor(options?: GeneratorOptions);
-  constructor(options: GeneratorOptions | typeof TASK_DEFAULT = {}) {
+  constructor(options: GeneratorOptions | typeof TASK_DEFAULT = NO_OPTIONS) {
     if (options === TASK_DEFAULT) {
       this.kind = 'philox';
       this.#core = undefined;
@@ -242,7 +242,10 @@ export class Generator {
    * includes 1). Returns the array.
    * @example generator.uniform(DeviceArray.empty('float64', [100, 100]));
    */
-  uniform<D extends FloatDType>(array: DeviceArray<D>, options: StreamOption = {}): DeviceArray<D> {
+  uniform<D extends FloatDType>(
+    array: DeviceArray<D>,
+    options: StreamOption = NO_OPTIONS,
+  ): DeviceArray<D> {
     const layout = this.#check('Generator.uniform', array, UNIFORM.dtypes);
     if (this.#core === undefined)
       return this.#draw(UNIFORM, 'uniform', array, layout, options.stream, 0, 0);
@@ -297,7 +300,7 @@ export class Generator {
   poisson(
     array: DeviceArray<'uint32'>,
     lambda: number,
-    options: StreamOption = {},
+    options: StreamOption = NO_OPTIONS,
   ): DeviceArray<'uint32'> {
     checkLambda(
       'Generator.poisson',
@@ -322,7 +325,7 @@ export class Generator {
    * Fills a uint32 array with uniformly distributed 32-bit integers (the generator's raw
    * output, `curandGenerate`).
    */
-  bits(array: DeviceArray<'uint32'>, options: StreamOption = {}): DeviceArray<'uint32'> {
+  bits(array: DeviceArray<'uint32'>, options: StreamOption = NO_OPTIONS): DeviceArray<'uint32'> {
     const layout = this.#check('Generator.bits', array, BITS.dtypes);
     if (this.#core === undefined)
       return this.#draw(BITS, 'bits', array, layout, options.stream, 0, 0);
@@ -334,7 +337,7 @@ export class Generator {
    * `new Generator({ kind, seed })` would. For `defaultGenerator()`, reseeds the current
    * task's default generator (for `options.stream`'s context). `'philox'`: host-side only.
    */
-  setSeed(seed: number | bigint, options: StreamOption = {}): void {
+  setSeed(seed: number | bigint, options: StreamOption = NO_OPTIONS): void {
     const value = toUint64(seed, 'Generator.setSeed: seed');
     this.#assertUsable();
     if (this.#counter !== undefined) {
@@ -355,7 +358,7 @@ export class Generator {
    * Moves to `offset` in the current seed's sequence (skipping ahead costs nothing). For
    * `'philox'`: the index of the 32-bit output the next call starts from (see `offset`).
    */
-  setOffset(offset: number | bigint, options: StreamOption = {}): void {
+  setOffset(offset: number | bigint, options: StreamOption = NO_OPTIONS): void {
     const value = toUint64(offset, 'Generator.setOffset: offset');
     this.#assertUsable();
     if (this.#counter !== undefined) {
@@ -384,7 +387,7 @@ export class Generator {
    * generator.prepare();
    * const graph = await capture(() => generator.normal(x));
    */
-  prepare(options: StreamOption = {}): void {
+  prepare(options: StreamOption = NO_OPTIONS): void {
     this.#assertUsable();
     if (this.#core === undefined) return;
     const stream = resolveStream(options.stream);

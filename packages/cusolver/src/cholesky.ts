@@ -66,7 +66,7 @@ export interface CholeskySolveOptions extends StreamOption {
  */
 export async function cholesky<D extends FloatDType>(
   a: DeviceArray<D>,
-  options: CholeskyOptions & StatusOption = {},
+  options: CholeskyOptions & StatusOption = NO_OPTIONS,
 ): Promise<CholeskyFactorization<D>> {
   const layout = matrixLayout('cholesky', 'a', a);
   assertSquare('cholesky', 'a', layout);

@@ -10,7 +10,7 @@ import {
 import { disposeAll } from './info.js';
 import { zeroTriangle } from './kernels.js';
 import { geqrf, orgqr } from './routines.js';
-import { type FloatDType, matrixLayout } from './validate.js';
+import { type FloatDType, matrixLayout, NO_OPTIONS } from './validate.js';
 
 /** The reduced QR factorization A = Q R of an m x n matrix, k = min(m, n). */
 export interface QrFactorization<D extends FloatDType = FloatDType> {
@@ -31,7 +31,7 @@ export interface QrFactorization<D extends FloatDType = FloatDType> {
  */
 export function qr<D extends FloatDType>(
   a: DeviceArray<D>,
-  options: StreamOption = {},
+  options: StreamOption = NO_OPTIONS,
 ): QrFactorization<D> {
   const { rows: m, columns: n } = matrixLayout('qr', 'a', a);
   assertOptions('qr', options, ['stream']);

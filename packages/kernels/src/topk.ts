@@ -100,7 +100,7 @@ interface Plan {
   outRankStride: number;
 }
 
-function plan(x: unknown, k: unknown, options: TopkOptions): Plan {
+function plan(x: unknown, k: unknown, options: TopkOptions | undefined): Plan {
   const array = checkArray(x, 'topk', 'x');
   checkDType(array.dtype, TOPK_DTYPES, 'topk', 'x');
   const shape = array.shape;
@@ -110,10 +110,10 @@ function plan(x: unknown, k: unknown, options: TopkOptions): Plan {
     );
   }
   const last = shape.length - 1;
-  const axis = options.axis === undefined || options.axis === -1 ? last : options.axis;
+  const axis = options?.axis === undefined || options.axis === -1 ? last : options.axis;
   if (axis !== 0 && axis !== last) {
     throw new CudaArgumentError(
-      `topk: axis must be ${shape.length === 1 ? '0' : '0 or 1'} (or -1), got ${describeValue(options.axis)}`,
+      `topk: axis must be ${shape.length === 1 ? '0' : '0 or 1'} (or -1), got ${describeValue(options?.axis)}`,
     );
   }
   const rows = shape[0]!;
@@ -133,7 +133,7 @@ function plan(x: unknown, k: unknown, options: TopkOptions): Plan {
   if (length > 2 ** 31 - 1) {
     throw new CudaArgumentError(`topk: ${length} elements along the axis exceed int32 indices`);
   }
-  const largest = options.largest ?? true;
+  const largest = options?.largest ?? true;
   if (typeof largest !== 'boolean')
     throw new CudaArgumentError(`topk: largest must be a boolean, got ${describeValue(largest)}`);
   // Column-major: element (r, c) of a rows x columns matrix is at r + c * rows.
@@ -164,8 +164,8 @@ function plan(x: unknown, k: unknown, options: TopkOptions): Plan {
       );
     }
   };
-  check(options.values, array.dtype, 'values');
-  check(options.indices, 'int32', 'indices');
+  check(options?.values, array.dtype, 'values');
+  check(options?.indices, 'int32', 'indices');
   return result;
 }
 
@@ -184,25 +184,27 @@ const args: KernelArgument[] = new Array(14).fill(0);
 export function topk<D extends DType>(
   x: DeviceArray<D>,
   k: number,
-  options: TopkOptions = {},
+  options?: TopkOptions,
 ): TopkResult<D> {
   const p = plan(x, k, options);
-  const stream: Stream = resolveStream(options.stream);
+  const stream: Stream = resolveStream(options?.stream);
+  const valuesOut = options?.values;
+  const indicesOut = options?.indices;
   assertSameContext('topk', 'x', x, stream);
-  if (options.values !== undefined) {
-    assertSameContext('topk', 'values', options.values, stream);
-    checkOutputApart('topk', 'values', options.values, 'x', x, false);
+  if (valuesOut !== undefined) {
+    assertSameContext('topk', 'values', valuesOut, stream);
+    checkOutputApart('topk', 'values', valuesOut, 'x', x, false);
   }
-  if (options.indices !== undefined) {
-    assertSameContext('topk', 'indices', options.indices, stream);
-    checkOutputApart('topk', 'indices', options.indices, 'x', x, false);
-    if (options.values !== undefined) {
-      checkOutputApart('topk', 'indices', options.indices, 'values', options.values, false);
+  if (indicesOut !== undefined) {
+    assertSameContext('topk', 'indices', indicesOut, stream);
+    checkOutputApart('topk', 'indices', indicesOut, 'x', x, false);
+    if (valuesOut !== undefined) {
+      checkOutputApart('topk', 'indices', indicesOut, 'values', valuesOut, false);
     }
   }
-  const values = (options.values ??
+  const values = (valuesOut ??
     DeviceArray.empty(p.dtype, p.outShape, { stream })) as DeviceArray<D>;
-  const indices = options.indices ?? DeviceArray.empty('int32', p.outShape, { stream });
+  const indices = indicesOut ?? DeviceArray.empty('int32', p.outShape, { stream });
   if (p.segments === 0) return { values, indices };
   const loaded = compiledFor(p.dtype, p.slots, p.largest).kernels(stream.context)[0]!;
   const slots = p.slots;
