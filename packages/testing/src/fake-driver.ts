@@ -1,3 +1,8 @@
+// The real options check, from its source file: the double cannot import it through
+// '@cuda-tasks/cudadrv', which the tests replace with the double itself. The file is pure
+// (it imports only the error classes and the stream brand), so nothing native loads.
+import { assertOptions as realAssertOptions } from '../../cudadrv/src/options-checks.js';
+
 /**
  * A test double of `@cuda-tasks/cudadrv` for the runtime's unit tests: two fake devices with
  * one primary context each (device 0 has stream priorities 0..-5 as current GPUs do, device 1
@@ -324,6 +329,23 @@ export function createFakeDriver() {
   const disposedListeners = new Set<(stream: unknown) => void>();
   const module = {
     CudaArgumentError,
+    /**
+     * The real check (unknown and misspelt options, options not an object), its
+     * CudaArgumentError thrown as the double's, with the same message.
+     */
+    assertOptions(call: string, options: unknown, known?: readonly string[]): void {
+      try {
+        realAssertOptions(call, options, known);
+      } catch (error) {
+        throw new CudaArgumentError((error as Error).message);
+      }
+    },
+    /** As the real one: a handle that fits a Number exactly as a Number, else the bigint. */
+    ffiValue: (handle: bigint): number | bigint =>
+      handle <= 0x1f_ffff_ffff_ffffn && handle >= 0n ? Number(handle) : handle,
+    /** No operation observer is ever installed (`setOperationObserver` keeps none): -1. */
+    beginOperation: (_name: string, _stream: unknown): number => -1,
+    endOperation: (_token: number): void => {},
     // Process-wide state as cudadrv/internal keeps it: one value per package and name.
     packageOf: (_moduleUrl: string, name: string) => ({
       name,
