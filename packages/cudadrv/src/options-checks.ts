@@ -27,8 +27,10 @@ function fail(call: string, name: string, expected: string, value: unknown): nev
 }
 
 /**
- * @internal The options object a call's default stands for when none is passed (a parameter
- * default of `{}` would make one per call): one shared, frozen, empty object.
+ * The options object a call's default stands for when none is passed (a parameter default of
+ * `{}` would make one per call): one shared, frozen, empty object. For the sibling packages
+ * (`@cuda-tasks/cudadrv/internal`).
+ * @internal
  */
 export const NO_OPTIONS: Readonly<Record<string, undefined>> = Object.freeze({});
 
