@@ -37,10 +37,10 @@ import {
   RingView,
   ringBell,
   SLEEPING,
+  sleepWhileFlagged,
   takeJob,
   type WorkerRings,
   WRITE,
-  waitAsync,
 } from './worker-ring.js';
 
 type Job = (...args: unknown[]) => unknown;
@@ -201,7 +201,7 @@ function serveRing(rings: WorkerRings, list: readonly Job[], post: (message: Fro
       },
     );
   };
-  // Whether a wait is armed (one at a time: a notify wakes it whatever index it expected).
+  // Whether a wait is armed (one at a time: it ends when the pool clears the flag).
   let parked = false;
   /** Takes the queued jobs, then sleeps (flag set, a wait armed) once the inbox is empty. */
   const sleep = (): void => {
@@ -213,10 +213,10 @@ function serveRing(rings: WorkerRings, list: readonly Job[], post: (message: Fro
       Atomics.store(header, SLEEPING, 1);
       if (Atomics.load(header, WRITE) !== inbox.at) continue;
       if (parked) return;
-      const wait = waitAsync(header, WRITE, inbox.at);
-      if (wait.async) {
+      const wait = sleepWhileFlagged(header, SLEEPING);
+      if (wait !== undefined) {
         parked = true;
-        void wait.value.then(wake);
+        void wait.then(wake);
         return;
       }
     }

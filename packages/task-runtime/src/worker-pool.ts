@@ -44,7 +44,6 @@ import {
   type WorkerPoolData,
 } from './worker-protocol.js';
 import {
-  BELL_COUNT,
   BELL_SLEEPING,
   createBell,
   createRings,
@@ -54,8 +53,8 @@ import {
   pushJob,
   RingView,
   replyId,
+  sleepWhileFlagged,
   takeReply,
-  waitAsync,
 } from './worker-ring.js';
 
 /** Options of `WorkerPool.start`. */
@@ -271,7 +270,7 @@ export class WorkerPool {
   #jobs: readonly string[] = [];
   /** Each job's index in `#jobs` (what an inbox record names). */
   readonly #jobIndex = new Map<string, number>();
-  /** The pool's bell (worker-ring.ts): every ring reply bumps it. */
+  /** The pool's bell (worker-ring.ts): ring replies clear its sleep flag and wake the pool. */
   readonly #bell = createBell();
   readonly #bellWords = new Int32Array(this.#bell);
   /** Jobs in flight that went through an inbox. */
@@ -402,6 +401,8 @@ export class WorkerPool {
     if (slot.worker !== worker) return;
     slot.ready = false;
     slot.ringReady = false;
+    // Results the worker wrote into its reply ring before it went are its jobs' answers.
+    if (this.#ringInFlight > 0) this.#takeReplies();
     for (const pending of [...this.#pending.values()]) {
       if (pending.worker !== slot) continue;
       this.#forget(pending);
@@ -682,16 +683,15 @@ export class WorkerPool {
     const bell = this.#bellWords;
     for (;;) {
       Atomics.store(bell, BELL_SLEEPING, 1);
-      const count = Atomics.load(bell, BELL_COUNT);
       this.#takeReplies();
       if (this.#ringInFlight === 0) {
         Atomics.store(bell, BELL_SLEEPING, 0);
         return;
       }
-      const wait = waitAsync(bell, BELL_COUNT, count);
-      if (wait.async) {
+      const wait = sleepWhileFlagged(bell, BELL_SLEEPING);
+      if (wait !== undefined) {
         this.#armed = true;
-        void wait.value.then(this.#onBell);
+        void wait.then(this.#onBell);
         return;
       }
     }
@@ -768,7 +768,8 @@ export class WorkerPool {
     }
     await Promise.all(this.#slots.map((slot) => slot.worker.terminate()));
     // Lets the bell's wait (if armed) go.
-    Atomics.notify(this.#bellWords, BELL_COUNT);
+    Atomics.store(this.#bellWords, BELL_SLEEPING, 0);
+    Atomics.notify(this.#bellWords, BELL_SLEEPING);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

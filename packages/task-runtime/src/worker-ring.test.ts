@@ -6,7 +6,21 @@ import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ringDigest } from '../test/fixtures/ring-digest.js';
 import { WorkerJobError, WorkerPool } from './worker-pool.js';
-import { MAX_RING_ARGS, MAX_RING_CHARS } from './worker-ring.js';
+import {
+  BELL_SLEEPING,
+  createBell,
+  createRings,
+  MAX_RING_ARGS,
+  MAX_RING_CHARS,
+  pushJob,
+  type RingJob,
+  RingView,
+  ringBell,
+  SLEEPING,
+  sleepWhileFlagged,
+  takeJob,
+  wakeReader,
+} from './worker-ring.js';
 
 // Real worker threads running the runtime from its source, on jobs that touch no GPU: plain
 // jobs and results through the shared rings (worker-ring.ts), everything else by postMessage.
@@ -121,6 +135,34 @@ describe('WorkerPool jobs through the shared rings', () => {
     expect(posts).toHaveBeenCalledTimes(0);
   });
 
+  it('batches of 4 on 2 new workers, 60,000 jobs, all answer (no wake-up is lost)', async () => {
+    // A writer's wake-up that comes late (after its reader took the record and armed its wait
+    // again) must not use up the reader's next one: with a late wake able to clear a fresh
+    // sleep flag, this stopped for good in about half of the runs.
+    const two = await WorkerPool.start(JOBS, { workers: 2 });
+    try {
+      const n = 60_000;
+      let sum = 0;
+      let want = 0;
+      for (let i = 0; i < n; i += 4) {
+        const batch = await Promise.all([
+          two.run<number>('compute', 0, 0, i, 0),
+          two.run<number>('compute', 0, 0, i, 1),
+          two.run<number>('compute', 0, 0, i, 2),
+          two.run<number>('compute', 0, 0, i, 3),
+        ]);
+        for (let k = 0; k < 4; k++) {
+          sum += batch[k]!;
+          want += ringDigest([i, k]);
+        }
+      }
+      expect(sum).toBe(want);
+      expect(two.statistics().inFlight).toEqual([0, 0]);
+    } finally {
+      await two.close({ timeoutMs: 0 });
+    }
+  }, 30_000);
+
   it('a full inbox sends the overflow by postMessage; every job answers', async () => {
     const one = await WorkerPool.start(JOBS, { workers: 1 });
     try {
@@ -213,4 +255,47 @@ describe('WorkerPool jobs through the shared rings', () => {
     expect(done?.results).toBe(16);
     expect(Date.now() - done!.at).toBeLessThan(5_000);
   }, 40_000);
+});
+
+describe('the rings’ sleep flags (one thread playing both sides)', () => {
+  it('a wake that comes late (its record taken, the flag set again) makes the reader look again, and the next job wakes it', async () => {
+    const rings = createRings(createBell());
+    const writer = new RingView(rings.inbox);
+    const reader = new RingView(rings.inbox);
+    const job: RingJob = { id: 0, job: 0, priority: 0, args: [] };
+    // The writer publishes job 1 (the reader is awake) and the reader takes it at once...
+    expect(pushJob(writer, 1, 0, 0, [1])).toBe(true);
+    expect(takeJob(reader, job)).toBe(true);
+    // ...finds the ring empty, sets its flag, and looks once more: still empty.
+    Atomics.store(reader.header, SLEEPING, 1);
+    expect(takeJob(reader, job)).toBe(false);
+    // Now the writer's wake for job 1 swaps the flag to 0, before the reader waits: the reader
+    // must not sleep with its flag clear (job 2's writer would then not wake it).
+    wakeReader(writer.header);
+    expect(sleepWhileFlagged(reader.header, SLEEPING)).toBeUndefined();
+    // It looks again, finds nothing, and sleeps for real; job 2 wakes it.
+    Atomics.store(reader.header, SLEEPING, 1);
+    expect(takeJob(reader, job)).toBe(false);
+    const wait = sleepWhileFlagged(reader.header, SLEEPING);
+    expect(wait).toBeInstanceOf(Promise);
+    expect(pushJob(writer, 2, 0, 0, [2])).toBe(true);
+    await expect(wait).resolves.toBe('ok');
+    expect(takeJob(reader, job)).toBe(true);
+    expect(job).toMatchObject({ id: 2, args: [2] });
+  });
+
+  it('the pool’s bell: a late ring ends the wait before it starts; a ring wakes a sleeping pool', async () => {
+    const bell = new Int32Array(createBell());
+    Atomics.store(bell, BELL_SLEEPING, 1);
+    ringBell(bell);
+    expect(sleepWhileFlagged(bell, BELL_SLEEPING)).toBeUndefined();
+    Atomics.store(bell, BELL_SLEEPING, 1);
+    const wait = sleepWhileFlagged(bell, BELL_SLEEPING);
+    expect(wait).toBeInstanceOf(Promise);
+    ringBell(bell);
+    await expect(wait).resolves.toBe('ok');
+    // No one sleeps: a ring changes nothing.
+    ringBell(bell);
+    expect(Atomics.load(bell, BELL_SLEEPING)).toBe(0);
+  });
 });

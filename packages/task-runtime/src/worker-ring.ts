@@ -8,23 +8,27 @@
  *   short strings).
  * - A worker's replies (the worker writes, the pool reads): records of a job's id and its
  *   result (a number, boolean, undefined or null).
- * - The pool's bell (one per pool): a counter every reply bumps, which the pool's one
- *   `Atomics.waitAsync` waits on, so that replies from every worker cost one wake.
+ * - The pool's bell (one per pool): the pool's sleep flag, which every worker's replies clear,
+ *   so that replies from every worker cost the pool one wake.
  *
- * Sleeping readers: a reader that found its ring empty sets its `SLEEPING` word, reads the
- * write index again, and waits (`Atomics.waitAsync`, its event loop goes on) only if it did not
- * move; a writer stores the write index, then notifies only if it swaps a set `SLEEPING` to 0.
- * All of it sequentially consistent (`Atomics`): either the writer sees the flag or the
- * reader's wait sees the new index, so no wake is lost and a busy reader costs no notify.
+ * Sleeping readers: a reader that found its ring empty sets its `SLEEPING` word to 1, reads the
+ * write index again, and only if it did not move waits (`Atomics.waitAsync`, its event loop goes
+ * on) while that word is 1; a writer stores the write index, then, only if it swaps a set
+ * `SLEEPING` to 0, notifies waiters on that word. All of it sequentially consistent (`Atomics`):
+ * either the writer sees the flag, or the reader's second look sees the new index. The wait is
+ * on the flag itself, not on the index: a writer's swap that comes late (its record was taken
+ * already, and the reader has set its flag again) clears the flag before the reader waits, so
+ * that wait ends at once and the reader looks again. Waiting on the index instead, the late
+ * swap would leave the reader asleep with its flag clear, and the next writer would not wake
+ * it. A busy reader costs no notify.
  */
 
 /** Header words (Int32) of a ring: the write index, the read index, the reader's sleep flag. */
 export const WRITE = 0;
 export const READ = 1;
 export const SLEEPING = 2;
-/** The bell's words: the replies counter and the pool's sleep flag. */
-export const BELL_COUNT = 0;
-export const BELL_SLEEPING = 1;
+/** The bell's word: the pool's sleep flag. */
+export const BELL_SLEEPING = 0;
 
 type WaitAsync = (
   array: Int32Array,
@@ -32,7 +36,7 @@ type WaitAsync = (
   value: number,
 ) => { async: false; value: string } | { async: true; value: Promise<string> };
 /** `Atomics.waitAsync` (ES2024; the package's TypeScript library predates it). */
-export const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
+const waitAsync = (Atomics as unknown as { waitAsync: WaitAsync }).waitAsync;
 
 /** Bytes of a ring's header (the records start after it). */
 const HEADER_BYTES = 64;
@@ -81,7 +85,7 @@ export function createRings(bell: SharedArrayBuffer): WorkerRings {
 
 /** A pool's bell. */
 export function createBell(): SharedArrayBuffer {
-  return new SharedArrayBuffer(8);
+  return new SharedArrayBuffer(4);
 }
 
 /** One side's view of a ring: its header, records as float64 words and as UTF-16 units. */
@@ -98,14 +102,26 @@ export class RingView {
   }
 }
 
-/** Wakes `view`'s reader if it sleeps (the write index is stored already). */
-function wakeReader(header: Int32Array): void {
-  if (
-    Atomics.load(header, SLEEPING) !== 0 &&
-    Atomics.compareExchange(header, SLEEPING, 1, 0) === 1
-  ) {
-    Atomics.notify(header, WRITE, 1);
+/** Wakes a reader sleeping on `words[flag]` (what it will look at is stored already). */
+function wake(words: Int32Array, flag: number): void {
+  if (Atomics.load(words, flag) !== 0 && Atomics.compareExchange(words, flag, 1, 0) === 1) {
+    Atomics.notify(words, flag, 1);
   }
+}
+
+/** Wakes the reader of a ring if it sleeps (the write index is stored already). */
+export function wakeReader(header: Int32Array): void {
+  wake(header, SLEEPING);
+}
+
+/**
+ * A reader's wait, after it set `words[flag]` to 1 and found its ring empty once more: the
+ * promise of an `Atomics.waitAsync` while the flag is 1, or undefined when a writer has cleared
+ * it already (the reader looks again).
+ */
+export function sleepWhileFlagged(words: Int32Array, flag: number): Promise<string> | undefined {
+  const wait = waitAsync(words, flag, 1);
+  return wait.async ? wait.value : undefined;
 }
 
 /**
@@ -253,15 +269,9 @@ export function pushReply(
   return true;
 }
 
-/** Tells the pool that replies were written: bumps the `bell`, waking the pool if it sleeps. */
+/** Tells the pool that replies were written: wakes it if it sleeps on the `bell`. */
 export function ringBell(bell: Int32Array): void {
-  Atomics.add(bell, BELL_COUNT, 1);
-  if (
-    Atomics.load(bell, BELL_SLEEPING) !== 0 &&
-    Atomics.compareExchange(bell, BELL_SLEEPING, 1, 0) === 1
-  ) {
-    Atomics.notify(bell, BELL_COUNT, 1);
-  }
+  wake(bell, BELL_SLEEPING);
 }
 
 /** A reply's id (`replyValue` after it); call only while `hasReply`. */
