@@ -144,6 +144,14 @@ const NO_LOANS: readonly ArrayLoan[] = Object.freeze([]);
 const NO_ARRAYS: readonly DeviceArray[] = Object.freeze([]);
 function settleNothing(): void {}
 
+/** The job whose promise `capture` is making (a Promise's executor runs at once). */
+let capturing: Pending | undefined;
+/** Every job's Promise executor: one function, so that a call makes no closure for it. */
+function capture(resolve: (value: unknown) => void, reject: (error: unknown) => void): void {
+  capturing!.resolve = resolve;
+  capturing!.reject = reject;
+}
+
 /** A job sent and not answered yet. */
 class Pending {
   readonly id: number;
@@ -617,10 +625,9 @@ export class WorkerPool {
         return Promise.reject(error);
       }
     }
-    const promise = new Promise<R>((resolve, reject) => {
-      pending.resolve = resolve as (value: unknown) => void;
-      pending.reject = reject;
-    });
+    capturing = pending;
+    const promise = new Promise<unknown>(capture) as Promise<R>;
+    capturing = undefined;
     this.#pending.set(id, pending);
     slot.inFlight++;
     if (slot.inFlight === 1) slot.worker.ref();
