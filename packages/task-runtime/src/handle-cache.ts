@@ -16,7 +16,7 @@ import {
 import { HandleListeners } from './handle-listeners.js';
 import { type CacheSettings, cacheSettings, type HandleCacheOptions } from './handle-options.js';
 import { type HandleBinding, HandleRecord } from './handle-record.js';
-import { HandleCounters } from './handle-statistics.js';
+import { HandleCounters, type HandleStatistics } from './handle-statistics.js';
 import { HandleTrim } from './handle-trim.js';
 import { WorkspaceHolders } from './handle-workspaces.js';
 import {
@@ -347,16 +347,7 @@ export class HandleCache<H> implements TaskResourceOwner {
    * `workspaces` and `workspaceBytes`: the workspaces the handles hold now, bound or spare (at
    * most `maxWorkspacesPerHandle` per handle).
    */
-  statistics(): {
-    created: number;
-    destroyed: number;
-    idle: number;
-    leased: number;
-    handles: number;
-    shared: number;
-    workspaces: number;
-    workspaceBytes: number;
-  } {
+  statistics(): HandleStatistics {
     return this.#counters.statistics(this.#contexts, this.#records);
   }
 

@@ -53,6 +53,7 @@ export {
   warmHandles,
 } from './handle-cache.js';
 export { SharedHandle, type SharedHandleOptions } from './handle-shared.js';
+export type { HandleStatistics } from './handle-statistics.js';
 export { IssueEnvelope, type IssueEnvelopeOptions } from './issue-envelope.js';
 export { nvtxAvailable, range } from './nvtx.js';
 export {

@@ -274,12 +274,12 @@ export function ringBell(bell: Int32Array): void {
   wake(bell, BELL_SLEEPING);
 }
 
-/** A reply's id (`replyValue` after it); call only while `hasReply`. */
+/** Whether the pool has a reply to take from `replies` (`replyId`, then `takeReply`). */
 export function hasReply(replies: RingView): boolean {
   return Atomics.load(replies.header, WRITE) !== replies.at;
 }
 
-/** The next reply's job id. */
+/** The next reply's job id; call only while `hasReply`. */
 export function replyId(replies: RingView): number {
   return replies.words[(replies.at & (REPLY_RECORDS - 1)) * REPLY_STRIDE]!;
 }
