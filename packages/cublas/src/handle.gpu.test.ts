@@ -1,6 +1,6 @@
 import { DeviceArray, Stream } from '@cuda-tasks/cudadrv';
 import { stream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
-import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
+import { barrier, describeGpu, randomFloat32 } from '@cuda-tasks/testing';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { check } from './errors.js';
 import { cublas } from './ffi/index.js';
@@ -171,13 +171,16 @@ describeGpu('cuBLAS handles follow the task stream', () => {
     using b = DeviceArray.fromHost(hostB, [N, N]);
     const outputs = Array.from({ length: 32 }, () => DeviceArray.zeros('float32', [N, N]));
     try {
-      const round = () =>
-        Promise.all(
+      const round = () => {
+        // All 32 alive at once (their starts may span event-loop turns).
+        const arrive = barrier(outputs.length);
+        return Promise.all(
           outputs.map((c, i) =>
             task(
               async () => {
                 gemm(a, b, c);
                 const h = handle();
+                await arrive();
                 await synchronize();
                 return h;
               },
@@ -185,6 +188,7 @@ describeGpu('cuBLAS handles follow the task stream', () => {
             ),
           ),
         );
+      };
       // Earlier tests may have left fewer than the bound alive (a cache grows one handle per
       // event-loop turn while tasks share): made ahead, as a service does at startup, the
       // bound's 16 serve the burst and it creates none.

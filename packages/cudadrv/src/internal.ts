@@ -37,6 +37,7 @@ export {
   setOperationObserver,
 } from './stream/observer.js';
 export { onStreamDisposed, type StreamDisposedListener } from './stream/stream.js';
+export { TURN_BUDGET_MS, turnElapsed, turnSpent } from './stream/turn.js';
 export {
   MAX_BLOCKING_WAITS,
   pendingWaits,

@@ -7,6 +7,7 @@ import {
   type StreamPriority,
   waitForStream,
 } from '@cuda-tasks/cudadrv';
+import { turnElapsed } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
 import { warmHandles } from './handle-cache.js';
 import { prewarmPoolOf } from './pool.js';
@@ -123,28 +124,21 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
     pooled: undefined,
     epoch: 0,
   };
-  if (starts.head === starts.queue.length && starts.turnWork <= START_SLICE_MS) {
-    if (!starts.endArmed) {
-      starts.endArmed = true;
-      setImmediate(endStartTurn);
-    }
-    const begin = performance.now();
-    try {
-      return enterFrameWith(frame, startTask<T>, fn, state);
-    } finally {
-      starts.turnWork += performance.now() - begin;
-    }
+  if (starts.head === starts.queue.length && turnElapsed() <= START_SLICE_MS) {
+    return enterFrameWith(frame, startTask<T>, fn, state);
   }
   return deferStart(fn, state, frame);
 }
 
 /**
- * Milliseconds of one event-loop turn that task starts (each task's `fn` up to its first
- * await) may take: a task started later in the same turn (a burst of tasks, each issuing its
- * first GPU work synchronously) starts in a later turn instead, in order, so that a burst
- * never holds the event loop for long.
+ * Task starts (each task's `fn` up to its first await) run while the turn of the event loop
+ * has used at most this many milliseconds of its budget (cudadrv's turn clock, shared with
+ * the waiters' spin passes, which may go on to `TURN_BUDGET_MS`): a task started later in the
+ * same turn (a burst of tasks, each issuing its first GPU work synchronously) starts in a later
+ * turn instead, in order, so that a burst never holds the event loop for long and the tasks
+ * already started still get their waits settled in each turn.
  */
-const START_SLICE_MS = 4;
+const START_SLICE_MS = 2;
 
 interface DeferredStart {
   fn: () => unknown;
@@ -154,20 +148,11 @@ interface DeferredStart {
   reject: (reason: unknown) => void;
 }
 
-/** The task starts of this turn, and those waiting for a later one (first in, first out). */
+/** The task starts waiting for a later turn (first in, first out). */
 const starts = {
-  /** Milliseconds the task starts of this turn took so far. */
-  turnWork: 0,
-  /** Whether the end of this turn is scheduled (it resets `turnWork`). */
-  endArmed: false,
   queue: [] as (DeferredStart | undefined)[],
   head: 0,
 };
-
-function endStartTurn(): void {
-  starts.endArmed = false;
-  starts.turnWork = 0;
-}
 
 /** Queues a task's start for a later turn; its promise settles as the task's would. */
 function deferStart<T>(fn: () => T | Promise<T>, state: TaskState, frame: Frame): Promise<T> {
@@ -184,19 +169,15 @@ function deferStart<T>(fn: () => T | Promise<T>, state: TaskState, frame: Frame)
 }
 
 /**
- * Starts the queued tasks for at most `START_SLICE_MS` of this turn (at least one), then
+ * Starts the queued tasks while this turn has used at most `START_SLICE_MS` (at least one), then
  * leaves the rest to the next turn. A task whose signal aborted while it waited is rejected
  * with the signal's reason, its function never run.
  */
 function startDeferred(): void {
-  if (!starts.endArmed) {
-    starts.endArmed = true;
-    setImmediate(endStartTurn);
-  }
   const queue = starts.queue;
   let started = 0;
   while (starts.head < queue.length) {
-    if (started > 0 && starts.turnWork > START_SLICE_MS) break;
+    if (started > 0 && turnElapsed() > START_SLICE_MS) break;
     const next = queue[starts.head]!;
     queue[starts.head++] = undefined;
     const signal = next.state.signal;
@@ -205,10 +186,8 @@ function startDeferred(): void {
       next.reject(signal.reason);
       continue;
     }
-    started++;
-    const begin = performance.now();
+    if (started++ === 0) turnElapsed(); // starts this turn's clock if nothing else did
     next.resolve(enterFrameWith(next.frame, startTask, next.fn, next.state));
-    starts.turnWork += performance.now() - begin;
   }
   if (starts.head < queue.length) setImmediate(startDeferred);
   else {

@@ -2,6 +2,7 @@
 // '@cuda-tasks/cudadrv', which the tests replace with the double itself. The file is pure
 // (it imports only the error classes and the stream brand), so nothing native loads.
 import { assertOptions as realAssertOptions } from '../../cudadrv/src/options-checks.js';
+import { turnElapsed } from '../../cudadrv/src/stream/turn.js';
 
 /**
  * A test double of `@cuda-tasks/cudadrv` for the runtime's unit tests: two fake devices with
@@ -343,6 +344,8 @@ export function createFakeDriver() {
     /** As the real one: a handle that fits a Number exactly as a Number, else the bigint. */
     ffiValue: (handle: bigint): number | bigint =>
       handle <= 0x1f_ffff_ffff_ffffn && handle >= 0n ? Number(handle) : handle,
+    /** The real turn clock (task starts and spin passes share one budget per turn). */
+    turnElapsed,
     /** No operation observer is ever installed (`setOperationObserver` keeps none): -1. */
     beginOperation: (_name: string, _stream: unknown): number => -1,
     endOperation: (_token: number): void => {},

@@ -69,6 +69,7 @@ vi.mock('../ffi/cuda.js', async (importOriginal) => {
 import { CudaArgumentError } from '../errors.js';
 import { useClock } from '../progress.js';
 import type { Stream } from './stream.js';
+import { TURN_BUDGET_MS, turnElapsed, turnSpent } from './turn.js';
 import {
   DEFAULT_POLLING_WINDOW_MS,
   MAX_BLOCKING_WAITS,
@@ -443,6 +444,25 @@ describe('the round-robin spin', () => {
     ]);
     fake.state.done.add(busy.handle);
     await waitingBusy;
+  });
+
+  it("waits for the next turn when the turn's shared time budget is used up (task starts, other work)", async () => {
+    await turn(); // a fresh turn
+    const spent = turnElapsed(); // the turn's clock starts here (0), as a task start starts it
+    expect(spent).toBe(0);
+    const end = performance.now() + TURN_BUDGET_MS + 1;
+    while (performance.now() < end); // a burst's starts (and a scavenge) held the turn
+    expect(turnSpent()).toBe(true);
+    const s = stream();
+    const waiting = waitForStream(s);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(fake.state.queries).toBe(0); // no spin pass in this turn
+    await turn();
+    expect(fake.state.queries).toBeGreaterThan(0); // the next turn spins
+    expect(turnSpent()).toBe(false);
+    fake.state.done.add(s.handle);
+    await waiting;
   });
 
   it('spends at most the per-turn budget, shared evenly, and goes on in the next turn', async () => {

@@ -5,6 +5,7 @@ import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ff
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
 import type { Stream } from './stream.js';
+import { turnSpent } from './turn.js';
 
 /**
  * Waiting for the GPU without blocking the event loop.
@@ -15,9 +16,10 @@ import type { Stream } from './stream.js';
  *    blocking synchronize. All spinning waiters share one round-robin spin: each round queries
  *    every waiter's stream once, resolves those that are done, and lets their continuations
  *    issue more work before the next round (one thread serving many streams, as in C). The
- *    spinning of all waiters together is capped per turn of the event loop (the rest goes on in
- *    the next turn), so many waiters, or a chain of awaits that never yields, never hold the
- *    loop for long;
+ *    spinning of all waiters together is capped per turn of the event loop, in queries and in
+ *    the turn's time budget shared with task starts (`turn.ts`; the rest goes on in the next
+ *    turn), so many waiters, or a chain of awaits that never yields, never hold the loop for
+ *    long;
  * 2. then record an event and poll it each turn of the event loop (setImmediate, so other
  *    callbacks run in between) for up to the polling window (`setPollingWindow`, 20 ms by
  *    default): waits of a few milliseconds (GEMMs, solves, copies) complete with a few
@@ -274,6 +276,12 @@ const settledPromise = Promise.resolve();
  * loop once the turn's budget is spent.
  */
 function spinPass(): void {
+  // The turn's shared budget (task starts, earlier passes and what their continuations ran) is
+  // used up: the spinning goes on in the next turn, after timers and I/O.
+  if (turnSpent()) {
+    setImmediate(spinPass);
+    return;
+  }
   waitState.spinPassScheduled = false;
   if (!waitState.budgetResetScheduled) {
     waitState.budgetResetScheduled = true;
