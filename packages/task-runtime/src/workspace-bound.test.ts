@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DeviceBuffer, Stream } from '@cuda-tasks/cudadrv';
+import { barrier } from '@cuda-tasks/testing';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 // The bound on a HandleCache's workspaces under long churn, against the fake driver: its
@@ -20,6 +21,22 @@ import {
 } from './handle-cache.js';
 import { stream } from './state.js';
 import { task, withStream } from './task.js';
+
+/**
+ * Runs `count` tasks of `fn`, all alive at once (their starts may span event-loop turns, and a
+ * task that ended would give its stream, and workspace, to the next).
+ */
+async function together(count: number, fn: () => unknown): Promise<void> {
+  const arrive = barrier(count);
+  await Promise.all(
+    Array.from({ length: count }, () =>
+      task(async () => {
+        fn();
+        await arrive();
+      }),
+    ),
+  );
+}
 
 const context0 = fake.devices[0]!.context;
 const BYTES = 32 * 1024 * 1024;
@@ -157,13 +174,13 @@ describe('the workspaces of a HandleCache stay bounded under churn', () => {
   it('idle spares go back after keepIdleMs, ordered on their stream; releaseWorkspaces() frees them at once', async () => {
     const { cache } = workspaceCache({ keepIdleMs: 20 });
     const counter = new LiveCounter();
-    await Promise.all(Array.from({ length: 3 }, () => task(async () => cache.bind())));
+    await together(3, () => cache.bind());
     expect(counter.read()).toBe(3);
     await sleep(80);
     expect(counter.read()).toBe(0);
     expect(counter.frees).toBe(3);
 
-    await Promise.all(Array.from({ length: 3 }, () => task(async () => cache.bind())));
+    await together(3, () => cache.bind());
     expect(counter.read()).toBe(3);
     expect(cache.releaseWorkspaces()).toBe(3 * BYTES);
     expect(counter.read()).toBe(0);
@@ -173,7 +190,7 @@ describe('the workspaces of a HandleCache stay bounded under churn', () => {
   it('MemoryPool.releaseCached() (its hook) and out-of-memory free the spares', async () => {
     const { cache } = workspaceCache();
     const counter = new LiveCounter();
-    await Promise.all(Array.from({ length: 2 }, () => task(async () => cache.bind())));
+    await together(2, () => cache.bind());
     expect(counter.read()).toBe(2);
     for (const hook of fake.state.releaseCachedHooks) hook(context0);
     expect(counter.read()).toBe(0);
