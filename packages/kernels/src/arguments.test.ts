@@ -199,6 +199,75 @@ describe('reductions', () => {
   });
 });
 
+describe('options a call does not take are refused, not ignored', () => {
+  // A misspelt option left unread would compute something else (a result written to a new
+  // array rather than to `out`, the largest rather than the smallest) without a word.
+  it('names the option, the one it most likely misspells, and those the call takes', () => {
+    argumentError(
+      () => sum(f32([4]), { output: f32([1]) } as never),
+      /sum: unknown option "output"; sum takes out, axis, stream/,
+    );
+    argumentError(
+      () => mean(f32([4, 3]), { Axis: 0 } as never),
+      /mean: unknown option "Axis" \(did you mean axis\?\)/,
+    );
+    argumentError(
+      () => topk(f32([10]), 3, { smallest: true } as never),
+      /topk: unknown option "smallest"; topk takes axis, largest, values, indices, stream/,
+    );
+    argumentError(() => topk(f32([10]), 3, { larget: false } as never), /did you mean largest\?/);
+    argumentError(() => map(f32(), 'sin', { strem: undefined } as never), /did you mean stream\?/);
+    argumentError(() => add(f32(), f32(), f32(), { out: f32() } as never), /unknown option "out"/);
+    argumentError(() => fill(f32(), 1, { value: 2 } as never), /unknown option "value"/);
+    argumentError(
+      () => arange(4, { dtyp: 'float64' } as never),
+      /arange: unknown option "dtyp" \(did you mean dtype\?\)/,
+    );
+    const product = elementwise('x: float32, y: float32 -> z: float32', 'z = x * y');
+    argumentError(() => product(f32(), f32(), { steam: 1 } as never), /did you mean stream\?/);
+    const total = reduction('x: float32 -> y: float32', {
+      map: 'x',
+      reduce: 'a + b',
+      identity: '0',
+    });
+    argumentError(() => total(f32([4, 2]), { axes: 0 } as never), /did you mean axis\?/);
+  });
+
+  it('a typed array where the output or options go is refused too', () => {
+    argumentError(() => sum(f32([4]), new Float32Array(1) as never), /sum: unknown option "0"/);
+  });
+
+  it("fast-check: every name outside a call's list is refused; the listed ones pass this check", () => {
+    const lists: [string, readonly string[], (options: object) => unknown][] = [
+      ['sum', ['out', 'axis', 'stream'], (o) => sum(f32([4]), o as never)],
+      [
+        'topk',
+        ['axis', 'largest', 'values', 'indices', 'stream'],
+        (o) => topk(f32([8]), 2, o as never),
+      ],
+      ['map sin', ['stream'], (o) => map(f32(), 'sin', o as never)],
+    ];
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...lists),
+        fc.string({ minLength: 1, maxLength: 12 }),
+        ([call, known, fn], name) => {
+          const error = thrown(() => fn({ [name]: undefined }));
+          const unknown = new RegExp(`^${call}: unknown option`);
+          if (known.includes(name)) {
+            // Past the options check, the call stops later (no GPU here), never at it.
+            expect(error.message).not.toMatch(unknown);
+          } else {
+            expect(error).toBeInstanceOf(CudaArgumentError);
+            expect(error.message).toMatch(unknown);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
 describe('checkOperands: outputs against inputs, other outputs and the stream', () => {
   const stream = standInStream();
   const labels = ['input x', 'input y', 'output z', 'output w'];

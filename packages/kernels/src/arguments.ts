@@ -27,6 +27,9 @@ export interface CallOptions {
   stream?: Stream;
 }
 
+/** The options of a call that takes only `{ stream }` (see cudadrv's `assertOptions`). */
+export const STREAM_OPTIONS: readonly string[] = Object.freeze(['stream']);
+
 /** Whether `value` is a trailing options object rather than an array or a number. */
 export function isOptions(value: unknown): value is CallOptions {
   return typeof value === 'object' && value !== null && !DeviceArray.isInstance(value);

@@ -5,6 +5,7 @@
  * task's stream.
  */
 import {
+  assertOptions,
   CudaArgumentError,
   DeviceArray,
   type DType,
@@ -21,6 +22,7 @@ import {
   checkSameShape,
   clearList,
   isOptions,
+  STREAM_OPTIONS,
   sameShape,
   scalarFits,
   scalarValue,
@@ -578,7 +580,11 @@ export function elementwise<S extends string>(
   };
   const kernel = ((...args: unknown[]) => {
     const end = count(args);
-    const stream = end < args.length ? (args[end] as CallOptions).stream : undefined;
+    let stream: Stream | undefined;
+    if (end < args.length) {
+      assertOptions(program.call, args[end], STREAM_OPTIONS);
+      stream = (args[end] as CallOptions).stream;
+    }
     return program.run(args, args, stream, inputCount, end);
   }) as unknown as ElementwiseKernel<S>;
   Object.defineProperties(kernel, {

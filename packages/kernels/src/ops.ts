@@ -4,13 +4,21 @@
  * use; a call allocates nothing but a missing output.
  */
 import {
+  assertOptions,
   CudaArgumentError,
   DeviceArray,
   type DType,
   describeValue,
   type Shape,
 } from '@cuda-tasks/cudadrv';
-import { type CallOptions, checkArray, checkDType, clearList, isOptions } from './arguments.js';
+import {
+  type CallOptions,
+  checkArray,
+  checkDType,
+  clearList,
+  isOptions,
+  STREAM_OPTIONS,
+} from './arguments.js';
 import { isInteger } from './ctypes.js';
 import { ElementwiseProgram } from './elementwise.js';
 
@@ -90,6 +98,8 @@ function trailing(
 
 function run(program: ElementwiseProgram, inputs: unknown[], options: CallOptions | undefined) {
   try {
+    // A misspelt or unknown option is refused, not ignored.
+    assertOptions(program.call, options, STREAM_OPTIONS);
     return program.run(inputs, out, options?.stream) as DeviceArray;
   } finally {
     clearList(inputs, undefined);
@@ -338,6 +348,8 @@ export function fillProgram(dtype: DType): ElementwiseProgram {
   );
 }
 
+const ARANGE_OPTIONS: readonly string[] = Object.freeze(['dtype', 'stream']);
+
 /** Options of `arange`. */
 export interface ArangeOptions extends CallOptions {
   /** The dtype (default: int32 when start, stop and step are integers, else float32). */
@@ -370,6 +382,7 @@ export function arange(
     stop = startOrStop;
     settings = stopOrOptions;
   }
+  assertOptions('arange', settings, ARANGE_OPTIONS);
   for (const [label, value] of [
     ['start', start],
     ['stop', stop],

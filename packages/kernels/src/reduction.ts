@@ -4,6 +4,7 @@
  * deterministic for a given shape (see codegen-reduction.ts).
  */
 import {
+  assertOptions,
   assertSameContext,
   CudaArgumentError,
   DeviceArray,
@@ -57,6 +58,9 @@ export const REDUCTION_RESERVED: RoleNames = {
   inputs: { i: "map's index" },
   outputs: { a: "post's result", n: "post's count" },
 };
+
+/** The options a reduction kernel's call takes (its trailing `{ axis, stream }`). */
+const REDUCTION_OPTIONS: readonly string[] = Object.freeze(['axis', 'stream']);
 
 /** Options of a reduction call. */
 export interface ReductionCallOptions extends CallOptions {
@@ -583,6 +587,7 @@ export function reduction(
     let options: ReductionCallOptions | undefined;
     if (count > inputCount && isOptions(args[count - 1])) {
       options = args[count - 1] as ReductionCallOptions;
+      assertOptions(program.call, options, REDUCTION_OPTIONS);
       count--;
     }
     if (count < inputCount || count > inputCount + 1) {

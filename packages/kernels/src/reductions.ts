@@ -3,7 +3,12 @@
  * or along an axis of a matrix. float32 and float64 sum in float64; int32 sums in 64 bits and
  * wraps to int32 on the way out. Each is a `ReductionProgram` per (operation, dtype).
  */
-import { CudaArgumentError, type DeviceArray, type DType } from '@cuda-tasks/cudadrv';
+import {
+  assertOptions,
+  CudaArgumentError,
+  type DeviceArray,
+  type DType,
+} from '@cuda-tasks/cudadrv';
 import { checkArray, checkDType } from './arguments.js';
 import { type ReductionCallOptions, type ReductionParts, ReductionProgram } from './reduction.js';
 
@@ -110,6 +115,9 @@ export function reductionProgram(operation: ReductionOperation, dtype: DType): R
   ));
 }
 
+/** The options `sum`, `mean`, `max`, `min`, `argmax` and `argmin` take. */
+const REDUCE_OPTIONS: readonly string[] = Object.freeze(['out', 'axis', 'stream']);
+
 const programs: Partial<Record<ReductionOperation, Partial<Record<DType, ReductionProgram>>>> = {};
 const one: unknown[] = [undefined];
 
@@ -117,8 +125,7 @@ function reduce(operation: ReductionOperation, x: unknown, options: ReduceOption
   const array = checkArray(x, operation, 'x');
   const dtype = array.dtype;
   checkDType(dtype, REDUCTION_DTYPES, operation, 'x');
-  if (options !== undefined && (typeof options !== 'object' || options === null))
-    throw new CudaArgumentError(`${operation}: options must be an object`);
+  assertOptions(operation, options, REDUCE_OPTIONS);
   if ((operation === 'argmax' || operation === 'argmin') && array.length > 2 ** 31 - 1) {
     throw new CudaArgumentError(`${operation}: ${array.length} elements exceed int32 indices`);
   }

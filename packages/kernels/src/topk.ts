@@ -5,6 +5,7 @@
  * one list per segment remains.
  */
 import {
+  assertOptions,
   assertSameContext,
   CudaArgumentError,
   DeviceArray,
@@ -100,8 +101,17 @@ interface Plan {
   outRankStride: number;
 }
 
+const TOPK_OPTIONS: readonly string[] = Object.freeze([
+  'axis',
+  'largest',
+  'values',
+  'indices',
+  'stream',
+]);
+
 function plan(x: unknown, k: unknown, options: TopkOptions | undefined): Plan {
   const array = checkArray(x, 'topk', 'x');
+  assertOptions('topk', options, TOPK_OPTIONS);
   checkDType(array.dtype, TOPK_DTYPES, 'topk', 'x');
   const shape = array.shape;
   if (shape.length > 2) {
