@@ -1,5 +1,6 @@
 import {
   assertArray,
+  assertOptions,
   assertSameContext,
   CaptureError,
   type Context,
@@ -46,6 +47,17 @@ import {
 // The floating-point dtypes uniform, normal and log-normal generation fill: cudadrv's type,
 // re-exported from this package's entry for its users.
 export type { FloatDType };
+
+/** The options of the Generator's calls (see cudadrv's `assertOptions`). */
+const GENERATOR_OPTIONS: readonly string[] = Object.freeze([
+  'kind',
+  'seed',
+  'offset',
+  'ordering',
+  'context',
+]);
+const STREAM_ONLY: readonly string[] = Object.freeze(['stream']);
+const NORMAL_OPTIONS: readonly string[] = Object.freeze(['mean', 'stddev', 'stream']);
 
 /** Options for `new Generator(...)`. */
 export interface GeneratorOptions {
@@ -151,6 +163,8 @@ export class Generator {
     if (typeof options !== 'object' || options === null) {
       throw new CudaArgumentError(`Generator: options must be an object, got ${String(options)}`);
     }
+    // A misspelt option (`{ seeed: 7 }`) is refused: ignored, it would give another sequence.
+    assertOptions('Generator', options, GENERATOR_OPTIONS);
     const kind = checkKind(options.kind ?? 'philox');
     const seed = options.seed === undefined ? undefined : toUint64(options.seed, 'Generator: seed');
     const offset =
@@ -246,6 +260,7 @@ export class Generator {
     array: DeviceArray<D>,
     options: StreamOption = NO_OPTIONS,
   ): DeviceArray<D> {
+    assertOptions('Generator.uniform', options, STREAM_ONLY);
     const layout = this.#check('Generator.uniform', array, UNIFORM.dtypes);
     if (this.#core === undefined)
       return this.#draw(UNIFORM, 'uniform', array, layout, options.stream, 0, 0);
@@ -262,6 +277,7 @@ export class Generator {
     array: DeviceArray<D>,
     options: NormalOptions = NO_OPTIONS,
   ): DeviceArray<D> {
+    assertOptions('Generator.normal', options, NORMAL_OPTIONS);
     const mean = options.mean ?? 0;
     const stddev = options.stddev ?? 1;
     checkNormalParameters('Generator.normal', mean, stddev);
@@ -281,6 +297,7 @@ export class Generator {
     array: DeviceArray<D>,
     options: NormalOptions = NO_OPTIONS,
   ): DeviceArray<D> {
+    assertOptions('Generator.logNormal', options, NORMAL_OPTIONS);
     const mean = options.mean ?? 0;
     const stddev = options.stddev ?? 1;
     checkNormalParameters('Generator.logNormal', mean, stddev);
@@ -302,6 +319,7 @@ export class Generator {
     lambda: number,
     options: StreamOption = NO_OPTIONS,
   ): DeviceArray<'uint32'> {
+    assertOptions('Generator.poisson', options, STREAM_ONLY);
     checkLambda(
       'Generator.poisson',
       lambda,
@@ -326,6 +344,7 @@ export class Generator {
    * output, `curandGenerate`).
    */
   bits(array: DeviceArray<'uint32'>, options: StreamOption = NO_OPTIONS): DeviceArray<'uint32'> {
+    assertOptions('Generator.bits', options, STREAM_ONLY);
     const layout = this.#check('Generator.bits', array, BITS.dtypes);
     if (this.#core === undefined)
       return this.#draw(BITS, 'bits', array, layout, options.stream, 0, 0);
@@ -339,6 +358,7 @@ export class Generator {
    */
   setSeed(seed: number | bigint, options: StreamOption = NO_OPTIONS): void {
     const value = toUint64(seed, 'Generator.setSeed: seed');
+    assertOptions('Generator.setSeed', options, STREAM_ONLY);
     this.#assertUsable();
     if (this.#counter !== undefined) {
       this.#counter.setSeed(value);
@@ -360,6 +380,7 @@ export class Generator {
    */
   setOffset(offset: number | bigint, options: StreamOption = NO_OPTIONS): void {
     const value = toUint64(offset, 'Generator.setOffset: offset');
+    assertOptions('Generator.setOffset', options, STREAM_ONLY);
     this.#assertUsable();
     if (this.#counter !== undefined) {
       this.#counter.setOffset(value);
@@ -388,6 +409,7 @@ export class Generator {
    * const graph = await capture(() => generator.normal(x));
    */
   prepare(options: StreamOption = NO_OPTIONS): void {
+    assertOptions('Generator.prepare', options, STREAM_ONLY);
     this.#assertUsable();
     if (this.#core === undefined) return;
     const stream = resolveStream(options.stream);

@@ -1,4 +1,5 @@
 import {
+  assertOptions,
   CudaArgumentError,
   DeviceArray,
   DisposedError,
@@ -32,6 +33,9 @@ const defaults = curandState<{ generator: Generator | undefined }>('default-gene
 export function defaultGenerator(): Generator {
   return (defaults.generator ??= Generator.taskDefault());
 }
+
+const RAND_OPTIONS: readonly string[] = Object.freeze(['generator', 'stream']);
+const RANDN_OPTIONS: readonly string[] = Object.freeze(['generator', 'mean', 'stddev', 'stream']);
 
 /** Options of `rand`. */
 export interface RandOptions extends StreamOption {
@@ -93,6 +97,7 @@ export function rand<D extends FloatDType>(
 ): DeviceArray<D> {
   checkFloatDType('rand', dtype);
   checkShape('rand', shape);
+  assertOptions('rand', options, RAND_OPTIONS);
   const generator = checkGenerator('rand', options.generator);
   const stream = resolveStream(options.stream);
   return filled(dtype, shape, stream, (array) => generator.uniform(array, { stream }));
@@ -111,6 +116,7 @@ export function randn<D extends FloatDType>(
 ): DeviceArray<D> {
   checkFloatDType('randn', dtype);
   checkShape('randn', shape);
+  assertOptions('randn', options, RANDN_OPTIONS);
   const mean = options.mean ?? 0;
   const stddev = options.stddev ?? 1;
   checkNormalParameters('randn', mean, stddev);

@@ -1,8 +1,17 @@
-import { type Context, CudaArgumentError, Graph, StreamCapture } from '@cuda-tasks/cudadrv';
+import {
+  assertOptions,
+  type Context,
+  CudaArgumentError,
+  Graph,
+  StreamCapture,
+} from '@cuda-tasks/cudadrv';
 import { acquireExclusiveStream, releaseStream } from './pool.js';
 import { streamPriority } from './priority.js';
 import { processWide } from './process-wide.js';
 import { currentFrame, device, enterFrame, streamFrame } from './state.js';
+
+/** The options `capture` takes. */
+const CAPTURE_OPTIONS: readonly string[] = Object.freeze(['update']);
 
 /** Options for `capture`. */
 export interface CaptureOptions {
@@ -43,6 +52,7 @@ export async function capture(fn: () => unknown, options: CaptureOptions = {}): 
   if (typeof options !== 'object' || options === null) {
     throw new CudaArgumentError('capture: options must be an object');
   }
+  assertOptions('capture', options, CAPTURE_OPTIONS);
   const update = options.update;
   if (update !== undefined && (!Graph.isInstance(update) || update.disposed)) {
     throw new CudaArgumentError('capture: options.update must be a Graph that is not disposed');

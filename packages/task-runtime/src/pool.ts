@@ -10,6 +10,7 @@
  * See docs/decisions/0035-a-stream-per-task-up-to-128.md.
  */
 import {
+  assertOptions,
   CaptureError,
   type Context,
   CudaArgumentError,
@@ -470,6 +471,15 @@ export function pooledStream(stream: Stream): PooledStream | undefined {
   return state.byStream.get(stream);
 }
 
+/** The options `configureStreams` takes. */
+const POOL_OPTION_NAMES: readonly string[] = Object.freeze([
+  'prewarm',
+  'maxStreams',
+  'maxIdle',
+  'spare',
+  'trimIdleAfterMs',
+]);
+
 /** Options of `configureStreams`; each is per (context, priority). */
 export interface StreamPoolOptions {
   /**
@@ -519,6 +529,12 @@ function checkCount(name: string, value: number | undefined, minimum: number): v
  * @example configureStreams({ prewarm: 16, maxStreams: 16 });
  */
 export function configureStreams(options: StreamPoolOptions): void {
+  if (options === undefined) {
+    throw new CudaArgumentError(
+      'configureStreams: options must be an object (e.g. { maxStreams: 64 }), got undefined',
+    );
+  }
+  assertOptions('configureStreams', options, POOL_OPTION_NAMES);
   checkCount('prewarm', options.prewarm, 0);
   checkCount('maxStreams', options.maxStreams, 1);
   checkCount('maxIdle', options.maxIdle, 0);

@@ -1,4 +1,5 @@
 import {
+  assertOptions,
   CaptureError,
   type Context,
   CudaArgumentError,
@@ -25,6 +26,9 @@ import {
   taskDeviceOrdinal,
 } from './state.js';
 import { taskObserver } from './trace.js';
+
+/** The options `task` takes. */
+const TASK_OPTION_NAMES: readonly string[] = Object.freeze(['name', 'priority', 'signal']);
 
 /** Options for `task`. */
 export interface TaskOptions {
@@ -89,6 +93,8 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
   let priority = inherited.priority;
   let signal = inherited.signal;
   if (options !== undefined) {
+    // A misspelt option (`{ priorty: 'high' }`) is refused, not ignored.
+    assertOptions('task', options, TASK_OPTION_NAMES);
     const ownPriority = options.priority;
     if (ownPriority !== undefined) {
       if (!TASK_PRIORITIES.includes(ownPriority)) {
@@ -273,12 +279,26 @@ export function withStream<T>(s: Stream, fn: () => T): T {
  * @example await withDevice(1, () => task(async () => { ... }));
  */
 export function withDevice<T>(d: Device | number, fn: () => T): T {
-  const target = typeof d === 'number' ? Device.get(d) : d;
+  const target = deviceArgument('withDevice', d);
   const frame = currentFrame();
   return enterFrame(
     { task: frame.task, device: target, stream: undefined, pooled: undefined, epoch: 0 },
     fn,
   );
+}
+
+/**
+ * The Device `d` names (an ordinal or a Device), or a CudaArgumentError naming `call` for
+ * anything else (before any native call).
+ */
+function deviceArgument(call: string, d: unknown): Device {
+  if (typeof d === 'number') return Device.get(d);
+  if (typeof d !== 'object' || d === null || typeof (d as Device).primaryContext !== 'function') {
+    throw new CudaArgumentError(
+      `${call}: the device must be an ordinal or a Device, got ${typeof d === 'object' ? Object.prototype.toString.call(d) : String(d)}`,
+    );
+  }
+  return d as Device;
 }
 
 /** What `currentTask()` reports. */
@@ -392,7 +412,7 @@ export function prewarmStreams(
   d?: Device | number,
   priorities: readonly StreamPriority[] = ['normal'],
 ): number {
-  const target = d === undefined ? device() : typeof d === 'number' ? Device.get(d) : d;
+  const target = d === undefined ? device() : deviceArgument('prewarmStreams', d);
   return prewarmPools(target.primaryContext(), priorities, 'prewarmStreams');
 }
 
@@ -414,7 +434,7 @@ export function prewarm(
   streams: number;
   handles: Record<string, number>;
 } {
-  const target = d === undefined ? device() : typeof d === 'number' ? Device.get(d) : d;
+  const target = d === undefined ? device() : deviceArgument('prewarm', d);
   const context = target.primaryContext();
   const streams = prewarmPools(context, priorities, 'prewarm');
   return { streams, handles: warmHandles(context) };

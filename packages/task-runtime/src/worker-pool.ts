@@ -21,6 +21,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import {
   type ArrayLoan,
+  assertOptions,
   CudaArgumentError,
   DeviceArray,
   DeviceBuffer,
@@ -56,6 +57,14 @@ import {
   sleepWhileFlagged,
   takeReply,
 } from './worker-ring.js';
+
+/** The options `WorkerPool.start` takes. */
+const WORKER_POOL_OPTIONS: readonly string[] = Object.freeze([
+  'workers',
+  'device',
+  'startTimeoutMs',
+  'argv',
+]);
 
 /** Options of `WorkerPool.start`. */
 export interface WorkerPoolOptions {
@@ -306,6 +315,7 @@ export class WorkerPool {
    * const y = await pool.run('scale', x, 2); // jobs.js: export function scale(x, a) { ... }
    */
   static async start(module: string | URL, options: WorkerPoolOptions = {}): Promise<WorkerPool> {
+    assertOptions('WorkerPool.start', options, WORKER_POOL_OPTIONS);
     const workers = checkCount(
       options.workers ?? Math.max(1, Math.min(8, availableParallelism() - 1)),
       'workers',

@@ -3,7 +3,15 @@ import { currentContext, currentStream } from '../context/provider.js';
 import { check, cudaError, driver, ffiValue, scratch } from '../driver.js';
 import { CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ffi/cuda.js';
+import { assertOptions, booleanOption } from '../options-checks.js';
 import type { Stream } from './stream.js';
+
+/** The options `Event.create` takes. */
+const EVENT_CREATE_OPTIONS: readonly string[] = Object.freeze([
+  'timing',
+  'blockingSync',
+  'context',
+]);
 
 /** Options for `Event.create`. */
 export interface EventOptions {
@@ -93,14 +101,16 @@ export class Event {
    * console.log(Event.elapsedTime(start, end), 'ms');
    */
   static create(options: EventOptions = {}): Event {
+    assertOptions('Event.create', options, EVENT_CREATE_OPTIONS);
+    const timing = booleanOption('Event.create', 'timing', options.timing);
+    const blockingSync = booleanOption('Event.create', 'blockingSync', options.blockingSync);
     const context = options.context ?? currentContext();
     context.makeCurrent();
     const flags =
-      (options.timing ? 0 : CU_EVENT_DISABLE_TIMING) |
-      (options.blockingSync ? CU_EVENT_BLOCKING_SYNC : 0);
+      (timing ? 0 : CU_EVENT_DISABLE_TIMING) | (blockingSync ? CU_EVENT_BLOCKING_SYNC : 0);
     const handle: (bigint | null)[] = [null];
     check(driver().cuEventCreate(handle, flags), 'cuEventCreate');
-    return new Event(handle[0] as bigint, context, options.timing ?? false);
+    return new Event(handle[0] as bigint, context, timing);
   }
 
   /** Records the event on `stream` (default: the current stream). */

@@ -5,11 +5,20 @@ import { CaptureError, DisposedError } from '../errors.js';
 import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from '../ffi/cuda.js';
 import { CU_EVENT_WAIT_EXTERNAL } from '../ffi/graph.js';
 import type { StreamCapture } from '../graph/capture.js';
+import { assertOptions, booleanOption } from '../options-checks.js';
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
 import { STREAM_BRAND } from '../stream-brand.js';
 import type { IssueAttachment } from './issue-engine.js';
 import { type StreamPriority, streamPriority } from './priority.js';
+
+/** The options `Stream.create` takes. */
+const STREAM_CREATE_OPTIONS: readonly string[] = Object.freeze([
+  'context',
+  'priority',
+  'blocking',
+  'name',
+]);
 
 /** Options for `Stream.create`. */
 export interface StreamOptions {
@@ -235,16 +244,14 @@ export class Stream {
    * @example const s = Stream.create({ priority: 'high' });
    */
   static create(options: StreamOptions = {}): Stream {
+    assertOptions('Stream.create', options, STREAM_CREATE_OPTIONS);
+    const blocking = booleanOption('Stream.create', 'blocking', options.blocking);
     const context = options.context ?? currentContext();
     const priority = options.priority === undefined ? 0 : streamPriority(options.priority, context);
     context.makeCurrent();
     const handle: (bigint | null)[] = [null];
     check(
-      driver().cuStreamCreateWithPriority(
-        handle,
-        options.blocking ? 0 : CU_STREAM_NON_BLOCKING,
-        priority,
-      ),
+      driver().cuStreamCreateWithPriority(handle, blocking ? 0 : CU_STREAM_NON_BLOCKING, priority),
       'cuStreamCreateWithPriority',
     );
     return new Stream(handle[0] as bigint, context, true, options.name);
