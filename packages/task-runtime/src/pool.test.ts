@@ -107,10 +107,19 @@ describe('the stream pool is made ahead of bursts', () => {
     try {
       expect(settingsFrom({ CUDA_TASKS_MAX_STREAMS: 'many' }).maxStreams).toBe(128);
       expect(settingsFrom({ CUDA_TASKS_PREWARM_STREAMS: '-3' }).prewarm).toBe(128);
+      // A count that would have the first task create millions of streams, and a long value.
+      expect(settingsFrom({ CUDA_TASKS_MAX_STREAMS: '5000000' }).maxStreams).toBe(128);
+      expect(settingsFrom({ CUDA_TASKS_MAX_STREAMS: '4096' }).maxStreams).toBe(4096);
+      expect(settingsFrom({ CUDA_TASKS_PREWARM_STREAMS: '9'.repeat(1000) }).prewarm).toBe(128);
       const type = { type: 'CudaTasksConfigurationWarning' };
       expect(emitted.mock.calls).toEqual([
-        ['CUDA_TASKS_MAX_STREAMS="many" is not a non-negative integer; ignored', type],
-        ['CUDA_TASKS_PREWARM_STREAMS="-3" is not a non-negative integer; ignored', type],
+        ['CUDA_TASKS_MAX_STREAMS="many" is not an integer in 0..4096; ignored', type],
+        ['CUDA_TASKS_PREWARM_STREAMS="-3" is not an integer in 0..4096; ignored', type],
+        ['CUDA_TASKS_MAX_STREAMS="5000000" is not an integer in 0..4096; ignored', type],
+        [
+          `CUDA_TASKS_PREWARM_STREAMS="${'9'.repeat(40)}..." is not an integer in 0..4096; ignored`,
+          type,
+        ],
       ]);
     } finally {
       emitted.mockRestore();

@@ -99,12 +99,22 @@ function fromEnvironment(environment: NodeJS.ProcessEnv, name: string, fallback:
   const text = environment[name];
   if (text === undefined || text === '') return fallback;
   const value = Number(text);
-  if (Number.isSafeInteger(value) && value >= 0) return value;
-  process.emitWarning(`${name}=${JSON.stringify(text)} is not a non-negative integer; ignored`, {
-    type: 'CudaTasksConfigurationWarning',
-  });
+  if (Number.isSafeInteger(value) && value >= 0 && value <= MAX_ENVIRONMENT_STREAMS) return value;
+  // Shown as given, but bounded: the environment is not ours to trust.
+  const shown = JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}...` : text);
+  process.emitWarning(
+    `${name}=${shown} is not an integer in 0..${MAX_ENVIRONMENT_STREAMS}; ignored`,
+    { type: 'CudaTasksConfigurationWarning' },
+  );
   return fallback;
 }
+
+/**
+ * The most streams per pool the environment may ask for: a planted `CUDA_TASKS_MAX_STREAMS`
+ * of millions would otherwise have the first task create them all (`configureStreams`, the
+ * program's own call, takes any count).
+ */
+const MAX_ENVIRONMENT_STREAMS = 4096;
 
 /**
  * @internal The pool's settings at start: the defaults, with `CUDA_TASKS_MAX_STREAMS` and
