@@ -37,6 +37,8 @@ import {
   memsetWords,
   type PinnedHostBuffer,
 } from './memory/transfer.js';
+import { Event } from './stream/event.js';
+import { Stream } from './stream/stream.js';
 
 const bytes64 = () => ({ byteLength: 64, disposed: false, address: 0 }) as unknown as DeviceBuffer;
 const a = new DeviceArray(bytes64(), 'float32', [4, 4], [1, 4], 0, false);
@@ -155,6 +157,8 @@ const calls: [string, (options: Options) => unknown, string, [string, string]][]
     ['reversedimensions', 'reverseDimensions'],
   ],
   ['Graph.launch', (o) => graph.launch(o), 'stream', ['Stream', 'stream']],
+  ['Stream.create', (o) => Stream.create(o), 'context, priority, blocking, name', ['Name', 'name']],
+  ['Event.create', (o) => Event.create(o), 'timing, blockingSync, context', ['Timing', 'timing']],
 ];
 
 /** What `fn` threw, or what its promise rejected with. */
@@ -191,6 +195,39 @@ describe('an options argument that is not an object, or holds an unknown option,
     );
     expect(await refusal(() => run({ [misspelt]: undefined } as Options))).toBe(
       `${call}: unknown option "${misspelt}" (did you mean ${right}?); ${call} takes ${takes}`,
+    );
+    expect(native.calls).toEqual([]);
+  });
+});
+
+describe('flags and element values are checked before any native call', () => {
+  it("Stream.create's and Event.create's flags are true or false", async () => {
+    expect(await refusal(() => Stream.create({ blocking: 1 as never }))).toBe(
+      'Stream.create: option blocking must be true or false, got 1',
+    );
+    expect(await refusal(() => Event.create({ timing: 'yes' as never }))).toBe(
+      'Event.create: option timing must be true or false, got "yes"',
+    );
+    expect(native.calls).toEqual([]);
+  });
+
+  it('fill and full refuse a value the integer dtype would wrap or truncate', async () => {
+    const ints = new DeviceArray(bytes64(), 'int32', [16], [1], 0, false);
+    const bytes = new DeviceArray(bytes64(), 'uint8', [64], [1], 0, false);
+    expect(await refusal(() => ints.fill(1e10))).toBe(
+      'DeviceArray.fill: int32 elements are integers in [-2147483648, 2147483647], got 10000000000',
+    );
+    expect(await refusal(() => ints.fill(1.5))).toMatch(/got 1\.5$/);
+    expect(await refusal(() => ints.fill(Number.NaN))).toMatch(/got NaN$/);
+    expect(await refusal(() => bytes.fill(256))).toMatch(
+      /uint8 elements are integers in \[0, 255\]/,
+    );
+    expect(await refusal(() => bytes.fill(-1))).toMatch(/got -1$/);
+    expect(await refusal(() => a.fill('2' as never))).toBe(
+      'DeviceArray.fill: value must be a number, got "2"',
+    );
+    expect(await refusal(() => DeviceArray.full('int8', [4], 128))).toMatch(
+      /^DeviceArray.full: int8 elements are integers in \[-128, 127\], got 128$/,
     );
     expect(native.calls).toEqual([]);
   });

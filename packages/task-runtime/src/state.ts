@@ -300,6 +300,15 @@ export function streamFrame(task: TaskState, stream: Stream): Frame {
     task.lastStreamFrame = previous;
     return previous;
   }
+  if (
+    typeof stream !== 'object' ||
+    stream === null ||
+    typeof (stream as { context?: unknown }).context !== 'object'
+  ) {
+    throw new CudaArgumentError(
+      `withStream: s must be a Stream, got ${stream === null ? 'null' : typeof stream === 'object' ? Object.prototype.toString.call(stream) : String(stream)}`,
+    );
+  }
   if (stream.disposed) throw new DisposedError(`withStream: ${stream}`);
   const pooled = pooledStream(stream);
   if (pooled !== undefined && pooled.holders === 0) {

@@ -346,6 +346,26 @@ describe('a burst of task starts is spread over event-loop turns', () => {
   });
 });
 
+describe('arguments of the wrong kind', () => {
+  it('task and withStream refuse a fn that is not a function, and withStream a non-stream, before anything else', () => {
+    expect(() => task(5 as never)).toThrow(/^task: fn must be a function, got 5$/);
+    expect(() => task(undefined as never)).toThrow(fake.CudaArgumentError);
+    const s = userStream();
+    expect(() => withStream(s, 'run' as never)).toThrow(
+      /^withStream: fn must be a function, got run$/,
+    );
+    expect(() => withStream({} as never, () => 1)).toThrow(
+      /^withStream: s must be a Stream, got \[object Object\]$/,
+    );
+    expect(() => withStream(null as never, () => 1)).toThrow(fake.CudaArgumentError);
+    expect(() => withDevice({} as never, () => 1)).toThrow(
+      /^withDevice: the device must be an ordinal or a Device, got \[object Object\]$/,
+    );
+    // A real stream still works after the refusals.
+    expect(withStream(s, () => stream())).toBe(s);
+  });
+});
+
 describe('withStream', () => {
   it('alternating two streams reuses their frames; a disposed stream or a pool stream given back is refused again', async () => {
     const s1 = userStream(context0, 's1');

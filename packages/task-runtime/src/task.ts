@@ -87,6 +87,7 @@ function combineSignals(inherited: AbortSignal | undefined, own: AbortSignal): A
  * await task(() => answer(request), { priority: 'high', signal: AbortSignal.timeout(50) });
  */
 export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promise<T> {
+  if (typeof fn !== 'function') throw notAFunction('task', fn);
   const parent = currentFrame();
   const inherited = parent.task;
   // No default `{}`: an options object allocated per task for nothing.
@@ -269,6 +270,7 @@ function failTask(state: TaskState): void {
  * @example withStream(myStream, () => launch(kernel, { grid: 1, block: 1 }));
  */
 export function withStream<T>(s: Stream, fn: () => T): T {
+  if (typeof fn !== 'function') throw notAFunction('withStream', fn);
   return enterFrame(streamFrame(currentFrame().task, s), fn);
 }
 
@@ -284,6 +286,13 @@ export function withDevice<T>(d: Device | number, fn: () => T): T {
   return enterFrame(
     { task: frame.task, device: target, stream: undefined, pooled: undefined, epoch: 0 },
     fn,
+  );
+}
+
+/** The CudaArgumentError for a `fn` argument that is not a function. */
+function notAFunction(call: string, fn: unknown): CudaArgumentError {
+  return new CudaArgumentError(
+    `${call}: fn must be a function, got ${fn === null ? 'null' : typeof fn === 'object' ? Object.prototype.toString.call(fn) : String(fn)}`,
   );
 }
 

@@ -66,6 +66,32 @@ export function columnMajorStrides(shape: readonly number[]): number[] {
   return strides;
 }
 
+/** The values an integer dtype holds (the float dtypes hold any number: NaN, infinities). */
+const INTEGER_RANGES: Partial<Record<DType, readonly [number, number]>> = {
+  int32: [-(2 ** 31), 2 ** 31 - 1],
+  uint32: [0, 2 ** 32 - 1],
+  int8: [-128, 127],
+  uint8: [0, 255],
+};
+
+/**
+ * Throws a CudaArgumentError unless `value` is a number that `dtype` holds as it is: an integer
+ * in range for the integer dtypes (a typed array would wrap 1e10 or truncate 1.5 silently).
+ */
+function assertElementValue(call: string, dtype: DType, value: unknown): asserts value is number {
+  if (typeof value !== 'number') {
+    throw new CudaArgumentError(
+      `${call}: value must be a number, got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`,
+    );
+  }
+  const range = INTEGER_RANGES[dtype];
+  if (range !== undefined && !(Number.isInteger(value) && value >= range[0] && value <= range[1])) {
+    throw new CudaArgumentError(
+      `${call}: ${dtype} elements are integers in [${range[0]}, ${range[1]}], got ${value}`,
+    );
+  }
+}
+
 /**
  * A typed, shaped view of device memory, column-major (the first index varies fastest, as in
  * cuBLAS and Fortran). Views and reshapes share the memory without copying; the array that
@@ -196,6 +222,8 @@ export class DeviceArray<D extends DType = DType> {
     options: StreamOption = NO_OPTIONS,
   ): DeviceArray<D> {
     assertOptions('DeviceArray.full', options, STREAM_ONLY);
+    assertDType(dtype);
+    assertElementValue('DeviceArray.full', dtype, value);
     return DeviceArray.empty(dtype, shape, options).fill(value, options);
   }
 
@@ -505,6 +533,7 @@ export class DeviceArray<D extends DType = DType> {
   fill(value: number, options: StreamOption = NO_OPTIONS): this {
     assertOptions('DeviceArray.fill', options, STREAM_ONLY);
     this.assertUsable();
+    assertElementValue('DeviceArray.fill', this.dtype, value);
     const stream = resolveStream(options.stream);
     stream.assertUsable();
     if (this.length === 0) return this;
