@@ -27,6 +27,7 @@ export default defineConfig({
             'test/**/*.test.ts',
           ],
           exclude: ['**/*.gpu.test.ts', '**/node_modules/**'],
+          setupFiles: ['./packages/testing/src/fresh-turn.ts'],
           pool: 'forks',
         },
       },
@@ -36,6 +37,7 @@ export default defineConfig({
           name: 'gpu',
           include: ['packages/*/src/**/*.gpu.test.ts', 'packages/*/test/**/*.gpu.test.ts'],
           exclude: ['**/node_modules/**'],
+          setupFiles: ['./packages/testing/src/fresh-turn.ts'],
           pool: 'forks',
           // One GPU, one file at a time: timing assertions (overlap, event-loop delay) need it.
           fileParallelism: false,

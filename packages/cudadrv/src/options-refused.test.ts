@@ -226,6 +226,19 @@ describe('flags and element values are checked before any native call', () => {
     expect(await refusal(() => a.fill('2' as never))).toBe(
       'DeviceArray.fill: value must be a number, got "2"',
     );
+    // A plain list given to fromHost: checked element by element, before anything else.
+    expect(await refusal(() => DeviceArray.fromHost([1, 2, 300], [3], { dtype: 'uint8' }))).toBe(
+      'DeviceArray.fromHost: element 2: uint8 elements are integers in [0, 255], got 300',
+    );
+    expect(await refusal(() => DeviceArray.fromHost([1, 'x' as never], [2]))).toBe(
+      'DeviceArray.fromHost: element 1 must be a number, got "x"',
+    );
+    expect(await refusal(() => DeviceArray.fromHost([0.5], [1], { dtype: 'int32' }))).toMatch(
+      /element 0: int32 elements are integers/,
+    );
+    expect(
+      await refusal(() => DeviceArray.fromHost([1], [1], { dtype: 'float33' as never })),
+    ).toMatch(/^unknown dtype "float33"/);
     expect(await refusal(() => DeviceArray.full('int8', [4], 128))).toMatch(
       /^DeviceArray.full: int8 elements are integers in \[-128, 127\], got 128$/,
     );

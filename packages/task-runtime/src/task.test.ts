@@ -383,11 +383,15 @@ describe('withStream', () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let theirs!: Stream;
+    let started!: () => void;
+    const holding = new Promise<void>((resolve) => (started = resolve));
     const holder = task(async () => {
       theirs = stream();
+      started();
       await gate;
     });
-    await sleep(1);
+    // Its start may wait for a later turn (the turn's budget), so wait for the start itself.
+    await holding;
     expect(withStream(theirs, () => stream())).toBe(theirs);
     expect(withStream(theirs, () => stream())).toBe(theirs);
     release();

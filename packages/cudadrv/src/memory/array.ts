@@ -78,16 +78,22 @@ const INTEGER_RANGES: Partial<Record<DType, readonly [number, number]>> = {
  * Throws a CudaArgumentError unless `value` is a number that `dtype` holds as it is: an integer
  * in range for the integer dtypes (a typed array would wrap 1e10 or truncate 1.5 silently).
  */
-function assertElementValue(call: string, dtype: DType, value: unknown): asserts value is number {
+function assertElementValue(
+  call: string,
+  dtype: DType,
+  value: unknown,
+  index?: number,
+): asserts value is number {
+  const what = index === undefined ? 'value' : `element ${index}`;
   if (typeof value !== 'number') {
     throw new CudaArgumentError(
-      `${call}: value must be a number, got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`,
+      `${call}: ${what} must be a number, got ${typeof value === 'string' ? JSON.stringify(value) : String(value)}`,
     );
   }
   const range = INTEGER_RANGES[dtype];
   if (range !== undefined && !(Number.isInteger(value) && value >= range[0] && value <= range[1])) {
     throw new CudaArgumentError(
-      `${call}: ${dtype} elements are integers in [${range[0]}, ${range[1]}], got ${value}`,
+      `${call}: ${index === undefined ? '' : `element ${index}: `}${dtype} elements are integers in [${range[0]}, ${range[1]}], got ${value}`,
     );
   }
 }
@@ -258,10 +264,18 @@ export class DeviceArray<D extends DType = DType> {
     options: StreamOption & { dtype?: D } = NO_OPTIONS,
   ): DeviceArray<D> {
     assertOptions('DeviceArray.fromHost', options, FROM_HOST_OPTIONS);
-    const host = Array.isArray(data)
-      ? new DTYPES[options.dtype ?? 'float32'].host(data.length)
-      : (data as HostArray);
-    if (Array.isArray(data)) host.set(data as number[]);
+    if (options.dtype !== undefined) assertDType(options.dtype);
+    let host: HostArray;
+    if (Array.isArray(data)) {
+      // A plain list's numbers are checked first: a typed array would turn 'x' into NaN (or
+      // 0), and wrap or truncate what an integer dtype cannot hold, without a word.
+      const listed: DType = options.dtype ?? 'float32';
+      for (let i = 0; i < data.length; i++) {
+        assertElementValue('DeviceArray.fromHost', listed, data[i], i);
+      }
+      host = new DTYPES[listed].host(data.length);
+      host.set(data as number[]);
+    } else host = data as HostArray;
     const dtype = (options.dtype ?? dtypeOfHost(host)) as D;
     assertDType(dtype);
     const expectedHost = DTYPES[dtype].host;
