@@ -226,6 +226,12 @@ describe('flags and element values are checked before any native call', () => {
     expect(await refusal(() => a.fill('2' as never))).toBe(
       'DeviceArray.fill: value must be a number, got "2"',
     );
+    expect(await refusal(() => a.toHost({ signal: 5 as never }))).toBe(
+      'DeviceArray.toHost: option signal must be an AbortSignal, got [object Number]',
+    );
+    expect(await refusal(() => a.copyFromHost(null as never))).toBe(
+      'copyFromHost: data must be a Float32Array, got null',
+    );
     // A plain list given to fromHost: checked element by element, before anything else.
     expect(await refusal(() => DeviceArray.fromHost([1, 2, 300], [3], { dtype: 'uint8' }))).toBe(
       'DeviceArray.fromHost: element 2: uint8 elements are integers in [0, 255], got 300',

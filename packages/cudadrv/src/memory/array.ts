@@ -509,6 +509,11 @@ export class DeviceArray<D extends DType = DType> {
   /** Copies host data (same element count, column-major) into this array, ordered on the stream. */
   copyFromHost(data: HostArray, options: StreamOption = NO_OPTIONS): this {
     assertOptions('DeviceArray.copyFromHost', options, STREAM_ONLY);
+    if (!ArrayBuffer.isView(data)) {
+      throw new CudaArgumentError(
+        `copyFromHost: data must be a ${DTYPES[this.dtype].host.name}, got ${data === null ? 'null' : Object.prototype.toString.call(data)}`,
+      );
+    }
     if (data.length !== this.length) {
       throw new CudaArgumentError(
         `copyFromHost: ${data.length} elements into an array of ${this.length}`,
@@ -595,6 +600,11 @@ export class DeviceArray<D extends DType = DType> {
    */
   async toHost(options: StreamOption & WaitOptions = NO_OPTIONS): Promise<HostArrayOf[D]> {
     assertOptions('DeviceArray.toHost', options, TO_HOST_OPTIONS);
+    if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+      throw new CudaArgumentError(
+        `DeviceArray.toHost: option signal must be an AbortSignal, got ${Object.prototype.toString.call(options.signal)}`,
+      );
+    }
     this.assertUsable();
     const stream = resolveStream(options.stream);
     stream.assertUsable();
