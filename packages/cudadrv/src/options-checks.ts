@@ -182,3 +182,39 @@ export function streamOption(call: string, value: unknown): Stream | undefined {
   }
   return value as unknown as Stream;
 }
+
+/**
+ * @internal The `context` option of the calls that create in a context (`Stream.create`,
+ * `Event.create`): a Context, or undefined (the current one). Anything else is a
+ * CudaArgumentError naming the call, before any native call.
+ */
+export function contextOption<C extends { makeCurrent(): void }>(
+  call: string,
+  value: C | undefined,
+): C | undefined {
+  if (value === undefined) return undefined;
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    typeof (value as { makeCurrent?: unknown }).makeCurrent !== 'function'
+  ) {
+    fail(call, 'context', 'a Context', value);
+  }
+  return value;
+}
+
+/** @internal A string option (a name shown in traces and errors), or undefined. */
+export function stringOption(call: string, name: string, value: unknown): string | undefined {
+  if (value !== undefined && typeof value !== 'string') fail(call, name, 'a string', value);
+  return value as string | undefined;
+}
+
+/**
+ * @internal A stream priority option, checked without its context: a name ('high', 'normal',
+ * 'low') or an integer (`streamPriority` maps a name into the context's range later).
+ */
+export function priorityOption(call: string, value: unknown): void {
+  if (value === undefined || Number.isSafeInteger(value)) return;
+  if (value === 'high' || value === 'normal' || value === 'low') return;
+  fail(call, 'priority', "'high', 'normal', 'low' or an integer", value);
+}

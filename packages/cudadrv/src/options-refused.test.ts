@@ -208,6 +208,19 @@ describe('flags and element values are checked before any native call', () => {
     expect(await refusal(() => Event.create({ timing: 'yes' as never }))).toBe(
       'Event.create: option timing must be true or false, got "yes"',
     );
+    expect(await refusal(() => Stream.create({ context: 5 as never }))).toBe(
+      'Stream.create: option context must be a Context, got 5',
+    );
+    expect(await refusal(() => Event.create({ context: {} as never }))).toMatch(
+      /^Event.create: option context must be a Context, got /,
+    );
+    expect(await refusal(() => Stream.create({ priority: 'urgent' as never }))).toBe(
+      `Stream.create: option priority must be 'high', 'normal', 'low' or an integer, got "urgent"`,
+    );
+    expect(await refusal(() => Stream.create({ priority: 1.5 }))).toMatch(/got 1\.5$/);
+    expect(await refusal(() => Stream.create({ name: 7 as never }))).toBe(
+      'Stream.create: option name must be a string, got 7',
+    );
     expect(native.calls).toEqual([]);
   });
 

@@ -165,6 +165,16 @@ export class Generator {
     }
     // A misspelt option (`{ seeed: 7 }`) is refused: ignored, it would give another sequence.
     assertOptions('Generator', options, GENERATOR_OPTIONS);
+    if (
+      options.context !== undefined &&
+      (typeof options.context !== 'object' ||
+        options.context === null ||
+        typeof (options.context as { makeCurrent?: unknown }).makeCurrent !== 'function')
+    ) {
+      throw new CudaArgumentError(
+        `Generator: option context must be a Context, got ${typeof options.context === 'object' ? Object.prototype.toString.call(options.context) : String(options.context)}`,
+      );
+    }
     const kind = checkKind(options.kind ?? 'philox');
     const seed = options.seed === undefined ? undefined : toUint64(options.seed, 'Generator: seed');
     const offset =

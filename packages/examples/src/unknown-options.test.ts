@@ -84,6 +84,15 @@ describe('an option a call does not take is refused before any native call', () 
     expect((seed as Error).message).toMatch(/did you mean seed\?/);
   });
 
+  it("options of the wrong kind are refused too (a task's name, a generator's context)", async () => {
+    const name = await failure(() => runtime.task(() => 1, { name: 5 as never }));
+    expect(name).toBeInstanceOf(CudaArgumentError);
+    expect((name as Error).message).toBe('task: option name must be a string, got 5');
+    const context = await failure(() => new curand.Generator({ context: 5 as never }));
+    expect(context).toBeInstanceOf(CudaArgumentError);
+    expect((context as Error).message).toBe('Generator: option context must be a Context, got 5');
+  });
+
   it('a device argument that is neither an ordinal nor a Device is refused', () => {
     for (const call of [
       () => runtime.prewarm(bogus),

@@ -3,7 +3,7 @@ import { currentContext, currentStream } from '../context/provider.js';
 import { check, cudaError, driver, ffiValue, scratch } from '../driver.js';
 import { CudaArgumentError, DisposedError } from '../errors.js';
 import { CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CUresult } from '../ffi/cuda.js';
-import { assertOptions, booleanOption } from '../options-checks.js';
+import { assertOptions, booleanOption, contextOption } from '../options-checks.js';
 import type { Stream } from './stream.js';
 
 /** The options `Event.create` takes. */
@@ -104,7 +104,7 @@ export class Event {
     assertOptions('Event.create', options, EVENT_CREATE_OPTIONS);
     const timing = booleanOption('Event.create', 'timing', options.timing);
     const blockingSync = booleanOption('Event.create', 'blockingSync', options.blockingSync);
-    const context = options.context ?? currentContext();
+    const context = contextOption('Event.create', options.context) ?? currentContext();
     context.makeCurrent();
     const flags =
       (timing ? 0 : CU_EVENT_DISABLE_TIMING) | (blockingSync ? CU_EVENT_BLOCKING_SYNC : 0);

@@ -5,7 +5,13 @@ import { CaptureError, DisposedError } from '../errors.js';
 import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from '../ffi/cuda.js';
 import { CU_EVENT_WAIT_EXTERNAL } from '../ffi/graph.js';
 import type { StreamCapture } from '../graph/capture.js';
-import { assertOptions, booleanOption } from '../options-checks.js';
+import {
+  assertOptions,
+  booleanOption,
+  contextOption,
+  priorityOption,
+  stringOption,
+} from '../options-checks.js';
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
 import { STREAM_BRAND } from '../stream-brand.js';
@@ -246,7 +252,9 @@ export class Stream {
   static create(options: StreamOptions = {}): Stream {
     assertOptions('Stream.create', options, STREAM_CREATE_OPTIONS);
     const blocking = booleanOption('Stream.create', 'blocking', options.blocking);
-    const context = options.context ?? currentContext();
+    priorityOption('Stream.create', options.priority);
+    stringOption('Stream.create', 'name', options.name);
+    const context = contextOption('Stream.create', options.context) ?? currentContext();
     const priority = options.priority === undefined ? 0 : streamPriority(options.priority, context);
     context.makeCurrent();
     const handle: (bigint | null)[] = [null];
