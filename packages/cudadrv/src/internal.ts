@@ -19,7 +19,7 @@ export {
 } from './context/provider.js';
 export { ffiValue, Scratch, scratch, stickyError } from './driver.js';
 export { releaseStreamCache } from './memory/block-cache.js';
-export { NO_OPTIONS } from './options-checks.js';
+export { contextOption, NO_OPTIONS, STREAM_ONLY, stringOption } from './options-checks.js';
 export {
   compatibleVersion,
   cudadrvCopy,

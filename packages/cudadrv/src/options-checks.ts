@@ -34,7 +34,10 @@ function fail(call: string, name: string, expected: string, value: unknown): nev
  */
 export const NO_OPTIONS: Readonly<Record<string, undefined>> = Object.freeze({});
 
-/** @internal The names a call that takes only the `stream` option knows (see `assertOptions`). */
+/**
+ * The names a call that takes only the `stream` option knows (see `assertOptions`).
+ * @internal
+ */
 export const STREAM_ONLY: readonly string[] = ['stream'];
 
 /**
@@ -184,9 +187,10 @@ export function streamOption(call: string, value: unknown): Stream | undefined {
 }
 
 /**
- * @internal The `context` option of the calls that create in a context (`Stream.create`,
- * `Event.create`): a Context, or undefined (the current one). Anything else is a
+ * The `context` option of the calls that create in a context (`Stream.create`, `Event.create`,
+ * `new Generator`): a Context, or undefined (the current one). Anything else is a
  * CudaArgumentError naming the call, before any native call.
+ * @internal
  */
 export function contextOption<C extends { makeCurrent(): void }>(
   call: string,
@@ -203,15 +207,19 @@ export function contextOption<C extends { makeCurrent(): void }>(
   return value;
 }
 
-/** @internal A string option (a name shown in traces and errors), or undefined. */
+/**
+ * A string option (a name shown in traces and errors), or undefined.
+ * @internal
+ */
 export function stringOption(call: string, name: string, value: unknown): string | undefined {
   if (value !== undefined && typeof value !== 'string') fail(call, name, 'a string', value);
   return value as string | undefined;
 }
 
 /**
- * @internal A stream priority option, checked without its context: a name ('high', 'normal',
- * 'low') or an integer (`streamPriority` maps a name into the context's range later).
+ * A stream priority option, checked without its context: a name ('high', 'normal', 'low') or
+ * an integer (`streamPriority` maps a name into the context's range later).
+ * @internal
  */
 export function priorityOption(call: string, value: unknown): void {
   if (value === undefined || Number.isSafeInteger(value)) return;

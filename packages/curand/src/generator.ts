@@ -17,7 +17,7 @@ import {
   type Stream,
   type StreamOption,
 } from '@cuda-tasks/cudadrv';
-import { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';
+import { contextOption, NO_OPTIONS, STREAM_ONLY } from '@cuda-tasks/cudadrv/internal';
 import { IssueEnvelope } from '@cuda-tasks/task-runtime';
 import { GeneratorCore } from './core.js';
 import { type CounterDistribution, CounterState, outputsConsumed } from './counter.js';
@@ -56,7 +56,6 @@ const GENERATOR_OPTIONS: readonly string[] = Object.freeze([
   'ordering',
   'context',
 ]);
-const STREAM_ONLY: readonly string[] = Object.freeze(['stream']);
 const NORMAL_OPTIONS: readonly string[] = Object.freeze(['mean', 'stddev', 'stream']);
 
 /** Options for `new Generator(...)`. */
@@ -160,21 +159,10 @@ export class Generator {
       this.#counter = undefined;
       return;
     }
-    if (typeof options !== 'object' || options === null) {
-      throw new CudaArgumentError(`Generator: options must be an object, got ${String(options)}`);
-    }
-    // A misspelt option (`{ seeed: 7 }`) is refused: ignored, it would give another sequence.
+    // An object of known options only: a misspelt one (`{ seeed: 7 }`), ignored, would give
+    // another sequence.
     assertOptions('Generator', options, GENERATOR_OPTIONS);
-    if (
-      options.context !== undefined &&
-      (typeof options.context !== 'object' ||
-        options.context === null ||
-        typeof (options.context as { makeCurrent?: unknown }).makeCurrent !== 'function')
-    ) {
-      throw new CudaArgumentError(
-        `Generator: option context must be a Context, got ${typeof options.context === 'object' ? Object.prototype.toString.call(options.context) : String(options.context)}`,
-      );
-    }
+    contextOption('Generator', options.context);
     const kind = checkKind(options.kind ?? 'philox');
     const seed = options.seed === undefined ? undefined : toUint64(options.seed, 'Generator: seed');
     const offset =

@@ -12,7 +12,7 @@ import * as curand from '@cuda-tasks/curand';
 import * as cusolver from '@cuda-tasks/cusolver';
 import * as kernels from '@cuda-tasks/kernels';
 import * as runtime from '@cuda-tasks/task-runtime';
-import { hostOnlyArray } from '@cuda-tasks/testing';
+import { failureOf, hostOnlyArray, thrown } from '@cuda-tasks/testing';
 import { describe, expect, it } from 'vitest';
 
 const f32 = (...shape: number[]) =>
@@ -58,37 +58,28 @@ const calls: [string, () => unknown][] = [
   ['WorkerPool.start', () => runtime.WorkerPool.start(new URL('file:///none.mjs'), bogus)],
 ];
 
-async function failure(fn: () => unknown): Promise<unknown> {
-  try {
-    await fn();
-  } catch (error) {
-    return error;
-  }
-  return undefined;
-}
-
 describe('an option a call does not take is refused before any native call', () => {
   it.each(calls)('%s', async (call, fn) => {
-    const error = await failure(fn);
+    const error = await failureOf(fn);
     expect(error).toBeInstanceOf(CudaArgumentError);
     expect((error as Error).message).toContain(`${call}: unknown option "bogus"`);
   });
 
   it('a misspelt one is named with the option it most likely misspells', async () => {
     const generator = new curand.Generator({ seed: 1 });
-    const misspelt = await failure(() => generator.normal(f32(4), { stdev: 3 } as never));
+    const misspelt = await failureOf(() => generator.normal(f32(4), { stdev: 3 } as never));
     expect((misspelt as Error).message).toMatch(/unknown option "stdev" \(did you mean stddev\?\)/);
-    const priority = await failure(() => runtime.task(() => 1, { priorty: 'high' } as never));
+    const priority = await failureOf(() => runtime.task(() => 1, { priorty: 'high' } as never));
     expect((priority as Error).message).toMatch(/did you mean priority\?/);
-    const seed = await failure(() => new curand.Generator({ seeed: 7 } as never));
+    const seed = await failureOf(() => new curand.Generator({ seeed: 7 } as never));
     expect((seed as Error).message).toMatch(/did you mean seed\?/);
   });
 
   it("options of the wrong kind are refused too (a task's name, a generator's context)", async () => {
-    const name = await failure(() => runtime.task(() => 1, { name: 5 as never }));
+    const name = await failureOf(() => runtime.task(() => 1, { name: 5 as never }));
     expect(name).toBeInstanceOf(CudaArgumentError);
     expect((name as Error).message).toBe('task: option name must be a string, got 5');
-    const context = await failure(() => new curand.Generator({ context: 5 as never }));
+    const context = await failureOf(() => new curand.Generator({ context: 5 as never }));
     expect(context).toBeInstanceOf(CudaArgumentError);
     expect((context as Error).message).toBe('Generator: option context must be a Context, got 5');
   });
@@ -99,13 +90,7 @@ describe('an option a call does not take is refused before any native call', () 
       () => runtime.prewarmStreams(bogus),
       () => runtime.withDevice(bogus, () => 1),
     ]) {
-      const error = (() => {
-        try {
-          call();
-        } catch (caught) {
-          return caught;
-        }
-      })();
+      const error = thrown(call);
       expect(error).toBeInstanceOf(CudaArgumentError);
       expect((error as Error).message).toMatch(/the device must be an ordinal or a Device/);
     }

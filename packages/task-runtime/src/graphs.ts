@@ -49,9 +49,6 @@ export async function capture(fn: () => unknown, options: CaptureOptions = {}): 
   if (typeof fn !== 'function') {
     throw new CudaArgumentError(`capture: fn must be a function, got ${typeof fn}`);
   }
-  if (typeof options !== 'object' || options === null) {
-    throw new CudaArgumentError('capture: options must be an object');
-  }
   assertOptions('capture', options, CAPTURE_OPTIONS);
   const update = options.update;
   if (update !== undefined && (!Graph.isInstance(update) || update.disposed)) {

@@ -8,7 +8,7 @@ import {
   type StreamPriority,
   waitForStream,
 } from '@cuda-tasks/cudadrv';
-import { turnElapsed } from '@cuda-tasks/cudadrv/internal';
+import { stringOption, turnElapsed } from '@cuda-tasks/cudadrv/internal';
 import { reportCleanupError } from './cleanup.js';
 import { warmHandles } from './handle-cache.js';
 import { prewarmPoolOf } from './pool.js';
@@ -96,11 +96,7 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
   if (options !== undefined) {
     // A misspelt option (`{ priorty: 'high' }`) is refused, not ignored.
     assertOptions('task', options, TASK_OPTION_NAMES);
-    if (options.name !== undefined && typeof options.name !== 'string') {
-      throw new CudaArgumentError(
-        `task: option name must be a string, got ${typeof options.name === 'object' ? Object.prototype.toString.call(options.name) : String(options.name)}`,
-      );
-    }
+    stringOption('task', 'name', options.name);
     const ownPriority = options.priority;
     if (ownPriority !== undefined) {
       if (!TASK_PRIORITIES.includes(ownPriority)) {

@@ -179,17 +179,11 @@ export function pushJob(
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     const at = record + ARGS_AT + 2 * i;
-    if (typeof arg === 'number') {
-      words[at] = NUMBER;
-      words[at + 1] = arg;
-    } else if (typeof arg === 'string') {
+    if (typeof arg === 'string') {
       words[at] = STRING;
       words[at + 1] = arg.length;
       for (let c = 0; c < arg.length; c++) chars[char++] = arg.charCodeAt(c);
-    } else if (arg === true) words[at] = TRUE;
-    else if (arg === false) words[at] = FALSE;
-    else if (arg === null) words[at] = NULL;
-    else words[at] = UNDEFINED;
+    } else writePlain(words, at, arg as number | boolean | undefined | null);
   }
   inbox.at = (head + 1) | 0;
   Atomics.store(header, WRITE, inbox.at);
@@ -221,22 +215,35 @@ export function takeJob(inbox: RingView, out: RingJob): boolean {
   let char = record * 4 + CHARS_AT;
   for (let i = 0; i < count; i++) {
     const at = record + ARGS_AT + 2 * i;
-    const tag = words[at];
-    if (tag === NUMBER) args[i] = words[at + 1];
-    else if (tag === STRING) {
+    if (words[at] === STRING) {
       const length = words[at + 1]!;
       let text = '';
       for (let c = 0; c < length; c++) text += String.fromCharCode(chars[char++]!);
       args[i] = text;
-    } else if (tag === TRUE) args[i] = true;
-    else if (tag === FALSE) args[i] = false;
-    else if (tag === NULL) args[i] = null;
-    else args[i] = undefined;
+    } else args[i] = readPlain(words, at);
   }
   out.args = args;
   inbox.at = (tail + 1) | 0;
   Atomics.store(inbox.header, READ, inbox.at);
   return true;
+}
+
+/** Writes a number, boolean, null or undefined as a tag at `at` (and a number after it). */
+function writePlain(words: Float64Array, at: number, value: number | boolean | undefined | null) {
+  if (typeof value === 'number') {
+    words[at] = NUMBER;
+    words[at + 1] = value;
+  } else
+    words[at] = value === true ? TRUE : value === false ? FALSE : value === null ? NULL : UNDEFINED;
+}
+
+/** What `writePlain` wrote at `at`. */
+function readPlain(words: Float64Array, at: number): number | boolean | undefined | null {
+  const tag = words[at];
+  if (tag === NUMBER) return words[at + 1]!;
+  if (tag === TRUE) return true;
+  if (tag === FALSE) return false;
+  return tag === NULL ? null : undefined;
 }
 
 /** Whether a result goes back through the reply ring: a number, boolean, undefined or null. */
@@ -257,13 +264,7 @@ export function pushReply(
   const record = (head & (REPLY_RECORDS - 1)) * REPLY_STRIDE;
   const words = replies.words;
   words[record] = id;
-  if (typeof value === 'number') {
-    words[record + 1] = NUMBER;
-    words[record + 2] = value;
-  } else {
-    words[record + 1] =
-      value === true ? TRUE : value === false ? FALSE : value === null ? NULL : UNDEFINED;
-  }
+  writePlain(words, record + 1, value);
   replies.at = (head + 1) | 0;
   Atomics.store(header, WRITE, replies.at);
   return true;
@@ -287,18 +288,7 @@ export function replyId(replies: RingView): number {
 /** The next reply's value; moves past it. */
 export function takeReply(replies: RingView): number | boolean | undefined | null {
   const record = (replies.at & (REPLY_RECORDS - 1)) * REPLY_STRIDE;
-  const words = replies.words;
-  const tag = words[record + 1];
-  const value =
-    tag === NUMBER
-      ? words[record + 2]
-      : tag === TRUE
-        ? true
-        : tag === FALSE
-          ? false
-          : tag === NULL
-            ? null
-            : undefined;
+  const value = readPlain(replies.words, record + 1);
   replies.at = (replies.at + 1) | 0;
   Atomics.store(replies.header, READ, replies.at);
   return value;

@@ -1,7 +1,10 @@
 // The real options check, from its source file: the double cannot import it through
 // '@cuda-tasks/cudadrv', which the tests replace with the double itself. The file is pure
 // (it imports only the error classes and the stream brand), so nothing native loads.
-import { assertOptions as realAssertOptions } from '../../cudadrv/src/options-checks.js';
+import {
+  assertOptions as realAssertOptions,
+  stringOption as realStringOption,
+} from '../../cudadrv/src/options-checks.js';
 import { turnElapsed } from '../../cudadrv/src/stream/turn.js';
 
 /**
@@ -344,6 +347,14 @@ export function createFakeDriver() {
     /** As the real one: a handle that fits a Number exactly as a Number, else the bigint. */
     ffiValue: (handle: bigint): number | bigint =>
       handle <= 0x1f_ffff_ffff_ffffn && handle >= 0n ? Number(handle) : handle,
+    /** The real string-option check, its CudaArgumentError thrown as the double's. */
+    stringOption(call: string, name: string, value: unknown): string | undefined {
+      try {
+        return realStringOption(call, name, value);
+      } catch (error) {
+        throw new CudaArgumentError((error as Error).message);
+      }
+    },
     /** The real turn clock (task starts and spin passes share one budget per turn). */
     turnElapsed,
     /** No operation observer is ever installed (`setOperationObserver` keeps none): -1. */
