@@ -156,12 +156,26 @@ describeGpu('the issue worker: large LU factorizations issued off the event loop
     b.dispose();
   });
 
-  /** The pool's bytes held by buffers (used, less the small blocks cached for reuse), once settled. */
-  function heldBytes(): number {
+  /**
+   * The pool's bytes held by buffers (used, less the small blocks cached for reuse), once settled:
+   * releases still on their way (a disposed stream's cached blocks, a worker's workspace) land
+   * within a few turns, so read until two readings 5 ms apart agree. A leak stays and is seen.
+   */
+  async function heldBytes(): Promise<number> {
     const context = Device.get(0).primaryContext();
-    context.synchronize();
-    const statistics = context.memoryPool.statistics();
-    return statistics.usedBytes - statistics.cachedBytes;
+    const read = () => {
+      context.synchronize();
+      const statistics = context.memoryPool.statistics();
+      return statistics.usedBytes - statistics.cachedBytes;
+    };
+    let last = read();
+    for (let attempt = 0; attempt < 200; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const now = read();
+      if (now === last) return now;
+      last = now;
+    }
+    return last;
   }
 
   /** solve(a, b) of n = 2048 on a fresh stream, checked against the float64 CPU residual. */
@@ -184,7 +198,7 @@ describeGpu('the issue worker: large LU factorizations issued off the event loop
     for (const n of [2048, 4096]) {
       const a = upload('float64', diagonallyDominant(rng, n), [n, n]);
       const b = upload('float64', randomMatrix(rng, n, 1), [n, 1]);
-      const baseline = heldBytes();
+      const baseline = await heldBytes();
       // Dispose at once (the call queued or being issued) and after short delays.
       for (const delay of [0, 0.3, 1, 3]) {
         const doomed = Stream.create();
@@ -204,7 +218,7 @@ describeGpu('the issue worker: large LU factorizations issued off the event loop
         expect(DisposedError.isInstance(outcome)).toBe(true);
         outcomes.push(`n=${n} delay=${delay}ms: ${String(outcome).split('\n')[0]}`);
       }
-      const after = heldBytes();
+      const after = await heldBytes();
       expect(after).toBe(baseline);
       expect(await checkedSolve(a, b, n)).toBeLessThan(TOLERANCE.float64.residual);
       console.log(
@@ -221,7 +235,7 @@ describeGpu('the issue worker: large LU factorizations issued off the event loop
     const n = 4096;
     const a = upload('float64', diagonallyDominant(rng, n), [n, n]);
     const b = upload('float64', randomMatrix(rng, n, 1), [n, 1]);
-    const baseline = heldBytes();
+    const baseline = await heldBytes();
     const operations: string[] = [];
     const previous = setOperationObserver({
       begin(name) {
@@ -253,7 +267,7 @@ describeGpu('the issue worker: large LU factorizations issued off the event loop
     } finally {
       setOperationObserver(previous);
     }
-    const after = heldBytes();
+    const after = await heldBytes();
     console.log(`abort mid-factorization n=${n}: pool held ${baseline} B before, ${after} B after`);
     expect(after).toBe(baseline);
     expect(await checkedSolve(a, b, n)).toBeLessThan(TOLERANCE.float64.residual);
