@@ -87,7 +87,7 @@ struct Config {
   std::vector<std::string> systems{"c_threads", "c_polling"};
   int warmups = 2;           // untimed batches per (shape, K)
   int min_samples = 9;       // timed batches per (shape, K) at least ...
-  int sample_jobs = 128;     // ... and at least sample_jobs / K of them
+  int sample_jobs = 512;     // ... and at least sample_jobs / K of them
   int serial_jobs = 8;       // jobs per serial batch
   int latency_steps = 20;    // latency-bound: axpb steps
   int latency_sync_every = 5;

@@ -29,7 +29,7 @@ DEFAULTS = {
     "shapes": ["latency", "mixed", "control"],
     "warmups": 2,
     "min_samples": 9,
-    "sample_jobs": 128,
+    "sample_jobs": 512,
     "serial_jobs": 8,
     "latency_steps": 20,
     "latency_sync_every": 5,

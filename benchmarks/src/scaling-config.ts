@@ -53,7 +53,7 @@ export const SCALING_DEFAULTS: Readonly<ScalingConfig> = Object.freeze({
   shapes: [...SHAPE_NAMES],
   warmups: 2,
   minSamples: 9,
-  sampleJobs: 128,
+  sampleJobs: 512,
   serialJobs: 8,
   latencySteps: 20,
   latencySyncEvery: 5,
