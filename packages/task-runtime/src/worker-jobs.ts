@@ -27,6 +27,7 @@ import {
   isPlainObject,
   MAX_DEPTH,
   serializeError,
+  setOwn,
   type ToWorker,
   type WorkerPoolData,
 } from './worker-protocol.js';
@@ -91,7 +92,7 @@ function decode(value: Encoded, borrowed: DeviceArray[], depth: number): unknown
   if ('$object' in value) {
     const out: Record<string, unknown> = {};
     for (const [key, item] of Object.entries(value.$object)) {
-      out[key] = decode(item, borrowed, depth + 1);
+      setOwn(out, key, decode(item, borrowed, depth + 1));
     }
     return out;
   }
@@ -116,7 +117,7 @@ function encodeResult(value: unknown, borrowed: readonly DeviceArray[], depth: n
   if (isPlainObject(value)) {
     const out: Record<string, Encoded> = {};
     for (const [key, item] of Object.entries(value)) {
-      out[key] = encodeResult(item, borrowed, depth + 1);
+      setOwn(out, key, encodeResult(item, borrowed, depth + 1));
     }
     return { $object: out };
   }

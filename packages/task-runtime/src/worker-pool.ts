@@ -41,6 +41,7 @@ import {
   MAX_DEPTH,
   type SerializedError,
   serializeError,
+  setOwn,
   type ToWorker,
   type WorkerPoolData,
 } from './worker-protocol.js';
@@ -500,7 +501,7 @@ export class WorkerPool {
     if ('$object' in value) {
       const out: Record<string, unknown> = {};
       for (const [key, item] of Object.entries(value.$object)) {
-        out[key] = this.#decode(item, pending, depth + 1);
+        setOwn(out, key, this.#decode(item, pending, depth + 1));
       }
       return out;
     }
@@ -540,7 +541,7 @@ export class WorkerPool {
     if (isPlainObject(value)) {
       const out: Record<string, Encoded> = {};
       for (const [key, item] of Object.entries(value)) {
-        out[key] = this.#encode(item, stream, loans, lent, depth + 1);
+        setOwn(out, key, this.#encode(item, stream, loans, lent, depth + 1));
       }
       return { $object: out };
     }

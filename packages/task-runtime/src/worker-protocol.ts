@@ -100,6 +100,23 @@ export function serializeError(error: unknown): SerializedError {
 }
 
 /** True for a plain object (not a class instance): what the encoders walk into. */
+/**
+ * Sets `out[key] = value` as an own data property, the key `__proto__` included: an assignment
+ * would take that key as the object's prototype, so an object with such an own key (which
+ * `JSON.parse` makes) would lose it on the way to or from a worker, or get its prototype from
+ * the data.
+ */
+export function setOwn<T>(out: Record<string, T>, key: string, value: T): void {
+  if (key === '__proto__') {
+    Object.defineProperty(out, key, {
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+  } else out[key] = value;
+}
+
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
   const prototype = Object.getPrototypeOf(value);
