@@ -204,8 +204,7 @@ export class TaskState {
   #endCapture(entry: PooledStream): CaptureError | undefined {
     if (entry.holders !== 1) return undefined;
     try {
-      // The task itself, named only in a message: no string made at every task's end.
-      return endLeftOpenCapture(entry, this);
+      return endLeftOpenCapture(entry, String(this));
     } catch (error) {
       reportCleanupError(error, this);
       return undefined;
