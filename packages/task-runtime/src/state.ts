@@ -286,6 +286,15 @@ const runtime = processWide<RuntimeState>('runtime', () => {
 });
 
 /**
+ * @internal A wrong argument as the runtime's messages show it: `null`, an object's
+ * `[object Type]`, anything else as `String` gives it.
+ */
+export function shownArgument(value: unknown): string {
+  if (value === null) return 'null';
+  return typeof value === 'object' ? Object.prototype.toString.call(value) : String(value);
+}
+
+/**
  * @internal A frame that makes `stream` current for `task` on the stream's device. A disposed
  * stream is refused with a DisposedError naming it. A pool stream is usable only while some
  * task holds it: one that no task holds (its task settled; the pool may give it to another
@@ -305,9 +314,7 @@ export function streamFrame(task: TaskState, stream: Stream): Frame {
     stream === null ||
     typeof (stream as { context?: unknown }).context !== 'object'
   ) {
-    throw new CudaArgumentError(
-      `withStream: s must be a Stream, got ${stream === null ? 'null' : typeof stream === 'object' ? Object.prototype.toString.call(stream) : String(stream)}`,
-    );
+    throw new CudaArgumentError(`withStream: s must be a Stream, got ${shownArgument(stream)}`);
   }
   if (stream.disposed) throw new DisposedError(`withStream: ${stream}`);
   const pooled = pooledStream(stream);

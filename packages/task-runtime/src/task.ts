@@ -19,6 +19,7 @@ import {
   enterFrame,
   enterFrameWith,
   type Frame,
+  shownArgument,
   stream,
   streamFrame,
   streamOf,
@@ -292,9 +293,7 @@ export function withDevice<T>(d: Device | number, fn: () => T): T {
 
 /** The CudaArgumentError for a `fn` argument that is not a function. */
 function notAFunction(call: string, fn: unknown): CudaArgumentError {
-  return new CudaArgumentError(
-    `${call}: fn must be a function, got ${fn === null ? 'null' : typeof fn === 'object' ? Object.prototype.toString.call(fn) : String(fn)}`,
-  );
+  return new CudaArgumentError(`${call}: fn must be a function, got ${shownArgument(fn)}`);
 }
 
 /**
@@ -305,7 +304,7 @@ function deviceArgument(call: string, d: unknown): Device {
   if (typeof d === 'number') return Device.get(d);
   if (typeof d !== 'object' || d === null || typeof (d as Device).primaryContext !== 'function') {
     throw new CudaArgumentError(
-      `${call}: the device must be an ordinal or a Device, got ${typeof d === 'object' ? Object.prototype.toString.call(d) : String(d)}`,
+      `${call}: the device must be an ordinal or a Device, got ${shownArgument(d)}`,
     );
   }
   return d as Device;

@@ -99,7 +99,6 @@ export function serializeError(error: unknown): SerializedError {
   };
 }
 
-/** True for a plain object (not a class instance): what the encoders walk into. */
 /**
  * Sets `out[key] = value` as an own data property, the key `__proto__` included: an assignment
  * would take that key as the object's prototype, so an object with such an own key (which
@@ -117,6 +116,7 @@ export function setOwn<T>(out: Record<string, T>, key: string, value: T): void {
   } else out[key] = value;
 }
 
+/** True for a plain object (not a class instance): what the encoders walk into. */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
   const prototype = Object.getPrototypeOf(value);
