@@ -311,7 +311,10 @@ function leftOpenError(message: string): CaptureError {
  * cannot be ended marks the stream `broken`: its release retires it instead of handing it out
  * again.
  */
-export function endLeftOpenCapture(entry: PooledStream, who: string): CaptureError | undefined {
+export function endLeftOpenCapture(
+  entry: PooledStream,
+  who: string | { toString(): string },
+): CaptureError | undefined {
   const stream = entry.stream;
   let ended: ReturnType<typeof StreamCapture.endLeftOpen>;
   try {

@@ -204,7 +204,8 @@ export class TaskState {
   #endCapture(entry: PooledStream): CaptureError | undefined {
     if (entry.holders !== 1) return undefined;
     try {
-      return endLeftOpenCapture(entry, String(this));
+      // The task itself, named only in a message: no string made at every task's end.
+      return endLeftOpenCapture(entry, this);
     } catch (error) {
       reportCleanupError(error, this);
       return undefined;
