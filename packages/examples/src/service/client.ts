@@ -292,7 +292,8 @@ export interface ModeResult {
   latencies: number[];
   /**
    * The event loop's largest delay during the measured run, in ms: of the process that ran
-   * `measure`, and in the load script of the server's process (the client runs in a child).
+   * `measure`, and in the load script of the server's process (the client runs in a child);
+   * NaN where the server runs in processes of its own (`--processes`, `--url`): not measured.
    */
   loopDelayMax: number;
 }

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { concurrentResult, splitMeasureOptions } from './client.js';
 import {
   checkSolution,
+  loopDelayFootnote,
   type ModeResult,
   makeProblem,
   makeRandomRequest,
@@ -11,8 +12,11 @@ import {
   randomSource,
   report,
   runMeasureOptions,
+  serverInThisProcess,
+  serverLoopDelay,
   turnOrder,
 } from './load.js';
+import { resultsTable } from './workloads.js';
 
 describe('parseLoadArguments', () => {
   it('has the documented defaults', () => {
@@ -251,6 +255,49 @@ describe('report', () => {
     expect(text).toContain(
       'per round (stream per request / one shared stream): throughput x2.00, x4.00; p99 x0.25, x0.50',
     );
+  });
+});
+
+describe("the server's loop delay", () => {
+  const inProcess = { url: undefined, processes: undefined };
+  const clustered = { url: undefined, processes: 4 };
+  const remote = { url: 'http://127.0.0.1:8080', processes: undefined };
+
+  it("is this process's only where the server runs in it", () => {
+    expect(serverInThisProcess(inProcess)).toBe(true);
+    expect(serverInThisProcess(clustered)).toBe(false);
+    expect(serverInThisProcess({ url: undefined, processes: 1 })).toBe(false);
+    expect(serverInThisProcess(remote)).toBe(false);
+    expect(serverLoopDelay(inProcess, [3.5, 7.25, 1])).toBe(7.25);
+    // Elsewhere this process's delays are its own (the load script's), not the server's.
+    expect(serverLoopDelay(clustered, [32.5])).toBeNaN();
+    expect(serverLoopDelay(remote, [4])).toBeNaN();
+  });
+
+  it('prints as not measured, pooled or not, and the footnote says why', () => {
+    const run: ModeResult = {
+      mode: 'task',
+      completed: 3,
+      errors: 0,
+      messages: [],
+      seconds: 1,
+      requestsPerSecond: 3,
+      p50: 1,
+      p99: 2,
+      max: 2,
+      latencies: [1, 1.5, 2],
+      loopDelayMax: serverLoopDelay(clustered, [32.5]),
+    };
+    const pooled = pooledResult([run, { ...run }]);
+    expect(pooled.loopDelayMax).toBeNaN();
+    const table = resultsTable([{ label: 'stream per request', result: pooled }]);
+    const row = table.split('\n').at(-1)!;
+    expect(row.trim().endsWith(' -')).toBe(true);
+    expect(row).not.toContain('32.5');
+    expect(loopDelayFootnote(clustered)).toContain('not measured (-)');
+    expect(loopDelayFootnote(clustered)).toContain('--processes');
+    expect(loopDelayFootnote(remote)).toContain('--url');
+    expect(loopDelayFootnote(inProcess)).toContain("the server process's largest event-loop delay");
   });
 });
 

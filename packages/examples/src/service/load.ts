@@ -544,6 +544,34 @@ async function serviceProcesses(
 }
 
 /**
+ * Whether the server runs in this process, where the load script's own event loop is the
+ * server's: not with `--processes` (server.ts in processes of its own) or `--url`.
+ */
+export function serverInThisProcess(options: Pick<LoadOptions, 'url' | 'processes'>): boolean {
+  return options.url === undefined && options.processes === undefined;
+}
+
+/**
+ * The server's largest event-loop delay during a run, from this process's delays while its
+ * clients ran: their largest where the server runs in this process, NaN (not measured, printed
+ * as -) where it runs elsewhere, whose loop this process does not see.
+ * @example serverLoopDelay({ url: undefined, processes: 4 }, [3.2]); // NaN
+ */
+export function serverLoopDelay(
+  options: Pick<LoadOptions, 'url' | 'processes'>,
+  delaysMs: readonly number[],
+): number {
+  return serverInThisProcess(options) ? Math.max(...delaysMs) : Number.NaN;
+}
+
+/** The line under the tables that says what their loop delay is. */
+export function loopDelayFootnote(options: Pick<LoadOptions, 'url' | 'processes'>): string {
+  return serverInThisProcess(options)
+    ? "loop delay: the server process's largest event-loop delay during the measured run (the load client runs in a child process)."
+    : `loop delay: not measured (-): the server runs in processes of its own (${options.url !== undefined ? '--url' : '--processes'}), whose event loops this script does not see.`;
+}
+
+/**
  * The memory used on GPU 0 as `nvidia-smi` reports it for the device (MiB), or undefined where
  * it does not run.
  */
@@ -704,7 +732,10 @@ async function closedLoop(
         outcomes.map((outcome) => ({ ...outcome.result, mode: run.mode })),
       );
       for (const message of result.messages) console.log(`  error: ${message}`);
-      const loopDelayMax = Math.max(...outcomes.map((outcome) => outcome.loopDelayMaxMs));
+      const loopDelayMax = serverLoopDelay(
+        options,
+        outcomes.map((outcome) => outcome.loopDelayMaxMs),
+      );
       return { ...result, mode: run.mode, loopDelayMax };
     };
     const order = modes.map((_, index) => index);
@@ -785,7 +816,12 @@ async function headOfLine(options: LoadOptions): Promise<HeadOfLineRow[]> {
         },
         printProgress,
       );
-      rows.push({ mode, result, loopDelayMaxMs });
+      const serverDelay = serverLoopDelay(options, [loopDelayMaxMs]);
+      rows.push({
+        mode,
+        result,
+        ...(Number.isNaN(serverDelay) ? {} : { loopDelayMaxMs: serverDelay }),
+      });
       for (const kind of Object.values(result.byKind)) {
         for (const message of kind.messages) console.log(`  error: ${message}`);
       }
@@ -922,9 +958,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
   }
   console.log('');
   console.log(tables.join('\n\n'));
-  console.log(
-    "\nloop delay: the server process's largest event-loop delay during the measured run (the load client runs in a child process).",
-  );
+  console.log(`\n${loopDelayFootnote(options)}`);
   return errors;
 }
 
