@@ -311,6 +311,13 @@ export interface ClientOutcome<R> {
    * phase, ms.
    */
   loopDelayMaxMs: number;
+  /**
+   * When the client's measured phase began and when its result came (ms since the epoch): the
+   * time in which a server in processes of its own is asked for its loop delay.
+   */
+  measuredFrom: number;
+  /** See `measuredFrom`. */
+  measuredTo: number;
 }
 
 /** Options of `runClient`. */
@@ -344,6 +351,7 @@ export function runClient<R extends ModeResult | ScheduleResult>(
     serialization: 'json',
   });
   let measuring = false;
+  let measuredFrom = Number.NaN;
   return new Promise<ClientOutcome<R>>((resolve, reject) => {
     let settled = false;
     const settle = (action: () => void) => {
@@ -357,12 +365,22 @@ export function runClient<R extends ModeResult | ScheduleResult>(
         // The warm-up's delays do not count: measure from the measured phase on.
         if (message.phase === 'measured' && !measuring) {
           measuring = true;
+          measuredFrom = Date.now();
           histogram.reset();
         }
         options.onProgress?.(message);
       } else if (message.type === 'result') {
         const loopDelayMaxMs = histogram.max / 1e6;
-        settle(() => resolve({ result: message.result as R, pid: message.pid, loopDelayMaxMs }));
+        const measuredTo = Date.now();
+        settle(() =>
+          resolve({
+            result: message.result as R,
+            pid: message.pid,
+            loopDelayMaxMs,
+            measuredFrom: Number.isNaN(measuredFrom) ? measuredTo : measuredFrom,
+            measuredTo,
+          }),
+        );
       } else {
         settle(() => reject(new Error(message.message)));
       }

@@ -64,6 +64,12 @@ import {
   runClient,
   type ScheduleResult,
 } from './client-process.js';
+import {
+  LOOP_DELAY_VARIABLE,
+  type LoopDelayReport,
+  loopDelayWithin,
+  parseLoopDelayLines,
+} from './loop-monitor.js';
 import { SearchIndex } from './search.js';
 import { DEFAULT_SEARCH_BATCH } from './search-batcher.js';
 import { type SearchReference, searchReference } from './search-reference.js';
@@ -467,10 +473,18 @@ export function report(
 }
 
 /** The server for one mode (or none with --url), and where to reach it. */
-async function serverFor(
-  options: LoadOptions,
-  serverOptions: ServerOptions,
-): Promise<{ url: URL; close: () => Promise<void> }> {
+/** A server the load runs against, and how to stop it. */
+interface ServedBy {
+  url: URL;
+  close: () => Promise<void>;
+  /**
+   * Servers in processes of their own: after `close`, their largest event-loop delay in a span
+   * of time (ms since the epoch), from what they reported at exit; NaN where none did.
+   */
+  loopDelayWithin?: (from: number, to: number) => number;
+}
+
+async function serverFor(options: LoadOptions, serverOptions: ServerOptions): Promise<ServedBy> {
   if (options.url !== undefined) return { url: new URL(options.url), close: async () => {} };
   if (options.processes !== undefined) return serviceProcesses(options, serverOptions);
   // Server-side 5xx errors also reach the client as answers: print only the first here.
@@ -505,7 +519,7 @@ async function serverFor(
 async function serviceProcesses(
   options: LoadOptions,
   serverOptions: ServerOptions,
-): Promise<{ url: URL; close: () => Promise<void> }> {
+): Promise<ServedBy> {
   const script = fileURLToPath(new URL('./server.ts', import.meta.url));
   const args = [
     '--port',
@@ -519,7 +533,8 @@ async function serviceProcesses(
   if (serverOptions.priorities === false) args.push('--no-priorities');
   if (options.searchBatch !== undefined) args.push('--search-batch', String(options.searchBatch));
   const usedBefore = gpuMemoryUsed();
-  const service = await startServiceProcess(script, args);
+  // Each server process reports its event-loop delays when it exits (loop-monitor.ts).
+  const service = await startServiceProcess(script, args, { [LOOP_DELAY_VARIABLE]: '1' });
   console.log(
     `server: ${options.processes} process${options.processes === 1 ? '' : 'es'} (server.ts ${args.join(' ')}), pid ${service.child.pid}`,
   );
@@ -533,13 +548,17 @@ async function serviceProcesses(
       `GPU memory used on the device (nvidia-smi): ${usedBefore} MiB before the server, ${usedAfter} MiB once it listens: +${usedAfter - usedBefore} MiB`,
     );
   }
+  let reports: LoopDelayReport[] | undefined;
   return {
     url: new URL(`http://127.0.0.1:${service.port}`),
     close: async () => {
       if (service.child.exitCode === null) service.child.kill('SIGTERM');
       const { code, signal } = await service.exited;
       if (code !== 0) console.error(`server exited with ${signal ?? code}: ${service.stderr()}`);
+      reports = parseLoopDelayLines(service.stderr());
     },
+    loopDelayWithin: (from, to) =>
+      reports === undefined ? Number.NaN : loopDelayWithin(reports, from, to),
   };
 }
 
@@ -554,7 +573,8 @@ export function serverInThisProcess(options: Pick<LoadOptions, 'url' | 'processe
 /**
  * The server's largest event-loop delay during a run, from this process's delays while its
  * clients ran: their largest where the server runs in this process, NaN (not measured, printed
- * as -) where it runs elsewhere, whose loop this process does not see.
+ * as -) where it runs elsewhere, whose loop this process does not see (with `--processes`,
+ * the servers' own reports replace it once they have exited: `closedLoop`).
  * @example serverLoopDelay({ url: undefined, processes: 4 }, [3.2]); // NaN
  */
 export function serverLoopDelay(
@@ -566,9 +586,13 @@ export function serverLoopDelay(
 
 /** The line under the tables that says what their loop delay is. */
 export function loopDelayFootnote(options: Pick<LoadOptions, 'url' | 'processes'>): string {
-  return serverInThisProcess(options)
-    ? "loop delay: the server process's largest event-loop delay during the measured run (the load client runs in a child process)."
-    : `loop delay: not measured (-): the server runs in processes of its own (${options.url !== undefined ? '--url' : '--processes'}), whose event loops this script does not see.`;
+  if (serverInThisProcess(options)) {
+    return "loop delay: the server process's largest event-loop delay during the measured run (the load client runs in a child process).";
+  }
+  if (options.url === undefined) {
+    return "loop delay: the largest event-loop delay of the server's processes during the measured run, by 100 ms, as each reported it at exit (- where none did; the head-of-line table has none).";
+  }
+  return 'loop delay: not measured (-): the server runs in processes of its own (--url), whose event loops this script does not see.';
 }
 
 /**
@@ -703,7 +727,10 @@ async function closedLoop(
     options.url !== undefined
       ? [{ mode: 'remote', shared: false }]
       : options.modes.map((mode) => ({ mode, shared: mode === 'shared' }));
-  const servers: { url: URL; close: () => Promise<void> }[] = [];
+  const servers: ServedBy[] = [];
+  // Per measured round, per mode: the run's result and its measured span (ms since the epoch).
+  const rounds: ModeResult[][] = [];
+  const spans: { from: number; to: number }[][] = [];
   try {
     for (const run of modes) {
       servers.push(
@@ -714,7 +741,10 @@ async function closedLoop(
         }),
       );
     }
-    const runOnce = async (index: number, round: string): Promise<ModeResult> => {
+    const runOnce = async (
+      index: number,
+      round: string,
+    ): Promise<{ result: ModeResult; span: { from: number; to: number } }> => {
       const run = modes[index]!;
       const label = MODE_LABELS[run.mode] ?? run.mode;
       console.log(`${round}: ${label} (${servers[index]!.url.origin}) ...`);
@@ -736,23 +766,46 @@ async function closedLoop(
         options,
         outcomes.map((outcome) => outcome.loopDelayMaxMs),
       );
-      return { ...result, mode: run.mode, loopDelayMax };
+      const span = {
+        from: Math.min(...outcomes.map((outcome) => outcome.measuredFrom)),
+        to: Math.max(...outcomes.map((outcome) => outcome.measuredTo)),
+      };
+      return { result: { ...result, mode: run.mode, loopDelayMax }, span };
     };
-    const order = modes.map((_, index) => index);
-    for (const index of order) await runOnce(index, 'warm-up round (not counted)');
-    const rounds: ModeResult[][] = [];
+    for (let index = 0; index < modes.length; index++) {
+      await runOnce(index, 'warm-up round (not counted)');
+    }
     for (let round = 0; round < options.rounds; round++) {
       const results: ModeResult[] = [];
-      for (const index of turnOrder(order, round)) {
-        results[index] = await runOnce(index, `round ${round + 1} of ${options.rounds}`);
+      const roundSpans: { from: number; to: number }[] = [];
+      for (const index of turnOrder(
+        modes.map((_, i) => i),
+        round,
+      )) {
+        const { result, span } = await runOnce(index, `round ${round + 1} of ${options.rounds}`);
+        results[index] = result;
+        roundSpans[index] = span;
       }
       rounds.push(results);
+      spans.push(roundSpans);
     }
-    const pooled = order.map((index) => pooledResult(rounds.map((results) => results[index]!)));
-    return { pooled, rounds };
   } finally {
     for (const server of servers) await server.close();
   }
+  // Servers in processes of their own have now reported their loop delays (at exit).
+  for (let index = 0; index < servers.length; index++) {
+    const within = servers[index]!.loopDelayWithin;
+    if (within === undefined) continue;
+    for (let round = 0; round < rounds.length; round++) {
+      const span = spans[round]![index]!;
+      rounds[round]![index] = {
+        ...rounds[round]![index]!,
+        loopDelayMax: within(span.from, span.to),
+      };
+    }
+  }
+  const pooled = modes.map((_, index) => pooledResult(rounds.map((results) => results[index]!)));
+  return { pooled, rounds };
 }
 
 /** The head-of-line workload: each mode's server, the same schedule from the client. */

@@ -56,6 +56,7 @@ import {
 } from './cluster.js';
 import { drawUniform } from './draw.js';
 import { IdleTrim, type IdleTrimOptions, type TrimmablePool } from './idle-trim.js';
+import { reportLoopDelayOnExit } from './loop-monitor.js';
 import { ParsePool, type ParsePoolOptions, type ParsePoolStatistics } from './parse-pool.js';
 import {
   DEFAULT_DEADLINES_MS,
@@ -1357,6 +1358,9 @@ export async function main(
     stopClusterOnSignals(primary);
     return primary;
   }
+  // A server process (not a cluster's primary) reports its event-loop delays at exit when the
+  // load script asks (CUDA_TASKS_REPORT_LOOP_DELAY=1, loop-monitor.ts).
+  reportLoopDelayOnExit();
   // Without a GPU the service still starts, saying so once here; its GPU routes answer 503.
   const gpu = gpuHealth();
   if (!gpu.usable) {

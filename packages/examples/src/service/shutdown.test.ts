@@ -6,6 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LOOP_DELAY_VARIABLE, parseLoopDelayLines } from './loop-monitor.js';
 import { startServiceProcess } from './spawn-service.js';
 
 const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
@@ -94,11 +95,9 @@ describe('shutdown on a signal, in a real process', () => {
   }, 30_000);
 
   it('the real server.ts exits 0 on SIGTERM, after answering what was in flight', async () => {
-    const server = await startProcess(
-      here('./server.ts'),
-      ['--port', '0', '--grace-ms', '5000'],
-      {},
-    );
+    const server = await startProcess(here('./server.ts'), ['--port', '0', '--grace-ms', '5000'], {
+      [LOOP_DELAY_VARIABLE]: '1',
+    });
     const requests = Array.from({ length: 4 }, (_, seed) =>
       post(server.port, '/solve-random', { n: 256, seed }),
     );
@@ -111,5 +110,10 @@ describe('shutdown on a signal, in a real process', () => {
     for (const answer of answers) expect([200, 503]).toContain(answer.status);
     expect(code).toBe(0);
     expect(at - signalled).toBeLessThan(7000);
+    // Asked to, it reported its event-loop delays as it exited: one report, its own pid, a
+    // bucket per 100 ms of its life.
+    const reports = parseLoopDelayLines(server.stderr());
+    expect(reports.map((report) => report.pid)).toEqual([server.child.pid]);
+    expect(reports[0]!.at.length).toBeGreaterThan(2);
   }, 60_000);
 });
