@@ -85,6 +85,12 @@ const described: Record<string, (text: string) => void> = {
     expect(text).toBe(`the server's, ${DEFAULT_SEARCH_BATCH.maxBatch}`);
     expect(parseServerArguments([], {}).searchBatch).toBe(DEFAULT_SEARCH_BATCH.maxBatch);
   },
+  'loadCommandLine --search-batches': (text) => {
+    // Absent, the load script leaves the server's own number of batches at once.
+    expect(parseLoadArguments([]).searchBatches).toBeUndefined();
+    expect(text).toBe(`the server's, ${DEFAULT_SEARCH_BATCH.maxInFlight}`);
+    expect(parseServerArguments([], {}).searchBatches).toBe(DEFAULT_SEARCH_BATCH.maxInFlight);
+  },
   'soakCommandLine --warmup-minutes': (text) => {
     expect(text).toBe('at least 1 and one round of each workload');
     const oneRoundEach = (seconds: number) => (SOAK_WORKLOADS.length * seconds) / 60;

@@ -129,6 +129,7 @@ describe('the commands read their values', () => {
       priorities: true,
       graceMs: 10_000,
       searchBatch: 64,
+      searchBatches: 2,
     });
     expect(parseServerArguments(['--shared-stream', '--no-priorities'], { PORT: '9' })).toEqual({
       port: 9,
@@ -136,6 +137,7 @@ describe('the commands read their values', () => {
       priorities: false,
       graceMs: 10_000,
       searchBatch: 64,
+      searchBatches: 2,
     });
     expect(parseServerArguments(['--grace-ms', '250'], {}).graceMs).toBe(250);
     expect(parseServerArguments(['--search-batch', '0'], {}).searchBatch).toBe(0);
@@ -143,6 +145,12 @@ describe('the commands read their values', () => {
     expect(refusal(() => parseServerArguments(['--search-batch=-1'], {})).message).toBe(
       '--search-batch must be an integer >= 0, got -1',
     );
+    expect(parseServerArguments(['--search-batches', '1'], {}).searchBatches).toBe(1);
+    for (const bad of ['0', '65', '1.5', '', ' 2', '0x2']) {
+      expect(refusal(() => parseServerArguments([`--search-batches=${bad}`], {})).message).toBe(
+        `--search-batches must be an integer in 1..64, got ${bad || 'nothing'}`,
+      );
+    }
     expect(refusal(() => parseServerArguments(['--grace-ms', '2.5'], {})).message).toBe(
       '--grace-ms must be an integer >= 0, got 2.5',
     );

@@ -85,6 +85,12 @@ describe('parseLoadArguments', () => {
     expect(() => parseLoadArguments(['--in-flight=-1'])).toThrow(/--in-flight must be/);
     expect(parseLoadArguments(['--search-batch', '0']).searchBatch).toBe(0);
     expect(parseLoadArguments(['--search-batch', '16']).searchBatch).toBe(16);
+    expect(parseLoadArguments([]).searchBatches).toBeUndefined();
+    expect(parseLoadArguments(['--search-batches', '1']).searchBatches).toBe(1);
+    expect(() => parseLoadArguments(['--search-batches', '0'])).toThrow(/--search-batches must be/);
+    expect(() => parseLoadArguments(['--search-batches', '65'])).toThrow(
+      /--search-batches must be/,
+    );
     expect(parseLoadArguments(['--clients', '4', '--concurrency', '64']).clients).toBe(4);
     expect(() => parseLoadArguments(['--clients', '8', '--concurrency', '4'])).toThrow(
       '--clients must be at most the concurrency (4), got 8',

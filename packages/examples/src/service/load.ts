@@ -36,7 +36,7 @@
  * (cluster.ts; N = 1 is the plain service in one process), with each process's GPU memory as
  * `nvidia-smi` reports it printed once the server listens.
  *
- * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N] [--clients N]`
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N] [--search-batches N] [--clients N]`
  */
 import { execFileSync } from 'node:child_process';
 import type { Server } from 'node:http';
@@ -175,6 +175,11 @@ export interface LoadOptions {
    * `DEFAULT_SEARCH_BATCH.maxBatch`; 0: one GEMV per search, `searchBatch: false`).
    */
   searchBatch?: number | undefined;
+  /**
+   * Search: the server's batches whose GPU work runs at once (undefined: its default,
+   * `DEFAULT_SEARCH_BATCH.maxInFlight`).
+   */
+  searchBatches?: number | undefined;
   /** Search: neighbours per query (default 10, at most 100). */
   k: number;
   /**
@@ -309,6 +314,12 @@ export const loadCommandLine = {
       description: 'search: the most searches in one batch (one SGEMM); 0: one GEMV per search',
       default: `the server's, ${DEFAULT_SEARCH_BATCH.maxBatch}`,
     },
+    'search-batches': {
+      type: 'string',
+      placeholder: 'N',
+      description: 'search: batches whose GPU work runs at once',
+      default: `the server's, ${DEFAULT_SEARCH_BATCH.maxInFlight}`,
+    },
     processes: {
       type: 'string',
       placeholder: 'N',
@@ -374,6 +385,8 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
         : values['search-batch'] === '0'
           ? 0
           : integer('search-batch', 0, 4096),
+    searchBatches:
+      values['search-batches'] === undefined ? undefined : integer('search-batches', 1, 64),
     processes: values.processes === undefined ? undefined : integer('processes', 0, 64),
   };
   // Each mode's server holds its own index: with processes, one mode unless asked for both.
@@ -532,6 +545,9 @@ async function serviceProcesses(
   if (serverOptions.sharedStream) args.push('--shared-stream');
   if (serverOptions.priorities === false) args.push('--no-priorities');
   if (options.searchBatch !== undefined) args.push('--search-batch', String(options.searchBatch));
+  if (options.searchBatches !== undefined) {
+    args.push('--search-batches', String(options.searchBatches));
+  }
   const usedBefore = gpuMemoryUsed();
   // Each server process reports its event-loop delays when it exits (loop-monitor.ts).
   const service = await startServiceProcess(script, args, { [LOOP_DELAY_VARIABLE]: '1' });
@@ -985,11 +1001,18 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
         },
         {
           search: { rows: options.rows, dim: 128 },
-          ...(options.searchBatch === undefined
-            ? {}
-            : {
-                searchBatch: options.searchBatch === 0 ? false : { maxBatch: options.searchBatch },
-              }),
+          ...(options.searchBatch === 0
+            ? { searchBatch: false }
+            : options.searchBatch === undefined && options.searchBatches === undefined
+              ? {}
+              : {
+                  searchBatch: {
+                    ...(options.searchBatch === undefined ? {} : { maxBatch: options.searchBatch }),
+                    ...(options.searchBatches === undefined
+                      ? {}
+                      : { maxInFlight: options.searchBatches }),
+                  },
+                }),
           ...(options.inFlight === undefined
             ? {}
             : {

@@ -1220,16 +1220,23 @@ export const serverCommandLine = {
         'the most searches answered by one batch (one SGEMM over the index); 0: one GEMV per search',
       default: DEFAULT_SEARCH_BATCH.maxBatch,
     },
+    'search-batches': {
+      type: 'string',
+      placeholder: 'N',
+      description: 'batches of searches whose GPU work runs at once, at most 64',
+      default: DEFAULT_SEARCH_BATCH.maxInFlight,
+    },
   },
 } as const;
 
 /**
  * Parses the service's command line: the port (from `--port N`, then `$PORT`, then 0, a random
  * free port), `--shared-stream`, `--no-priorities`, `--grace-ms MS` (default 10,000) and
- * `--search-batch N` (default 64; 0: `searchBatch: false`). Throws a `CommandLineError` for an
- * unknown flag (listing the valid ones), a port outside 0..65535, a grace or a batch size that
- * is not an integer >= 0.
- * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000, searchBatch: 64 }
+ * `--search-batch N` (default 64; 0: `searchBatch: false`) and `--search-batches N` (batches at
+ * once, default 2). Throws a `CommandLineError` for an unknown flag (listing the valid ones), a
+ * port outside 0..65535, a grace or a batch size that is not an integer >= 0, or batches at
+ * once outside 1..64.
+ * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000, searchBatch: 64, searchBatches: 2 }
  */
 export function parseServerArguments(
   argv: readonly string[],
@@ -1240,6 +1247,7 @@ export function parseServerArguments(
   priorities: boolean;
   graceMs: number;
   searchBatch: number;
+  searchBatches: number;
 } {
   const { values } = parseCommandLine(argv, serverCommandLine);
   const portText = values.port ?? environment.PORT ?? '0';
@@ -1266,12 +1274,21 @@ export function parseServerArguments(
       usage(serverCommandLine),
     );
   }
+  const batchesText = values['search-batches'] ?? String(DEFAULT_SEARCH_BATCH.maxInFlight);
+  const searchBatches = Number(batchesText);
+  if (!/^\d+$/.test(batchesText) || searchBatches < 1 || searchBatches > 64) {
+    throw new CommandLineError(
+      `--search-batches must be an integer in 1..64, got ${batchesText || 'nothing'}`,
+      usage(serverCommandLine),
+    );
+  }
   return {
     port,
     sharedStream: values['shared-stream'] === true,
     priorities: values['no-priorities'] !== true,
     graceMs,
     searchBatch,
+    searchBatches,
   };
 }
 
@@ -1346,7 +1363,8 @@ export function stopOnSignals(service: GpuService, options: StopOnSignalsOptions
 export async function main(
   argv: readonly string[] = process.argv.slice(2),
 ): Promise<GpuService | ClusterService> {
-  const { port, sharedStream, priorities, graceMs, searchBatch } = parseServerArguments(argv);
+  const { port, sharedStream, priorities, graceMs, searchBatch, searchBatches } =
+    parseServerArguments(argv);
   const { processes, searchRows } = parseClusterArguments(
     parseCommandLine(argv, serverCommandLine).values,
     usage(serverCommandLine),
@@ -1384,7 +1402,7 @@ export async function main(
     priorities,
     bodyParsing: { prestart: true },
     search: { rows: searchRows },
-    searchBatch: searchBatch === 0 ? false : { maxBatch: searchBatch },
+    searchBatch: searchBatch === 0 ? false : { maxBatch: searchBatch, maxInFlight: searchBatches },
     // A worker of the cluster searches the primary's index, opened read-only.
     ...(worker ? { createSearchIndex: openClusterSearchIndex } : {}),
   });
