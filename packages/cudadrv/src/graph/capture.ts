@@ -15,8 +15,8 @@ import { Graph } from './graph.js';
 
 /**
  * cuStreamIsCapturing's out-parameter, reused: the query allocates nothing. A typed array, which
- * koffi hands to C as is (a plain array costs a conversion each way, about 0.3 us a call: the
- * query runs at every task's end, see `endLeftOpen`).
+ * koffi hands to C as is, where a plain array is converted each way (the query runs at every
+ * task's end, see `endLeftOpen`; decision 0042).
  */
 const captureStatus = new Int32Array(1);
 /** cuStreamGetCaptureInfo_v3's capture-id out-parameter. */

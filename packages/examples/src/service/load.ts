@@ -485,7 +485,6 @@ export function report(
   )}, p99 latency x${formatNumber(task.p99 / shared.p99, 2)}${perRound === undefined ? '' : `\n${perRound}`}`;
 }
 
-/** The server for one mode (or none with --url), and where to reach it. */
 /** A server the load runs against, and how to stop it. */
 interface ServedBy {
   url: URL;
@@ -497,6 +496,7 @@ interface ServedBy {
   loopDelayWithin?: (from: number, to: number) => number;
 }
 
+/** The server for one mode (or none with --url), and where to reach it. */
 async function serverFor(options: LoadOptions, serverOptions: ServerOptions): Promise<ServedBy> {
   if (options.url !== undefined) return { url: new URL(options.url), close: async () => {} };
   if (options.processes !== undefined) return serviceProcesses(options, serverOptions);
@@ -575,6 +575,24 @@ async function serviceProcesses(
     },
     loopDelayWithin: (from, to) =>
       reports === undefined ? Number.NaN : loopDelayWithin(reports, from, to),
+  };
+}
+
+/**
+ * The in-process server's `searchBatch` option from `--search-batch` (0: none, one GEMV per
+ * search) and `--search-batches`; nothing where neither is given (the server's defaults).
+ */
+function searchBatchOption(
+  options: Pick<LoadOptions, 'searchBatch' | 'searchBatches'>,
+): Pick<ServerOptions, 'searchBatch'> {
+  const { searchBatch: maxBatch, searchBatches: maxInFlight } = options;
+  if (maxBatch === 0) return { searchBatch: false };
+  if (maxBatch === undefined && maxInFlight === undefined) return {};
+  return {
+    searchBatch: {
+      ...(maxBatch === undefined ? {} : { maxBatch }),
+      ...(maxInFlight === undefined ? {} : { maxInFlight }),
+    },
   };
 }
 
@@ -744,6 +762,7 @@ async function closedLoop(
       ? [{ mode: 'remote', shared: false }]
       : options.modes.map((mode) => ({ mode, shared: mode === 'shared' }));
   const servers: ServedBy[] = [];
+  const order = modes.map((_, index) => index);
   // Per measured round, per mode: the run's result and its measured span (ms since the epoch).
   const rounds: ModeResult[][] = [];
   const spans: { from: number; to: number }[][] = [];
@@ -788,16 +807,11 @@ async function closedLoop(
       };
       return { result: { ...result, mode: run.mode, loopDelayMax }, span };
     };
-    for (let index = 0; index < modes.length; index++) {
-      await runOnce(index, 'warm-up round (not counted)');
-    }
+    for (const index of order) await runOnce(index, 'warm-up round (not counted)');
     for (let round = 0; round < options.rounds; round++) {
       const results: ModeResult[] = [];
       const roundSpans: { from: number; to: number }[] = [];
-      for (const index of turnOrder(
-        modes.map((_, i) => i),
-        round,
-      )) {
+      for (const index of turnOrder(order, round)) {
         const { result, span } = await runOnce(index, `round ${round + 1} of ${options.rounds}`);
         results[index] = result;
         roundSpans[index] = span;
@@ -820,7 +834,7 @@ async function closedLoop(
       };
     }
   }
-  const pooled = modes.map((_, index) => pooledResult(rounds.map((results) => results[index]!)));
+  const pooled = order.map((index) => pooledResult(rounds.map((results) => results[index]!)));
   return { pooled, rounds };
 }
 
@@ -1001,18 +1015,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
         },
         {
           search: { rows: options.rows, dim: 128 },
-          ...(options.searchBatch === 0
-            ? { searchBatch: false }
-            : options.searchBatch === undefined && options.searchBatches === undefined
-              ? {}
-              : {
-                  searchBatch: {
-                    ...(options.searchBatch === undefined ? {} : { maxBatch: options.searchBatch }),
-                    ...(options.searchBatches === undefined
-                      ? {}
-                      : { maxInFlight: options.searchBatches }),
-                  },
-                }),
+          ...searchBatchOption(options),
           ...(options.inFlight === undefined
             ? {}
             : {
