@@ -6,7 +6,10 @@
  *
  * The client runs in the same process, and the parse worker takes a core: with fewer than 4
  * cores (shared with other processes) the OS preempts the loop for tens of ms whatever it
- * runs, so there the bound is 50 ms (the bodies parsed inline held it 83-103 ms on 2 cores).
+ * runs, so there the largest delay says little and the test bounds the mean delay instead.
+ * Measured on 2 cores, the same wave: offloaded, largest 20-23 ms and mean 1.4-1.7 ms alone,
+ * largest 41-72 ms and mean 1.7-2.2 ms beside two busy processes; parsed inline
+ * (`bodyParsing: false`), largest 66-171 ms and mean 49-96 ms either way.
  */
 import { Agent } from 'node:http';
 import { availableParallelism } from 'node:os';
@@ -89,8 +92,9 @@ describe('large request bodies are parsed off the event loop', () => {
       );
       delay.disable();
       const maxMs = delay.max / 1e6;
+      const meanMs = delay.mean / 1e6;
       console.log(
-        `32 x /solve n = ${n} (${systems[0]!.body.length} bytes each): largest event-loop delay ${maxMs.toFixed(2)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(2)} ms`,
+        `32 x /solve n = ${n} (${systems[0]!.body.length} bytes each): largest event-loop delay ${maxMs.toFixed(2)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(2)} ms, mean ${meanMs.toFixed(2)} ms`,
       );
       expect(answers.map((answer) => answer.status)).toEqual(systems.map(() => 200));
       for (const s of systems) {
@@ -102,7 +106,8 @@ describe('large request bodies are parsed off the event loop', () => {
       const after = service.statistics().bodyParsing;
       expect(after.inline - before.inline).toBe(0);
       expect(after.offloaded - before.offloaded).toBe(32);
-      expect(maxMs).toBeLessThan(availableParallelism() >= 4 ? 10 : 50);
+      if (availableParallelism() >= 4) expect(maxMs).toBeLessThan(10);
+      else expect(meanMs).toBeLessThan(10);
     } finally {
       agent.destroy();
     }
