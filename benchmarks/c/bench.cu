@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+
 // ---------------------------------------------------------------------------
 // Error checking
 
@@ -135,6 +139,201 @@ static void sgemm(cublasHandle_t h, int n, CUdeviceptr a, CUdeviceptr b, CUdevic
                            (const float*)b, n, &beta, (float*)c, n));
 }
 
+
+// ---------------------------------------------------------------------------
+// Interprocess event: a reader in another process waits on the GPU for the writer's event.
+
+// Writes all of `data`; false if the other process is gone.
+static bool write_all(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n <= 0) return false;
+    p += n;
+    size -= (size_t)n;
+  }
+  return true;
+}
+
+// Reads exactly `size` bytes; false if the other process is gone first.
+static bool read_all(int fd, void* data, size_t size) {
+  char* p = static_cast<char*>(data);
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = read(fd, p + got, size - got);
+    if (n <= 0) return false;
+    got += (size_t)n;
+  }
+  return true;
+}
+
+// The reader (`bench --ipc-reader kernels.ptx`, started by `ipc_event_wait` with its stdin and
+// stdout as pipes): reads the writer's event and flag handles, answers one byte when ready,
+// then for each 'g' makes its stream wait for the event, runs `stamp`, synchronizes and writes
+// back the stamp's global time (ns) and the flag it saw, 8 bytes each. Ends at 'q' or EOF.
+static int ipc_reader(const char* ptx_path) {
+  CHECK(cuInit(0));
+  CUdevice dev;
+  CHECK(cuDeviceGet(&dev, 0));
+  CUcontext ctx;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+  std::string ptx = read_file(ptx_path);
+  CUmodule mod;
+  CHECK(cuModuleLoadData(&mod, ptx.c_str()));
+  CUfunction stamp;
+  CHECK(cuModuleGetFunction(&stamp, mod, "stamp"));
+  CUipcEventHandle event_handle;
+  CUipcMemHandle flag_handle;
+  if (!read_all(0, &event_handle, sizeof event_handle) ||
+      !read_all(0, &flag_handle, sizeof flag_handle)) {
+    fprintf(stderr, "ipc_event_wait: the reader got no handles\n");
+    return 1;
+  }
+  CUevent event;
+  CHECK(cuIpcOpenEventHandle(&event, event_handle));
+  CUdeviceptr flag, out;
+  CHECK(cuIpcOpenMemHandle(&flag, flag_handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+  CHECK(cuMemAlloc(&out, 16));
+  CUstream s;
+  CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  if (!write_all(1, "r", 1)) return 1;
+  char command;
+  while (read_all(0, &command, 1) && command == 'g') {
+    CHECK(cuStreamWaitEvent(s, event, 0));
+    void* args[] = {&out, &flag};
+    CHECK(cuLaunchKernel(stamp, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr));
+    CHECK(cuStreamSynchronize(s));
+    unsigned int host[4];
+    CHECK(cuMemcpyDtoH(host, out, sizeof host));
+    uint64_t reply[2] = {((uint64_t)host[1] << 32) | host[0], host[2]};
+    if (!write_all(1, reply, sizeof reply)) return 1;
+  }
+  CHECK(cuStreamDestroy(s));
+  CHECK(cuMemFree(out));
+  CHECK(cuIpcCloseMemHandle(flag));
+  CHECK(cuEventDestroy(event));
+  CHECK(cuModuleUnload(mod));
+  CHECK(cuDevicePrimaryCtxRelease(dev));
+  return 0;
+}
+
+// A failed driver call of the writer's side: `why` gets its name, and the caller skips the row.
+#define SOFT_CHECK(call)                                                                   \
+  do {                                                                                     \
+    CUresult r_ = (call);                                                                  \
+    if (r_ != CUDA_SUCCESS) {                                                              \
+      const char* name_ = nullptr;                                                         \
+      cuGetErrorName(r_, &name_);                                                          \
+      why = std::string(#call) + " failed: " + (name_ ? name_ : "unknown CUresult");     \
+      return false;                                                                        \
+    }                                                                                      \
+  } while (0)
+
+// The writer: starts the reader (this program again, `--ipc-reader`), shares an interprocess
+// event and 16 bytes of flag memory with it (legacy IPC handles through a pipe), then per
+// round: `spin_then_flag` for 20 ms on `stream`, the event recorded after it, 'g' to the
+// reader, whose wait is queued long before the spin ends. `*median_us` gets the median over
+// the rounds of the reader's stamp minus the time the spin ended, in us of the GPU's global
+// timer. Returns false with `why` where the row cannot run here (interprocess handles refused,
+// as in a container without a shared IPC namespace; the reader failed) or a round went wrong
+// (the reader ran before the flag was set: its wait did not hold it).
+static bool run_ipc_rounds(CUfunction spin_then_flag, CUstream stream, int to_reader,
+                           int from_reader, double* median_us, std::string& why) {
+  CUevent event;
+  SOFT_CHECK(cuEventCreate(&event, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  CUdeviceptr flag;
+  SOFT_CHECK(cuMemAlloc(&flag, 16));
+  CUipcEventHandle event_handle;
+  CUipcMemHandle flag_handle;
+  SOFT_CHECK(cuIpcGetEventHandle(&event_handle, event));
+  SOFT_CHECK(cuIpcGetMemHandle(&flag_handle, flag));
+  char ready;
+  if (!write_all(to_reader, &event_handle, sizeof event_handle) ||
+      !write_all(to_reader, &flag_handle, sizeof flag_handle) ||
+      !read_all(from_reader, &ready, 1)) {
+    why = "the reader exited before it was ready (its error is above)";
+    return false;
+  }
+  unsigned long long ns = 20000000ULL;
+  std::vector<double> samples;
+  for (int i = 0; i < kWarmups + kRepeats; i++) {
+    SOFT_CHECK(cuMemsetD32Async(flag, 0, 4, stream));
+    void* args[] = {&flag, &ns};
+    SOFT_CHECK(cuLaunchKernel(spin_then_flag, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr));
+    SOFT_CHECK(cuEventRecord(event, stream));
+    uint64_t reply[2];
+    if (!write_all(to_reader, "g", 1) || !read_all(from_reader, reply, sizeof reply)) {
+      why = "the reader exited mid-round (its error is above)";
+      return false;
+    }
+    SOFT_CHECK(cuStreamSynchronize(stream));
+    unsigned int host[4];
+    SOFT_CHECK(cuMemcpyDtoH(host, flag, sizeof host));
+    if (reply[1] != 1) {
+      why = "the reader ran before the writer's flag was set";
+      return false;
+    }
+    uint64_t end = ((uint64_t)host[3] << 32) | host[2];
+    if (i >= kWarmups) samples.push_back((double)(int64_t)(reply[0] - end) / 1e3);
+  }
+  *median_us = median(samples);
+  SOFT_CHECK(cuMemFree(flag));
+  SOFT_CHECK(cuEventDestroy(event));
+  return true;
+}
+
+// Runs `ipc_event_wait` and prints its line, or a `_skip` line with the reason.
+static void ipc_event_wait(const char* exe, const char* ptx_path, CUfunction spin_then_flag,
+                           CUstream stream) {
+  int to_reader[2], from_reader[2];
+  if (pipe(to_reader) != 0 || pipe(from_reader) != 0) {
+    perror("ipc_event_wait: pipe");
+    exit(1);
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("ipc_event_wait: fork");
+    exit(1);
+  }
+  if (pid == 0) {
+    dup2(to_reader[0], 0);
+    dup2(from_reader[1], 1);
+    for (int fd : {to_reader[0], to_reader[1], from_reader[0], from_reader[1]}) close(fd);
+    execl("/proc/self/exe", exe, "--ipc-reader", ptx_path, static_cast<char*>(nullptr));
+    perror("ipc_event_wait: exec");
+    _exit(127);
+  }
+  close(to_reader[0]);
+  close(from_reader[1]);
+  // A reader gone mid-write must not end this program.
+  signal(SIGPIPE, SIG_IGN);
+  double median_us = 0;
+  std::string why;
+  bool ran = run_ipc_rounds(spin_then_flag, stream, to_reader[1], from_reader[0], &median_us, why);
+  if (ran && !write_all(to_reader[1], "q", 1)) {
+    ran = false;
+    why = "the reader exited before the end (its error is above)";
+  }
+  close(to_reader[1]);
+  close(from_reader[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (ran && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+    ran = false;
+    why = "the reader failed as it ended (its error is above)";
+  }
+  if (ran) {
+    emit("ipc_event_wait", median_us,
+         "GPU time from the writer's kernel end to the reader's kernel start, the reader in "
+         "another process waiting on an interprocess event (us of the global timer)");
+  } else {
+    printf("{\"name\":\"_skip\",\"id\":\"ipc_event_wait\",\"reason\":\"%s\"}\n", why.c_str());
+    fflush(stdout);
+  }
+}
+
 // ---------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
@@ -142,6 +341,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s path/to/kernels.ptx\n", argv[0]);
     return 2;
   }
+  if (argc == 3 && std::string(argv[1]) == "--ipc-reader") return ipc_reader(argv[2]);
 
   CHECK(cuInit(0));
   CUdevice dev;
@@ -157,6 +357,8 @@ int main(int argc, char** argv) {
   CHECK(cuModuleGetFunction(&empty_kernel, mod, "empty_kernel"));
   CHECK(cuModuleGetFunction(&sin_inplace, mod, "sin_inplace"));
   CHECK(cuModuleGetFunction(&axpb_f32, mod, "axpb_f32"));
+  CUfunction spin_then_flag;
+  CHECK(cuModuleGetFunction(&spin_then_flag, mod, "spin_then_flag"));
 
   CUstream stream, stream2;
   CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
@@ -382,6 +584,8 @@ int main(int argc, char** argv) {
          "2 jobs (sgemm 1024^3 + sin_inplace) on 2 streams with one cuBLAS handle each, host "
          "wall time issue to both synced, per iteration");
   }
+
+  ipc_event_wait(argv[0], argv[1], spin_then_flag, stream);
 
   {
     const int kStreams = 100;

@@ -4,6 +4,7 @@
  * seed workload, the expression kernels, then the 100 concurrent tasks (the order of bench.cu). Prints one JSON line per benchmark.
  */
 import { runCore, runTasks100 } from './core.js';
+import { runIpc } from './ipc.js';
 import { runKernels } from './kernels.js';
 import { runLibraries } from './libraries.js';
 
@@ -11,6 +12,7 @@ try {
   await runCore();
   await runLibraries();
   await runKernels();
+  await runIpc();
   await runTasks100();
   process.exit(0);
 } catch (error) {

@@ -219,6 +219,11 @@ export const ROWS: readonly RowSpec[] = [
   },
   { ours: 'sin_1m_issue_handwritten', peer: null, note: 'launch(sin_inplace), host issue cost' },
   { ours: 'sum_64m', note: 'sum of 64 M float32, device time' },
+  {
+    ours: 'ipc_event_wait',
+    peer: null,
+    note: "GPU time, writer's kernel end to the reader's start in another process",
+  },
   { ours: 'tasks100', peer: null, note: 'whole batch' },
 ];
 

@@ -6,7 +6,8 @@ import { describeLayers } from '@cuda-tasks/testing';
  * The suite reads bottom-up: the timing harness, the report, the scaling configuration, the
  * bare koffi baseline; the task batches, the scaling report and
  * the scaling jobs (run by the main thread's tasks and by worker tasks); the benchmarks
- * themselves (the scaling worker tasks' job module among them); the runs that gather them; `pnpm bench` (run.ts). It measures the
+ * themselves (the scaling worker tasks' job module and the interprocess event's reader among
+ * them); the runs that gather them; `pnpm bench` (run.ts). It measures the
  * packages through their public entries, and the seed demo's workload and kernels from the
  * examples; it parses its command line with the parser the examples use too, from the private
  * testing package, rather than import the examples' command lines.
@@ -20,6 +21,8 @@ describeLayers({
     [
       'core.ts',
       'host.ts',
+      'ipc.ts',
+      'ipc-reader.ts',
       'kernels.ts',
       'libraries.ts',
       'paired.ts',
