@@ -31,6 +31,9 @@ SIN_SIZES = (("1m", 1 << 20, 200), ("64m", 64 << 20, 10))  # id suffix, floats, 
 SUM_N = 64 << 20  # sum_64m: floats
 SUM_CALLS = 20  # per batch, device-timed
 BLOCK = 256  # sin_inplace block size (same as the C baseline)
+TOPK_ROWS = 1_000_000  # topk_1m_x*: rows of the score matrix (the search service's index)
+TOPK_SHAPES = ((8, 40), (64, 10))  # topk_1m_x*: columns (queries), calls per batch
+TOPK_K = 10
 
 
 def emit(peer, name, median_us, note, extra=None):
@@ -397,6 +400,40 @@ def torch_benches():
     xs = (torch.arange(SUM_N, device=dev, dtype=torch.float32) % 1000) / 1000 - 0.5
     torch.cuda.synchronize()
 
+    def topk_bench(columns, calls):
+        # The values src/kernels.ts's topkScores builds: murmur3's 32-bit finalizer of i over
+        # 2^32, rounded to float32 (int64 products wrap, and the mask keeps their low 32 bits);
+        # row j of this (columns, rows) tensor is ours' column j.
+        h = torch.arange(TOPK_ROWS * columns, device=dev, dtype=torch.int64)
+        h = h ^ (h >> 16)
+        h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+        h = h ^ (h >> 13)
+        h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+        h = h ^ (h >> 16)
+        x = (h.double() / (1 << 32)).float().reshape(columns, TOPK_ROWS)
+        values = torch.empty((columns, TOPK_K), device=dev, dtype=torch.float32)
+        indices = torch.empty((columns, TOPK_K), device=dev, dtype=torch.int64)
+        del h
+        torch.cuda.synchronize()
+
+        def run():
+            with torch.cuda.stream(s):
+                start.record(s)
+                for _ in range(calls):
+                    torch.topk(x, TOPK_K, dim=1, out=(values, indices))
+                stop.record(s)
+            stop.synchronize()
+            return start.elapsed_time(stop) * 1e3 / calls
+        return run
+
+    topk_benches = [
+        (f"topk_1m_x{columns}", topk_bench(columns, calls),
+         f"torch.topk(x, {TOPK_K}, dim=1, out=) of a ({columns}, {TOPK_ROWS}) float32 tensor "
+         f"(each row contiguous, as ours' columns), device time per call from events, {calls} "
+         "per batch", {"bytes": TOPK_ROWS * columns * 4})
+        for columns, calls in TOPK_SHAPES
+    ]
+
     def sum_64m():
         with torch.cuda.stream(s):
             start.record(s)
@@ -437,6 +474,7 @@ def torch_benches():
         ("sum_64m", sum_64m,
          f"torch.sum of {SUM_N} float32, device time per call from events, {SUM_CALLS} per "
          "batch", {"bytes": SUM_N * 4}),
+        *topk_benches,
     ]
     return torch, benches, sleep is None
 

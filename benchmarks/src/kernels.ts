@@ -2,14 +2,16 @@
  * Expression kernels (@cuda-tasks/kernels) beside the hand-written kernel, in one process:
  * `map(x, 'sin', x)` against `sin_inplace` from kernels.ptx (the kernel the C baseline and CuPy
  * run) over 1 M and 64 M floats, device time from events; the issue cost of the 1 M case once
- * compiled and cached; and `sum` over 64 M floats, device time and the bandwidth it reaches.
+ * compiled and cached; `sum` over 64 M floats, device time and the bandwidth it reaches; and
+ * `topk` along the columns of 1,000,000-row matrices of 8 and 64 columns (the search service's
+ * batches of queries), device time.
  * Prints one JSON line per benchmark (CuPy's and PyTorch's lines come from python/peers.py
  * under the same ids).
  */
 import { readFileSync } from 'node:fs';
 import { DeviceArray, Event, launch, Module } from '@cuda-tasks/cudadrv';
 import { kernelsPtxPath } from '@cuda-tasks/examples/kernels';
-import { map, sum } from '@cuda-tasks/kernels';
+import { map, sum, topk } from '@cuda-tasks/kernels';
 import { stream, synchronize, task } from '@cuda-tasks/task-runtime';
 import { emit, nowUs, type Result, repeatMedian, warmJit } from './harness.js';
 import { PEAK_BANDWIDTH_GBS } from './report.js';
@@ -17,6 +19,32 @@ import { PEAK_BANDWIDTH_GBS } from './report.js';
 /** Threads per block of `sin_inplace`, and its grid cap (as the C baseline launches it). */
 const BLOCK = 256;
 const MAX_GRID = 65_535;
+
+/** Rows of the `topk_1m_x*` matrices (the search service's index). */
+const TOPK_ROWS = 1_000_000;
+/** Their columns (queries in a search batch). */
+const TOPK_COLUMNS = [8, 64] as const;
+/** The k of the search service's requests. */
+const TOPK_K = 10;
+
+/**
+ * The `topk_1m_x*` rows' scores: element i (column-major) is murmur3's 32-bit finalizer of i
+ * over 2^32, rounded to float32: spread over [0, 1) in no order, and the same values
+ * python/peers.py builds for PyTorch.
+ */
+export function topkScores(length: number): Float32Array {
+  const scores = new Float32Array(length);
+  for (let i = 0; i < length; i++) {
+    let h = i;
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
+    scores[i] = (h >>> 0) / 2 ** 32;
+  }
+  return scores;
+}
 
 /** Runs the kernel benchmarks; returns the results (also printed as JSON lines). */
 export async function runKernels(): Promise<Result[]> {
@@ -121,6 +149,26 @@ export async function runKernels(): Promise<Result[]> {
         );
         total.dispose();
         x.dispose();
+      }
+      for (const columns of TOPK_COLUMNS) {
+        const calls = columns === 8 ? 40 : 10;
+        const x = DeviceArray.fromHost(topkScores(TOPK_ROWS * columns), [TOPK_ROWS, columns]);
+        const values = DeviceArray.empty('float32', [TOPK_K, columns]);
+        const indices = DeviceArray.empty('int32', [TOPK_K, columns]);
+        const once = () => {
+          topk(x, TOPK_K, { axis: 0, values, indices });
+        };
+        once();
+        await synchronize();
+        const us = await deviceTime(once, calls);
+        const gbs = (TOPK_ROWS * columns * 4) / (us * 1000);
+        out(
+          `topk_1m_x${columns}`,
+          us,
+          `topk(x, ${TOPK_K}, { axis: 0 }) of a ${TOPK_ROWS} x ${columns} float32 matrix (column-major: each column's scores contiguous), values and indices, device time per call from events, ${calls} per batch`,
+          { bandwidth_gbs: gbs, bandwidth_fraction: gbs / PEAK_BANDWIDTH_GBS },
+        );
+        for (const array of [x, values, indices]) array.dispose();
       }
       start.dispose();
       stop.dispose();

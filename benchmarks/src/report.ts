@@ -220,6 +220,14 @@ export const ROWS: readonly RowSpec[] = [
   { ours: 'sin_1m_issue_handwritten', peer: null, note: 'launch(sin_inplace), host issue cost' },
   { ours: 'sum_64m', note: 'sum of 64 M float32, device time' },
   {
+    ours: 'topk_1m_x8',
+    note: 'top 10 of each column, 1,000,000 x 8 float32, device time',
+  },
+  {
+    ours: 'topk_1m_x64',
+    note: 'top 10 of each column, 1,000,000 x 64 float32, device time',
+  },
+  {
     ours: 'ipc_event_wait',
     peer: null,
     note: "GPU time, writer's kernel end to the reader's start in another process",

@@ -24,7 +24,7 @@
  * alone (with --from: rebuilds it from DIR/raw/scaling.jsonl), `--skip-scaling` leaves it out.
  *
  * `--only kernels` runs the expression kernels' rows alone (src/kernels.ts for ours, each
- * round; the Python peers' sin_1m, sin_64m and sum_64m; no C, no same-process comparison, no
+ * round; the Python peers' sin_1m, sin_64m, sum_64m and topk_1m_x*; no C, no same-process comparison, no
  * scaling) and reports them with their targets (kernels_sin_issue, kernels_sum_vs_peers).
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -220,7 +220,13 @@ async function runC(
 }
 
 /** The Python peers' benchmarks of the expression kernels (what `--only kernels` runs of them). */
-export const KERNEL_PEER_IDS = ['sin_1m', 'sin_64m', 'sum_64m'] as const;
+export const KERNEL_PEER_IDS = [
+  'sin_1m',
+  'sin_64m',
+  'sum_64m',
+  'topk_1m_x8',
+  'topk_1m_x64',
+] as const;
 
 async function runPython(
   collected: Collected,
