@@ -29,11 +29,13 @@ const READER = fileURLToPath(new URL('./ipc-reader.ts', import.meta.url));
 
 /** A message of the reader: ready, a round's stamp, or why it failed. */
 export interface ReaderReply {
+  /** The reader opened the event and the memory and waits for rounds. */
   ready?: boolean;
   /** The stamp's global time, ns (a decimal string: past 2^53). */
   startNs?: string;
   /** flag[0] as the stamp read it: 1 once the writer's kernel has ended. */
   flagSeen?: number;
+  /** Why the reader stopped (it exits after saying so). */
   failed?: string;
 }
 
