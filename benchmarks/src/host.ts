@@ -1,8 +1,8 @@
 /**
  * Our host cost, without a GPU (`pnpm --filter @cuda-tasks/benchmarks bench:host`): the same
  * work as ours and as bare koffi calls of the same driver functions, both against a stand-in
- * libcuda (`host/stubcuda.c`, built here with the C compiler) whose functions return at once
- * and whose streams are always complete. What is left is what our JavaScript adds to each call
+ * libcuda (@cuda-tasks/testing's `native/stubcuda.c`, built with the C compiler) whose functions
+ * return at once and whose streams are always complete. What is left is what our JavaScript adds to each call
  * (argument checks and marshalling, the current-stream lookup, buffer bookkeeping, the task, the
  * waiter): the part of `ours/floor` in the GPU benchmarks that is ours to cut. The driver's own
  * cost and the GPU's are not in it: use `pnpm bench` on a GPU machine for those.
@@ -21,48 +21,19 @@
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/host.ts [--quick]
  */
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { buildNativeLibrary, STAND_IN_SOURCE } from '@cuda-tasks/testing/native';
 import { AXPB_PARAMETERS, bareAxpbArguments, bareLaunchConfig, bareStreamWaiter } from './bare.js';
 import { alignColumns } from './report.js';
 
-/** The stand-in's C source. */
-export const STAND_IN_SOURCE = join(
-  dirname(fileURLToPath(import.meta.url)),
-  '..',
-  'host',
-  'stubcuda.c',
-);
-
 /**
- * Builds the stand-in libcuda with `$CC` (default `cc`) into the system's temporary folder,
- * once per version of its source, and returns the library's path. Throws an Error naming the
- * compiler and its output when the build fails.
+ * Builds the stand-in libcuda (@cuda-tasks/testing's native/stubcuda.c) with `$CC` (default
+ * `cc`) into a folder of this process's own, and returns the library's path. Throws an Error
+ * naming the compiler and its output when the build fails.
  */
-export function buildStandIn(source = STAND_IN_SOURCE): string {
-  const text = readFileSync(source);
-  const hash = createHash('sha256').update(text).digest('hex').slice(0, 16);
-  const directory = join(tmpdir(), `cuda-tasks-stand-in-${hash}`);
-  const library = join(directory, 'libstubcuda.so');
-  if (existsSync(library)) return library;
-  mkdirSync(directory, { recursive: true });
-  const compiler = process.env.CC ?? 'cc';
-  const partial = `${library}.${process.pid}`;
-  const build = spawnSync(compiler, ['-O2', '-shared', '-fPIC', '-o', partial, source], {
-    encoding: 'utf8',
-  });
-  if (build.status !== 0) {
-    const why = build.error?.message ?? build.stderr.trim();
-    throw new Error(
-      `bench:host: could not build the stand-in libcuda with ${compiler} (${why}); install a C compiler or set CC`,
-    );
-  }
-  renameSync(partial, library);
-  return library;
+export function buildStandIn(): string {
+  return buildNativeLibrary('libstubcuda.so', [STAND_IN_SOURCE]);
 }
 
 /** One row of the table: ours and bare, in `unit` per operation. */

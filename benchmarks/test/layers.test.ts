@@ -46,5 +46,6 @@ describeLayers({
     '@cuda-tasks/examples/kernels': '*',
     '@cuda-tasks/examples/seed': '*',
     '@cuda-tasks/testing/cli': ['run.ts'],
+    '@cuda-tasks/testing/native': ['host.ts'],
   },
 });

@@ -1,5 +1,6 @@
 import { DeviceArray, type DType } from '@cuda-tasks/cudadrv';
 import { describeGpu, rng } from '@cuda-tasks/testing';
+import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import { deviceArray, hostData } from '../test/reference.js';
 import { topk } from './topk.js';
@@ -17,6 +18,9 @@ function before(largest: boolean, av: number, ai: number, bv: number, bi: number
   if (av !== bv) return largest ? av > bv : av < bv;
   return ai < bi;
 }
+
+/** How a case's values lie in storage order. */
+type Order = 'random' | 'ascending' | 'descending' | 'constant';
 
 /** Per segment, the k best (value, index) pairs; `at(segment, position)` reads the input. */
 function reference(
@@ -51,12 +55,22 @@ async function check(
   dtype: DType,
   shape: number[],
   k: number,
-  options: { axis?: number; largest?: boolean; nan?: boolean; range?: number },
+  options: {
+    axis?: number;
+    largest?: boolean;
+    nan?: boolean;
+    range?: number;
+    /** The values in storage order: as drawn (default), sorted either way, or all one value. */
+    order?: Order;
+  },
   seed: number,
 ): Promise<void> {
   const n = shape.reduce((a, b) => a * b, 1);
   const range = options.range ?? 1;
   const { values } = hostData(dtype, n, seed, -range, range);
+  if (options.order === 'ascending') values.sort();
+  else if (options.order === 'descending') values.sort().reverse();
+  else if (options.order === 'constant') values.fill(values[0]!);
   if (options.nan) {
     const next = rng(seed + 1);
     for (let i = 0; i < n; i++) if (next() < 0.002) values[i] = Number.NaN;
@@ -130,6 +144,51 @@ describeGpu('topk', () => {
     await check('float32', [5, 3000], 10, {}, 9);
     await check('float64', [64, 200], 200, {}, 10);
     await check('int32', [1000, 40], 1, { axis: 0, range: 50 }, 11);
+  });
+
+  it('random cases: dtypes, shapes, axes, k, both directions, ties, NaN and sorted inputs', async () => {
+    const shapeArbitrary = fc.oneof(
+      fc.integer({ min: 1, max: 20_000 }).map((n) => [n]),
+      fc.tuple(fc.integer({ min: 1, max: 3000 }), fc.integer({ min: 1, max: 12 })),
+      fc.tuple(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 1, max: 3000 })),
+    );
+    const caseArbitrary = fc
+      .record({
+        dtype: fc.constantFrom<DType>('float32', 'float64', 'int32'),
+        shape: shapeArbitrary,
+        axisChoice: fc.integer({ min: 0, max: 1 }),
+        kChoice: fc.double({ min: 0, max: 1, noNaN: true }),
+        largest: fc.boolean(),
+        nan: fc.boolean(),
+        range: fc.constantFrom(1, 3, 1000),
+        order: fc.constantFrom<Order>('random', 'random', 'ascending', 'descending', 'constant'),
+        seed: fc.integer({ min: 1, max: 2 ** 30 }),
+      })
+      .map((c) => {
+        const axis = c.shape.length === 1 ? 0 : c.axisChoice;
+        const length = c.shape[axis]!;
+        // Small k most often; up to 1024 where the axis is that long.
+        const k = Math.max(1, Math.min(length, 1024, Math.round(c.kChoice ** 3 * 1100)));
+        return { ...c, axis, k };
+      });
+    await fc.assert(
+      fc.asyncProperty(caseArbitrary, async (c) => {
+        await check(
+          c.dtype,
+          c.shape,
+          c.k,
+          {
+            ...(c.shape.length === 2 ? { axis: c.axis } : {}),
+            largest: c.largest,
+            nan: c.nan && c.dtype !== 'int32',
+            range: c.dtype === 'int32' ? c.range : c.range === 1000 ? 1 : c.range,
+            order: c.order,
+          },
+          c.seed,
+        );
+      }),
+      { seed: 36, numRuns: 60 },
+    );
   });
 
   it('writes into given outputs', async () => {
