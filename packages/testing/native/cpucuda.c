@@ -4,15 +4,19 @@
  * overridden. Device memory is host memory (an address is the host pointer), copies and memsets
  * happen at the call, and a launch runs the kernel to its end before it returns (streams and
  * events stay always complete, as in the stand-in). Modules are the shared libraries that
- * cpunvrtc.c builds from CUDA C with cuda-on-cpu.h: their image is the text
- * "cpu-cuda module\n<path>\n", and a kernel is the module's `ct_cpu_launch_<name>` function.
+ * cpunvrtc.c builds from CUDA C with cuda-on-cpu.h: an image is "cpu-cuda module\n", the
+ * library's size (8 bytes) and its bytes (loaded through a file removed at once), and a kernel
+ * is the module's `ct_cpu_launch_<name>` function.
  *
  * A test double, loaded only through CUDA_TASKS_LIBCUDA by tests (packages/testing's
  * cpu-cuda.ts builds it); no package uses it.
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef unsigned long long u64;
 
@@ -155,12 +159,22 @@ int cuModuleLoadData(void **module, const void *image) {
   const char *text = (const char *)image;
   size_t prefix = sizeof MODULE_PREFIX - 1;
   if (strncmp(text, MODULE_PREFIX, prefix) != 0) return INVALID_IMAGE;
-  char path[4096];
-  size_t length = strcspn(text + prefix, "\n");
-  if (length == 0 || length >= sizeof path) return INVALID_IMAGE;
-  memcpy(path, text + prefix, length);
-  path[length] = 0;
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  unsigned long long length;
+  memcpy(&length, text + prefix, 8);
+  if (length == 0 || length > (1ULL << 30)) return INVALID_IMAGE;
+  /* A file of a name never used before in this process (dlopen knows a library by its path,
+     and one whose C++ has unique symbols stays loaded after dlclose), removed once loaded. */
+  const char *tmp = getenv("TMPDIR");
+  char folder[256], path[300];
+  snprintf(folder, sizeof folder, "%s/cpu-cuda-module-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (mkdtemp(folder) == NULL) return INVALID_IMAGE;
+  snprintf(path, sizeof path, "%s/module.so", folder);
+  FILE *file = fopen(path, "wb");
+  int written = file != NULL && fwrite(text + prefix + 8, 1, length, file) == length;
+  if (file != NULL && fclose(file) != 0) written = 0;
+  void *handle = written ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+  unlink(path);
+  rmdir(folder);
   if (handle == NULL) return INVALID_IMAGE;
   *module = handle;
   return SUCCESS;

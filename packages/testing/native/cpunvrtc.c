@@ -4,13 +4,16 @@
  * other `asm` fails the compile with a message), goes to the host's C++ compiler ($CXX, else
  * c++) as a shared library, with a `ct_cpu_launch_<name>` function beside each
  * `extern "C" __global__` kernel. The "cubin" (and "PTX") is the text
- * "cpu-cuda module\n<path>\n", which cpucuda.c's cuModuleLoadData opens. Each program builds
- * in a folder of its own made by mkdtemp (mode 0700) under $TMPDIR.
+ * "cpu-cuda module\n", the library's size (8 bytes) and the library itself, which cpucuda.c's
+ * cuModuleLoadData loads from memory. Each program builds in a folder of its own made by
+ * mkdtemp (mode 0700) under $TMPDIR, removed with the program.
  *
  * CPU_CUDA_HEADER is cuda-on-cpu.h's path, given at build time (cpu-cuda.ts). A test double,
  * loaded only through CUDA_TASKS_LIBNVRTC by tests; no package uses it.
  */
+#define _XOPEN_SOURCE 700
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +32,11 @@ typedef struct {
   char folder[256];
   char *log;
   char *image;
+  size_t image_size;
 } program;
+
+/* What an image starts with; then the library's size (8 bytes, host order) and its bytes. */
+static const char IMAGE_PREFIX[] = "cpu-cuda module\n";
 
 /* Text that grows: a malloc'd buffer and its length. */
 typedef struct {
@@ -152,6 +159,13 @@ static char *read_file(const char *path) {
   return b.text ? b.text : strdup("");
 }
 
+static int remove_entry(const char *path, const struct stat *info, int type, struct FTW *walk) {
+  return remove(path);
+}
+
+/* Removes `folder` and what it holds. */
+static void remove_folder(const char *folder) { nftw(folder, remove_entry, 8, FTW_DEPTH | FTW_PHYS); }
+
 int nvrtcVersion(int *major, int *minor) {
   *major = 13;
   *minor = 0;
@@ -254,22 +268,35 @@ int nvrtcCompileProgram(program *p, int count, const char *const *options) {
   free(p->log);
   p->log = read_file(log);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return COMPILATION;
+  FILE *built = fopen(library, "rb");
+  if (built == NULL) return COMPILATION;
+  fseek(built, 0, SEEK_END);
+  long bytes = ftell(built);
+  fseek(built, 0, SEEK_SET);
   free(p->image);
-  size_t size = strlen("cpu-cuda module\n") + strlen(library) + 2;
-  p->image = malloc(size);
-  if (p->image == NULL) return OUT_OF_MEMORY;
-  snprintf(p->image, size, "cpu-cuda module\n%s\n", library);
-  return SUCCESS;
+  p->image_size = sizeof IMAGE_PREFIX - 1 + 8 + (size_t)bytes;
+  p->image = malloc(p->image_size);
+  if (p->image == NULL || bytes <= 0) {
+    fclose(built);
+    return OUT_OF_MEMORY;
+  }
+  memcpy(p->image, IMAGE_PREFIX, sizeof IMAGE_PREFIX - 1);
+  unsigned long long length = (unsigned long long)bytes;
+  memcpy(p->image + sizeof IMAGE_PREFIX - 1, &length, 8);
+  size_t read = fread(p->image + sizeof IMAGE_PREFIX - 1 + 8, 1, (size_t)bytes, built);
+  fclose(built);
+  unlink(library);
+  return read == (size_t)bytes ? SUCCESS : COMPILATION;
 }
 
 static int image_size(program *p, size_t *size) {
   if (p == NULL || p->image == NULL) return INVALID_PROGRAM;
-  *size = strlen(p->image) + 1;
+  *size = p->image_size;
   return SUCCESS;
 }
 static int image_copy(program *p, char *out) {
   if (p == NULL || p->image == NULL) return INVALID_PROGRAM;
-  memcpy(out, p->image, strlen(p->image) + 1);
+  memcpy(out, p->image, p->image_size);
   return SUCCESS;
 }
 
@@ -292,11 +319,7 @@ int nvrtcGetProgramLog(program *p, char *out) {
 
 int nvrtcDestroyProgram(program **p) {
   if (p == NULL || *p == NULL) return INVALID_PROGRAM;
-  char path[600];
-  snprintf(path, sizeof path, "%s/program.cc", (*p)->folder);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/log.txt", (*p)->folder);
-  unlink(path);
+  remove_folder((*p)->folder);
   free((*p)->source);
   free((*p)->log);
   free((*p)->image);

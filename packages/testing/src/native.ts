@@ -73,7 +73,8 @@ export function cpuCudaBuildable(): boolean {
 /**
  * Builds the CPU doubles of libcuda and NVRTC and returns the variables that make the packages
  * load them (`CUDA_TASKS_LIBCUDA`, `CUDA_TASKS_LIBNVRTC`) and keep no kernel cache on disk
- * (`CUDA_TASKS_KERNEL_CACHE=off`: a cached "cubin" names a library of this process's folder).
+ * (`CUDA_TASKS_KERNEL_CACHE=off`: a cached "cubin" would be a shared library for this machine,
+ * and tests would share compiled kernels through the disk).
  * Set them before the first driver call of the process.
  * @example Object.assign(process.env, cpuCudaEnvironment());
  */
