@@ -195,12 +195,24 @@ int nvrtcCreateProgram(program **out, const char *source, const char *name, int 
     return INVALID_INPUT;
   }
   p->source = strdup(source);
-  for (int i = 0; i < headers; i++) {
+  int result = p->source == NULL ? OUT_OF_MEMORY : SUCCESS;
+  for (int i = 0; result == SUCCESS && i < headers; i++) {
+    /* A header is a plain name in the program's folder: no path of its own. */
     const char *header = header_names[i];
-    if (strchr(header, '/') != NULL || header[0] == '.') return INVALID_INPUT;
+    if (header == NULL || header_sources[i] == NULL || strchr(header, '/') != NULL ||
+        header[0] == '.' || header[0] == 0) {
+      result = INVALID_INPUT;
+      break;
+    }
     char path[512];
     snprintf(path, sizeof path, "%s/%s", p->folder, header);
-    if (write_file(path, header_sources[i]) != SUCCESS) return INVALID_INPUT;
+    result = write_file(path, header_sources[i]);
+  }
+  if (result != SUCCESS) {
+    remove_folder(p->folder);
+    free(p->source);
+    free(p);
+    return result;
   }
   *out = p;
   return SUCCESS;
