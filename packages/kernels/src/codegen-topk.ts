@@ -5,6 +5,14 @@
  * backwards), then the pairwise better of (kept, tile) is the K best of both as a bitonic
  * sequence, which a bitonic merge sorts again. Passes run until one list per segment is left.
  *
+ * The first pass reads its range FIRST_PASS_PREFETCH tiles at a time (each thread keeps its
+ * elements in registers, so that the loads overlap) and passes over a tile none of whose
+ * elements comes before the k-th kept (one `__syncthreads_or`): the k best of the kept and
+ * such a tile are the kept's k best. Only the first k of a list are exact then, and only they
+ * can reach the result: an element of the k best of a segment is among the k best of its
+ * range. Past the first tiles of a range, most tiles of unordered scores are passed over,
+ * which leaves the pass about as fast as reading its range.
+ *
  * The order is total, so the result does not depend on how the work was split: larger value
  * first (smaller for `smallest`), NaN before every number for the largest and after every
  * number for the smallest (as torch.topk), then the smaller index; an index of -1 marks an
@@ -25,6 +33,9 @@ export interface TopkSource {
   /** Largest first (true) or smallest first. */
   readonly largest: boolean;
 }
+
+/** Tiles the first pass loads at once, per thread one element of each. */
+export const FIRST_PASS_PREFETCH = 4;
 
 /** The kernel's entry point. */
 export const TOPK_ENTRY = 'ct_topk';
@@ -56,6 +67,29 @@ export function topkParameters(): KernelParameter[] {
 export function generateTopk(source: TopkSource): string {
   const { dtype, slots, largest } = source;
   const value = CTYPES[dtype].storage;
+  const prefetch = FIRST_PASS_PREFETCH;
+  const merge = mergeTile(value, slots);
+  const loads = Array.from(
+    { length: prefetch },
+    (_, j) => `        const unsigned long long ct_q${j} = ct_base + ${j * slots} + ct_t;
+        const bool ct_in${j} = ct_q${j} < ct_end;
+        const ${value} ct_v${j} = ct_in${j} ? ct_values[ct_segment + ct_q${j} * ct_element_stride] : (${value})0;
+        const int ct_i${j} = ct_in${j} ? (int)ct_q${j} : -1;`,
+  ).join('\n');
+  const tiles = Array.from(
+    { length: prefetch },
+    (
+      _,
+      j,
+    ) => `        // Tile ${j}: passed over unless one of its elements comes before the k-th kept.
+        if (__syncthreads_or(ct_better(ct_v${j}, ct_i${j}, ct_top_v[ct_k - 1], ct_top_i[ct_k - 1]))) {
+          ct_tile_v[ct_t] = ct_v${j};
+          ct_tile_i[ct_t] = ct_i${j};
+          __syncthreads();
+${sortTile(value, slots)}
+${merge}
+        }`,
+  ).join('\n');
   return `// @cuda-tasks/kernels topk: ${dtype}, ${slots} slots, ${largest ? 'largest' : 'smallest'} first
 // Whether (ct_av, ct_ai) comes before (ct_bv, ct_bi); an index below 0 is an empty slot.
 __device__ __forceinline__ bool ct_better(const ${value} ct_av, const int ct_ai, const ${value} ct_bv, const int ct_bi) {
@@ -90,64 +124,20 @@ extern "C" __global__ void ${TOPK_ENTRY}(const ${value} *ct_values, const int *c
     const unsigned long long ct_segment = ct_s * ct_segment_stride;
     ct_top_v[ct_t] = 0;
     ct_top_i[ct_t] = -1;
-    for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += ${slots}) {
-      if (ct_presorted) {
+    __syncthreads();
+    if (ct_presorted) {
+      for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += ${slots}) {
         // A whole list of the earlier pass, best first: read backwards, worst first.
         const unsigned long long ct_q = ct_segment + ct_base + (${slots - 1} - ct_t);
         ct_tile_v[ct_t] = ct_values[ct_q];
         ct_tile_i[ct_t] = ct_indices[ct_q];
-      } else {
-        const unsigned long long ct_q = ct_base + ct_t;
-        if (ct_q < ct_end) {
-          ct_tile_v[ct_t] = ct_values[ct_segment + ct_q * ct_element_stride];
-          ct_tile_i[ct_t] = (int)ct_q;
-        } else {
-          ct_tile_v[ct_t] = 0;
-          ct_tile_i[ct_t] = -1;
-        }
-      }
-      __syncthreads();
-      if (!ct_presorted) {
-        // Bitonic sort of the tile, worst first.
-        for (unsigned int ct_size = 2; ct_size <= ${slots}; ct_size <<= 1) {
-          for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
-            const unsigned int ct_u = ct_t ^ ct_stride;
-            if (ct_u > ct_t) {
-              const bool ct_up = (ct_t & ct_size) == 0;
-              const bool ct_swap = ct_up ? ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_tile_v[ct_u], ct_tile_i[ct_u])
-                                         : ct_better(ct_tile_v[ct_u], ct_tile_i[ct_u], ct_tile_v[ct_t], ct_tile_i[ct_t]);
-              if (ct_swap) {
-                const ${value} ct_v = ct_tile_v[ct_t];
-                const int ct_i = ct_tile_i[ct_t];
-                ct_tile_v[ct_t] = ct_tile_v[ct_u];
-                ct_tile_i[ct_t] = ct_tile_i[ct_u];
-                ct_tile_v[ct_u] = ct_v;
-                ct_tile_i[ct_u] = ct_i;
-              }
-            }
-            __syncthreads();
-          }
-        }
-      }
-      // Kept (best first) against tile (worst first): the better of each pair are the best
-      // of both, as a bitonic sequence.
-      if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
-        ct_top_v[ct_t] = ct_tile_v[ct_t];
-        ct_top_i[ct_t] = ct_tile_i[ct_t];
-      }
-      __syncthreads();
-      // Bitonic merge, best first.
-      for (unsigned int ct_stride = ${slots / 2}; ct_stride > 0; ct_stride >>= 1) {
-        const unsigned int ct_u = ct_t ^ ct_stride;
-        if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
-          const ${value} ct_v = ct_top_v[ct_t];
-          const int ct_i = ct_top_i[ct_t];
-          ct_top_v[ct_t] = ct_top_v[ct_u];
-          ct_top_i[ct_t] = ct_top_i[ct_u];
-          ct_top_v[ct_u] = ct_v;
-          ct_top_i[ct_u] = ct_i;
-        }
         __syncthreads();
+${merge}
+      }
+    } else {
+      for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += ${prefetch * slots}) {
+${loads}
+${tiles}
       }
     }
     if (ct_last) {
@@ -165,4 +155,56 @@ extern "C" __global__ void ${TOPK_ENTRY}(const ${value} *ct_values, const int *c
   }
 }
 `;
+}
+
+/** Bitonic sort of the tile in shared memory, worst first (a step per stride, each with a barrier). */
+function sortTile(value: string, slots: number): string {
+  return `          for (unsigned int ct_size = 2; ct_size <= ${slots}; ct_size <<= 1) {
+            for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
+              const unsigned int ct_u = ct_t ^ ct_stride;
+              if (ct_u > ct_t) {
+                const bool ct_up = (ct_t & ct_size) == 0;
+                const bool ct_swap = ct_up ? ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_tile_v[ct_u], ct_tile_i[ct_u])
+                                           : ct_better(ct_tile_v[ct_u], ct_tile_i[ct_u], ct_tile_v[ct_t], ct_tile_i[ct_t]);
+                if (ct_swap) {
+${swapSlots(value, 'ct_tile', '                  ')}
+                }
+              }
+              __syncthreads();
+            }
+          }`;
+}
+
+/**
+ * Kept (best first) against the tile in shared memory (worst first): the better of each pair
+ * are the best of both, as a bitonic sequence, which a bitonic merge sorts best first. Ends
+ * with a barrier, so that the kept list is whole when the next tile reads it.
+ */
+function mergeTile(value: string, slots: number): string {
+  return `          if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
+            ct_top_v[ct_t] = ct_tile_v[ct_t];
+            ct_top_i[ct_t] = ct_tile_i[ct_t];
+          }
+          __syncthreads();
+          for (unsigned int ct_stride = ${slots / 2}; ct_stride > 0; ct_stride >>= 1) {
+            const unsigned int ct_u = ct_t ^ ct_stride;
+            if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
+${swapSlots(value, 'ct_top', '              ')}
+            }
+            __syncthreads();
+          }`;
+}
+
+/** Swaps slots ct_t and ct_u of the list `list` (its `_v` values and `_i` indices). */
+function swapSlots(value: string, list: string, indent: string): string {
+  return [
+    `const ${value} ct_v = ${list}_v[ct_t];`,
+    `const int ct_i = ${list}_i[ct_t];`,
+    `${list}_v[ct_t] = ${list}_v[ct_u];`,
+    `${list}_i[ct_t] = ${list}_i[ct_u];`,
+    `${list}_v[ct_u] = ct_v;`,
+    `${list}_i[ct_u] = ct_i;`,
+  ]
+    .map((line) => indent + line)
+    .join('\n');
 }

@@ -32,64 +32,218 @@ extern "C" __global__ void ct_topk(const float *ct_values, const int *ct_indices
     const unsigned long long ct_segment = ct_s * ct_segment_stride;
     ct_top_v[ct_t] = 0;
     ct_top_i[ct_t] = -1;
-    for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += 128) {
-      if (ct_presorted) {
+    __syncthreads();
+    if (ct_presorted) {
+      for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += 128) {
         // A whole list of the earlier pass, best first: read backwards, worst first.
         const unsigned long long ct_q = ct_segment + ct_base + (127 - ct_t);
         ct_tile_v[ct_t] = ct_values[ct_q];
         ct_tile_i[ct_t] = ct_indices[ct_q];
-      } else {
-        const unsigned long long ct_q = ct_base + ct_t;
-        if (ct_q < ct_end) {
-          ct_tile_v[ct_t] = ct_values[ct_segment + ct_q * ct_element_stride];
-          ct_tile_i[ct_t] = (int)ct_q;
-        } else {
-          ct_tile_v[ct_t] = 0;
-          ct_tile_i[ct_t] = -1;
-        }
-      }
-      __syncthreads();
-      if (!ct_presorted) {
-        // Bitonic sort of the tile, worst first.
-        for (unsigned int ct_size = 2; ct_size <= 128; ct_size <<= 1) {
-          for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
+        __syncthreads();
+          if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
+            ct_top_v[ct_t] = ct_tile_v[ct_t];
+            ct_top_i[ct_t] = ct_tile_i[ct_t];
+          }
+          __syncthreads();
+          for (unsigned int ct_stride = 64; ct_stride > 0; ct_stride >>= 1) {
             const unsigned int ct_u = ct_t ^ ct_stride;
-            if (ct_u > ct_t) {
-              const bool ct_up = (ct_t & ct_size) == 0;
-              const bool ct_swap = ct_up ? ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_tile_v[ct_u], ct_tile_i[ct_u])
-                                         : ct_better(ct_tile_v[ct_u], ct_tile_i[ct_u], ct_tile_v[ct_t], ct_tile_i[ct_t]);
-              if (ct_swap) {
-                const float ct_v = ct_tile_v[ct_t];
-                const int ct_i = ct_tile_i[ct_t];
-                ct_tile_v[ct_t] = ct_tile_v[ct_u];
-                ct_tile_i[ct_t] = ct_tile_i[ct_u];
-                ct_tile_v[ct_u] = ct_v;
-                ct_tile_i[ct_u] = ct_i;
+            if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
+              const float ct_v = ct_top_v[ct_t];
+              const int ct_i = ct_top_i[ct_t];
+              ct_top_v[ct_t] = ct_top_v[ct_u];
+              ct_top_i[ct_t] = ct_top_i[ct_u];
+              ct_top_v[ct_u] = ct_v;
+              ct_top_i[ct_u] = ct_i;
+            }
+            __syncthreads();
+          }
+      }
+    } else {
+      for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += 512) {
+        const unsigned long long ct_q0 = ct_base + 0 + ct_t;
+        const bool ct_in0 = ct_q0 < ct_end;
+        const float ct_v0 = ct_in0 ? ct_values[ct_segment + ct_q0 * ct_element_stride] : (float)0;
+        const int ct_i0 = ct_in0 ? (int)ct_q0 : -1;
+        const unsigned long long ct_q1 = ct_base + 128 + ct_t;
+        const bool ct_in1 = ct_q1 < ct_end;
+        const float ct_v1 = ct_in1 ? ct_values[ct_segment + ct_q1 * ct_element_stride] : (float)0;
+        const int ct_i1 = ct_in1 ? (int)ct_q1 : -1;
+        const unsigned long long ct_q2 = ct_base + 256 + ct_t;
+        const bool ct_in2 = ct_q2 < ct_end;
+        const float ct_v2 = ct_in2 ? ct_values[ct_segment + ct_q2 * ct_element_stride] : (float)0;
+        const int ct_i2 = ct_in2 ? (int)ct_q2 : -1;
+        const unsigned long long ct_q3 = ct_base + 384 + ct_t;
+        const bool ct_in3 = ct_q3 < ct_end;
+        const float ct_v3 = ct_in3 ? ct_values[ct_segment + ct_q3 * ct_element_stride] : (float)0;
+        const int ct_i3 = ct_in3 ? (int)ct_q3 : -1;
+        // Tile 0: passed over unless one of its elements comes before the k-th kept.
+        if (__syncthreads_or(ct_better(ct_v0, ct_i0, ct_top_v[ct_k - 1], ct_top_i[ct_k - 1]))) {
+          ct_tile_v[ct_t] = ct_v0;
+          ct_tile_i[ct_t] = ct_i0;
+          __syncthreads();
+          for (unsigned int ct_size = 2; ct_size <= 128; ct_size <<= 1) {
+            for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
+              const unsigned int ct_u = ct_t ^ ct_stride;
+              if (ct_u > ct_t) {
+                const bool ct_up = (ct_t & ct_size) == 0;
+                const bool ct_swap = ct_up ? ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_tile_v[ct_u], ct_tile_i[ct_u])
+                                           : ct_better(ct_tile_v[ct_u], ct_tile_i[ct_u], ct_tile_v[ct_t], ct_tile_i[ct_t]);
+                if (ct_swap) {
+                  const float ct_v = ct_tile_v[ct_t];
+                  const int ct_i = ct_tile_i[ct_t];
+                  ct_tile_v[ct_t] = ct_tile_v[ct_u];
+                  ct_tile_i[ct_t] = ct_tile_i[ct_u];
+                  ct_tile_v[ct_u] = ct_v;
+                  ct_tile_i[ct_u] = ct_i;
+                }
               }
+              __syncthreads();
+            }
+          }
+          if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
+            ct_top_v[ct_t] = ct_tile_v[ct_t];
+            ct_top_i[ct_t] = ct_tile_i[ct_t];
+          }
+          __syncthreads();
+          for (unsigned int ct_stride = 64; ct_stride > 0; ct_stride >>= 1) {
+            const unsigned int ct_u = ct_t ^ ct_stride;
+            if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
+              const float ct_v = ct_top_v[ct_t];
+              const int ct_i = ct_top_i[ct_t];
+              ct_top_v[ct_t] = ct_top_v[ct_u];
+              ct_top_i[ct_t] = ct_top_i[ct_u];
+              ct_top_v[ct_u] = ct_v;
+              ct_top_i[ct_u] = ct_i;
             }
             __syncthreads();
           }
         }
-      }
-      // Kept (best first) against tile (worst first): the better of each pair are the best
-      // of both, as a bitonic sequence.
-      if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
-        ct_top_v[ct_t] = ct_tile_v[ct_t];
-        ct_top_i[ct_t] = ct_tile_i[ct_t];
-      }
-      __syncthreads();
-      // Bitonic merge, best first.
-      for (unsigned int ct_stride = 64; ct_stride > 0; ct_stride >>= 1) {
-        const unsigned int ct_u = ct_t ^ ct_stride;
-        if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
-          const float ct_v = ct_top_v[ct_t];
-          const int ct_i = ct_top_i[ct_t];
-          ct_top_v[ct_t] = ct_top_v[ct_u];
-          ct_top_i[ct_t] = ct_top_i[ct_u];
-          ct_top_v[ct_u] = ct_v;
-          ct_top_i[ct_u] = ct_i;
+        // Tile 1: passed over unless one of its elements comes before the k-th kept.
+        if (__syncthreads_or(ct_better(ct_v1, ct_i1, ct_top_v[ct_k - 1], ct_top_i[ct_k - 1]))) {
+          ct_tile_v[ct_t] = ct_v1;
+          ct_tile_i[ct_t] = ct_i1;
+          __syncthreads();
+          for (unsigned int ct_size = 2; ct_size <= 128; ct_size <<= 1) {
+            for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
+              const unsigned int ct_u = ct_t ^ ct_stride;
+              if (ct_u > ct_t) {
+                const bool ct_up = (ct_t & ct_size) == 0;
+                const bool ct_swap = ct_up ? ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_tile_v[ct_u], ct_tile_i[ct_u])
+                                           : ct_better(ct_tile_v[ct_u], ct_tile_i[ct_u], ct_tile_v[ct_t], ct_tile_i[ct_t]);
+                if (ct_swap) {
+                  const float ct_v = ct_tile_v[ct_t];
+                  const int ct_i = ct_tile_i[ct_t];
+                  ct_tile_v[ct_t] = ct_tile_v[ct_u];
+                  ct_tile_i[ct_t] = ct_tile_i[ct_u];
+                  ct_tile_v[ct_u] = ct_v;
+                  ct_tile_i[ct_u] = ct_i;
+                }
+              }
+              __syncthreads();
+            }
+          }
+          if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
+            ct_top_v[ct_t] = ct_tile_v[ct_t];
+            ct_top_i[ct_t] = ct_tile_i[ct_t];
+          }
+          __syncthreads();
+          for (unsigned int ct_stride = 64; ct_stride > 0; ct_stride >>= 1) {
+            const unsigned int ct_u = ct_t ^ ct_stride;
+            if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
+              const float ct_v = ct_top_v[ct_t];
+              const int ct_i = ct_top_i[ct_t];
+              ct_top_v[ct_t] = ct_top_v[ct_u];
+              ct_top_i[ct_t] = ct_top_i[ct_u];
+              ct_top_v[ct_u] = ct_v;
+              ct_top_i[ct_u] = ct_i;
+            }
+            __syncthreads();
+          }
         }
-        __syncthreads();
+        // Tile 2: passed over unless one of its elements comes before the k-th kept.
+        if (__syncthreads_or(ct_better(ct_v2, ct_i2, ct_top_v[ct_k - 1], ct_top_i[ct_k - 1]))) {
+          ct_tile_v[ct_t] = ct_v2;
+          ct_tile_i[ct_t] = ct_i2;
+          __syncthreads();
+          for (unsigned int ct_size = 2; ct_size <= 128; ct_size <<= 1) {
+            for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
+              const unsigned int ct_u = ct_t ^ ct_stride;
+              if (ct_u > ct_t) {
+                const bool ct_up = (ct_t & ct_size) == 0;
+                const bool ct_swap = ct_up ? ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_tile_v[ct_u], ct_tile_i[ct_u])
+                                           : ct_better(ct_tile_v[ct_u], ct_tile_i[ct_u], ct_tile_v[ct_t], ct_tile_i[ct_t]);
+                if (ct_swap) {
+                  const float ct_v = ct_tile_v[ct_t];
+                  const int ct_i = ct_tile_i[ct_t];
+                  ct_tile_v[ct_t] = ct_tile_v[ct_u];
+                  ct_tile_i[ct_t] = ct_tile_i[ct_u];
+                  ct_tile_v[ct_u] = ct_v;
+                  ct_tile_i[ct_u] = ct_i;
+                }
+              }
+              __syncthreads();
+            }
+          }
+          if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
+            ct_top_v[ct_t] = ct_tile_v[ct_t];
+            ct_top_i[ct_t] = ct_tile_i[ct_t];
+          }
+          __syncthreads();
+          for (unsigned int ct_stride = 64; ct_stride > 0; ct_stride >>= 1) {
+            const unsigned int ct_u = ct_t ^ ct_stride;
+            if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
+              const float ct_v = ct_top_v[ct_t];
+              const int ct_i = ct_top_i[ct_t];
+              ct_top_v[ct_t] = ct_top_v[ct_u];
+              ct_top_i[ct_t] = ct_top_i[ct_u];
+              ct_top_v[ct_u] = ct_v;
+              ct_top_i[ct_u] = ct_i;
+            }
+            __syncthreads();
+          }
+        }
+        // Tile 3: passed over unless one of its elements comes before the k-th kept.
+        if (__syncthreads_or(ct_better(ct_v3, ct_i3, ct_top_v[ct_k - 1], ct_top_i[ct_k - 1]))) {
+          ct_tile_v[ct_t] = ct_v3;
+          ct_tile_i[ct_t] = ct_i3;
+          __syncthreads();
+          for (unsigned int ct_size = 2; ct_size <= 128; ct_size <<= 1) {
+            for (unsigned int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
+              const unsigned int ct_u = ct_t ^ ct_stride;
+              if (ct_u > ct_t) {
+                const bool ct_up = (ct_t & ct_size) == 0;
+                const bool ct_swap = ct_up ? ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_tile_v[ct_u], ct_tile_i[ct_u])
+                                           : ct_better(ct_tile_v[ct_u], ct_tile_i[ct_u], ct_tile_v[ct_t], ct_tile_i[ct_t]);
+                if (ct_swap) {
+                  const float ct_v = ct_tile_v[ct_t];
+                  const int ct_i = ct_tile_i[ct_t];
+                  ct_tile_v[ct_t] = ct_tile_v[ct_u];
+                  ct_tile_i[ct_t] = ct_tile_i[ct_u];
+                  ct_tile_v[ct_u] = ct_v;
+                  ct_tile_i[ct_u] = ct_i;
+                }
+              }
+              __syncthreads();
+            }
+          }
+          if (ct_better(ct_tile_v[ct_t], ct_tile_i[ct_t], ct_top_v[ct_t], ct_top_i[ct_t])) {
+            ct_top_v[ct_t] = ct_tile_v[ct_t];
+            ct_top_i[ct_t] = ct_tile_i[ct_t];
+          }
+          __syncthreads();
+          for (unsigned int ct_stride = 64; ct_stride > 0; ct_stride >>= 1) {
+            const unsigned int ct_u = ct_t ^ ct_stride;
+            if (ct_u > ct_t && ct_better(ct_top_v[ct_u], ct_top_i[ct_u], ct_top_v[ct_t], ct_top_i[ct_t])) {
+              const float ct_v = ct_top_v[ct_t];
+              const int ct_i = ct_top_i[ct_t];
+              ct_top_v[ct_t] = ct_top_v[ct_u];
+              ct_top_i[ct_t] = ct_top_i[ct_u];
+              ct_top_v[ct_u] = ct_v;
+              ct_top_i[ct_u] = ct_i;
+            }
+            __syncthreads();
+          }
+        }
       }
     }
     if (ct_last) {
