@@ -6,7 +6,8 @@
 // thread, each run until it reaches a barrier or ends. `__syncthreads()` (and its
 // _or / _and / _count forms) releases once every thread of the block that has not ended waits
 // at it; `ct_cpu::shfl_down` (what cpunvrtc.c makes of the `shfl.sync.down.b32` asm) releases
-// once every live thread of the warp waits at it. A barrier that some threads of the block
+// once every live thread of the warp waits at it, as do `__shfl_sync` and its up / down / xor
+// forms and `__ballot_sync` (full warps of width 32). A barrier that some threads of the block
 // never reach (they ended first) is reported and aborts the launch, as a hang would on a GPU.
 // `__shared__` variables are function statics: one copy, shared by the fibers of the block
 // running now, as they would be by its threads.
@@ -301,6 +302,51 @@ inline unsigned int shfl_down(unsigned int word, unsigned int delta) {
   return result;
 }
 
+/**
+ * A 32-bit word exchanged within the warp: every live lane publishes `word` and reads lane
+ * `source`'s (its own for a source outside the warp or past the block).
+ */
+inline unsigned int warp_word(unsigned int word, unsigned int source) {
+  Fiber* fiber = running->current;
+  fiber->word = word;
+  wait_here(AT_WARP);
+  const unsigned int base = fiber->linear - fiber->linear % 32;
+  const unsigned int threads = running->block.x * running->block.y * running->block.z;
+  const unsigned int result =
+      source < 32 && base + source < threads ? running->words[base + source] : word;
+  wait_here(AT_WARP);
+  return result;
+}
+
+/** The warp's predicates as a mask, bit l for lane l (lanes that ended or do not exist: 0). */
+inline unsigned int warp_ballot(int predicate) {
+  Fiber* fiber = running->current;
+  fiber->word = predicate != 0;
+  wait_here(AT_WARP);
+  const unsigned int base = fiber->linear - fiber->linear % 32;
+  const unsigned int threads = running->block.x * running->block.y * running->block.z;
+  unsigned int mask = 0;
+  for (unsigned int l = 0; l < 32 && base + l < threads; l++) {
+    if (running->fibers[base + l].state != ENDED && running->words[base + l] != 0) mask |= 1u << l;
+  }
+  wait_here(AT_WARP);
+  return mask;
+}
+
+/** A value of 4 or 8 bytes from lane `source`, a word at a time. */
+template <class T>
+inline T warp_value(T value, unsigned int source) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "warp shuffles of 4- and 8-byte values only");
+  unsigned int words[sizeof(T) / 4];
+  memcpy(words, &value, sizeof(T));
+  for (unsigned int w = 0; w < sizeof(T) / 4; w++) words[w] = warp_word(words[w], source);
+  T result;
+  memcpy(&result, words, sizeof(T));
+  return result;
+}
+
+inline unsigned int lane() { return running->current->linear % 32; }
+
 inline float f16_to_f32(unsigned short h) {
   _Float16 value;
   memcpy(&value, &h, 2);
@@ -338,6 +384,36 @@ inline int __syncthreads_count(int predicate) {
   ct_cpu::wait_here(ct_cpu::AT_BLOCK);
   return ct_cpu::running->vote_count;
 }
+// Warp shuffles and votes of the full warp (width 32; the mask is not checked). Lanes that
+// ask for a lane outside the warp read their own value, as on the GPU.
+template <class T>
+inline T __shfl_sync(unsigned int, T var, int source) {
+  return ct_cpu::warp_value(var, (unsigned int)source & 31u);
+}
+template <class T>
+inline T __shfl_up_sync(unsigned int, T var, unsigned int delta) {
+  const unsigned int lane = ct_cpu::lane();
+  return ct_cpu::warp_value(var, lane >= delta ? lane - delta : lane);
+}
+template <class T>
+inline T __shfl_down_sync(unsigned int, T var, unsigned int delta) {
+  const unsigned int lane = ct_cpu::lane();
+  return ct_cpu::warp_value(var, lane + delta < 32 ? lane + delta : lane);
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned int, T var, int mask) {
+  return ct_cpu::warp_value(var, ct_cpu::lane() ^ ((unsigned int)mask & 31u));
+}
+inline unsigned int __ballot_sync(unsigned int, int predicate) {
+  return ct_cpu::warp_ballot(predicate);
+}
+inline int __any_sync(unsigned int, int predicate) { return ct_cpu::warp_ballot(predicate) != 0; }
+// The lanes that have not ended (a warp barrier here: lanes that only diverged count too).
+inline unsigned int __activemask() { return ct_cpu::warp_ballot(1); }
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned int)x); }
+
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 inline void __threadfence_system() {}

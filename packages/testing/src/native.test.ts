@@ -73,6 +73,50 @@ extern "C" __global__ void shuffle(unsigned int *out, unsigned int delta) {
     module.dispose();
   });
 
+  it('__shfl_sync and its up / down / xor forms read the lane CUDA names; __ballot_sync votes per warp', async () => {
+    const module = Module.compile(`
+extern "C" __global__ void lanes(double *moved, unsigned int *votes, const int *flags) {
+  const unsigned int t = threadIdx.x, lane = t & 31;
+  const double mine = t * 1.5 + 0.25;
+  moved[t * 4] = __shfl_sync(0xffffffffu, mine, (int)(lane * 7 + 3));
+  moved[t * 4 + 1] = __shfl_up_sync(0xffffffffu, mine, 5);
+  moved[t * 4 + 2] = (double)__shfl_down_sync(0xffffffffu, (float)mine, 6);
+  moved[t * 4 + 3] = (double)__shfl_xor_sync(0xffffffffu, (int)t, 9);
+  if (flags[t] < 0) return; // these lanes end before the vote
+  const unsigned int vote = __ballot_sync(__activemask(), flags[t] > 0);
+  votes[t * 2] = vote;
+  votes[t * 2 + 1] = (unsigned int)(__popc(vote) * 100 + __ffs((int)vote));
+}`);
+    const kernel = module.kernel('lanes', ['float64*', 'uint32*', 'const int32*']);
+    const threads = 64;
+    const flags = Int32Array.from({ length: threads }, (_, t) =>
+      t % 3 === 0 ? 1 : t % 5 === 0 ? -1 : 0,
+    );
+    const moved = DeviceArray.zeros('float64', threads * 4);
+    const votes = DeviceArray.zeros('uint32', threads * 2);
+    launch(kernel, { grid: 1, block: threads }, moved, votes, DeviceArray.fromHost(flags));
+    const value = (t: number) => t * 1.5 + 0.25;
+    const expected: number[] = [];
+    for (let t = 0; t < threads; t++) {
+      const base = t - (t % 32);
+      const lane = t % 32;
+      expected.push(value(base + ((lane * 7 + 3) % 32)));
+      expected.push(value(lane >= 5 ? t - 5 : t));
+      expected.push(Math.fround(value(lane + 6 < 32 ? t + 6 : t)));
+      expected.push(base + (lane ^ 9));
+    }
+    expect(Array.from(await moved.toHost())).toEqual(expected);
+    const expectedVotes = Array.from({ length: threads }, (_, t) => {
+      if (flags[t]! < 0) return [0, 0];
+      const lanes = Array.from({ length: 32 }, (_, l) => flags[t - (t % 32) + l]! > 0);
+      const mask = lanes.reduce((m, set, l) => (set ? m | (1 << l) : m), 0) >>> 0;
+      const count = lanes.filter(Boolean).length;
+      return [mask, count * 100 + lanes.indexOf(true) + 1];
+    }).flat();
+    expect(Array.from(await votes.toHost())).toEqual(expectedVotes);
+    module.dispose();
+  });
+
   it('a barrier that some threads never reach fails the launch, as it would hang on a GPU', () => {
     const module = Module.compile(`
 extern "C" __global__ void diverges(int *out) {
