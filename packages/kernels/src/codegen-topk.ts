@@ -63,10 +63,20 @@ export function topkParameters(): KernelParameter[] {
   ];
 }
 
+/** Elements a lane of the warp kernel (32 slots) loads at once in the first pass. */
+export const WARP_PREFETCH = 8;
+
+/**
+ * Warps per block of the warp kernel (32 slots), each on work items of its own. One measured
+ * faster than four on the H200 (decision 0043); the kernel takes any multiple of 32 threads.
+ */
+export const WARPS_PER_BLOCK = 1;
+
 /** Generates the kernel's CUDA C source. */
 export function generateTopk(source: TopkSource): string {
   const { dtype, slots, largest } = source;
   const value = CTYPES[dtype].storage;
+  if (slots === 32) return generateWarpTopk(dtype, value, largest);
   const prefetch = FIRST_PASS_PREFETCH;
   const merge = mergeTile(value, slots);
   const loads = Array.from(
@@ -91,18 +101,7 @@ ${merge}
         }`,
   ).join('\n');
   return `// @cuda-tasks/kernels topk: ${dtype}, ${slots} slots, ${largest ? 'largest' : 'smallest'} first
-// Whether (ct_av, ct_ai) comes before (ct_bv, ct_bi); an index below 0 is an empty slot.
-__device__ __forceinline__ bool ct_better(const ${value} ct_av, const int ct_ai, const ${value} ct_bv, const int ct_bi) {
-  if (ct_ai < 0) return false;
-  if (ct_bi < 0) return true;
-  const bool ct_an = ct_av != ct_av, ct_bn = ct_bv != ct_bv;
-  if (ct_an || ct_bn) {
-    if (ct_an && ct_bn) return ct_ai < ct_bi;
-    return ${largest ? 'ct_an' : 'ct_bn'};
-  }
-  if (ct_av != ct_bv) return ct_av ${largest ? '>' : '<'} ct_bv;
-  return ct_ai < ct_bi;
-}
+${betterFunction(value, largest)}
 
 extern "C" __global__ void ${TOPK_ENTRY}(const ${value} *ct_values, const int *ct_indices, ${value} *ct_out_values, int *ct_out_indices,
     const unsigned long long ct_length, const unsigned long long ct_segments,
@@ -152,6 +151,122 @@ ${tiles}
       ct_out_indices[ct_o] = ct_top_i[ct_t];
     }
     __syncthreads();
+  }
+}
+`;
+}
+
+/** The order: whether (ct_av, ct_ai) comes before (ct_bv, ct_bi); an index below 0 is an empty slot. */
+function betterFunction(value: string, largest: boolean): string {
+  return `// Whether (ct_av, ct_ai) comes before (ct_bv, ct_bi); an index below 0 is an empty slot.
+__device__ __forceinline__ bool ct_better(const ${value} ct_av, const int ct_ai, const ${value} ct_bv, const int ct_bi) {
+  if (ct_ai < 0) return false;
+  if (ct_bi < 0) return true;
+  const bool ct_an = ct_av != ct_av, ct_bn = ct_bv != ct_bv;
+  if (ct_an || ct_bn) {
+    if (ct_an && ct_bn) return ct_ai < ct_bi;
+    return ${largest ? 'ct_an' : 'ct_bn'};
+  }
+  if (ct_av != ct_bv) return ct_av ${largest ? '>' : '<'} ct_bv;
+  return ct_ai < ct_bi;
+}`;
+}
+
+/**
+ * The kernel for k <= 32: each warp on work items of its own (WARPS_PER_BLOCK a block), lane
+ * r holding the r-th best kept in registers.
+ * Each pass reads 32 elements per lane step (WARP_PREFETCH steps at once in the first pass; a
+ * whole list of an earlier pass, best first, in the others); a ballot finds the lanes whose
+ * element comes before the k-th kept, usually none, and each of those is inserted at its rank
+ * with shuffles (the kept below it move down a lane, the last falls off). The first k kept are
+ * then the k best of what the block read; no shared memory, no barrier.
+ */
+function generateWarpTopk(dtype: DType, value: string, largest: boolean): string {
+  const steps = Array.from(
+    { length: WARP_PREFETCH },
+    (_, j) => `        const unsigned long long ct_q${j} = ct_base + ${j * 32} + ct_t;
+        const bool ct_in${j} = ct_q${j} < ct_end;
+        const ${value} ct_v${j} = ct_in${j} ? ct_values[ct_segment + ct_q${j} * ct_element_stride] : (${value})0;
+        const int ct_i${j} = ct_in${j} ? (int)ct_q${j} : -1;`,
+  ).join('\n');
+  const offers = Array.from(
+    { length: WARP_PREFETCH },
+    (_, j) => `        ct_offer(ct_v${j}, ct_i${j}, ct_kv, ct_ki, ct_tv, ct_ti, ct_k);`,
+  ).join('\n');
+  return `// @cuda-tasks/kernels topk: ${dtype}, 32 slots (a warp each), ${largest ? 'largest' : 'smallest'} first
+${betterFunction(value, largest)}
+
+// Offers each lane's (ct_v, ct_i) to the kept list (ct_kv, ct_ki: lane r holds rank r; ct_tv,
+// ct_ti: the k-th kept, on every lane). Every lane of the warp calls it with the same ct_k.
+__device__ __forceinline__ void ct_offer(const ${value} ct_v, const int ct_i, ${value} &ct_kv, int &ct_ki,
+    ${value} &ct_tv, int &ct_ti, const int ct_k) {
+  const unsigned int ct_full = 0xffffffffu;
+  unsigned int ct_m = __ballot_sync(ct_full, ct_better(ct_v, ct_i, ct_tv, ct_ti));
+  while (ct_m != 0) {
+    const int ct_from = __ffs(ct_m) - 1;
+    const ${value} ct_cv = __shfl_sync(ct_full, ct_v, ct_from);
+    const int ct_ci = __shfl_sync(ct_full, ct_i, ct_from);
+    // Its rank: the kept that come before it (fewer than k, as it comes before the k-th).
+    const int ct_rank = __popc(__ballot_sync(ct_full, ct_better(ct_kv, ct_ki, ct_cv, ct_ci)));
+    const ${value} ct_uv = __shfl_up_sync(ct_full, ct_kv, 1);
+    const int ct_ui = __shfl_up_sync(ct_full, ct_ki, 1);
+    const int ct_lane = (int)(threadIdx.x & 31);
+    if (ct_lane == ct_rank) {
+      ct_kv = ct_cv;
+      ct_ki = ct_ci;
+    } else if (ct_lane > ct_rank) {
+      ct_kv = ct_uv;
+      ct_ki = ct_ui;
+    }
+    ct_tv = __shfl_sync(ct_full, ct_kv, ct_k - 1);
+    ct_ti = __shfl_sync(ct_full, ct_ki, ct_k - 1);
+    // The others that still come before the k-th.
+    ct_m &= ct_m - 1;
+    ct_m &= __ballot_sync(ct_full, ct_better(ct_v, ct_i, ct_tv, ct_ti));
+  }
+}
+
+extern "C" __global__ void ${TOPK_ENTRY}(const ${value} *ct_values, const int *ct_indices, ${value} *ct_out_values, int *ct_out_indices,
+    const unsigned long long ct_length, const unsigned long long ct_segments,
+    const unsigned long long ct_segment_stride, const unsigned long long ct_element_stride,
+    const unsigned long long ct_range, const unsigned long long ct_parts, const int ct_k,
+    const unsigned long long ct_out_segment_stride, const unsigned long long ct_out_rank_stride,
+    const int ct_last) {
+  // Each warp of the block takes work items of its own (no barrier between warps).
+  const unsigned int ct_t = threadIdx.x & 31;
+  const unsigned long long ct_warps = blockDim.x >> 5;
+  const bool ct_presorted = ct_indices != 0;
+  const unsigned long long ct_items = ct_segments * ct_parts;
+  for (unsigned long long ct_w = blockIdx.x * ct_warps + (threadIdx.x >> 5); ct_w < ct_items; ct_w += gridDim.x * ct_warps) {
+    const unsigned long long ct_s = ct_w / ct_parts, ct_p = ct_w - ct_s * ct_parts;
+    const unsigned long long ct_begin = ct_p * ct_range;
+    const unsigned long long ct_end = ct_begin + ct_range < ct_length ? ct_begin + ct_range : ct_length;
+    const unsigned long long ct_segment = ct_s * ct_segment_stride;
+    ${value} ct_kv = 0, ct_tv = 0;
+    int ct_ki = -1, ct_ti = -1;
+    if (ct_presorted) {
+      for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += 32) {
+        // A whole list of the earlier pass, best first.
+        const unsigned long long ct_q = ct_segment + ct_base + ct_t;
+        ct_offer(ct_values[ct_q], ct_indices[ct_q], ct_kv, ct_ki, ct_tv, ct_ti, ct_k);
+      }
+    } else {
+      for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += ${WARP_PREFETCH * 32}) {
+${steps}
+${offers}
+      }
+    }
+    if (ct_last) {
+      if (ct_t < (unsigned int)ct_k) {
+        const unsigned long long ct_o = ct_s * ct_out_segment_stride + ct_t * ct_out_rank_stride;
+        ct_out_values[ct_o] = ct_kv;
+        ct_out_indices[ct_o] = ct_ki;
+      }
+    } else {
+      const unsigned long long ct_o = (ct_s * ct_parts + ct_p) * 32 + ct_t;
+      ct_out_values[ct_o] = ct_kv;
+      ct_out_indices[ct_o] = ct_ki;
+    }
   }
 }
 `;
