@@ -1,6 +1,7 @@
 /**
- * CUDA C for top-k: a block of K threads (K = k rounded up to a power of two, 32..1024) keeps
- * the K best elements of its range in shared memory, best first. Each tile of K candidates is
+ * CUDA C for top-k. For k <= 32, the warp kernel (generateWarpTopk below). Otherwise a block
+ * of K threads (K = k rounded up to a power of two, 64..1024) keeps the K best elements of its
+ * range in shared memory, best first. Each tile of K candidates is
  * sorted worst first (bitonic sort; lists from an earlier pass arrive sorted and are read
  * backwards), then the pairwise better of (kept, tile) is the K best of both as a bitonic
  * sequence, which a bitonic merge sorts again. Passes run until one list per segment is left.
