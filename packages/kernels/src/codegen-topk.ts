@@ -67,12 +67,6 @@ export function topkParameters(): KernelParameter[] {
 /** Elements a lane of the warp kernel (32 slots) loads at once in the first pass. */
 export const WARP_PREFETCH = 8;
 
-/**
- * Warps per block of the warp kernel (32 slots), each on work items of its own. One measured
- * faster than four on the H200 (decision 0043); the kernel takes any multiple of 32 threads.
- */
-export const WARPS_PER_BLOCK = 1;
-
 /** Generates the kernel's CUDA C source. */
 export function generateTopk(source: TopkSource): string {
   const { dtype, slots, largest } = source;
@@ -80,13 +74,7 @@ export function generateTopk(source: TopkSource): string {
   if (slots === 32) return generateWarpTopk(dtype, value, largest);
   const prefetch = FIRST_PASS_PREFETCH;
   const merge = mergeTile(value, slots);
-  const loads = Array.from(
-    { length: prefetch },
-    (_, j) => `        const unsigned long long ct_q${j} = ct_base + ${j * slots} + ct_t;
-        const bool ct_in${j} = ct_q${j} < ct_end;
-        const ${value} ct_v${j} = ct_in${j} ? ct_values[ct_segment + ct_q${j} * ct_element_stride] : (${value})0;
-        const int ct_i${j} = ct_in${j} ? (int)ct_q${j} : -1;`,
-  ).join('\n');
+  const loads = firstPassLoads(value, prefetch, slots);
   const tiles = Array.from(
     { length: prefetch },
     (
@@ -157,6 +145,20 @@ ${tiles}
 `;
 }
 
+/**
+ * The first pass's loads of `count` steps of `width` elements from ct_base: step j's element
+ * of this thread in (ct_v<j>, ct_i<j>), an empty slot (index -1) past the range's end.
+ */
+function firstPassLoads(value: string, count: number, width: number): string {
+  return Array.from(
+    { length: count },
+    (_, j) => `        const unsigned long long ct_q${j} = ct_base + ${j * width} + ct_t;
+        const bool ct_in${j} = ct_q${j} < ct_end;
+        const ${value} ct_v${j} = ct_in${j} ? ct_values[ct_segment + ct_q${j} * ct_element_stride] : (${value})0;
+        const int ct_i${j} = ct_in${j} ? (int)ct_q${j} : -1;`,
+  ).join('\n');
+}
+
 /** The order: whether (ct_av, ct_ai) comes before (ct_bv, ct_bi); an index below 0 is an empty slot. */
 function betterFunction(value: string, largest: boolean): string {
   return `// Whether (ct_av, ct_ai) comes before (ct_bv, ct_bi); an index below 0 is an empty slot.
@@ -174,8 +176,8 @@ __device__ __forceinline__ bool ct_better(const ${value} ct_av, const int ct_ai,
 }
 
 /**
- * The kernel for k <= 32: each warp on work items of its own (WARPS_PER_BLOCK a block), lane
- * r holding the r-th best kept in registers.
+ * The kernel for k <= 32 (topk launches it a warp a block; each warp of a larger block would
+ * take work items of its own): lane r holds the r-th best kept in registers.
  * Each pass reads 32 elements per lane step (WARP_PREFETCH steps at once in the first pass; a
  * whole list of an earlier pass, best first, in the others); a ballot finds the lanes whose
  * element comes before the k-th kept, usually none, and each of those is inserted at its rank
@@ -183,13 +185,7 @@ __device__ __forceinline__ bool ct_better(const ${value} ct_av, const int ct_ai,
  * then the k best of what the block read; no shared memory, no barrier.
  */
 function generateWarpTopk(dtype: DType, value: string, largest: boolean): string {
-  const steps = Array.from(
-    { length: WARP_PREFETCH },
-    (_, j) => `        const unsigned long long ct_q${j} = ct_base + ${j * 32} + ct_t;
-        const bool ct_in${j} = ct_q${j} < ct_end;
-        const ${value} ct_v${j} = ct_in${j} ? ct_values[ct_segment + ct_q${j} * ct_element_stride] : (${value})0;
-        const int ct_i${j} = ct_in${j} ? (int)ct_q${j} : -1;`,
-  ).join('\n');
+  const steps = firstPassLoads(value, WARP_PREFETCH, 32);
   const offers = Array.from(
     { length: WARP_PREFETCH },
     (_, j) => `        ct_offer(ct_v${j}, ct_i${j}, ct_kv, ct_ki, ct_tv, ct_ti, ct_k);`,

@@ -24,13 +24,7 @@ import {
   checkOutputApart,
   clearList,
 } from './arguments.js';
-import {
-  generateTopk,
-  TOPK_DTYPES,
-  TOPK_ENTRY,
-  topkParameters,
-  WARPS_PER_BLOCK,
-} from './codegen-topk.js';
+import { generateTopk, TOPK_DTYPES, TOPK_ENTRY, topkParameters } from './codegen-topk.js';
 import { CompiledSource } from './compiled.js';
 
 /** The largest k topk takes. */
@@ -76,7 +70,7 @@ function compiledFor(dtype: DType, slots: number, largest: boolean): CompiledSou
     compiled = new CompiledSource(
       `topk_${dtype}_${slots}_${largest ? 'largest' : 'smallest'}.cu`,
       generateTopk({ dtype, slots, largest }),
-      [{ name: TOPK_ENTRY, parameters: topkParameters(), blockSize: blockSizeFor(slots) }],
+      [{ name: TOPK_ENTRY, parameters: topkParameters(), blockSize: slots }],
     );
     sources.set(key, compiled);
   }
@@ -86,16 +80,6 @@ function compiledFor(dtype: DType, slots: number, largest: boolean): CompiledSou
 /** The generated source for these parameters (for reading and for the tests). */
 export function topkSource(dtype: DType, k: number, largest = true): string {
   return generateTopk({ dtype, slots: slotsFor(k), largest });
-}
-
-/** Threads per block: a list per block, but with 32 slots, a list per warp. */
-function blockSizeFor(slots: number): number {
-  return slots === 32 ? 32 * WARPS_PER_BLOCK : slots;
-}
-
-/** Lists one block works on at once. */
-function listsPerBlock(slots: number): number {
-  return slots === 32 ? WARPS_PER_BLOCK : 1;
 }
 
 function slotsFor(k: number): number {
@@ -234,14 +218,12 @@ export function topk<D extends DType>(
   if (p.segments === 0) return { values, indices };
   const loaded = compiledFor(p.dtype, p.slots, p.largest).kernels(stream.context)[0]!;
   const slots = p.slots;
-  const lists = listsPerBlock(slots);
-  const block = slots * lists;
   const valueBytes = x.elementBytes;
   // First pass: ranges of whole tiles, enough of them to fill the device.
   let parts = Math.max(
     1,
     Math.min(
-      Math.ceil((loaded.fullGrid * lists) / p.segments),
+      Math.ceil(loaded.fullGrid / p.segments),
       Math.ceil(p.length / (FIRST_PASS_TILES * slots)),
     ),
   );
@@ -282,8 +264,7 @@ export function topk<D extends DType>(
       args[12] = p.outRankStride;
       args[13] = last ? 1 : 0;
       const items = p.segments * parts;
-      const grid = Math.min(Math.ceil(items / lists), MAX_GRID);
-      launchOn(loaded.kernel, stream, grid, block, 0, args);
+      launchOn(loaded.kernel, stream, Math.min(items, MAX_GRID), slots, 0, args);
       inputValues?.dispose();
       inputIndices?.dispose();
       inputValues = undefined;
