@@ -286,12 +286,19 @@ int nvrtcCompileProgram(program *p, int count, const char *const *options) {
   long bytes = ftell(built);
   fseek(built, 0, SEEK_SET);
   free(p->image);
-  p->image_size = sizeof IMAGE_PREFIX - 1 + 8 + (size_t)bytes;
-  p->image = malloc(p->image_size);
-  if (p->image == NULL || bytes <= 0) {
+  p->image = NULL;
+  p->image_size = 0;
+  if (bytes <= 0) {
+    fclose(built);
+    return COMPILATION;
+  }
+  size_t size = sizeof IMAGE_PREFIX - 1 + 8 + (size_t)bytes;
+  p->image = malloc(size);
+  if (p->image == NULL) {
     fclose(built);
     return OUT_OF_MEMORY;
   }
+  p->image_size = size;
   memcpy(p->image, IMAGE_PREFIX, sizeof IMAGE_PREFIX - 1);
   unsigned long long length = (unsigned long long)bytes;
   memcpy(p->image + sizeof IMAGE_PREFIX - 1, &length, 8);
