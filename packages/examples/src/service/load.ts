@@ -71,7 +71,7 @@ import {
   parseLoopDelayLines,
 } from './loop-monitor.js';
 import { SearchIndex } from './search.js';
-import { DEFAULT_SEARCH_BATCH } from './search-batcher.js';
+import { batchSummary, DEFAULT_SEARCH_BATCH, parseSearchBatchLines } from './search-batcher.js';
 import { type SearchReference, searchReference } from './search-reference.js';
 import {
   createServer,
@@ -572,6 +572,8 @@ async function serviceProcesses(
       const { code, signal } = await service.exited;
       if (code !== 0) console.error(`server exited with ${signal ?? code}: ${service.stderr()}`);
       reports = parseLoopDelayLines(service.stderr());
+      const batches = batchSummary(parseSearchBatchLines(service.stderr()));
+      if (batches !== undefined) console.log(batches);
     },
     loopDelayWithin: (from, to) =>
       reports === undefined ? Number.NaN : loopDelayWithin(reports, from, to),

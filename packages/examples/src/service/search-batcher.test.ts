@@ -11,8 +11,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { SearchResult } from './search.js';
 import {
   type BatchSearchBackend,
+  batchSummary,
   DEFAULT_SEARCH_BATCH,
+  parseSearchBatchLines,
   SearchBatcher,
+  searchBatchLine,
   searchBatchOptions,
 } from './search-batcher.js';
 import { createServer, type GpuService, type SearchBackend } from './server.js';
@@ -367,5 +370,41 @@ describe('POST /search with batches (a stand-in index, real sockets)', () => {
     expect(() => createServer({ searchBatch: { maxBatch: -1 } })).toThrow(
       /maxBatch must be a positive integer/,
     );
+  });
+});
+
+describe('the batch reports of server processes (searchBatchLine, parseSearchBatchLines)', () => {
+  it('reads back what a process wrote, and sums the processes', () => {
+    const text = [
+      'loop-delay {"pid":1}',
+      searchBatchLine(11, { searches: 80, batches: 10, largestBatch: 12, waiting: 0, inFlight: 0 }),
+      searchBatchLine(12, { searches: 40, batches: 10, largestBatch: 9, waiting: 3, inFlight: 1 }),
+      '',
+    ].join('\n');
+    const reports = parseSearchBatchLines(text);
+    expect(reports).toEqual([
+      { pid: 11, searches: 80, batches: 10, largestBatch: 12 },
+      { pid: 12, searches: 40, batches: 10, largestBatch: 9 },
+    ]);
+    expect(batchSummary(reports)).toBe(
+      'server: 120 searches in 20 batches (6.0 a batch, the largest 12; 2 processes)',
+    );
+    expect(batchSummary([])).toBeUndefined();
+    expect(batchSummary([{ pid: 3, searches: 0, batches: 0, largestBatch: 0 }])).toBeUndefined();
+  });
+
+  it('leaves out malformed lines (untrusted text)', () => {
+    const bad = [
+      'search-batches {',
+      'search-batches null',
+      'search-batches {"pid":0,"searches":1,"batches":1,"largestBatch":1}',
+      'search-batches {"pid":5,"searches":-1,"batches":1,"largestBatch":1}',
+      'search-batches {"pid":5,"searches":1.5,"batches":1,"largestBatch":1}',
+      'search-batches {"pid":5,"searches":2,"batches":3,"largestBatch":1}',
+      'search-batches {"pid":5,"searches":2,"batches":1,"largestBatch":3}',
+      'search-batches {"pid":5,"searches":"2","batches":1,"largestBatch":1}',
+      ' search-batches {"pid":5,"searches":2,"batches":1,"largestBatch":1}',
+    ];
+    expect(parseSearchBatchLines(bad.join('\n'))).toEqual([]);
   });
 });

@@ -243,3 +243,74 @@ export class SearchBatcher {
     this.#schedule();
   }
 }
+
+/** What a server process reports of its batches when it exits (`searchBatchLine`). */
+export interface SearchBatchReport {
+  /** The server process. */
+  pid: number;
+  /** Searches its batches answered or failed. */
+  searches: number;
+  /** Batches it ran. */
+  batches: number;
+  /** The most searches one of them held. */
+  largestBatch: number;
+}
+
+const BATCH_LINE_PREFIX = 'search-batches ';
+
+/**
+ * The line a server process writes to stderr at exit for the load script (no newline): its
+ * pid and `statistics`' counts.
+ * @example searchBatchLine(process.pid, batcher.statistics());
+ */
+export function searchBatchLine(pid: number, statistics: SearchBatchStatistics): string {
+  const { searches, batches, largestBatch } = statistics;
+  return BATCH_LINE_PREFIX + JSON.stringify({ pid, searches, batches, largestBatch });
+}
+
+/**
+ * The reports in `text` (the service's stderr): each `search-batches {...}` line whose pid is a
+ * positive integer and whose counts are non-negative integers, the largest batch at most the
+ * searches; other lines and malformed reports are left out.
+ * @example parseSearchBatchLines(service.stderr()).length; // one per server process
+ */
+export function parseSearchBatchLines(text: string): SearchBatchReport[] {
+  const reports: SearchBatchReport[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(BATCH_LINE_PREFIX)) continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line.slice(BATCH_LINE_PREFIX.length));
+    } catch {
+      continue;
+    }
+    if (typeof value !== 'object' || value === null) continue;
+    const { pid, searches, batches, largestBatch } = value as Record<string, unknown>;
+    const count = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) >= 0;
+    if (!count(pid) || pid < 1 || !count(searches) || !count(batches) || !count(largestBatch)) {
+      continue;
+    }
+    if (largestBatch > searches || batches > searches) continue;
+    reports.push({ pid, searches, batches, largestBatch });
+  }
+  return reports;
+}
+
+/**
+ * One line on the batches of `reports` together (the mean size, the largest), or undefined
+ * where none ran a batch.
+ * @example batchSummary([{ pid: 7, searches: 80, batches: 10, largestBatch: 12 }]); // 'server: 80 searches in 10 batches (8.0 a batch, the largest 12; 1 process)'
+ */
+export function batchSummary(reports: readonly SearchBatchReport[]): string | undefined {
+  let searches = 0;
+  let batches = 0;
+  let largest = 0;
+  for (const report of reports) {
+    searches += report.searches;
+    batches += report.batches;
+    largest = Math.max(largest, report.largestBatch);
+  }
+  if (batches === 0) return undefined;
+  const processes = `${reports.length} process${reports.length === 1 ? '' : 'es'}`;
+  return `server: ${searches} searches in ${batches} batches (${(searches / batches).toFixed(1)} a batch, the largest ${largest}; ${processes})`;
+}

@@ -2,10 +2,11 @@
  * A nearest-neighbour search over embeddings that live on the GPU and that every request
  * reads: the scores of a query against all rows are one GEMV, then `topk` from
  * `@cuda-tasks/kernels` picks the k best; `searchMany` answers a batch of queries with one
- * SGEMM and a top-k per column, reading the embeddings once for all of them. Each search runs on the current stream (the
- * request's task stream in the service), allocates its own query and score buffers, and only
- * reads the shared embeddings, so concurrent searches on different streams do not wait for
- * each other.
+ * pass over the embeddings for all of them (this example's own kernel for up to 16 queries,
+ * search-scores.ts; a cuBLAS SGEMM for more) and a top-k per column. Each search runs on the
+ * current stream (the request's task stream in the service), allocates its own query and score
+ * buffers, and only reads the shared embeddings, so concurrent searches on different streams
+ * do not wait for each other.
  */
 import { gemm, gemv } from '@cuda-tasks/cublas';
 import {
@@ -20,6 +21,7 @@ import {
 import { Generator } from '@cuda-tasks/curand';
 import { MAX_TOPK, topk } from '@cuda-tasks/kernels';
 import { synchronize } from '@cuda-tasks/task-runtime';
+import { MAX_SCORED_DIM, MAX_SCORED_QUERIES, searchScores } from './search-scores.js';
 
 /** Options of `SearchIndex.create`. */
 export interface SearchIndexOptions {
@@ -137,11 +139,12 @@ export class SearchIndex {
 
   /**
    * Many searches in one pass over the embeddings, on the current stream: the queries as the
-   * columns of a dim x B matrix, scores = embeddings x queries (one cuBLAS SGEMM, rows x B),
-   * then `topk` per column with the largest `ks[j]`, each answer cut to its own k. The index is
-   * read once for all B queries instead of once each. Answers agree with `search`'s to float32
-   * rounding (the SGEMM may sum in another order than the SGEMV); rows whose scores tie within
-   * that rounding may come in another order. One query goes through `search`.
+   * columns of a dim x B matrix, scores = embeddings x queries (rows x B: `searchScores` for B
+   * up to 16 and dim up to 256, else one cuBLAS SGEMM), then `topk` per column with the
+   * largest `ks[j]`, each answer cut to its own k. The index is read once for all B queries
+   * instead of once each. Answers agree with `search`'s to float32 rounding (the batch may sum
+   * in another order than the SGEMV); rows whose scores tie within that rounding may come in
+   * another order. One query goes through `search`.
    * @example const [a, b] = await index.searchMany([q1, q2], [10, 5]);
    */
   async searchMany(
@@ -170,7 +173,13 @@ export class SearchIndex {
     let best: { values: DeviceArray<'float32'>; indices: DeviceArray<'int32'> } | undefined;
     try {
       scores = DeviceArray.empty('float32', [this.rows, batch]);
-      gemm(this.embeddings, q, scores);
+      // Up to 16 queries: one pass over the index at the memory's speed (search-scores.ts);
+      // more: cuBLAS, whose SGEMM reads it near that speed at such widths.
+      if (batch <= MAX_SCORED_QUERIES && dim <= MAX_SCORED_DIM) {
+        searchScores(this.embeddings, q, scores);
+      } else {
+        gemm(this.embeddings, q, scores);
+      }
       // Column j holds query j's scores; its kMax best are column j of [kMax, batch].
       best = topk(scores, kMax, { axis: 0 });
       const [values, indices] = await Promise.all([best.values.toHost(), best.indices.toHost()]);

@@ -56,7 +56,7 @@ import {
 } from './cluster.js';
 import { drawUniform } from './draw.js';
 import { IdleTrim, type IdleTrimOptions, type TrimmablePool } from './idle-trim.js';
-import { reportLoopDelayOnExit } from './loop-monitor.js';
+import { LOOP_DELAY_VARIABLE, reportLoopDelayOnExit } from './loop-monitor.js';
 import { ParsePool, type ParsePoolOptions, type ParsePoolStatistics } from './parse-pool.js';
 import {
   DEFAULT_DEADLINES_MS,
@@ -73,6 +73,7 @@ import {
   SearchBatcher,
   type SearchBatchOptions,
   type SearchBatchStatistics,
+  searchBatchLine,
   searchBatchOptions,
 } from './search-batcher.js';
 import { memoryStatistics } from './stats.js';
@@ -1406,6 +1407,13 @@ export async function main(
     // A worker of the cluster searches the primary's index, opened read-only.
     ...(worker ? { createSearchIndex: openClusterSearchIndex } : {}),
   });
+  if (process.env[LOOP_DELAY_VARIABLE] === '1') {
+    // The load script also reads how this process batched its searches.
+    process.once('exit', () => {
+      const batches = server.statistics().searchBatches;
+      if (batches !== undefined) process.stderr.write(`${searchBatchLine(process.pid, batches)}\n`);
+    });
+  }
   return new Promise((resolveServer, reject) => {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', () => {

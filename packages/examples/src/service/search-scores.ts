@@ -1,0 +1,231 @@
+/**
+ * The scores of a few queries against every embedding in one pass over the index: this
+ * example's own kernel, compiled with NVRTC once per context.
+ *
+ * A search batch's scores are a tall, thin matrix product (rows x dim times dim x B, B small).
+ * Reading the index is the whole cost: 512 MB for 1,000,000 x 128 float32, whatever B. cuBLAS's
+ * SGEMM reads it near the memory's speed for some B and not for others (on an H100, 1,000,000 x
+ * 128 by 8 queries took 368 us against 189 us for 4 and 253 us for 16; decision 0045). This
+ * kernel reads each embedding once for up to 16 queries: each thread keeps the scores of 4 rows
+ * for every query in registers, the queries sit in shared memory, and each step reads one
+ * dimension of 4 rows per thread, 128 bytes a warp.
+ */
+import {
+  assertSameContext,
+  byteRangesOverlap,
+  type Context,
+  CudaArgumentError,
+  type DeviceArray,
+  type Kernel,
+  launch,
+  Module,
+  packageOf,
+  processState,
+  resolveStream,
+} from '@cuda-tasks/cudadrv';
+
+/** The most queries one launch scores. */
+export const MAX_SCORED_QUERIES = 16;
+/** The largest dimension the kernel takes (its queries sit in shared memory). */
+export const MAX_SCORED_DIM = 256;
+
+const BLOCK = 256;
+const ROWS_PER_THREAD = 4;
+/** Enough blocks to cover 67 M rows in one step; the kernel loops over the rest. */
+const MAX_GRID = 65_535;
+
+const GROUPS = [1, 2, 3, 4] as const;
+
+/** The kernel of `groups` groups of 4 queries: an entry point of the template. */
+function entry(groups: number): string {
+  return `
+extern "C" __global__ __launch_bounds__(SCORES_BLOCK) void search_scores_${groups}(
+    const float* __restrict__ e, const float* __restrict__ queries, float* __restrict__ scores,
+    unsigned long long rows, int dim, int batch) {
+  search_scores<${groups}>(e, queries, scores, rows, dim, batch);
+}
+`;
+}
+
+const SOURCE = `
+#define SCORES_BLOCK ${BLOCK}
+#define SCORES_ROWS ${ROWS_PER_THREAD}
+#define SCORES_MAX_DIM ${MAX_SCORED_DIM}
+
+// scores[i + b * rows] = sum over j of e[i + j * rows] * queries[j + b * dim], b < batch <= 4 * GROUPS.
+template <int GROUPS>
+__device__ void search_scores(const float* __restrict__ e, const float* __restrict__ queries,
+                              float* __restrict__ scores, unsigned long long rows, int dim,
+                              int batch) {
+  // The queries, dimension-major (q[j * WIDTH + b]), zero past the batch.
+  constexpr int WIDTH = 4 * GROUPS;
+  __shared__ float q[SCORES_MAX_DIM * WIDTH];
+  for (int t = threadIdx.x; t < dim * WIDTH; t += SCORES_BLOCK) {
+    int j = t / WIDTH;
+    int b = t - j * WIDTH;
+    q[t] = b < batch ? queries[j + (unsigned long long)b * dim] : 0.0f;
+  }
+  __syncthreads();
+  const unsigned long long step = (unsigned long long)gridDim.x * SCORES_BLOCK * SCORES_ROWS;
+  for (unsigned long long base = (unsigned long long)blockIdx.x * SCORES_BLOCK * SCORES_ROWS +
+                                 threadIdx.x;
+       base < rows; base += step) {
+    float acc[SCORES_ROWS][WIDTH];
+#pragma unroll
+    for (int r = 0; r < SCORES_ROWS; r++) {
+#pragma unroll
+      for (int b = 0; b < WIDTH; b++) acc[r][b] = 0.0f;
+    }
+    const float* column = e;
+#pragma unroll 4
+    for (int j = 0; j < dim; j++) {
+      float v[SCORES_ROWS];
+#pragma unroll
+      for (int r = 0; r < SCORES_ROWS; r++) {
+        unsigned long long i = base + (unsigned long long)r * SCORES_BLOCK;
+        v[r] = i < rows ? column[i] : 0.0f;
+      }
+      column += rows;
+      const float* qj = q + j * WIDTH;
+#pragma unroll
+      for (int b = 0; b < WIDTH; b++) {
+        float w = qj[b];
+#pragma unroll
+        for (int r = 0; r < SCORES_ROWS; r++) acc[r][b] = fmaf(v[r], w, acc[r][b]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < SCORES_ROWS; r++) {
+      unsigned long long i = base + (unsigned long long)r * SCORES_BLOCK;
+      if (i < rows) {
+#pragma unroll
+        for (int b = 0; b < WIDTH; b++) {
+          if (b < batch) scores[i + (unsigned long long)b * rows] = acc[r][b];
+        }
+      }
+    }
+  }
+}
+
+${GROUPS.map(entry).join('')}`;
+
+/** The kernel source, for reading (and for the tests). */
+export const searchScoresSource: string = SOURCE;
+
+// Process-wide: two loaded copies of this module share the compiled kernels.
+const compiled: Map<Context, Kernel[]> = processState(
+  packageOf(import.meta.url, '@cuda-tasks/examples'),
+  'service/search-scores-kernels',
+  () => new Map<Context, Kernel[]>(),
+);
+
+/** The kernels for `context` (one per group of 4 queries), compiled on first use. */
+function scoresKernels(context: Context): Kernel[] {
+  let kernels = compiled.get(context);
+  if (kernels === undefined) {
+    const module = Module.compile(SOURCE, { context, name: 'search_scores.cu' });
+    kernels = GROUPS.map((groups) =>
+      module.kernel(`search_scores_${groups}`, [
+        'const float32*',
+        'const float32*',
+        'float32*',
+        'uint64',
+        'int32',
+        'int32',
+      ]),
+    );
+    compiled.set(context, kernels);
+  }
+  return kernels;
+}
+
+function isMatrix(value: unknown, dtype: string): value is DeviceArray<'float32'> {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    (value as DeviceArray).dtype === dtype &&
+    Array.isArray((value as DeviceArray).shape) &&
+    (value as DeviceArray).shape.length === 2
+  );
+}
+
+/**
+ * `scores` = `embeddings` x `queries` on the current stream: `embeddings` rows x dim, `queries`
+ * dim x B, `scores` rows x B, all float32, column-major and contiguous, B in 1..16 and dim in
+ * 1..256. A CudaArgumentError, before any GPU call, for any other shape or dtype, arrays of
+ * another context, or `scores` overlapping an input. Each score is a float32 sum of the dim
+ * products in order (as an SGEMM's inner loop sums them).
+ * @example searchScores(index.embeddings, queries, scores); // queries: DeviceArray [128, 8]
+ */
+export function searchScores(
+  embeddings: DeviceArray<'float32'>,
+  queries: DeviceArray<'float32'>,
+  scores: DeviceArray<'float32'>,
+): void {
+  const call = 'searchScores';
+  for (const [name, array] of [
+    ['embeddings', embeddings],
+    ['queries', queries],
+    ['scores', scores],
+  ] as const) {
+    if (!isMatrix(array, 'float32')) {
+      throw new CudaArgumentError(
+        `${call}: ${name} must be a 2-D float32 DeviceArray, got ${array}`,
+      );
+    }
+    if (!array.contiguous) {
+      throw new CudaArgumentError(
+        `${call}: ${name} must be contiguous (column-major), got ${array}`,
+      );
+    }
+  }
+  const [rows, dim] = embeddings.shape as [number, number];
+  const batch = queries.shape[1]!;
+  if (queries.shape[0] !== dim) {
+    throw new CudaArgumentError(
+      `${call}: queries must have ${dim} rows (the embeddings' dimension), got ${queries}`,
+    );
+  }
+  if (batch < 1 || batch > MAX_SCORED_QUERIES) {
+    throw new CudaArgumentError(
+      `${call}: queries must have 1..${MAX_SCORED_QUERIES} columns, got ${batch}`,
+    );
+  }
+  if (dim < 1 || dim > MAX_SCORED_DIM) {
+    throw new CudaArgumentError(
+      `${call}: the embeddings' dimension must be in 1..${MAX_SCORED_DIM}, got ${dim}`,
+    );
+  }
+  if (scores.shape[0] !== rows || scores.shape[1] !== batch) {
+    throw new CudaArgumentError(`${call}: scores must be [${rows}, ${batch}], got ${scores}`);
+  }
+  const stream = resolveStream(undefined);
+  assertSameContext(call, 'embeddings', embeddings, stream);
+  assertSameContext(call, 'queries', queries, stream);
+  assertSameContext(call, 'scores', scores, stream);
+  for (const [name, input] of [
+    ['embeddings', embeddings],
+    ['queries', queries],
+  ] as const) {
+    if (overlaps(scores, input)) {
+      throw new CudaArgumentError(`${call}: scores overlaps ${name}: it must be memory of its own`);
+    }
+  }
+  if (rows === 0) return;
+  const kernel = scoresKernels(stream.context)[Math.ceil(batch / 4) - 1]!;
+  const grid = Math.min(Math.ceil(rows / (BLOCK * ROWS_PER_THREAD)), MAX_GRID);
+  launch(kernel, { grid, block: BLOCK, stream }, embeddings, queries, scores, rows, dim, batch);
+}
+
+/** Whether two contiguous arrays share a byte of one buffer. */
+function overlaps(a: DeviceArray, b: DeviceArray): boolean {
+  return (
+    a.buffer === b.buffer &&
+    byteRangesOverlap(
+      a.offset * a.elementBytes,
+      a.length * a.elementBytes,
+      b.offset * b.elementBytes,
+      b.length * b.elementBytes,
+    )
+  );
+}
