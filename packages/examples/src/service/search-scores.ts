@@ -5,7 +5,7 @@
  * A search batch's scores are a tall, thin matrix product (rows x dim times dim x B, B small).
  * Reading the index is the whole cost: 512 MB for 1,000,000 x 128 float32, whatever B. cuBLAS's
  * SGEMM reads it near the memory's speed for some B and not for others (on an H100, 1,000,000 x
- * 128 by 8 queries took 368 us against 189 us for 4 and 253 us for 16; decision 0045). This
+ * 128 by 8 queries took 369 us against 188 us for 4 and 261 us for 16; decision 0045). This
  * kernel reads each embedding once for up to 16 queries: each thread keeps the scores of 4 rows
  * for every query in registers, the queries sit in shared memory, and each step reads one
  * dimension of 4 rows per thread, 128 bytes a warp.
