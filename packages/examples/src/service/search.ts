@@ -173,8 +173,8 @@ export class SearchIndex {
     let best: { values: DeviceArray<'float32'>; indices: DeviceArray<'int32'> } | undefined;
     try {
       scores = DeviceArray.empty('float32', [this.rows, batch]);
-      // Up to 16 queries: one pass over the index at the memory's speed (search-scores.ts);
-      // more: cuBLAS, whose SGEMM reads it near that speed at such widths.
+      // Up to 16 queries: one pass over the index whatever the width (search-scores.ts), where
+      // cuBLAS's SGEMM takes twice as long for 8 queries as for 4; more: the SGEMM.
       if (batch <= MAX_SCORED_QUERIES && dim <= MAX_SCORED_DIM) {
         searchScores(this.embeddings, q, scores);
       } else {
