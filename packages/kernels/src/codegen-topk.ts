@@ -92,12 +92,7 @@ ${merge}
   return `// @cuda-tasks/kernels topk: ${dtype}, ${slots} slots, ${largest ? 'largest' : 'smallest'} first
 ${betterFunction(value, largest)}
 
-extern "C" __global__ void ${TOPK_ENTRY}(const ${value} *ct_values, const int *ct_indices, ${value} *ct_out_values, int *ct_out_indices,
-    const unsigned long long ct_length, const unsigned long long ct_segments,
-    const unsigned long long ct_segment_stride, const unsigned long long ct_element_stride,
-    const unsigned long long ct_range, const unsigned long long ct_parts, const int ct_k,
-    const unsigned long long ct_out_segment_stride, const unsigned long long ct_out_rank_stride,
-    const int ct_last) {
+${entrySignature(value)} {
   __shared__ ${value} ct_top_v[${slots}];
   __shared__ int ct_top_i[${slots}];
   __shared__ ${value} ct_tile_v[${slots}];
@@ -157,6 +152,16 @@ function firstPassLoads(value: string, count: number, width: number): string {
         const ${value} ct_v${j} = ct_in${j} ? ct_values[ct_segment + ct_q${j} * ct_element_stride] : (${value})0;
         const int ct_i${j} = ct_in${j} ? (int)ct_q${j} : -1;`,
   ).join('\n');
+}
+
+/** The entry point's signature (both kernels take `topkParameters()`), without its body. */
+function entrySignature(value: string): string {
+  return `extern "C" __global__ void ${TOPK_ENTRY}(const ${value} *ct_values, const int *ct_indices, ${value} *ct_out_values, int *ct_out_indices,
+    const unsigned long long ct_length, const unsigned long long ct_segments,
+    const unsigned long long ct_segment_stride, const unsigned long long ct_element_stride,
+    const unsigned long long ct_range, const unsigned long long ct_parts, const int ct_k,
+    const unsigned long long ct_out_segment_stride, const unsigned long long ct_out_rank_stride,
+    const int ct_last)`;
 }
 
 /** The order: whether (ct_av, ct_ai) comes before (ct_bv, ct_bi); an index below 0 is an empty slot. */
@@ -223,12 +228,7 @@ __device__ __forceinline__ void ct_offer(const ${value} ct_v, const int ct_i, ${
   }
 }
 
-extern "C" __global__ void ${TOPK_ENTRY}(const ${value} *ct_values, const int *ct_indices, ${value} *ct_out_values, int *ct_out_indices,
-    const unsigned long long ct_length, const unsigned long long ct_segments,
-    const unsigned long long ct_segment_stride, const unsigned long long ct_element_stride,
-    const unsigned long long ct_range, const unsigned long long ct_parts, const int ct_k,
-    const unsigned long long ct_out_segment_stride, const unsigned long long ct_out_rank_stride,
-    const int ct_last) {
+${entrySignature(value)} {
   // Each warp of the block takes work items of its own (no barrier between warps).
   const unsigned int ct_t = threadIdx.x & 31;
   const unsigned long long ct_warps = blockDim.x >> 5;
