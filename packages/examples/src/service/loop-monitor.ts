@@ -133,6 +133,24 @@ export function reportLoopDelayOnExit(
 }
 
 /**
+ * The JSON values of the lines of `text` that start with `prefix` (a report a process wrote to
+ * its stderr); lines whose rest is not JSON are left out. The values are untrusted: check them.
+ * @example prefixedJsonLines('x {"a":1}\nother', 'x '); // [{ a: 1 }]
+ */
+export function prefixedJsonLines(text: string, prefix: string): unknown[] {
+  const values: unknown[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(prefix)) continue;
+    try {
+      values.push(JSON.parse(line.slice(prefix.length)));
+    } catch {
+      // Not a report: left out.
+    }
+  }
+  return values;
+}
+
+/**
  * The reports in `text` (a service's stderr): each `loop-delay {...}` line that holds a
  * well-formed report (a positive integer pid, a bucket of 10 ms to 1 min, at most
  * `MAX_LOOP_DELAY_BUCKETS` finite, non-negative figures with times in order); other lines and
@@ -141,14 +159,7 @@ export function reportLoopDelayOnExit(
  */
 export function parseLoopDelayLines(text: string): LoopDelayReport[] {
   const reports: LoopDelayReport[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(LINE_PREFIX)) continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line.slice(LINE_PREFIX.length));
-    } catch {
-      continue;
-    }
+  for (const value of prefixedJsonLines(text, LINE_PREFIX)) {
     const report = wellFormed(value);
     if (report !== undefined) reports.push(report);
   }

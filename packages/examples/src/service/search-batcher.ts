@@ -11,6 +11,7 @@
  * wait of its own, the batches grow only as the load does.
  */
 import { assertOptions, CudaArgumentError } from '@cuda-tasks/cudadrv';
+import { prefixedJsonLines } from './loop-monitor.js';
 import type { SearchResult } from './search.js';
 
 /** What a batcher searches: many queries in one pass. */
@@ -276,14 +277,7 @@ export function searchBatchLine(pid: number, statistics: SearchBatchStatistics):
  */
 export function parseSearchBatchLines(text: string): SearchBatchReport[] {
   const reports: SearchBatchReport[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(BATCH_LINE_PREFIX)) continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line.slice(BATCH_LINE_PREFIX.length));
-    } catch {
-      continue;
-    }
+  for (const value of prefixedJsonLines(text, BATCH_LINE_PREFIX)) {
     if (typeof value !== 'object' || value === null) continue;
     const { pid, searches, batches, largestBatch } = value as Record<string, unknown>;
     const count = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) >= 0;

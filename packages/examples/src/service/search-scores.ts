@@ -1,28 +1,30 @@
 /**
  * The scores of a few queries against every embedding in one pass over the index: this
- * example's own kernel, compiled with NVRTC once per context.
+ * example's own kernel, loaded through the task runtime's compile cache.
  *
  * A search batch's scores are a tall, thin matrix product (rows x dim times dim x B, B small).
- * Reading the index is the whole cost: 512 MB for 1,000,000 x 128 float32, whatever B. cuBLAS's
- * SGEMM reads it near the memory's speed for some B and not for others (on an H100, 1,000,000 x
- * 128 by 8 queries took 369 us against 188 us for 4 and 261 us for 16; decision 0045). This
- * kernel reads each embedding once for up to 16 queries: each thread keeps the scores of 4 rows
- * for every query in registers, the queries sit in shared memory, and each step reads one
- * dimension of 4 rows per thread, 128 bytes a warp.
+ * Reading the index is the whole cost, whatever B, and cuBLAS's SGEMM does not read it equally
+ * fast at every small B (decision 0045 has the figures). This kernel reads each embedding once
+ * for up to 16 queries: each thread keeps the scores of 4 rows for every query in registers,
+ * the queries sit in shared memory, and each step reads one dimension of 4 rows per thread,
+ * 128 bytes a warp.
  */
 import {
+  assertApart,
+  assertArray,
+  assertDType,
   assertSameContext,
-  byteRangesOverlap,
   type Context,
   CudaArgumentError,
   type DeviceArray,
   type Kernel,
   launch,
-  Module,
-  packageOf,
-  processState,
+  type Module,
+  matrixFootprint,
+  newFootprint,
   resolveStream,
 } from '@cuda-tasks/cudadrv';
+import { loadCachedModule } from '@cuda-tasks/task-runtime';
 
 /** The most queries one launch scores. */
 export const MAX_SCORED_QUERIES = 16;
@@ -112,19 +114,15 @@ ${GROUPS.map(entry).join('')}`;
 /** The kernel source, for reading (and for the tests). */
 export const searchScoresSource: string = SOURCE;
 
-// Process-wide: two loaded copies of this module share the compiled kernels.
-const compiled: Map<Context, Kernel[]> = processState(
-  packageOf(import.meta.url, '@cuda-tasks/examples'),
-  'service/search-scores-kernels',
-  () => new Map<Context, Kernel[]>(),
-);
+// The kernels of each context's module (the compile cache keeps the module loaded).
+const compiled = new Map<Context, { module: Module; kernels: Kernel[] }>();
 
-/** The kernels for `context` (one per group of 4 queries), compiled on first use. */
+/** The kernels for `context` (one per group of 4 queries), loaded on first use. */
 function scoresKernels(context: Context): Kernel[] {
-  let kernels = compiled.get(context);
-  if (kernels === undefined) {
-    const module = Module.compile(SOURCE, { context, name: 'search_scores.cu' });
-    kernels = GROUPS.map((groups) =>
+  let loaded = compiled.get(context);
+  if (loaded === undefined || loaded.module.disposed) {
+    const module = loadCachedModule(SOURCE, context, 'search_scores.cu');
+    const kernels = GROUPS.map((groups) =>
       module.kernel(`search_scores_${groups}`, [
         'const float32*',
         'const float32*',
@@ -134,18 +132,35 @@ function scoresKernels(context: Context): Kernel[] {
         'int32',
       ]),
     );
-    compiled.set(context, kernels);
+    loaded = { module, kernels };
+    compiled.set(context, loaded);
   }
-  return kernels;
+  return loaded.kernels;
 }
 
-function isMatrix(value: unknown, dtype: string): value is DeviceArray<'float32'> {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    (value as DeviceArray).dtype === dtype &&
-    Array.isArray((value as DeviceArray).shape) &&
-    (value as DeviceArray).shape.length === 2
+/** Throws unless `value` is a usable, contiguous, 2-D float32 DeviceArray. */
+function checkMatrix(call: string, name: string, value: unknown): void {
+  assertArray(call, name, value);
+  assertDType(call, name, value, ['float32']);
+  if (value.shape.length !== 2 || !value.contiguous) {
+    throw new CudaArgumentError(
+      `${call}: ${name} must be a contiguous 2-D (column-major) array, got ${value}`,
+    );
+  }
+}
+
+// Reused by every call: the overlap check allocates nothing.
+const written = newFootprint();
+const read = newFootprint();
+
+/** Throws a CudaArgumentError where `scores` shares a byte with `input` (both contiguous). */
+function checkApart(call: string, scores: DeviceArray, name: string, input: DeviceArray): void {
+  assertApart(
+    call,
+    'scores',
+    matrixFootprint(written, scores.buffer, scores.offset, 4, scores.length, 1, scores.length),
+    name,
+    matrixFootprint(read, input.buffer, input.offset, 4, input.length, 1, input.length),
   );
 }
 
@@ -163,22 +178,9 @@ export function searchScores(
   scores: DeviceArray<'float32'>,
 ): void {
   const call = 'searchScores';
-  for (const [name, array] of [
-    ['embeddings', embeddings],
-    ['queries', queries],
-    ['scores', scores],
-  ] as const) {
-    if (!isMatrix(array, 'float32')) {
-      throw new CudaArgumentError(
-        `${call}: ${name} must be a 2-D float32 DeviceArray, got ${array}`,
-      );
-    }
-    if (!array.contiguous) {
-      throw new CudaArgumentError(
-        `${call}: ${name} must be contiguous (column-major), got ${array}`,
-      );
-    }
-  }
+  checkMatrix(call, 'embeddings', embeddings);
+  checkMatrix(call, 'queries', queries);
+  checkMatrix(call, 'scores', scores);
   const [rows, dim] = embeddings.shape as [number, number];
   const batch = queries.shape[1]!;
   if (queries.shape[0] !== dim) {
@@ -203,29 +205,10 @@ export function searchScores(
   assertSameContext(call, 'embeddings', embeddings, stream);
   assertSameContext(call, 'queries', queries, stream);
   assertSameContext(call, 'scores', scores, stream);
-  for (const [name, input] of [
-    ['embeddings', embeddings],
-    ['queries', queries],
-  ] as const) {
-    if (overlaps(scores, input)) {
-      throw new CudaArgumentError(`${call}: scores overlaps ${name}: it must be memory of its own`);
-    }
-  }
+  checkApart(call, scores, 'embeddings', embeddings);
+  checkApart(call, scores, 'queries', queries);
   if (rows === 0) return;
   const kernel = scoresKernels(stream.context)[Math.ceil(batch / 4) - 1]!;
   const grid = Math.min(Math.ceil(rows / (BLOCK * ROWS_PER_THREAD)), MAX_GRID);
   launch(kernel, { grid, block: BLOCK, stream }, embeddings, queries, scores, rows, dim, batch);
-}
-
-/** Whether two contiguous arrays share a byte of one buffer. */
-function overlaps(a: DeviceArray, b: DeviceArray): boolean {
-  return (
-    a.buffer === b.buffer &&
-    byteRangesOverlap(
-      a.offset * a.elementBytes,
-      a.length * a.elementBytes,
-      b.offset * b.elementBytes,
-      b.length * b.elementBytes,
-    )
-  );
 }

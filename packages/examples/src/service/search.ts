@@ -173,8 +173,8 @@ export class SearchIndex {
     let best: { values: DeviceArray<'float32'>; indices: DeviceArray<'int32'> } | undefined;
     try {
       scores = DeviceArray.empty('float32', [this.rows, batch]);
-      // Up to 16 queries: one pass over the index whatever the width (search-scores.ts), where
-      // cuBLAS's SGEMM takes twice as long for 8 queries as for 4; more: the SGEMM.
+      // Up to 16 queries: one pass over the index at any width (search-scores.ts, decision
+      // 0045); more: cuBLAS's SGEMM.
       if (batch <= MAX_SCORED_QUERIES && dim <= MAX_SCORED_DIM) {
         searchScores(this.embeddings, q, scores);
       } else {
