@@ -448,6 +448,21 @@ inline long long __double_as_longlong(double d) {
   memcpy(&i, &d, 8);
   return i;
 }
+// CUDA's vector type the kernels use (16-byte aligned, as on the GPU), and the cache-hinted
+// loads, which on the CPU are plain loads.
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+template <class T>
+inline T __ldg(const T* p) {
+  return *p;
+}
+template <class T>
+inline T __ldcs(const T* p) {
+  return *p;
+}
+
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }

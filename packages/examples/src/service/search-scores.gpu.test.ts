@@ -2,7 +2,7 @@ import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { describeGpu, rng } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
-import { MAX_SCORED_DIM, MAX_SCORED_QUERIES, searchScores } from './search-scores.js';
+import { MAX_SCORED_DIM, MAX_SCORED_QUERIES, scoresLoads, searchScores } from './search-scores.js';
 
 /**
  * Checks `scores` (rows x batch, column-major) against float64 dot products of the rows of
@@ -51,6 +51,8 @@ async function scoresOf(rows: number, dim: number, batch: number, seed: number):
   const queries = DeviceArray.fromHost(q, [dim, batch]);
   const scores = DeviceArray.empty('float32', [rows, batch]);
   try {
+    // Fresh allocations are aligned: rows decide the loads.
+    expect(scoresLoads(embeddings, scores)).toBe(rows % 4 === 0 ? 'float4' : 'float');
     searchScores(embeddings, queries, scores);
     checkScores(e, q, (await scores.toHost()) as Float32Array, rows, dim, batch);
   } finally {
@@ -61,9 +63,10 @@ async function scoresOf(rows: number, dim: number, batch: number, seed: number):
 }
 
 describeGpu('searchScores (the search batch kernel)', () => {
-  it('scores every batch width 1..16 as float64 dot products do (rows past a block step)', async () => {
+  it('scores every batch width 1..16 as float64 dot products do, with float and float4 loads (rows past a block step)', async () => {
     for (let batch = 1; batch <= MAX_SCORED_QUERIES; batch++) {
       await scoresOf(2 * 1024 + 37, 128, batch, 100 + batch);
+      await scoresOf(2 * 1024 + 36, 128, batch, 200 + batch);
     }
   });
 
@@ -74,30 +77,63 @@ describeGpu('searchScores (the search batch kernel)', () => {
         fc.integer({ min: 1, max: MAX_SCORED_DIM }),
         fc.integer({ min: 1, max: MAX_SCORED_QUERIES }),
         fc.integer({ min: 0, max: 1_000_000 }),
-        async (rows, dim, batch, seed) => scoresOf(rows, dim, batch, seed),
+        fc.boolean(),
+        // Half the cases a multiple of 4 rows (the float4 loads), half any number.
+        async (rows, dim, batch, seed, whole) =>
+          scoresOf(whole ? 4 * Math.ceil(rows / 4) : rows, dim, batch, seed),
       ),
-      { numRuns: 12, seed: 45 },
+      { numRuns: 16, seed: 45 },
     );
   });
 
-  it('writes nothing past its scores (a guard column after them stays as it was)', async () => {
-    const rows = 1500;
-    const dim = 64;
-    const batch = 5;
-    const e = randomMatrix(rows * dim, 7);
-    const q = randomMatrix(dim * batch, 8);
+  it.each([
+    [1500, 'float4'],
+    [1501, 'float'],
+  ] as const)(
+    'writes nothing past its scores, %i rows (%s loads: a guard column after them stays as it was)',
+    async (rows, loads) => {
+      const dim = 64;
+      const batch = 5;
+      const e = randomMatrix(rows * dim, 7);
+      const q = randomMatrix(dim * batch, 8);
+      const embeddings = DeviceArray.fromHost(e, [rows, dim]);
+      const queries = DeviceArray.fromHost(q, [dim, batch]);
+      const whole = DeviceArray.fromHost(new Float32Array(rows * (batch + 1)).fill(42), [
+        rows,
+        batch + 1,
+      ]);
+      try {
+        const scores = whole.block(0, 0, rows, batch);
+        expect(scoresLoads(embeddings, scores)).toBe(loads);
+        searchScores(embeddings, queries, scores);
+        const host = (await whole.toHost()) as Float32Array;
+        checkScores(e, q, host.subarray(0, rows * batch), rows, dim, batch);
+        expect(host.subarray(rows * batch).every((value) => value === 42)).toBe(true);
+      } finally {
+        embeddings.dispose();
+        queries.dispose();
+        whole.dispose();
+      }
+    },
+  );
+
+  it('takes float loads where an array starts off a 16-byte boundary, and writes only its own scores', async () => {
+    const rows = 1024;
+    const dim = 32;
+    const batch = 3;
+    const e = randomMatrix(rows * dim, 11);
+    const q = randomMatrix(dim * batch, 12);
     const embeddings = DeviceArray.fromHost(e, [rows, dim]);
     const queries = DeviceArray.fromHost(q, [dim, batch]);
-    const whole = DeviceArray.fromHost(new Float32Array(rows * (batch + 1)).fill(42), [
-      rows,
-      batch + 1,
-    ]);
+    // The scores one float past an aligned start, one guard float before and after them.
+    const whole = DeviceArray.fromHost(new Float32Array(rows * batch + 2).fill(42));
     try {
-      const scores = whole.block(0, 0, rows, batch);
+      const scores = whole.slice(1, rows * batch).reshape([rows, batch]);
+      expect(scoresLoads(embeddings, scores)).toBe('float');
       searchScores(embeddings, queries, scores);
       const host = (await whole.toHost()) as Float32Array;
-      checkScores(e, q, host.subarray(0, rows * batch), rows, dim, batch);
-      expect(host.subarray(rows * batch).every((value) => value === 42)).toBe(true);
+      checkScores(e, q, host.subarray(1, 1 + rows * batch), rows, dim, batch);
+      expect([host[0], host[rows * batch + 1]]).toEqual([42, 42]);
     } finally {
       embeddings.dispose();
       queries.dispose();
