@@ -20,6 +20,7 @@ import {
   CudaArgumentError,
   type DeviceArray,
   type Kernel,
+  type KernelParameter,
   launch,
   type Module,
   matrixFootprint,
@@ -173,7 +174,14 @@ export const searchScoresSource: string = SOURCE;
 // of 4 queries, the scalar kernel and the float4 one.
 const compiled = new Map<Context, { module: Module; scalar: Kernel[]; vector: Kernel[] }>();
 
-const PARAMETERS = ['const float32*', 'const float32*', 'float32*', 'uint64', 'int32', 'int32'];
+const PARAMETERS: readonly KernelParameter[] = [
+  'const float32*',
+  'const float32*',
+  'float32*',
+  'uint64',
+  'int32',
+  'int32',
+];
 
 /** The kernels for `context`, loaded on first use. */
 function scoresKernels(context: Context): { scalar: Kernel[]; vector: Kernel[] } {
