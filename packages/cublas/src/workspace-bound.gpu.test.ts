@@ -39,6 +39,7 @@ describeGpu('cuBLAS workspaces under a long churn of tasks (issue 31 item 15)', 
       );
     for (let i = 0; i < 10; i++) await wave(); // warm-up: handles, workspaces, the pool
     const warm = pool.statistics();
+    const warmWorkspaces = cache.statistics().workspaces;
     const bound = cache.maxHandlesPerContext * cache.maxWorkspacesPerHandle;
     let peakWorkspaces = cache.statistics().workspaces;
     const reserved: number[] = [];
@@ -50,13 +51,14 @@ describeGpu('cuBLAS workspaces under a long churn of tasks (issue 31 item 15)', 
     const after = pool.statistics();
     const statistics = cache.statistics();
     console.log(
-      `3,200 gemv tasks (32 at once): cuBLAS handles ${statistics.handles} (created ${statistics.created - created} here), workspaces at most ${peakWorkspaces} (bound ${bound}) of ${workspaceSize() / MiB} MiB; pool used ${(warm.usedBytes / MiB).toFixed(1)} -> ${(after.usedBytes / MiB).toFixed(1)} MiB, reserved after warm-up ${(warm.reservedBytes / MiB).toFixed(1)} MiB, then every 320 tasks ${reserved.map((r) => r.toFixed(0)).join(', ')} MiB; worst relative error ${worst.toExponential(2)}`,
+      `3,200 gemv tasks (32 at once): cuBLAS handles ${statistics.handles} (created ${statistics.created - created} here), workspaces ${warmWorkspaces} after warm-up, at most ${peakWorkspaces} (bound ${bound}) of ${workspaceSize() / MiB} MiB; pool used ${(warm.usedBytes / MiB).toFixed(1)} -> ${(after.usedBytes / MiB).toFixed(1)} MiB, reserved after warm-up ${(warm.reservedBytes / MiB).toFixed(1)} MiB, then every 320 tasks ${reserved.map((r) => r.toFixed(0)).join(', ')} MiB; worst relative error ${worst.toExponential(2)}`,
     );
     expect(worst).toBeLessThan(1e-5);
     expect(peakWorkspaces).toBeLessThanOrEqual(bound);
-    // Flat: no growth of the reserve after warm-up beyond one workspace's worth.
+    // Flat: the reserve grows after warm-up only by the workspaces made since (up to the bound,
+    // which a warm-up on a fast GPU may not reach), plus one workspace's worth.
     expect(Math.max(...reserved)).toBeLessThanOrEqual(
-      warm.reservedBytes / MiB + workspaceSize() / MiB,
+      warm.reservedBytes / MiB + ((peakWorkspaces - warmWorkspaces + 1) * workspaceSize()) / MiB,
     );
     // The spares go back with releaseCached().
     pool.releaseCached();

@@ -151,7 +151,17 @@ describeGpu('the demo scene: many tasks where the GPU has room', () => {
     // The traced iteration: 16 task spans on the host, GPU work on 16 streams, 16 x 4 GEMMs.
     const taskSpans = scene.trace.traceEvents.filter((e) => e.ph === 'X' && e.cat === 'task');
     expect(taskSpans).toHaveLength(16);
-    expect(scene.overlap.streams).toBe(16);
+    // On a mismatch, say which tracks had how many GPU operations (and which tasks' spans).
+    const tracks = new Map<string, number>();
+    for (const e of scene.trace.traceEvents) {
+      if (e.ph === 'X' && e.cat === 'gpu') {
+        tracks.set(`${e.pid}:${e.tid}`, (tracks.get(`${e.pid}:${e.tid}`) ?? 0) + 1);
+      }
+    }
+    expect(
+      scene.overlap.streams,
+      `GPU operations per track ${JSON.stringify([...tracks])}; task spans ${JSON.stringify(taskSpans.map((e) => [e.name, e.tid, e.args]))}`,
+    ).toBe(16);
     const gemms = scene.trace.traceEvents.filter(
       (e) => e.ph === 'X' && e.cat === 'gpu' && /gemm/i.test(e.name),
     );
