@@ -64,14 +64,8 @@ export function topkParameters(): KernelParameter[] {
   ];
 }
 
-/**
- * Elements a lane of the warp kernel (32 slots) loads at once: steps of 32 in the first pass,
- * lists of an earlier pass in the others.
- */
+/** Elements a lane of the warp kernel (32 slots) loads at once in the first pass. */
 export const WARP_PREFETCH = 8;
-
-/** The most elements of a step the warp kernel inserts one by one; more, it sorts the step. */
-export const WARP_INSERT_MOST = 3;
 
 /** Generates the kernel's CUDA C source. */
 export function generateTopk(source: TopkSource): string {
@@ -188,20 +182,12 @@ __device__ __forceinline__ bool ct_better(const ${value} ct_av, const int ct_ai,
 
 /**
  * The kernel for k <= 32 (topk launches it a warp a block; each warp of a larger block would
- * take work items of its own): lane r holds the r-th best kept in registers, no shared memory,
- * no barrier. The first k kept are the k best of what the warp read.
- *
- * The first pass reads 32 elements per lane step, WARP_PREFETCH steps at once. A ballot finds
- * the lanes whose element comes before the k-th kept, usually none. A few are inserted one by
- * one at their rank with shuffles (the kept below move down a lane, the last falls off); more
- * than WARP_INSERT_MOST (the first steps of a range) sort the step (a bitonic sort across the
- * lanes, worst first) and merge it with the kept: the better of each pair (kept r, step r) is
- * the 32 best of both as a bitonic sequence, which 5 exchanges sort best first.
- *
- * Later passes merge whole lists of an earlier pass, WARP_PREFETCH at once: each is read
- * backwards (worst first), so that it merges with the kept in those 5 exchanges; a list none
- * of whose elements comes before the k-th kept is passed over. A list's elements past its
- * k-th are not exact, but they are sorted, which is all the merge needs.
+ * take work items of its own): lane r holds the r-th best kept in registers.
+ * Each pass reads 32 elements per lane step (WARP_PREFETCH steps at once in the first pass; a
+ * whole list of an earlier pass, best first, in the others); a ballot finds the lanes whose
+ * element comes before the k-th kept, usually none, and each of those is inserted at its rank
+ * with shuffles (the kept below it move down a lane, the last falls off). The first k kept are
+ * then the k best of what the block read; no shared memory, no barrier.
  */
 function generateWarpTopk(dtype: DType, value: string, largest: boolean): string {
   const steps = firstPassLoads(value, WARP_PREFETCH, 32);
@@ -209,72 +195,15 @@ function generateWarpTopk(dtype: DType, value: string, largest: boolean): string
     { length: WARP_PREFETCH },
     (_, j) => `        ct_offer(ct_v${j}, ct_i${j}, ct_kv, ct_ki, ct_tv, ct_ti, ct_k);`,
   ).join('\n');
-  const lists = Array.from(
-    { length: WARP_PREFETCH },
-    (_, j) => `        const bool ct_in${j} = ct_base + ${j * 32} < ct_end;
-        const unsigned long long ct_q${j} = ct_segment + ct_base + ${j * 32} + (31 - ct_t);
-        const ${value} ct_v${j} = ct_in${j} ? ct_values[ct_q${j}] : (${value})0;
-        const int ct_i${j} = ct_in${j} ? ct_indices[ct_q${j}] : -1;`,
-  ).join('\n');
-  const merges = Array.from(
-    { length: WARP_PREFETCH },
-    (_, j) => `        ct_merge_list(ct_v${j}, ct_i${j}, ct_kv, ct_ki, ct_tv, ct_ti, ct_k);`,
-  ).join('\n');
   return `// @cuda-tasks/kernels topk: ${dtype}, 32 slots (a warp each), ${largest ? 'largest' : 'smallest'} first
 ${betterFunction(value, largest)}
 
-// Lane t and lane t ^ ct_stride compare their (ct_v, ct_i); lane t keeps the better one if
-// ct_keep_better, else the other. Every lane of the warp calls it with the same ct_stride.
-__device__ __forceinline__ void ct_exchange(${value} &ct_v, int &ct_i, const int ct_stride, const bool ct_keep_better) {
-  const ${value} ct_ov = __shfl_xor_sync(0xffffffffu, ct_v, ct_stride);
-  const int ct_oi = __shfl_xor_sync(0xffffffffu, ct_i, ct_stride);
-  if (ct_better(ct_ov, ct_oi, ct_v, ct_i) == ct_keep_better) {
-    ct_v = ct_ov;
-    ct_i = ct_oi;
-  }
-}
-
-// Merges a list sorted worst first across the lanes (ct_v, ct_i) into the kept (best first),
-// then sets the k-th kept (ct_tv, ct_ti).
-__device__ __forceinline__ void ct_merge(const ${value} ct_v, const int ct_i, ${value} &ct_kv, int &ct_ki,
-    ${value} &ct_tv, int &ct_ti, const int ct_k) {
-  const int ct_lane = (int)(threadIdx.x & 31);
-  if (ct_better(ct_v, ct_i, ct_kv, ct_ki)) {
-    ct_kv = ct_v;
-    ct_ki = ct_i;
-  }
-  for (int ct_stride = 16; ct_stride > 0; ct_stride >>= 1) {
-    ct_exchange(ct_kv, ct_ki, ct_stride, (ct_lane & ct_stride) == 0);
-  }
-  ct_tv = __shfl_sync(0xffffffffu, ct_kv, ct_k - 1);
-  ct_ti = __shfl_sync(0xffffffffu, ct_ki, ct_k - 1);
-}
-
-// Merges a list of an earlier pass, read worst first, unless none of it comes before the k-th kept.
-__device__ __forceinline__ void ct_merge_list(const ${value} ct_v, const int ct_i, ${value} &ct_kv, int &ct_ki,
-    ${value} &ct_tv, int &ct_ti, const int ct_k) {
-  if (__any_sync(0xffffffffu, ct_better(ct_v, ct_i, ct_tv, ct_ti))) {
-    ct_merge(ct_v, ct_i, ct_kv, ct_ki, ct_tv, ct_ti, ct_k);
-  }
-}
-
 // Offers each lane's (ct_v, ct_i) to the kept list (ct_kv, ct_ki: lane r holds rank r; ct_tv,
 // ct_ti: the k-th kept, on every lane). Every lane of the warp calls it with the same ct_k.
-__device__ __forceinline__ void ct_offer(${value} ct_v, int ct_i, ${value} &ct_kv, int &ct_ki,
+__device__ __forceinline__ void ct_offer(const ${value} ct_v, const int ct_i, ${value} &ct_kv, int &ct_ki,
     ${value} &ct_tv, int &ct_ti, const int ct_k) {
   const unsigned int ct_full = 0xffffffffu;
-  const int ct_lane = (int)(threadIdx.x & 31);
   unsigned int ct_m = __ballot_sync(ct_full, ct_better(ct_v, ct_i, ct_tv, ct_ti));
-  if (__popc(ct_m) > ${WARP_INSERT_MOST}) {
-    // Many: sort the step worst first (a bitonic sort across the lanes), then merge it.
-    for (int ct_size = 2; ct_size <= 32; ct_size <<= 1) {
-      for (int ct_stride = ct_size >> 1; ct_stride > 0; ct_stride >>= 1) {
-        ct_exchange(ct_v, ct_i, ct_stride, ((ct_lane & ct_stride) == 0) != ((ct_lane & ct_size) == 0));
-      }
-    }
-    ct_merge(ct_v, ct_i, ct_kv, ct_ki, ct_tv, ct_ti, ct_k);
-    return;
-  }
   while (ct_m != 0) {
     const int ct_from = __ffs(ct_m) - 1;
     const ${value} ct_cv = __shfl_sync(ct_full, ct_v, ct_from);
@@ -283,6 +212,7 @@ __device__ __forceinline__ void ct_offer(${value} ct_v, int ct_i, ${value} &ct_k
     const int ct_rank = __popc(__ballot_sync(ct_full, ct_better(ct_kv, ct_ki, ct_cv, ct_ci)));
     const ${value} ct_uv = __shfl_up_sync(ct_full, ct_kv, 1);
     const int ct_ui = __shfl_up_sync(ct_full, ct_ki, 1);
+    const int ct_lane = (int)(threadIdx.x & 31);
     if (ct_lane == ct_rank) {
       ct_kv = ct_cv;
       ct_ki = ct_ci;
@@ -312,10 +242,10 @@ ${entrySignature(value)} {
     ${value} ct_kv = 0, ct_tv = 0;
     int ct_ki = -1, ct_ti = -1;
     if (ct_presorted) {
-      for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += ${WARP_PREFETCH * 32}) {
-        // Whole lists of the earlier pass (best first), each read backwards: worst first.
-${lists}
-${merges}
+      for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += 32) {
+        // A whole list of the earlier pass, best first.
+        const unsigned long long ct_q = ct_segment + ct_base + ct_t;
+        ct_offer(ct_values[ct_q], ct_indices[ct_q], ct_kv, ct_ki, ct_tv, ct_ti, ct_k);
       }
     } else {
       for (unsigned long long ct_base = ct_begin; ct_base < ct_end; ct_base += ${WARP_PREFETCH * 32}) {

@@ -152,15 +152,16 @@ describeGpu('the demo scene: many tasks where the GPU has room', () => {
     const taskSpans = scene.trace.traceEvents.filter((e) => e.ph === 'X' && e.cat === 'task');
     expect(taskSpans).toHaveLength(16);
     // On a mismatch, say which tracks had how many GPU operations (and which tasks' spans).
-    const tracks = new Map<string, number>();
+    const tracks = new Map<string, string[]>();
     for (const e of scene.trace.traceEvents) {
       if (e.ph === 'X' && e.cat === 'gpu') {
-        tracks.set(`${e.pid}:${e.tid}`, (tracks.get(`${e.pid}:${e.tid}`) ?? 0) + 1);
+        const track = `${e.pid}:${e.tid}`;
+        tracks.set(track, [...(tracks.get(track) ?? []), `${e.args?.task}: ${e.name}`]);
       }
     }
     expect(
       scene.overlap.streams,
-      `GPU operations per track ${JSON.stringify([...tracks])}; task spans ${JSON.stringify(taskSpans.map((e) => [e.name, e.tid, e.args]))}`,
+      `GPU operations per track (task: operation) ${JSON.stringify([...tracks])}; task spans ${JSON.stringify(taskSpans.map((e) => [e.name, e.tid, e.args]))}`,
     ).toBe(16);
     const gemms = scene.trace.traceEvents.filter(
       (e) => e.ph === 'X' && e.cat === 'gpu' && /gemm/i.test(e.name),
