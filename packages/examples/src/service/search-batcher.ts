@@ -269,6 +269,11 @@ export function searchBatchLine(pid: number, statistics: SearchBatchStatistics):
   return BATCH_LINE_PREFIX + JSON.stringify({ pid, searches, batches, largestBatch });
 }
 
+/** Whether `x` is a count: a non-negative safe integer. */
+function count(x: unknown): x is number {
+  return Number.isSafeInteger(x) && (x as number) >= 0;
+}
+
 /**
  * The reports in `text` (the service's stderr): each `search-batches {...}` line whose pid is a
  * positive integer and whose counts are non-negative integers, the largest batch at most the
@@ -280,7 +285,6 @@ export function parseSearchBatchLines(text: string): SearchBatchReport[] {
   for (const value of prefixedJsonLines(text, BATCH_LINE_PREFIX)) {
     if (typeof value !== 'object' || value === null) continue;
     const { pid, searches, batches, largestBatch } = value as Record<string, unknown>;
-    const count = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) >= 0;
     if (!count(pid) || pid < 1 || !count(searches) || !count(batches) || !count(largestBatch)) {
       continue;
     }

@@ -20,8 +20,9 @@ import {
   CudaArgumentError,
   type DeviceArray,
   type Kernel,
+  type KernelArgument,
   type KernelParameter,
-  launch,
+  launchOn,
   type Module,
   matrixFootprint,
   newFootprint,
@@ -73,6 +74,19 @@ __device__ void load_queries(float* q, const float* __restrict__ queries, int di
   __syncthreads();
 }
 
+// Adds one dimension's products to a thread's scores: its SCORES_ROWS rows' values v times
+// each query's value of that dimension (qj, WIDTH of them).
+template <int WIDTH>
+__device__ __forceinline__ void accumulate(float (&acc)[SCORES_ROWS][WIDTH],
+                                           const float (&v)[SCORES_ROWS], const float* qj) {
+#pragma unroll
+  for (int b = 0; b < WIDTH; b++) {
+    float w = qj[b];
+#pragma unroll
+    for (int r = 0; r < SCORES_ROWS; r++) acc[r][b] = fmaf(v[r], w, acc[r][b]);
+  }
+}
+
 // scores[i + b * rows] = sum over j of e[i + j * rows] * queries[j + b * dim], b < batch <= 4 * GROUPS.
 template <int GROUPS>
 __device__ void search_scores(const float* __restrict__ e, const float* __restrict__ queries,
@@ -85,12 +99,7 @@ __device__ void search_scores(const float* __restrict__ e, const float* __restri
   for (unsigned long long base = (unsigned long long)blockIdx.x * SCORES_BLOCK * SCORES_ROWS +
                                  threadIdx.x;
        base < rows; base += step) {
-    float acc[SCORES_ROWS][WIDTH];
-#pragma unroll
-    for (int r = 0; r < SCORES_ROWS; r++) {
-#pragma unroll
-      for (int b = 0; b < WIDTH; b++) acc[r][b] = 0.0f;
-    }
+    float acc[SCORES_ROWS][WIDTH] = {};
     const float* column = e;
 #pragma unroll 4
     for (int j = 0; j < dim; j++) {
@@ -101,13 +110,7 @@ __device__ void search_scores(const float* __restrict__ e, const float* __restri
         v[r] = i < rows ? column[i] : 0.0f;
       }
       column += rows;
-      const float* qj = q + j * WIDTH;
-#pragma unroll
-      for (int b = 0; b < WIDTH; b++) {
-        float w = qj[b];
-#pragma unroll
-        for (int r = 0; r < SCORES_ROWS; r++) acc[r][b] = fmaf(v[r], w, acc[r][b]);
-      }
+      accumulate<WIDTH>(acc, v, q + j * WIDTH);
     }
 #pragma unroll
     for (int r = 0; r < SCORES_ROWS; r++) {
@@ -135,25 +138,14 @@ __device__ void search_scores4(const float4* __restrict__ e, const float* __rest
   const unsigned long long step = (unsigned long long)gridDim.x * SCORES_BLOCK;
   for (unsigned long long base = (unsigned long long)blockIdx.x * SCORES_BLOCK + threadIdx.x;
        base < rows4; base += step) {
-    float acc[4][WIDTH];
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-#pragma unroll
-      for (int b = 0; b < WIDTH; b++) acc[r][b] = 0.0f;
-    }
+    float acc[SCORES_ROWS][WIDTH] = {};
     const float4* column = e + base;
 #pragma unroll 16
     for (int j = 0; j < dim; j++) {
       const float4 v4 = __ldcs(column);
       column += rows4;
-      const float v[4] = {v4.x, v4.y, v4.z, v4.w};
-      const float* qj = q + j * WIDTH;
-#pragma unroll
-      for (int b = 0; b < WIDTH; b++) {
-        float w = qj[b];
-#pragma unroll
-        for (int r = 0; r < 4; r++) acc[r][b] = fmaf(v[r], w, acc[r][b]);
-      }
+      const float v[SCORES_ROWS] = {v4.x, v4.y, v4.z, v4.w};
+      accumulate<WIDTH>(acc, v, q + j * WIDTH);
     }
 #pragma unroll
     for (int b = 0; b < WIDTH; b++) {
@@ -217,7 +209,8 @@ function checkMatrix(call: string, name: string, value: unknown): void {
   }
 }
 
-// Reused by every call: the overlap check allocates nothing.
+// Reused by every call: the launch's arguments and the overlap check allocate nothing.
+const args: KernelArgument[] = [0, 0, 0, 0, 0, 0];
 const written = newFootprint();
 const read = newFootprint();
 
@@ -292,31 +285,19 @@ export function searchScores(
   if (rows === 0) return;
   const kernels = scoresKernels(stream.context);
   const group = Math.ceil(batch / 4) - 1;
-  // Whole float4s of every column: the vector kernel (decision 0045), else the scalar one.
-  if (scoresLoads(embeddings, scores) === 'float4') {
-    const rows4 = rows / 4;
-    const grid = Math.min(Math.ceil(rows4 / BLOCK), MAX_GRID);
-    launch(
-      kernels.vector[group]!,
-      { grid, block: BLOCK, stream },
-      embeddings,
-      queries,
-      scores,
-      rows4,
-      dim,
-      batch,
-    );
-  } else {
-    const grid = Math.min(Math.ceil(rows / (BLOCK * ROWS_PER_THREAD)), MAX_GRID);
-    launch(
-      kernels.scalar[group]!,
-      { grid, block: BLOCK, stream },
-      embeddings,
-      queries,
-      scores,
-      rows,
-      dim,
-      batch,
-    );
+  // Whole float4s of every column: the vector kernel (4 rows a float4), else the scalar one.
+  const vector = scoresLoads(embeddings, scores) === 'float4';
+  const length = vector ? rows / ROWS_PER_THREAD : rows;
+  const grid = Math.min(Math.ceil(rows / (BLOCK * ROWS_PER_THREAD)), MAX_GRID);
+  args[0] = embeddings;
+  args[1] = queries;
+  args[2] = scores;
+  args[3] = length;
+  args[4] = dim;
+  args[5] = batch;
+  try {
+    launchOn((vector ? kernels.vector : kernels.scalar)[group]!, stream, grid, BLOCK, 0, args);
+  } finally {
+    args.fill(0, 0, 3);
   }
 }
