@@ -8,6 +8,12 @@ import { SharedMemoryError } from '@cuda-tasks/cudadrv';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CommandLineError } from '../cli.js';
 import { parseClusterArguments, readClusterIndexHandle, SEARCH_INDEX_VARIABLE } from './cluster.js';
+import {
+  FIXTURE_DIM,
+  FIXTURE_ROWS,
+  fixtureEmbeddings,
+  fixtureQuery,
+} from './cluster-fixture-data.js';
 import { type ServiceProcess, startServiceProcess } from './spawn-service.js';
 
 const fixture = fileURLToPath(new URL('./cluster-fixture.ts', import.meta.url));
@@ -99,13 +105,85 @@ describe('the service in cluster mode (stand-in index)', () => {
     expect(() => readClusterIndexHandle({}, 4242)).toThrow(SEARCH_INDEX_VARIABLE);
   });
 
-  it('reads --processes and --search-rows, refusing bad values', () => {
-    expect(parseClusterArguments({}, 'usage')).toEqual({ processes: 1, searchRows: 1_000_000 });
-    expect(parseClusterArguments({ processes: '8', 'search-rows': '5000' }, 'usage')).toEqual({
-      processes: 8,
-      searchRows: 5000,
+  it("--cluster-search primary: every worker's searches run in the primary's batches, each answer back to its request", async () => {
+    const service = await startServiceProcess(fixture, [], {
+      FIXTURE_PROCESSES: '3',
+      FIXTURE_CLUSTER_SEARCH: 'primary',
     });
+    started.push(service);
+    let stdout = '';
+    service.child.stdout!.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    // The reference: float64 dot products of the same data, the whole order sorted here.
+    const embeddings = fixtureEmbeddings();
+    const best = (seed: number, k: number) => {
+      const query = fixtureQuery(seed);
+      const dots = Array.from({ length: FIXTURE_ROWS }, (_, i) => {
+        let sum = 0;
+        for (let j = 0; j < FIXTURE_DIM; j++) sum += embeddings[i + j * FIXTURE_ROWS]! * query[j]!;
+        return [i, sum] as const;
+      });
+      dots.sort((a, b) => b[1] - a[1]);
+      return dots.slice(0, k);
+    };
+    const asks = Array.from({ length: 90 }, (_, i) => ({ seed: i % 23, k: 1 + ((i * 7) % 20) }));
+    const answers = await Promise.all(
+      asks.map(async ({ seed, k }) => {
+        const response = await fetch(
+          `http://127.0.0.1:${service.port}/search?seed=${seed}&k=${k}`,
+          {
+            headers: { connection: 'close' },
+          },
+        );
+        expect(response.status).toBe(200);
+        return (await response.json()) as { pid: number; indices: number[]; scores: number[] };
+      }),
+    );
+    const pids = new Set<number>();
+    asks.forEach(({ seed, k }, i) => {
+      const answer = answers[i]!;
+      pids.add(answer.pid);
+      const expected = best(seed, k);
+      expect(answer.indices).toEqual(expected.map(([row]) => row));
+      for (const [r, score] of answer.scores.entries()) {
+        expect(score).toBeCloseTo(expected[r]![1], 4);
+      }
+    });
+    expect(pids.size).toBeGreaterThan(1); // more than one worker asked the primary
+    expect(pids.has(service.child.pid!)).toBe(false);
+    service.child.kill('SIGTERM');
+    const { code } = await service.exited;
+    expect(code).toBe(0);
+    const line =
+      /primary searched (\d+) in (\d+) batches \(the largest (\d+)\) for (\d+) requests/.exec(
+        stdout,
+      );
+    expect(line).not.toBeNull();
+    const [searches, batches, largest] = line!.slice(1, 4).map(Number);
+    expect(searches).toBe(90);
+    // 90 searches at once from 3 workers, one batch of at most 16 at a time: batched, and the
+    // batches mixed the workers' requests.
+    expect(batches).toBeLessThan(45);
+    expect(largest).toBeGreaterThan(8); // more than one worker's batch (8 at most) in one
+    expect(stdout).toContain('index disposed, 0 workers left');
+  }, 60_000);
+
+  it('reads --processes, --search-rows and --cluster-search, refusing bad values', () => {
+    expect(parseClusterArguments({}, 'usage')).toEqual({
+      processes: 1,
+      searchRows: 1_000_000,
+      clusterSearch: 'primary',
+    });
+    expect(
+      parseClusterArguments(
+        { processes: '8', 'search-rows': '5000', 'cluster-search': 'workers' },
+        'usage',
+      ),
+    ).toEqual({ processes: 8, searchRows: 5000, clusterSearch: 'workers' });
     for (const values of [
+      { 'cluster-search': 'both' },
+      { 'cluster-search': '' },
       { processes: '0' },
       { processes: '65' },
       { processes: '2.5' },

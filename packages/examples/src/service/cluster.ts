@@ -2,9 +2,13 @@
  * The service in cluster mode (`serve --processes N`): Node's way to use many cores is many
  * processes, and a GPU service's data should not be loaded once per process. The primary
  * process builds the search index once, in device memory allocated for sharing, and forks N
- * workers (node:cluster) that share the listening port; each worker opens the index read-only
- * through a CUDA IPC handle (`SearchIndex.open`) and serves every route as the single-process
- * service does. GPU memory for the index stays one copy, whatever N.
+ * workers (node:cluster) that share the listening port and serve every route as the
+ * single-process service does. GPU memory for the index stays one copy, whatever N. Where the
+ * searches run (`--cluster-search`):
+ * - `primary` (the default): the workers send their batches of searches to the primary, which
+ *   runs the searches of all workers in its own batches (cluster-search.ts, decision 0046);
+ * - `workers`: each worker opens the index read-only through a CUDA IPC handle
+ *   (`SearchIndex.open`) and runs its own batches.
  *
  * The handle reaches the workers in their environment (`CUDA_TASKS_SEARCH_INDEX`), checked as
  * untrusted input there. A worker that dies is replaced; SIGTERM / SIGINT to the primary stop
@@ -13,16 +17,29 @@
 import cluster, { type Worker } from 'node:cluster';
 import { constants as osConstants } from 'node:os';
 import {
+  currentStream,
   parseSharedMemoryHandle,
   SharedMemoryError,
   type SharedMemoryHandle,
 } from '@cuda-tasks/cudadrv';
 import { task } from '@cuda-tasks/task-runtime';
 import { CommandLineError } from '../cli.js';
+import { PrimarySearch, PrimarySearchServer } from './cluster-search.js';
 import { SearchIndex } from './search.js';
+import type {
+  BatchSearchBackend,
+  RunBatch,
+  SearchBatchOptions,
+  SearchBatchStatistics,
+} from './search-batcher.js';
+import { streamLabel } from './stream-label.js';
 
 /** The environment variable that carries the index's handle to the workers. */
 export const SEARCH_INDEX_VARIABLE = 'CUDA_TASKS_SEARCH_INDEX';
+/** The environment variable that tells the workers where the searches run. */
+export const CLUSTER_SEARCH_VARIABLE = 'CUDA_TASKS_CLUSTER_SEARCH';
+/** Where a cluster's searches run: in the primary, or in each worker on the opened index. */
+export type ClusterSearch = 'primary' | 'workers';
 /** The most worker processes `--processes` accepts. */
 export const MAX_PROCESSES = 64;
 /** The default of `--search-rows`. */
@@ -34,15 +51,18 @@ export interface ClusterArguments {
   processes: number;
   /** Embeddings of the search index. */
   searchRows: number;
+  /** Where the searches run (`--cluster-search`, default 'primary'). */
+  clusterSearch: ClusterSearch;
 }
 
 /**
- * Reads `--processes N` (1..64, default 1) and `--search-rows N` (default 1,000,000) from the
- * values the service's command line parsed; a `CommandLineError` for anything else.
- * @example parseClusterArguments({ processes: '4' }, 'usage'); // { processes: 4, searchRows: 1000000 }
+ * Reads `--processes N` (1..64, default 1), `--search-rows N` (default 1,000,000) and
+ * `--cluster-search primary|workers` (default primary) from the values the service's command
+ * line parsed; a `CommandLineError` for anything else.
+ * @example parseClusterArguments({ processes: '4' }, 'usage'); // { processes: 4, searchRows: 1000000, clusterSearch: 'primary' }
  */
 export function parseClusterArguments(
-  values: { processes?: string; 'search-rows'?: string },
+  values: { processes?: string; 'search-rows'?: string; 'cluster-search'?: string },
   usageText: string,
 ): ClusterArguments {
   const integer = (name: string, text: string | undefined, fallback: number, max: number) => {
@@ -56,9 +76,17 @@ export function parseClusterArguments(
     }
     return value;
   };
+  const clusterSearch = values['cluster-search'] ?? 'primary';
+  if (clusterSearch !== 'primary' && clusterSearch !== 'workers') {
+    throw new CommandLineError(
+      `--cluster-search takes primary or workers, got ${clusterSearch || 'nothing'}`,
+      usageText,
+    );
+  }
   return {
     processes: integer('processes', values.processes, 1, MAX_PROCESSES),
     searchRows: integer('search-rows', values['search-rows'], DEFAULT_SEARCH_ROWS, 100_000_000),
+    clusterSearch,
   };
 }
 
@@ -88,12 +116,30 @@ export function readClusterIndexHandle(
   return handle;
 }
 
+/** Whether this worker's searches run in the primary (`--cluster-search primary`). */
+export function searchesInPrimary(environment: NodeJS.ProcessEnv = process.env): boolean {
+  return environment[CLUSTER_SEARCH_VARIABLE] === 'primary';
+}
+
 /**
- * In a worker: the search index the primary shared, opened read-only. The worker exits if the
- * primary does (its index goes with it; node:cluster also ends workers whose primary is gone).
+ * In a worker: what its `/search` route searches. With `--cluster-search workers`, the index the
+ * primary shared, opened read-only; the worker exits if the primary does (its index goes with
+ * it; node:cluster also ends workers whose primary is gone). With `primary`, the primary's
+ * searches (`PrimarySearch`), over the shape the handle names; the index is not opened.
  */
-export async function openClusterSearchIndex(): Promise<SearchIndex> {
-  return SearchIndex.open(readClusterIndexHandle(), {
+export async function openClusterSearchIndex(): Promise<SearchIndex | PrimarySearch> {
+  const handle = readClusterIndexHandle();
+  if (searchesInPrimary()) {
+    const [rows, dim] = handle.shape;
+    if (handle.shape.length !== 2 || handle.dtype !== 'float32') {
+      throw new SharedMemoryError(
+        'malformed',
+        `${SEARCH_INDEX_VARIABLE} names ${handle.dtype} ${JSON.stringify(handle.shape)}, not a 2-D float32 index`,
+      );
+    }
+    return new PrimarySearch(rows!, dim!);
+  }
+  return SearchIndex.open(handle, {
     onExporterExit: (error) => {
       console.error(`worker ${process.pid}: ${error.message}; exiting`);
       process.exit(1);
@@ -109,6 +155,11 @@ export interface ClusterService {
   workers(): number[];
   /** The handle of the shared index. */
   readonly index: SharedMemoryHandle;
+  /**
+   * With `--cluster-search primary`: the workers' search requests answered, and the primary's
+   * batches over them; undefined with `workers`.
+   */
+  searchStatistics(): { requests: number; batches: SearchBatchStatistics | undefined } | undefined;
   /**
    * Stops the workers (SIGTERM: each shuts down gracefully) and frees the index. `signalled`:
    * the workers already got the signal (a terminal's Ctrl-C reaches the whole process group),
@@ -126,10 +177,27 @@ export interface ClusterPrimaryOptions extends ClusterArguments {
   /** The workers' command line (the service's flags; the workers ignore `--processes`). */
   argv: readonly string[];
   /**
-   * Builds the index to share (default: `SearchIndex.create` of `searchRows` x 128, shareable).
-   * A stand-in for tests without a GPU.
+   * The primary's batches over the workers' searches (`--search-batch`, `--search-batches`;
+   * false: each worker's request alone), with `clusterSearch` 'primary'. Default: the batcher's.
    */
-  buildIndex?: () => Promise<{ share(): SharedMemoryHandle; dispose(): void }>;
+  searchBatch?: SearchBatchOptions | false;
+  /**
+   * Builds the index to share (default: `SearchIndex.create` of `searchRows` x 128, shareable).
+   * A stand-in for tests without a GPU (with `clusterSearch` 'primary', it also searches).
+   */
+  buildIndex?: () => Promise<SharedIndex>;
+  /**
+   * Runs a batch of the workers' searches (default: in a task, the answer naming its stream). A
+   * stand-in for tests without a GPU.
+   */
+  runSearchBatch?: RunBatch;
+}
+
+/** What the primary shares (and, with `--cluster-search primary`, searches). */
+export interface SharedIndex extends Partial<BatchSearchBackend> {
+  share(): SharedMemoryHandle;
+  dispose(): void;
+  readonly dim?: number;
 }
 
 /**
@@ -145,8 +213,41 @@ export async function startClusterPrimary(options: ClusterPrimaryOptions): Promi
     }));
   const handle = index.share();
   const built = performance.now() - started;
-  cluster.setupPrimary({ args: [...options.argv] });
-  const environment = { [SEARCH_INDEX_VARIABLE]: JSON.stringify(handle) };
+  let searches: PrimarySearchServer | undefined;
+  if (options.clusterSearch === 'primary') {
+    if (typeof index.searchMany !== 'function' || index.dim === undefined) {
+      index.dispose();
+      throw new Error('startClusterPrimary: the index cannot search (no searchMany or dim)');
+    }
+    searches = new PrimarySearchServer(index as BatchSearchBackend & { dim: number }, {
+      ...(options.searchBatch === undefined ? {} : { searchBatch: options.searchBatch }),
+      // Each batch of the workers' searches in a task of its own, as the service's batches.
+      ...(options.runSearchBatch === undefined
+        ? {
+            run: (work) => task(work, { name: 'POST /search batch (primary)' }),
+            streamLabel: () => streamLabel(currentStream()),
+          }
+        : { run: options.runSearchBatch }),
+    });
+  }
+  // Typed arrays travel as bytes between the processes (the search requests and answers).
+  cluster.setupPrimary({ args: [...options.argv], serialization: 'advanced' });
+  const environment = {
+    [SEARCH_INDEX_VARIABLE]: JSON.stringify(handle),
+    [CLUSTER_SEARCH_VARIABLE]: options.clusterSearch,
+  };
+  const onMessage = (worker: Worker, message: unknown) => {
+    searches?.handle(message, (answer) => {
+      // A worker that exited meanwhile gets nothing (its requests went with it).
+      if (!worker.isConnected()) return;
+      try {
+        worker.send(answer);
+      } catch {
+        // The channel closed between the check and the send: the same.
+      }
+    });
+  };
+  if (searches !== undefined) cluster.on('message', onMessage);
   let stopping = false;
   let port = -1;
   const live = new Set<Worker>();
@@ -183,12 +284,14 @@ export async function startClusterPrimary(options: ClusterPrimaryOptions): Promi
   } catch (error) {
     stopping = true;
     for (const worker of live) worker.process.kill('SIGKILL');
+    cluster.off('message', onMessage);
+    searches?.close(error);
     index.dispose();
     throw error;
   }
   const gib = (options.searchRows * 128 * 4) / 2 ** 30;
   console.log(
-    `GPU service listening on http://127.0.0.1:${port} (${options.processes} processes sharing one search index of ${options.searchRows.toLocaleString('en-US')} x 128 float32, ${gib.toFixed(2)} GiB, built once in ${Math.round(built)} ms)`,
+    `GPU service listening on http://127.0.0.1:${port} (${options.processes} processes sharing one search index of ${options.searchRows.toLocaleString('en-US')} x 128 float32, ${gib.toFixed(2)} GiB, built once in ${Math.round(built)} ms; searches run in the ${options.clusterSearch === 'primary' ? 'primary' : 'workers'})`,
   );
   let stopped: Promise<void> | undefined;
   const shutdown = (signalled = false): Promise<void> =>
@@ -203,13 +306,17 @@ export async function startClusterPrimary(options: ClusterPrimaryOptions): Promi
       }, options.graceMs + 2000);
       await Promise.all(exits);
       clearTimeout(timer);
-      // Every worker has exited: nobody holds the index, it is freed now.
+      cluster.off('message', onMessage);
+      searches?.close(new Error('the cluster is shutting down'));
+      // Every worker has exited: nobody holds the index, it is freed now (after the searches
+      // in flight, which are ordered before the free).
       index.dispose();
     })());
   return {
     port,
     index: handle,
     workers: () => [...live].map((worker) => worker.process.pid!),
+    searchStatistics: () => searches?.statistics(),
     shutdown,
   };
 }

@@ -187,6 +187,8 @@ export interface LoadOptions {
    * in this process). Not with `url`.
    */
   processes?: number | undefined;
+  /** With `processes`: where the cluster's searches run (undefined: the server's default). */
+  clusterSearch?: string | undefined;
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
@@ -326,6 +328,13 @@ export const loadCommandLine = {
       description:
         'run the server as processes of its own, server.ts --processes N: workers sharing one search index; without it, in this process',
     },
+    'cluster-search': {
+      type: 'string',
+      placeholder: 'WHERE',
+      description:
+        "with --processes: where the searches run, server.ts's --cluster-search (primary or workers)",
+      default: "the server's, primary",
+    },
   },
 } as const;
 
@@ -388,7 +397,14 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     searchBatches:
       values['search-batches'] === undefined ? undefined : integer('search-batches', 1, 64),
     processes: values.processes === undefined ? undefined : integer('processes', 0, 64),
+    clusterSearch: values['cluster-search'],
   };
+  if (options.clusterSearch !== undefined) {
+    if (options.processes === undefined) fail('--cluster-search needs --processes');
+    if (options.clusterSearch !== 'primary' && options.clusterSearch !== 'workers') {
+      fail(`--cluster-search takes primary or workers, got ${options.clusterSearch || 'nothing'}`);
+    }
+  }
   // Each mode's server holds its own index: with processes, one mode unless asked for both.
   if (options.processes !== undefined) options.modes = ['task'];
   if (values.workload !== undefined) {
@@ -548,6 +564,7 @@ async function serviceProcesses(
   if (options.searchBatches !== undefined) {
     args.push('--search-batches', String(options.searchBatches));
   }
+  if (options.clusterSearch !== undefined) args.push('--cluster-search', options.clusterSearch);
   const usedBefore = gpuMemoryUsed();
   // Each server process reports its event-loop delays when it exits (loop-monitor.ts).
   const service = await startServiceProcess(script, args, { [LOOP_DELAY_VARIABLE]: '1' });

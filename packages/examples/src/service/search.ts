@@ -53,6 +53,36 @@ function positiveInteger(name: string, value: number): number {
   return value;
 }
 
+/**
+ * Throws a CudaArgumentError naming `call` unless `query` is a Float32Array of `dim` finite
+ * values and k is in 1..min(rows, MAX_TOPK): what a search of a rows x dim index refuses, for
+ * code that checks a query where the index is not (a cluster worker whose searches run in the
+ * primary, cluster-search.ts).
+ * @example checkSearchQuery(new Float32Array(128), 10, 1_000_000, 128, 'search'); // passes
+ */
+export function checkSearchQuery(
+  query: Float32Array,
+  k: number,
+  rows: number,
+  dim: number,
+  call: string,
+): void {
+  if (!(query instanceof Float32Array) || query.length !== dim) {
+    throw new CudaArgumentError(`${call}: query must be a Float32Array of ${dim}`);
+  }
+  for (let i = 0; i < query.length; i++) {
+    if (!Number.isFinite(query[i]!)) {
+      throw new CudaArgumentError(
+        `${call}: query[${i}] is ${query[i]}: every value must be finite`,
+      );
+    }
+  }
+  const most = Math.min(rows, MAX_TOPK);
+  if (!Number.isSafeInteger(k) || k < 1 || k > most) {
+    throw new CudaArgumentError(`${call}: k must be in 1..${most}, got ${k}`);
+  }
+}
+
 /** Embeddings resident on the device, searched by dot product. */
 export class SearchIndex {
   /** Number of embeddings. */
@@ -97,20 +127,7 @@ export class SearchIndex {
    * finite values and k is in 1..min(rows, MAX_TOPK): what `search` and `searchMany` refuse.
    */
   checkQuery(query: Float32Array, k: number, call = 'SearchIndex.search'): void {
-    if (!(query instanceof Float32Array) || query.length !== this.dim) {
-      throw new CudaArgumentError(`${call}: query must be a Float32Array of ${this.dim}`);
-    }
-    for (let i = 0; i < query.length; i++) {
-      if (!Number.isFinite(query[i]!)) {
-        throw new CudaArgumentError(
-          `${call}: query[${i}] is ${query[i]}: every value must be finite`,
-        );
-      }
-    }
-    const most = Math.min(this.rows, MAX_TOPK);
-    if (!Number.isSafeInteger(k) || k < 1 || k > most) {
-      throw new CudaArgumentError(`${call}: k must be in 1..${most}, got ${k}`);
-    }
+    checkSearchQuery(query, k, this.rows, this.dim, call);
   }
 
   /**

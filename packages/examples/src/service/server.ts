@@ -51,9 +51,11 @@ import {
   isClusterWorker,
   openClusterSearchIndex,
   parseClusterArguments,
+  searchesInPrimary,
   startClusterPrimary,
   stopClusterOnSignals,
 } from './cluster.js';
+import { primaryStreamOf } from './cluster-search.js';
 import { drawUniform } from './draw.js';
 import { IdleTrim, type IdleTrimOptions, type TrimmablePool } from './idle-trim.js';
 import { LOOP_DELAY_VARIABLE, reportLoopDelayOnExit } from './loop-monitor.js';
@@ -77,6 +79,7 @@ import {
   searchBatchOptions,
 } from './search-batcher.js';
 import { memoryStatistics } from './stats.js';
+import { streamLabel } from './stream-label.js';
 import {
   type BodyContext,
   type BodyRoute,
@@ -367,15 +370,7 @@ export function gpuHealth(): GpuHealth {
  */
 export const STREAM_HEADER = 'x-cuda-stream';
 
-/**
- * The value of the `x-cuda-stream` header for `stream`: its name (spaces replaced by `-`, other
- * characters outside printable ASCII by `?`; `unnamed` without one), a space, and its handle.
- * @example streamLabel(stream); // 'task-stream-3 0x5581c0a3e2f0'
- */
-export function streamLabel(stream: Pick<Stream, 'name' | 'handle'>): string {
-  const name = (stream.name ?? 'unnamed').replace(/ /g, '-').replace(/[^\x21-\x7e]/g, '?');
-  return `${name || 'unnamed'} 0x${stream.handle.toString(16)}`;
-}
+export { streamLabel } from './stream-label.js';
 
 /**
  * Sends a JSON answer (nothing to a client that left). The connection closes after it when the
@@ -799,7 +794,8 @@ export function createServer(options: ServerOptions = {}): GpuService {
           : work());
         if (options.runTask === undefined) {
           const label = streamLabel(currentStream());
-          for (const result of results) batchStreams.set(result, label);
+          // A result the cluster's primary found names the primary's stream.
+          for (const result of results) batchStreams.set(result, primaryStreamOf(result) ?? label);
         }
         return results;
       },
@@ -1208,6 +1204,13 @@ export const serverCommandLine = {
       description: 'worker processes sharing the port and one search index on the GPU (cluster.ts)',
       default: 1,
     },
+    'cluster-search': {
+      type: 'string',
+      placeholder: 'WHERE',
+      description:
+        "with --processes: where the searches run, 'primary' (it batches every worker's searches) or 'workers' (each opens the shared index)",
+      default: 'primary',
+    },
     'search-rows': {
       type: 'string',
       placeholder: 'N',
@@ -1366,14 +1369,33 @@ export async function main(
 ): Promise<GpuService | ClusterService> {
   const { port, sharedStream, priorities, graceMs, searchBatch, searchBatches } =
     parseServerArguments(argv);
-  const { processes, searchRows } = parseClusterArguments(
+  const { processes, searchRows, clusterSearch } = parseClusterArguments(
     parseCommandLine(argv, serverCommandLine).values,
     usage(serverCommandLine),
   );
   const worker = isClusterWorker();
+  const searchBatchOption =
+    searchBatch === 0 ? (false as const) : { maxBatch: searchBatch, maxInFlight: searchBatches };
   if (processes > 1 && !worker) {
-    // The primary: builds the index once and forks the workers (cluster.ts).
-    const primary = await startClusterPrimary({ processes, searchRows, port, graceMs, argv });
+    // The primary: builds the index once and forks the workers (cluster.ts); with
+    // `--cluster-search primary` it also runs their searches, so its loop is measured too.
+    if (clusterSearch === 'primary') reportLoopDelayOnExit();
+    const primary = await startClusterPrimary({
+      processes,
+      searchRows,
+      clusterSearch,
+      searchBatch: searchBatchOption,
+      port,
+      graceMs,
+      argv,
+    });
+    if (process.env[LOOP_DELAY_VARIABLE] === '1') {
+      process.once('exit', () => {
+        const batches = primary.searchStatistics()?.batches;
+        if (batches !== undefined)
+          process.stderr.write(`${searchBatchLine(process.pid, batches)}\n`);
+      });
+    }
     stopClusterOnSignals(primary);
     return primary;
   }
@@ -1403,12 +1425,13 @@ export async function main(
     priorities,
     bodyParsing: { prestart: true },
     search: { rows: searchRows },
-    searchBatch: searchBatch === 0 ? false : { maxBatch: searchBatch, maxInFlight: searchBatches },
+    searchBatch: searchBatchOption,
     // A worker of the cluster searches the primary's index, opened read-only.
     ...(worker ? { createSearchIndex: openClusterSearchIndex } : {}),
   });
-  if (process.env[LOOP_DELAY_VARIABLE] === '1') {
-    // The load script also reads how this process batched its searches.
+  // The load script also reads how this process batched its searches (a worker whose searches
+  // run in the primary has no batches of its own on the GPU: the primary reports those).
+  if (process.env[LOOP_DELAY_VARIABLE] === '1' && !(worker && searchesInPrimary())) {
     process.once('exit', () => {
       const batches = server.statistics().searchBatches;
       if (batches !== undefined) process.stderr.write(`${searchBatchLine(process.pid, batches)}\n`);
