@@ -130,6 +130,7 @@ describe('the commands read their values', () => {
       graceMs: 10_000,
       searchBatch: 64,
       searchBatches: 2,
+      searchMessages: 8,
     });
     expect(parseServerArguments(['--shared-stream', '--no-priorities'], { PORT: '9' })).toEqual({
       port: 9,
@@ -138,6 +139,7 @@ describe('the commands read their values', () => {
       graceMs: 10_000,
       searchBatch: 64,
       searchBatches: 2,
+      searchMessages: 8,
     });
     expect(parseServerArguments(['--grace-ms', '250'], {}).graceMs).toBe(250);
     expect(parseServerArguments(['--search-batch', '0'], {}).searchBatch).toBe(0);
@@ -146,9 +148,13 @@ describe('the commands read their values', () => {
       '--search-batch must be an integer >= 0, got -1',
     );
     expect(parseServerArguments(['--search-batches', '1'], {}).searchBatches).toBe(1);
+    expect(parseServerArguments(['--search-messages', '64'], {}).searchMessages).toBe(64);
     for (const bad of ['0', '65', '1.5', '', ' 2', '0x2']) {
       expect(refusal(() => parseServerArguments([`--search-batches=${bad}`], {})).message).toBe(
         `--search-batches must be an integer in 1..64, got ${bad || 'nothing'}`,
+      );
+      expect(refusal(() => parseServerArguments([`--search-messages=${bad}`], {})).message).toBe(
+        `--search-messages must be an integer in 1..64, got ${bad || 'nothing'}`,
       );
     }
     expect(refusal(() => parseServerArguments(['--grace-ms', '2.5'], {})).message).toBe(

@@ -127,12 +127,12 @@ export class PrimarySearch implements BatchSearchBackend {
   /** The batch's answers from the primary, in order. */
   searchMany(queries: readonly Float32Array[], ks: readonly number[]): Promise<SearchResult[]> {
     if (this.#closed !== undefined) return Promise.reject(this.#closed);
-    const batch = queries.length;
-    if (!Array.isArray(queries) || !Array.isArray(ks) || ks.length !== batch) {
+    if (!Array.isArray(queries) || !Array.isArray(ks) || ks.length !== queries.length) {
       return Promise.reject(
         new CudaArgumentError('searchMany: queries and ks must be arrays of one length'),
       );
     }
+    const batch = queries.length;
     const packed = new Float32Array(batch * this.dim);
     const packedKs = new Int32Array(batch);
     try {

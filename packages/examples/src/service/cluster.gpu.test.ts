@@ -19,6 +19,8 @@ afterAll(() => {
   for (const service of started) if (service.child.exitCode === null) service.child.kill('SIGKILL');
 });
 
+const streams = new Set<string>();
+
 async function search(
   port: number,
   query: number[],
@@ -29,6 +31,7 @@ async function search(
     body: JSON.stringify({ query, k }),
   });
   expect(response.status).toBe(200);
+  streams.add(response.headers.get('x-cuda-stream') ?? 'none');
   return (await response.json()) as { indices: number[]; scores: number[] };
 }
 

@@ -91,6 +91,28 @@ describe('parseLoadArguments', () => {
     expect(() => parseLoadArguments(['--search-batches', '65'])).toThrow(
       /--search-batches must be/,
     );
+    const clustered = parseLoadArguments([
+      '--processes',
+      '4',
+      '--cluster-search',
+      'workers',
+      '--search-messages',
+      '16',
+    ]);
+    expect([clustered.clusterSearch, clustered.searchMessages]).toEqual(['workers', 16]);
+    expect(parseLoadArguments(['--processes', '4']).clusterSearch).toBeUndefined();
+    expect(() => parseLoadArguments(['--processes', '4', '--cluster-search', 'gpu'])).toThrow(
+      '--cluster-search takes primary or workers, got gpu',
+    );
+    expect(() => parseLoadArguments(['--cluster-search', 'primary'])).toThrow(
+      '--cluster-search needs --processes',
+    );
+    expect(() => parseLoadArguments(['--search-messages', '4'])).toThrow(
+      '--search-messages needs --processes',
+    );
+    expect(() => parseLoadArguments(['--processes', '2', '--search-messages', '65'])).toThrow(
+      /--search-messages must be/,
+    );
     expect(parseLoadArguments(['--clients', '4', '--concurrency', '64']).clients).toBe(4);
     expect(() => parseLoadArguments(['--clients', '8', '--concurrency', '4'])).toThrow(
       '--clients must be at most the concurrency (4), got 8',

@@ -189,6 +189,8 @@ export interface LoadOptions {
   processes?: number | undefined;
   /** With `processes`: where the cluster's searches run (undefined: the server's default). */
   clusterSearch?: string | undefined;
+  /** With `processes`: server.ts's `--search-messages` (undefined: the server's default). */
+  searchMessages?: number | undefined;
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
@@ -335,6 +337,13 @@ export const loadCommandLine = {
         "with --processes: where the searches run, server.ts's --cluster-search (primary or workers)",
       default: "the server's, primary",
     },
+    'search-messages': {
+      type: 'string',
+      placeholder: 'N',
+      description:
+        "with --processes and the searches in the primary: server.ts's --search-messages, a worker's batches waiting in the primary",
+      default: "the server's, 8",
+    },
   },
 } as const;
 
@@ -398,7 +407,12 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
       values['search-batches'] === undefined ? undefined : integer('search-batches', 1, 64),
     processes: values.processes === undefined ? undefined : integer('processes', 0, 64),
     clusterSearch: values['cluster-search'],
+    searchMessages:
+      values['search-messages'] === undefined ? undefined : integer('search-messages', 1, 64),
   };
+  if (options.searchMessages !== undefined && options.processes === undefined) {
+    fail('--search-messages needs --processes');
+  }
   if (options.clusterSearch !== undefined) {
     if (options.processes === undefined) fail('--cluster-search needs --processes');
     if (options.clusterSearch !== 'primary' && options.clusterSearch !== 'workers') {
@@ -565,6 +579,9 @@ async function serviceProcesses(
     args.push('--search-batches', String(options.searchBatches));
   }
   if (options.clusterSearch !== undefined) args.push('--cluster-search', options.clusterSearch);
+  if (options.searchMessages !== undefined) {
+    args.push('--search-messages', String(options.searchMessages));
+  }
   const usedBefore = gpuMemoryUsed();
   // Each server process reports its event-loop delays when it exits (loop-monitor.ts).
   const service = await startServiceProcess(script, args, { [LOOP_DELAY_VARIABLE]: '1' });

@@ -55,7 +55,7 @@ import {
   startClusterPrimary,
   stopClusterOnSignals,
 } from './cluster.js';
-import { primaryStreamOf } from './cluster-search.js';
+import { PrimarySearch, primaryStreamOf } from './cluster-search.js';
 import { drawUniform } from './draw.js';
 import { IdleTrim, type IdleTrimOptions, type TrimmablePool } from './idle-trim.js';
 import { LOOP_DELAY_VARIABLE, reportLoopDelayOnExit } from './loop-monitor.js';
@@ -794,8 +794,7 @@ export function createServer(options: ServerOptions = {}): GpuService {
           : work());
         if (options.runTask === undefined) {
           const label = streamLabel(currentStream());
-          // A result the cluster's primary found names the primary's stream.
-          for (const result of results) batchStreams.set(result, primaryStreamOf(result) ?? label);
+          for (const result of results) batchStreams.set(result, label);
         }
         return results;
       },
@@ -816,9 +815,15 @@ export function createServer(options: ServerOptions = {}): GpuService {
           signal: lifetime.signal,
         }) as Promise<SearchBackend>
       ).then((backend): SearchService => {
+        // A cluster worker's batches run in the primary (cluster-search.ts): no GPU work here,
+        // so no task of their own either.
         const batcher =
           searchBatch !== undefined && typeof backend.searchMany === 'function'
-            ? new SearchBatcher(backend as BatchSearchBackend, searchBatch, runBatch)
+            ? new SearchBatcher(
+                backend as BatchSearchBackend,
+                searchBatch,
+                backend instanceof PrimarySearch ? (work) => work() : runBatch,
+              )
             : undefined;
         batcherNow = batcher;
         return { backend, batcher };
@@ -854,7 +859,8 @@ export function createServer(options: ServerOptions = {}): GpuService {
               return finiteScores(await backend.search(request.query, request.k));
             }
             const result = await batcher.search(request.query, request.k, requestSignal);
-            prepared.ranOn = batchStreams.get(result);
+            // A result the cluster's primary found names the primary's stream.
+            prepared.ranOn = batchStreams.get(result) ?? primaryStreamOf(result);
             return finiteScores(result);
           },
         };
@@ -1176,6 +1182,13 @@ export function createServer(options: ServerOptions = {}): GpuService {
 /** The default of `--grace-ms`: how long requests in flight may take at shutdown. */
 export const DEFAULT_GRACE_MS = 10_000;
 
+/**
+ * The default of `--search-messages`: a cluster worker whose searches run in the primary keeps
+ * up to this many batches waiting there, so that a turn's searches go at once instead of
+ * waiting for an answer (the primary's own `--search-batches` bounds the GPU).
+ */
+export const DEFAULT_SEARCH_MESSAGES = 8;
+
 /** The service's flags (`pnpm --filter @cuda-tasks/examples serve --help`). */
 export const serverCommandLine = {
   command: 'server.ts',
@@ -1230,6 +1243,13 @@ export const serverCommandLine = {
       description: 'batches of searches whose GPU work runs at once, at most 64',
       default: DEFAULT_SEARCH_BATCH.maxInFlight,
     },
+    'search-messages': {
+      type: 'string',
+      placeholder: 'N',
+      description:
+        "with --cluster-search primary: a worker's batches of searches waiting in the primary at once, at most 64",
+      default: DEFAULT_SEARCH_MESSAGES,
+    },
   },
 } as const;
 
@@ -1237,10 +1257,11 @@ export const serverCommandLine = {
  * Parses the service's command line: the port (from `--port N`, then `$PORT`, then 0, a random
  * free port), `--shared-stream`, `--no-priorities`, `--grace-ms MS` (default 10,000) and
  * `--search-batch N` (default 64; 0: `searchBatch: false`) and `--search-batches N` (batches at
- * once, default 2). Throws a `CommandLineError` for an unknown flag (listing the valid ones), a
- * port outside 0..65535, a grace or a batch size that is not an integer >= 0, or batches at
- * once outside 1..64.
- * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000, searchBatch: 64, searchBatches: 2 }
+ * once, default 2), `--search-messages N` (a cluster worker's batches waiting in the primary,
+ * default 8). Throws a `CommandLineError` for an unknown flag (listing the valid ones), a port
+ * outside 0..65535, a grace or a batch size that is not an integer >= 0, or batches or
+ * messages at once outside 1..64.
+ * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000, searchBatch: 64, searchBatches: 2, searchMessages: 8 }
  */
 export function parseServerArguments(
   argv: readonly string[],
@@ -1252,6 +1273,7 @@ export function parseServerArguments(
   graceMs: number;
   searchBatch: number;
   searchBatches: number;
+  searchMessages: number;
 } {
   const { values } = parseCommandLine(argv, serverCommandLine);
   const portText = values.port ?? environment.PORT ?? '0';
@@ -1286,6 +1308,14 @@ export function parseServerArguments(
       usage(serverCommandLine),
     );
   }
+  const messagesText = values['search-messages'] ?? String(DEFAULT_SEARCH_MESSAGES);
+  const searchMessages = Number(messagesText);
+  if (!/^\d+$/.test(messagesText) || searchMessages < 1 || searchMessages > 64) {
+    throw new CommandLineError(
+      `--search-messages must be an integer in 1..64, got ${messagesText || 'nothing'}`,
+      usage(serverCommandLine),
+    );
+  }
   return {
     port,
     sharedStream: values['shared-stream'] === true,
@@ -1293,6 +1323,7 @@ export function parseServerArguments(
     graceMs,
     searchBatch,
     searchBatches,
+    searchMessages,
   };
 }
 
@@ -1367,7 +1398,7 @@ export function stopOnSignals(service: GpuService, options: StopOnSignalsOptions
 export async function main(
   argv: readonly string[] = process.argv.slice(2),
 ): Promise<GpuService | ClusterService> {
-  const { port, sharedStream, priorities, graceMs, searchBatch, searchBatches } =
+  const { port, sharedStream, priorities, graceMs, searchBatch, searchBatches, searchMessages } =
     parseServerArguments(argv);
   const { processes, searchRows, clusterSearch } = parseClusterArguments(
     parseCommandLine(argv, serverCommandLine).values,
@@ -1425,8 +1456,14 @@ export async function main(
     priorities,
     bodyParsing: { prestart: true },
     search: { rows: searchRows },
-    searchBatch: searchBatchOption,
-    // A worker of the cluster searches the primary's index, opened read-only.
+    // A worker whose searches run in the primary sends its batches there; the primary's own
+    // batches over all workers' are what run on the GPU.
+    searchBatch:
+      worker && searchesInPrimary() && searchBatchOption !== false
+        ? { ...searchBatchOption, maxInFlight: searchMessages }
+        : searchBatchOption,
+    // A worker of the cluster searches through the primary, or the primary's index opened
+    // read-only (`--cluster-search`).
     ...(worker ? { createSearchIndex: openClusterSearchIndex } : {}),
   });
   // The load script also reads how this process batched its searches (a worker whose searches
