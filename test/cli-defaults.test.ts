@@ -9,6 +9,7 @@ import {
   usage,
 } from '../packages/examples/src/cli.js';
 import { demoCommandLine, parseDemoArguments } from '../packages/examples/src/seed/demo.js';
+import { parseClusterArguments } from '../packages/examples/src/service/cluster.js';
 import {
   DEFAULT_CLOSED_LOOP_WARMUP,
   DEFAULT_RUN_REQUESTS,
@@ -20,6 +21,7 @@ import { DEFAULT_SEARCH_BATCH } from '../packages/examples/src/service/search-ba
 import {
   DEFAULT_GPU_IN_FLIGHT,
   DEFAULT_GRACE_MS,
+  DEFAULT_SEARCH_MESSAGES,
   parseServerArguments,
   serverCommandLine,
 } from '../packages/examples/src/service/server.js';
@@ -90,6 +92,18 @@ const described: Record<string, (text: string) => void> = {
     expect(parseLoadArguments([]).searchBatches).toBeUndefined();
     expect(text).toBe(`the server's, ${DEFAULT_SEARCH_BATCH.maxInFlight}`);
     expect(parseServerArguments([], {}).searchBatches).toBe(DEFAULT_SEARCH_BATCH.maxInFlight);
+  },
+  'loadCommandLine --cluster-search': (text) => {
+    // Absent, the load script leaves the server's own choice.
+    expect(parseLoadArguments(['--processes', '2']).clusterSearch).toBeUndefined();
+    expect(text).toBe("the server's, primary");
+    expect(parseClusterArguments({}, '').clusterSearch).toBe('primary');
+  },
+  'loadCommandLine --search-messages': (text) => {
+    // Absent, the load script leaves the server's own number of batches waiting.
+    expect(parseLoadArguments(['--processes', '2']).searchMessages).toBeUndefined();
+    expect(text).toBe(`the server's, ${DEFAULT_SEARCH_MESSAGES}`);
+    expect(parseServerArguments([], {}).searchMessages).toBe(DEFAULT_SEARCH_MESSAGES);
   },
   'soakCommandLine --warmup-minutes': (text) => {
     expect(text).toBe('at least 1 and one round of each workload');

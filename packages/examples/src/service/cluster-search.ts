@@ -32,6 +32,7 @@ export const SEARCH_ANSWER = 'cuda-tasks/search-answer';
 
 /** A worker's batch of searches, as it travels to the primary. */
 export interface SearchRequestMessage {
+  /** `SEARCH_REQUEST`. */
   type: typeof SEARCH_REQUEST;
   /** The worker's number for the batch (its answer carries it back). */
   id: number;
@@ -43,7 +44,9 @@ export interface SearchRequestMessage {
 
 /** The primary's answer to one `SearchRequestMessage`. */
 export interface SearchAnswerMessage {
+  /** `SEARCH_ANSWER`. */
   type: typeof SEARCH_ANSWER;
+  /** The request's `id`. */
   id: number;
   /** The answers packed in order, `ks[j]` rows each (absent with `error`). */
   indices?: Int32Array;
@@ -57,9 +60,12 @@ export interface SearchAnswerMessage {
 
 /** One end of a message channel: `process` in a worker (what the tests replace). */
 export interface MessagePort {
+  /** Sends a message to the other end. */
   send(message: unknown): unknown;
+  /** Listens for the other end's messages, or for the channel's end. */
   on(event: 'message', listener: (message: unknown) => void): unknown;
   on(event: 'disconnect', listener: () => void): unknown;
+  /** Stops listening. */
   off(event: 'message', listener: (message: unknown) => void): unknown;
   off(event: 'disconnect', listener: () => void): unknown;
 }
@@ -93,7 +99,9 @@ interface Pending {
  * @example const backend = new PrimarySearch(1_000_000, 128); await backend.search(query, 10);
  */
 export class PrimarySearch implements BatchSearchBackend {
+  /** Rows of the primary's index. */
   readonly rows: number;
+  /** Its dimension. */
   readonly dim: number;
   readonly #port: MessagePort;
   readonly #pending = new Map<number, Pending>();

@@ -195,8 +195,11 @@ export interface ClusterPrimaryOptions extends ClusterArguments {
 
 /** What the primary shares (and, with `--cluster-search primary`, searches). */
 export interface SharedIndex extends Partial<BatchSearchBackend> {
+  /** The handle the workers get. */
   share(): SharedMemoryHandle;
+  /** Frees the index (once every worker has exited). */
   dispose(): void;
+  /** The embeddings' dimension (needed where the primary searches). */
   readonly dim?: number;
 }
 
