@@ -16,10 +16,11 @@
  * process's CPU time over a second of idle with the engine started, see `EngineIdleLine`).
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/paired.ts path/to/libinproc.so
- * [--only graphs|tasks100|latency|engine] (`--only graphs`: the graph rows alone, see
- * `runGraphPairs`; `--only tasks100`: the 100-task rows alone, see `runTasksPairs`;
+ * [--only graphs|tasks100|latency|engine|withstream] (`--only graphs`: the graph rows alone,
+ * see `runGraphPairs`; `--only tasks100`: the 100-task rows alone, see `runTasksPairs`;
  * `--only latency`: the latency-bound job's rows alone, see `runLatencyPairs`; `--only engine`:
- * the issue engine's rows alone, see `runEnginePairs`) [--issuers 4,8] (the engine rows'
+ * the issue engine's rows alone, see `runEnginePairs`; `--only withstream`: the withStream rows
+ * and their floors, see `runWithStreamPairs`) [--issuers 4,8] (the engine rows'
  * issuer counts, default `ENGINE_ISSUERS`)
  */
 
@@ -135,7 +136,7 @@ async function pair(
 
 /**
  * Runs the whole same-process comparison against the C loops of the `libinproc.so` at
- * `libraryPath` (built by c/build.sh): launch, withStream + launch, launch + wait,
+ * `libraryPath` (built by c/build.sh): withStream + launch (`runWithStreamPairs`, first), launch, launch + wait,
  * alloc + free, event record, SGEMM, the seed workload, the 100 tasks, the graph rows
  * (`runGraphPairs`) and last the issue engine's rows with `engineIssuers` issuer threads
  * (`runEnginePairs`), each as
@@ -152,9 +153,6 @@ export async function runPaired(
     launchEmptyEx: lib.func('double inproc_launch_empty_ex(uint64_t f, uint64_t s, int n)'),
     noop: lib.func('int inproc_noop(uint64_t a, uint64_t b, uint64_t c, uint64_t d)'),
     noopLoop: lib.func('double inproc_noop_loop(int n)'),
-    launchSwitch: lib.func(
-      'double inproc_launch_switch(uint64_t f, uint64_t s1, uint64_t s2, int n)',
-    ),
     launchSync: lib.func('double inproc_launch_sync(uint64_t f, uint64_t s, int n)'),
     allocFree: lib.func('double inproc_alloc_free(uint64_t s, uint64_t bytes, int n)'),
     eventRecord: lib.func('double inproc_event_record(uint64_t s, int n)'),
@@ -250,20 +248,6 @@ export async function runPaired(
           'bare koffi cuLaunchKernelEx (JavaScript, not C)',
           bareLaunchEx,
           oursLaunch,
-        ),
-      );
-
-      const s1 = Stream.create({ name: 'paired-1' });
-      const s2 = Stream.create({ name: 'paired-2' });
-      const cLaunchSwitch = () =>
-        checked('launch_switch', C.launchSwitch(f, s1.handle, s2.handle, launches));
-      const oursWithStream = withStreamBatch(s1, s2, () => launch(empty, config), launches);
-      lines.push(
-        await pair(
-          'withstream_launch',
-          'cuLaunchKernel alternating two streams',
-          cLaunchSwitch,
-          oursWithStream,
         ),
       );
 
@@ -366,63 +350,11 @@ export async function runPaired(
       }
       C.cublasDestroy(h);
 
-      // withStream + launch once the task holds cuBLAS, cuRAND and cuSOLVER handles.
-      cublasHandle();
-      curandHandle();
-      cusolverHandle();
-      lines.push(
-        await pair(
-          'withstream_launch_libs',
-          'cuLaunchKernel alternating two streams',
-          cLaunchSwitch,
-          oursWithStream,
-        ),
-      );
-      // The floor under the withStream rows (after them: a launch() config with a `stream` key
-      // is a second object shape at launch()'s property reads): the bare koffi call alternating the two streams (a config
-      // arena per stream), and launch() given the stream explicitly (no withStream).
-      const configAddresses = [s1, s2].map((on) => bareLaunchConfig(on.handle));
-      const [config1, config2] = configAddresses.map(Number) as [number, number];
-      lines.push(
-        await pair(
-          'koffi_launch_switch',
-          'cuLaunchKernel alternating two streams',
-          cLaunchSwitch,
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++)
-              api.cuLaunchKernelEx(i % 2 ? config2 : config1, empty.ffiHandle, parameters, 0);
-            const t1 = nowUs();
-            s1.synchronize();
-            s2.synchronize();
-            return (t1 - t0) / launches;
-          },
-        ),
-      );
-      const explicit1 = { ...config, stream: s1 };
-      const explicit2 = { ...config, stream: s2 };
-      lines.push(
-        await pair(
-          'launch_switch_explicit',
-          'cuLaunchKernel alternating two streams',
-          cLaunchSwitch,
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++) launch(empty, i % 2 ? explicit2 : explicit1);
-            const t1 = nowUs();
-            s1.synchronize();
-            s2.synchronize();
-            return (t1 - t0) / launches;
-          },
-        ),
-      );
-      for (const copy of configAddresses) koffi.free(copy);
       koffi.free(configPointer);
-      s1.dispose();
-      s2.dispose();
     },
     { name: 'paired' },
   );
+  lines.push(...(await runWithStreamPairs(lib)));
 
   // The seed workload, one iteration per batch. C: two streams of its own with a cuBLAS
   // handle each (bench.cu's setup), the same arrays (every batch ends synchronized).
@@ -1009,21 +941,119 @@ export async function runEnginePairs(
   return lines;
 }
 
+/**
+ * The withStream rows (`--only withstream`), against C's loop that launches the empty kernel
+ * alternating two streams (`inproc_launch_switch`): `withstream_launch` (a launch inside
+ * `withStream`, the streams alternating), `withstream_launch_libs` (the same once the task holds
+ * cuBLAS, cuRAND and cuSOLVER handles), and the floors under them, `koffi_launch_switch` (the
+ * bare koffi call) and `launch_switch_explicit` (`launch()` given the stream). `runPaired` runs
+ * them first, while no library handle is alive in the process, for the first row's sake.
+ * @example const lines = await runWithStreamPairs(koffi.load('/tmp/cuda-tasks-bench/libinproc.so'));
+ */
+export async function runWithStreamPairs(
+  lib: ReturnType<typeof koffi.load>,
+): Promise<PairedLine[]> {
+  const launchSwitch = lib.func(
+    'double inproc_launch_switch(uint64_t f, uint64_t s1, uint64_t s2, int n)',
+  );
+  const lines: PairedLine[] = [];
+  const module = Module.fromPtx(readFileSync(ptxPath, 'utf8'));
+  const empty = module.kernel('empty_kernel', []);
+  const config = { grid: 1, block: 1 };
+  const launches = 10_000;
+  const api = driver();
+  const parameters = empty.ffiArgumentArray;
+  await task(
+    async () => {
+      const s1 = Stream.create({ name: 'paired-1' });
+      const s2 = Stream.create({ name: 'paired-2' });
+      const cLaunchSwitch = () =>
+        checked('launch_switch', launchSwitch(empty.handle, s1.handle, s2.handle, launches));
+      const oursWithStream = withStreamBatch(s1, s2, () => launch(empty, config), launches);
+      lines.push(
+        await pair(
+          'withstream_launch',
+          'cuLaunchKernel alternating two streams',
+          cLaunchSwitch,
+          oursWithStream,
+        ),
+      );
+      // withStream + launch once the task holds cuBLAS, cuRAND and cuSOLVER handles.
+      cublasHandle();
+      curandHandle();
+      cusolverHandle();
+      lines.push(
+        await pair(
+          'withstream_launch_libs',
+          'cuLaunchKernel alternating two streams',
+          cLaunchSwitch,
+          oursWithStream,
+        ),
+      );
+      // The floor under the withStream rows (after them: a launch() config with a `stream` key
+      // is a second object shape at launch()'s property reads): the bare koffi call alternating
+      // the two streams (a config arena per stream), and launch() given the stream explicitly
+      // (no withStream).
+      const configAddresses = [s1, s2].map((on) => bareLaunchConfig(on.handle));
+      const [config1, config2] = configAddresses.map(Number) as [number, number];
+      lines.push(
+        await pair(
+          'koffi_launch_switch',
+          'cuLaunchKernel alternating two streams',
+          cLaunchSwitch,
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++)
+              api.cuLaunchKernelEx(i % 2 ? config2 : config1, empty.ffiHandle, parameters, 0);
+            const t1 = nowUs();
+            s1.synchronize();
+            s2.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
+      const explicit1 = { ...config, stream: s1 };
+      const explicit2 = { ...config, stream: s2 };
+      lines.push(
+        await pair(
+          'launch_switch_explicit',
+          'cuLaunchKernel alternating two streams',
+          cLaunchSwitch,
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++) launch(empty, i % 2 ? explicit2 : explicit1);
+            const t1 = nowUs();
+            s1.synchronize();
+            s2.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
+      for (const copy of configAddresses) koffi.free(copy);
+      s1.dispose();
+      s2.dispose();
+    },
+    { name: 'paired-withstream' },
+  );
+  module.dispose();
+  return lines;
+}
+
 /** What paired.ts is asked to run (`parsePairedArguments`). */
 export interface PairedArguments {
   /** The libinproc.so path. */
   path: string;
   /** One group of rows alone, else all. */
-  only?: 'graphs' | 'tasks100' | 'latency' | 'engine';
+  only?: 'graphs' | 'tasks100' | 'latency' | 'engine' | 'withstream';
   /** The engine rows' issuer counts. */
   issuers: number[];
 }
 
-const ONLY = ['graphs', 'tasks100', 'latency', 'engine'] as const;
+const ONLY = ['graphs', 'tasks100', 'latency', 'engine', 'withstream'] as const;
 
 /** The usage line printed for bad arguments. */
 export const PAIRED_USAGE =
-  'usage: paired.ts path/to/libinproc.so [--only graphs|tasks100|latency|engine] [--issuers 4,8]';
+  'usage: paired.ts path/to/libinproc.so [--only graphs|tasks100|latency|engine|withstream] [--issuers 4,8]';
 
 /**
  * Parses paired.ts's arguments (after the script): the library path first, then
@@ -1188,6 +1218,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     else if (only === 'tasks100') await runTasksPairs(koffi.load(path));
     else if (only === 'latency') await runLatencyPairs(koffi.load(path));
     else if (only === 'engine') await runEnginePairs(koffi.load(path), issuers);
+    else if (only === 'withstream') await runWithStreamPairs(koffi.load(path));
     else await runPaired(path, issuers);
     process.exit(0);
   } catch (error) {

@@ -46,7 +46,7 @@ describe('parsePairedArguments', () => {
       only: 'latency',
       issuers: [1, 2, 64],
     });
-    for (const only of ['graphs', 'tasks100', 'latency', 'engine']) {
+    for (const only of ['graphs', 'tasks100', 'latency', 'engine', 'withstream']) {
       expect(parsePairedArguments(['x.so', '--only', only]).only).toBe(only);
     }
   });
