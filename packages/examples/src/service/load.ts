@@ -76,6 +76,7 @@ import { type SearchReference, searchReference } from './search-reference.js';
 import {
   createServer,
   DEFAULT_GPU_IN_FLIGHT,
+  DEFAULT_SEARCH_MESSAGES,
   type GpuHealth,
   gpuHealth,
   type ServerOptions,
@@ -342,7 +343,7 @@ export const loadCommandLine = {
       placeholder: 'N',
       description:
         "with --processes and the searches in the primary: server.ts's --search-messages, a worker's batches waiting in the primary",
-      default: "the server's, 8",
+      default: `the server's, ${DEFAULT_SEARCH_MESSAGES}`,
     },
   },
 } as const;

@@ -1300,22 +1300,20 @@ export function parseServerArguments(
       usage(serverCommandLine),
     );
   }
-  const batchesText = values['search-batches'] ?? String(DEFAULT_SEARCH_BATCH.maxInFlight);
-  const searchBatches = Number(batchesText);
-  if (!/^\d+$/.test(batchesText) || searchBatches < 1 || searchBatches > 64) {
-    throw new CommandLineError(
-      `--search-batches must be an integer in 1..64, got ${batchesText || 'nothing'}`,
-      usage(serverCommandLine),
-    );
-  }
-  const messagesText = values['search-messages'] ?? String(DEFAULT_SEARCH_MESSAGES);
-  const searchMessages = Number(messagesText);
-  if (!/^\d+$/.test(messagesText) || searchMessages < 1 || searchMessages > 64) {
-    throw new CommandLineError(
-      `--search-messages must be an integer in 1..64, got ${messagesText || 'nothing'}`,
-      usage(serverCommandLine),
-    );
-  }
+  // Batches at once and a worker's batches waiting in the primary: decimal integers in 1..64.
+  const atOnce = (name: 'search-batches' | 'search-messages', fallback: number): number => {
+    const text = values[name] ?? String(fallback);
+    const value = Number(text);
+    if (!/^\d+$/.test(text) || value < 1 || value > 64) {
+      throw new CommandLineError(
+        `--${name} must be an integer in 1..64, got ${text || 'nothing'}`,
+        usage(serverCommandLine),
+      );
+    }
+    return value;
+  };
+  const searchBatches = atOnce('search-batches', DEFAULT_SEARCH_BATCH.maxInFlight);
+  const searchMessages = atOnce('search-messages', DEFAULT_SEARCH_MESSAGES);
   return {
     port,
     sharedStream: values['shared-stream'] === true,
