@@ -149,6 +149,14 @@ describe('the commands read their values', () => {
     );
     expect(parseServerArguments(['--search-batches', '1'], {}).searchBatches).toBe(1);
     expect(parseServerArguments(['--search-messages', '64'], {}).searchMessages).toBe(64);
+    expect(parseServerArguments([], {}).parseWorkers).toBeUndefined();
+    expect(parseServerArguments(['--parse-workers', '0'], {}).parseWorkers).toBe(0);
+    expect(parseServerArguments(['--parse-workers', '12'], {}).parseWorkers).toBe(12);
+    for (const bad of ['65', '-1', '1.5', '', ' 2', '0x2']) {
+      expect(refusal(() => parseServerArguments([`--parse-workers=${bad}`], {})).message).toBe(
+        `--parse-workers must be an integer in 0..64, got ${bad || 'nothing'}`,
+      );
+    }
     for (const bad of ['0', '65', '1.5', '', ' 2', '0x2']) {
       expect(refusal(() => parseServerArguments([`--search-batches=${bad}`], {})).message).toBe(
         `--search-batches must be an integer in 1..64, got ${bad || 'nothing'}`,

@@ -36,7 +36,7 @@
  * (cluster.ts; N = 1 is the plain service in one process), with each process's GPU memory as
  * `nvidia-smi` reports it printed once the server listens.
  *
- * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N] [--search-batches N] [--clients N]`
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N] [--search-batches N] [--clients N] [--parse-workers N]`
  */
 import { execFileSync } from 'node:child_process';
 import type { Server } from 'node:http';
@@ -192,6 +192,8 @@ export interface LoadOptions {
   clusterSearch?: string | undefined;
   /** With `processes`: server.ts's `--search-messages` (undefined: the server's default). */
   searchMessages?: number | undefined;
+  /** The server's body-parsing threads (`--parse-workers`; undefined: the server's default). */
+  parseWorkers?: number | undefined;
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
@@ -345,6 +347,13 @@ export const loadCommandLine = {
         "with --processes and the searches in the primary: server.ts's --search-messages, a worker's batches waiting in the primary",
       default: `the server's, ${DEFAULT_SEARCH_MESSAGES}`,
     },
+    'parse-workers': {
+      type: 'string',
+      placeholder: 'N',
+      description:
+        "the server's threads that parse bodies of 16 KiB or more (server.ts's --parse-workers); 0: on its event loop",
+      default: "the server's, min(8, cores - 1)",
+    },
   },
 } as const;
 
@@ -410,6 +419,7 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     clusterSearch: values['cluster-search'],
     searchMessages:
       values['search-messages'] === undefined ? undefined : integer('search-messages', 1, 64),
+    parseWorkers: parseWorkersOption(values['parse-workers'], fail),
   };
   if (options.searchMessages !== undefined && options.processes === undefined) {
     fail('--search-messages needs --processes');
@@ -516,6 +526,15 @@ export function report(
   )}, p99 latency x${formatNumber(task.p99 / shared.p99, 2)}${perRound === undefined ? '' : `\n${perRound}`}`;
 }
 
+/** `--parse-workers`: undefined without it, else a decimal integer in 0..64 (0: on the loop). */
+function parseWorkersOption(text: string | undefined, fail: (message: string) => never) {
+  if (text === undefined) return undefined;
+  if (!/^\d+$/.test(text) || Number(text) > 64) {
+    fail(`--parse-workers must be an integer in 0..64, got ${text || 'nothing'}`);
+  }
+  return Number(text);
+}
+
 /** A server the load runs against, and how to stop it. */
 interface ServedBy {
   url: URL;
@@ -535,6 +554,9 @@ async function serverFor(options: LoadOptions, serverOptions: ServerOptions): Pr
   let logged = false;
   const server = createServer({
     ...serverOptions,
+    ...(options.parseWorkers === undefined
+      ? {}
+      : { bodyParsing: { ...serverOptions.bodyParsing, workers: options.parseWorkers } }),
     onServerError: (error) => {
       if (!logged) console.error('server error:', error);
       logged = true;
@@ -582,6 +604,9 @@ async function serviceProcesses(
   if (options.clusterSearch !== undefined) args.push('--cluster-search', options.clusterSearch);
   if (options.searchMessages !== undefined) {
     args.push('--search-messages', String(options.searchMessages));
+  }
+  if (options.parseWorkers !== undefined) {
+    args.push('--parse-workers', String(options.parseWorkers));
   }
   const usedBefore = gpuMemoryUsed();
   // Each server process reports its event-loop delays when it exits (loop-monitor.ts).

@@ -199,7 +199,7 @@ export interface ServerOptions {
   taskOptionsFor?: (path: string, body: unknown) => TaskOptions;
   /**
    * Decoding, parsing and validating request bodies off the event loop (`ParsePool`): bodies
-   * of `inlineBelowBytes` (16 KiB) or more go to a pool of worker threads (min(4, cores - 1) by
+   * of `inlineBelowBytes` (16 KiB) or more go to a pool of worker threads (min(8, cores - 1) by
    * default), the rest are parsed inline. A body that takes more than `timeoutMs` (5000) to parse
    * or exhausts a worker's heap is a 413. False: every body is parsed on the event loop.
    */
@@ -1250,6 +1250,13 @@ export const serverCommandLine = {
         "with --cluster-search primary: a worker's batches of searches waiting in the primary at once, at most 64",
       default: DEFAULT_SEARCH_MESSAGES,
     },
+    'parse-workers': {
+      type: 'string',
+      placeholder: 'N',
+      description:
+        'worker threads that parse bodies of 16 KiB or more, at most 64; 0: every body on the event loop',
+      default: 'min(8, cores - 1)',
+    },
   },
 } as const;
 
@@ -1258,10 +1265,11 @@ export const serverCommandLine = {
  * free port), `--shared-stream`, `--no-priorities`, `--grace-ms MS` (default 10,000) and
  * `--search-batch N` (default 64; 0: `searchBatch: false`) and `--search-batches N` (batches at
  * once, default 2), `--search-messages N` (a cluster worker's batches waiting in the primary,
- * default 8). Throws a `CommandLineError` for an unknown flag (listing the valid ones), a port
- * outside 0..65535, a grace or a batch size that is not an integer >= 0, or batches or
- * messages at once outside 1..64.
- * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000, searchBatch: 64, searchBatches: 2, searchMessages: 8 }
+ * default 8) and `--parse-workers N` (the body parsers' threads; undefined without the flag:
+ * `defaultParseWorkers()`). Throws a `CommandLineError` for an unknown flag (listing the valid
+ * ones), a port outside 0..65535, a grace or a batch size that is not an integer >= 0,
+ * batches or messages at once outside 1..64, or parse workers outside 0..64.
+ * @example parseServerArguments(['--port', '8080']); // { port: 8080, sharedStream: false, priorities: true, graceMs: 10000, searchBatch: 64, searchBatches: 2, searchMessages: 8, parseWorkers: undefined }
  */
 export function parseServerArguments(
   argv: readonly string[],
@@ -1274,6 +1282,7 @@ export function parseServerArguments(
   searchBatch: number;
   searchBatches: number;
   searchMessages: number;
+  parseWorkers: number | undefined;
 } {
   const { values } = parseCommandLine(argv, serverCommandLine);
   const portText = values.port ?? environment.PORT ?? '0';
@@ -1314,6 +1323,14 @@ export function parseServerArguments(
   };
   const searchBatches = atOnce('search-batches', DEFAULT_SEARCH_BATCH.maxInFlight);
   const searchMessages = atOnce('search-messages', DEFAULT_SEARCH_MESSAGES);
+  const parseText = values['parse-workers'];
+  const parseWorkers = parseText === undefined ? undefined : Number(parseText);
+  if (parseText !== undefined && (!/^\d+$/.test(parseText) || parseWorkers! > 64)) {
+    throw new CommandLineError(
+      `--parse-workers must be an integer in 0..64, got ${parseText || 'nothing'}`,
+      usage(serverCommandLine),
+    );
+  }
   return {
     port,
     sharedStream: values['shared-stream'] === true,
@@ -1322,6 +1339,7 @@ export function parseServerArguments(
     searchBatch,
     searchBatches,
     searchMessages,
+    parseWorkers,
   };
 }
 
@@ -1396,8 +1414,16 @@ export function stopOnSignals(service: GpuService, options: StopOnSignalsOptions
 export async function main(
   argv: readonly string[] = process.argv.slice(2),
 ): Promise<GpuService | ClusterService> {
-  const { port, sharedStream, priorities, graceMs, searchBatch, searchBatches, searchMessages } =
-    parseServerArguments(argv);
+  const {
+    port,
+    sharedStream,
+    priorities,
+    graceMs,
+    searchBatch,
+    searchBatches,
+    searchMessages,
+    parseWorkers,
+  } = parseServerArguments(argv);
   const { processes, searchRows, clusterSearch } = parseClusterArguments(
     parseCommandLine(argv, serverCommandLine).values,
     usage(serverCommandLine),
@@ -1452,7 +1478,10 @@ export async function main(
   const server = createServer({
     sharedStream,
     priorities,
-    bodyParsing: { prestart: true },
+    bodyParsing: {
+      prestart: true,
+      ...(parseWorkers === undefined ? {} : { workers: parseWorkers }),
+    },
     search: { rows: searchRows },
     // A worker whose searches run in the primary sends its batches there; the primary's own
     // batches over all workers' are what run on the GPU.
