@@ -116,7 +116,9 @@ describe('parseLoadArguments', () => {
     expect(parseLoadArguments([]).parseWorkers).toBeUndefined();
     expect(parseLoadArguments(['--parse-workers', '8']).parseWorkers).toBe(8);
     expect(parseLoadArguments(['--parse-workers', '0']).parseWorkers).toBe(0);
-    expect(() => parseLoadArguments(['--parse-workers', '65'])).toThrow('--parse-workers must be an integer in 0..64, got 65');
+    expect(() => parseLoadArguments(['--parse-workers', '65'])).toThrow(
+      '--parse-workers must be an integer in 0..64, got 65',
+    );
     expect(parseLoadArguments(['--clients', '4', '--concurrency', '64']).clients).toBe(4);
     expect(() => parseLoadArguments(['--clients', '8', '--concurrency', '4'])).toThrow(
       '--clients must be at most the concurrency (4), got 8',
