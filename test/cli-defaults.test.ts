@@ -17,6 +17,7 @@ import {
   parseLoadArguments,
   runMeasureOptions,
 } from '../packages/examples/src/service/load.js';
+import { defaultParseWorkers } from '../packages/examples/src/service/parse-pool.js';
 import { DEFAULT_SEARCH_BATCH } from '../packages/examples/src/service/search-batcher.js';
 import {
   DEFAULT_GPU_IN_FLIGHT,
@@ -112,6 +113,17 @@ const described: Record<string, (text: string) => void> = {
       Math.max(1, oneRoundEach(Number(soakCommandLine.options['round-seconds'].default))),
     );
     expect(parseSoakArguments(['--round-seconds', '40']).warmupMinutes).toBe(oneRoundEach(40));
+  },
+  'serverCommandLine --parse-workers': (text) => {
+    // Absent, the server's ParsePool sizes itself from the cores.
+    expect(text).toBe('cores - 1, at most 4');
+    expect(parseServerArguments([], {}).parseWorkers).toBeUndefined();
+    expect([2, 4, 5, 16].map((cores) => defaultParseWorkers(cores))).toEqual([1, 3, 4, 4]);
+  },
+  'loadCommandLine --parse-workers': (text) => {
+    // Absent, the load script leaves the server's own number of parse workers.
+    expect(parseLoadArguments([]).parseWorkers).toBeUndefined();
+    expect(text).toBe("the server's, cores - 1, at most 4");
   },
   'serverCommandLine --port': (text) => {
     expect(text).toBe('$PORT, else a random free one');

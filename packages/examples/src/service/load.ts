@@ -352,7 +352,7 @@ export const loadCommandLine = {
       placeholder: 'N',
       description:
         "the server's threads that parse bodies of 16 KiB or more (server.ts's --parse-workers); 0: on its event loop",
-      default: "the server's, min(8, cores - 1)",
+      default: "the server's, cores - 1, at most 4",
     },
   },
 } as const;

@@ -141,9 +141,9 @@ const bodyText = fc.oneof(
 const route = fc.constantFrom<BodyRoute>('/solve', '/solve-random', '/matmul', '/search');
 
 describe('ParsePool', () => {
-  it('sizes itself from the cores: min(8, cores - 1), at least 1', () => {
-    expect([1, 2, 3, 4, 5, 9, 16, 128].map((cores) => defaultParseWorkers(cores))).toEqual([
-      1, 1, 2, 3, 4, 8, 8, 8,
+  it('sizes itself from the cores: min(4, cores - 1), at least 1', () => {
+    expect([1, 2, 3, 4, 5, 16, 128].map((cores) => defaultParseWorkers(cores))).toEqual([
+      1, 1, 2, 3, 4, 4, 4,
     ]);
     expect(() => new ParsePool({ workers: -1 })).toThrow(RangeError);
     expect(() => new ParsePool({ timeoutMs: 0 })).toThrow(RangeError);

@@ -28,7 +28,7 @@ import {
 /** Options of `ParsePool`. */
 export interface ParsePoolOptions {
   /**
-   * Worker threads (default `defaultParseWorkers()`: min(8, cores - 1), at least 1). 0: every
+   * Worker threads (default `defaultParseWorkers()`: min(4, cores - 1), at least 1). 0: every
    * body is parsed inline, on the event loop.
    */
   workers?: number;
@@ -60,12 +60,13 @@ export const DEFAULT_PARSE_HEAP_MB = 2048;
 
 /**
  * The default number of parse workers: one core fewer than the process may use (the event
- * loop keeps one), at least 1 and at most 8: a 326 KB `/solve` body takes about 3 ms to parse, so
- * 8 workers parse about 2,400 a second (docs/decisions/0037).
- * @example defaultParseWorkers(); // 8 on a 16-core machine, 1 on a 2-core one
+ * loop keeps one), at least 1 and at most 4. A 326 KB `/solve` body takes about 3 ms to parse, so
+ * 4 workers parse about 1,300 a second; more raise a service's throughput and also its event
+ * loop's largest delay (docs/decisions/0037), so the count is `--parse-workers` to choose.
+ * @example defaultParseWorkers(); // 4 on a 16-core machine, 1 on a 2-core one
  */
 export function defaultParseWorkers(cores: number = availableParallelism()): number {
-  return Math.min(8, Math.max(1, cores - 1));
+  return Math.min(4, Math.max(1, cores - 1));
 }
 
 /** What a `ParsePool` has done so far. */
