@@ -79,6 +79,7 @@ import {
   DEFAULT_SEARCH_MESSAGES,
   type GpuHealth,
   gpuHealth,
+  parseWorkersArgument,
   type ServerOptions,
 } from './server.js';
 import { startServiceProcess } from './spawn-service.js';
@@ -419,7 +420,7 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
     clusterSearch: values['cluster-search'],
     searchMessages:
       values['search-messages'] === undefined ? undefined : integer('search-messages', 1, 64),
-    parseWorkers: parseWorkersOption(values['parse-workers'], fail),
+    parseWorkers: parseWorkersArgument(values['parse-workers'], fail),
   };
   if (options.searchMessages !== undefined && options.processes === undefined) {
     fail('--search-messages needs --processes');
@@ -524,15 +525,6 @@ export function report(
     task.requestsPerSecond / shared.requestsPerSecond,
     2,
   )}, p99 latency x${formatNumber(task.p99 / shared.p99, 2)}${perRound === undefined ? '' : `\n${perRound}`}`;
-}
-
-/** `--parse-workers`: undefined without it, else a decimal integer in 0..64 (0: on the loop). */
-function parseWorkersOption(text: string | undefined, fail: (message: string) => never) {
-  if (text === undefined) return undefined;
-  if (!/^\d+$/.test(text) || Number(text) > 64) {
-    fail(`--parse-workers must be an integer in 0..64, got ${text || 'nothing'}`);
-  }
-  return Number(text);
 }
 
 /** A server the load runs against, and how to stop it. */

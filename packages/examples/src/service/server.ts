@@ -1323,14 +1323,9 @@ export function parseServerArguments(
   };
   const searchBatches = atOnce('search-batches', DEFAULT_SEARCH_BATCH.maxInFlight);
   const searchMessages = atOnce('search-messages', DEFAULT_SEARCH_MESSAGES);
-  const parseText = values['parse-workers'];
-  const parseWorkers = parseText === undefined ? undefined : Number(parseText);
-  if (parseText !== undefined && (!/^\d+$/.test(parseText) || parseWorkers! > 64)) {
-    throw new CommandLineError(
-      `--parse-workers must be an integer in 0..64, got ${parseText || 'nothing'}`,
-      usage(serverCommandLine),
-    );
-  }
+  const parseWorkers = parseWorkersArgument(values['parse-workers'], (message) => {
+    throw new CommandLineError(message, usage(serverCommandLine));
+  });
   return {
     port,
     sharedStream: values['shared-stream'] === true,
@@ -1341,6 +1336,22 @@ export function parseServerArguments(
     searchMessages,
     parseWorkers,
   };
+}
+
+/**
+ * `--parse-workers` (of the service and of the load script, which passes it on): undefined
+ * without the flag, else a decimal integer in 0..64; `fail` throws the refusal.
+ * @example parseWorkersArgument('8', fail); // 8
+ */
+export function parseWorkersArgument(
+  text: string | undefined,
+  fail: (message: string) => never,
+): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^\d+$/.test(text) || Number(text) > 64) {
+    fail(`--parse-workers must be an integer in 0..64, got ${text || 'nothing'}`);
+  }
+  return Number(text);
 }
 
 /** Options of `stopOnSignals`. */
