@@ -70,6 +70,7 @@ import {
   loopDelayWithin,
   parseLoopDelayLines,
 } from './loop-monitor.js';
+import { defaultParseWorkers } from './parse-pool.js';
 import { SearchIndex } from './search.js';
 import { batchSummary, DEFAULT_SEARCH_BATCH, parseSearchBatchLines } from './search-batcher.js';
 import { type SearchReference, searchReference } from './search-reference.js';
@@ -1031,7 +1032,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     if (workload === 'solve') {
       const measureOptions = runMeasureOptions(options, 'solve');
       console.log(
-        `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${measureOptions.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${measureOptions.warmup} per run)`,
+        `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${measureOptions.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${measureOptions.warmup} per run)${options.url === undefined ? `, ${options.parseWorkers ?? defaultParseWorkers()} parse workers in the server` : ''}`,
       );
       const { pooled, rounds } = await closedLoop(
         options,
