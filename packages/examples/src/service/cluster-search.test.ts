@@ -244,6 +244,31 @@ describe('--cluster-search primary: the protocol', () => {
     }
   });
 
+  it("an answer naming a row outside the primary's index is an error, never a wrong answer", async () => {
+    for (const row of [rows, -1, 2 ** 31 - 1]) {
+      const worker = new PrimarySearch(
+        rows,
+        dim,
+        channel((message) =>
+          packAnswers((message as { id: number }).id, [{ indices: [0, row], scores: [1, 0.5] }]),
+        ),
+      );
+      await expect(worker.search(query(2), 2)).rejects.toThrow(
+        `the primary's answer is malformed: row ${row} of an index of ${rows}`,
+      );
+      expect(worker.waiting).toBe(0);
+    }
+    // The last row is a row.
+    const worker = new PrimarySearch(
+      rows,
+      dim,
+      channel((message) =>
+        packAnswers((message as { id: number }).id, [{ indices: [rows - 1, 0], scores: [1, 0.5] }]),
+      ),
+    );
+    expect((await worker.search(query(2), 2)).indices).toEqual([rows - 1, 0]);
+  });
+
   it('a closed channel rejects the searches that wait and every later one', async () => {
     const port = channel(() => undefined); // the primary never answers
     const worker = new PrimarySearch(rows, dim, port);

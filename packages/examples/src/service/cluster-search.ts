@@ -207,7 +207,7 @@ export class PrimarySearch implements BatchSearchBackend {
       return;
     }
     try {
-      waiting.resolve(unpackAnswers(message, waiting.ks));
+      waiting.resolve(unpackAnswers(message, waiting.ks, this.rows));
     } catch (failure) {
       waiting.reject(failure);
     }
@@ -216,12 +216,13 @@ export class PrimarySearch implements BatchSearchBackend {
 
 /**
  * The results of an answer message for queries with `ks`: throws where the message is not an
- * answer of exactly sum(ks) rows (typed arrays, integer row numbers, finite or not scores as
- * the GPU computed them).
+ * answer of exactly sum(ks) rows (typed arrays, row numbers in 0..rows - 1, finite or not
+ * scores as the GPU computed them).
  */
 export function unpackAnswers(
   message: Record<string, unknown>,
   ks: readonly number[],
+  rows = 2 ** 31 - 1,
 ): SearchResult[] {
   const { indices, scores, stream } = message;
   let total = 0;
@@ -235,6 +236,12 @@ export function unpackAnswers(
     throw new Error(
       `the primary's answer is malformed: expected ${total} rows as an Int32Array and a Float32Array`,
     );
+  }
+  for (let i = 0; i < total; i++) {
+    const row = indices[i]!;
+    if (row < 0 || row >= rows) {
+      throw new Error(`the primary's answer is malformed: row ${row} of an index of ${rows}`);
+    }
   }
   const results: SearchResult[] = new Array(ks.length);
   let at = 0;

@@ -64,6 +64,7 @@ import {
   runClient,
   type ScheduleResult,
 } from './client-process.js';
+import { parseClusterArguments } from './cluster.js';
 import {
   LOOP_DELAY_VARIABLE,
   type LoopDelayReport,
@@ -428,9 +429,8 @@ export function parseLoadArguments(argv: readonly string[]): LoadOptions {
   }
   if (options.clusterSearch !== undefined) {
     if (options.processes === undefined) fail('--cluster-search needs --processes');
-    if (options.clusterSearch !== 'primary' && options.clusterSearch !== 'workers') {
-      fail(`--cluster-search takes primary or workers, got ${options.clusterSearch || 'nothing'}`);
-    }
+    // The server's own check of the value (its message, this command's usage).
+    parseClusterArguments({ 'cluster-search': options.clusterSearch }, usage(loadCommandLine));
   }
   // Each mode's server holds its own index: with processes, one mode unless asked for both.
   if (options.processes !== undefined) options.modes = ['task'];

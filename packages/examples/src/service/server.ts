@@ -1309,23 +1309,15 @@ export function parseServerArguments(
       usage(serverCommandLine),
     );
   }
-  // Batches at once and a worker's batches waiting in the primary: decimal integers in 1..64.
-  const atOnce = (name: 'search-batches' | 'search-messages', fallback: number): number => {
-    const text = values[name] ?? String(fallback);
-    const value = Number(text);
-    if (!/^\d+$/.test(text) || value < 1 || value > 64) {
-      throw new CommandLineError(
-        `--${name} must be an integer in 1..64, got ${text || 'nothing'}`,
-        usage(serverCommandLine),
-      );
-    }
-    return value;
+  const fail = (message: string): never => {
+    throw new CommandLineError(message, usage(serverCommandLine));
   };
+  // Batches at once and a worker's batches waiting in the primary: decimal integers in 1..64.
+  const atOnce = (name: 'search-batches' | 'search-messages', fallback: number): number =>
+    integerFlag(name, values[name] ?? String(fallback), 1, 64, fail);
   const searchBatches = atOnce('search-batches', DEFAULT_SEARCH_BATCH.maxInFlight);
   const searchMessages = atOnce('search-messages', DEFAULT_SEARCH_MESSAGES);
-  const parseWorkers = parseWorkersArgument(values['parse-workers'], (message) => {
-    throw new CommandLineError(message, usage(serverCommandLine));
-  });
+  const parseWorkers = parseWorkersArgument(values['parse-workers'], fail);
   return {
     port,
     sharedStream: values['shared-stream'] === true,
@@ -1347,11 +1339,34 @@ export function parseWorkersArgument(
   text: string | undefined,
   fail: (message: string) => never,
 ): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^\d+$/.test(text) || Number(text) > 64) {
-    fail(`--parse-workers must be an integer in 0..64, got ${text || 'nothing'}`);
+  return text === undefined ? undefined : integerFlag('parse-workers', text, 0, 64, fail);
+}
+
+/** `text` of flag `--name` as a decimal integer in lowest..highest, else `fail` with why. */
+function integerFlag(
+  name: string,
+  text: string,
+  lowest: number,
+  highest: number,
+  fail: (message: string) => never,
+): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || value < lowest || value > highest) {
+    fail(`--${name} must be an integer in ${lowest}..${highest}, got ${text || 'nothing'}`);
   }
-  return Number(text);
+  return value;
+}
+
+/**
+ * Where the load script asks (`CUDA_TASKS_REPORT_LOOP_DELAY=1`), writes how this process batched
+ * its searches to stderr at exit (`searchBatchLine`), if it batched any.
+ */
+function reportSearchBatchesOnExit(statistics: () => SearchBatchStatistics | undefined): void {
+  if (process.env[LOOP_DELAY_VARIABLE] !== '1') return;
+  process.once('exit', () => {
+    const batches = statistics();
+    if (batches !== undefined) process.stderr.write(`${searchBatchLine(process.pid, batches)}\n`);
+  });
 }
 
 /** Options of `stopOnSignals`. */
@@ -1455,13 +1470,7 @@ export async function main(
       graceMs,
       argv,
     });
-    if (process.env[LOOP_DELAY_VARIABLE] === '1') {
-      process.once('exit', () => {
-        const batches = primary.searchStatistics()?.batches;
-        if (batches !== undefined)
-          process.stderr.write(`${searchBatchLine(process.pid, batches)}\n`);
-      });
-    }
+    reportSearchBatchesOnExit(() => primary.searchStatistics()?.batches);
     stopClusterOnSignals(primary);
     return primary;
   }
@@ -1506,11 +1515,8 @@ export async function main(
   });
   // The load script also reads how this process batched its searches (a worker whose searches
   // run in the primary has no batches of its own on the GPU: the primary reports those).
-  if (process.env[LOOP_DELAY_VARIABLE] === '1' && !(worker && searchesInPrimary())) {
-    process.once('exit', () => {
-      const batches = server.statistics().searchBatches;
-      if (batches !== undefined) process.stderr.write(`${searchBatchLine(process.pid, batches)}\n`);
-    });
+  if (!(worker && searchesInPrimary())) {
+    reportSearchBatchesOnExit(() => server.statistics().searchBatches);
   }
   return new Promise((resolveServer, reject) => {
     server.once('error', reject);
