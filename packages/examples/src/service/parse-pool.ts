@@ -60,9 +60,9 @@ export const DEFAULT_PARSE_HEAP_MB = 2048;
 
 /**
  * The default number of parse workers: one core fewer than the process may use (the event
- * loop keeps one), at least 1 and at most 4. A 326 KB `/solve` body takes about 3 ms to parse, so
- * 4 workers parse about 1,300 a second; more raise a service's throughput and also its event
- * loop's largest delay (docs/decisions/0037), so the count is `--parse-workers` to choose.
+ * loop keeps one), at least 1 and at most 4. More workers raise the throughput of a service of
+ * large bodies and also its event loop's largest delay (docs/decisions/0037): `serve
+ * --parse-workers N` chooses.
  * @example defaultParseWorkers(); // 4 on a 16-core machine, 1 on a 2-core one
  */
 export function defaultParseWorkers(cores: number = availableParallelism()): number {
