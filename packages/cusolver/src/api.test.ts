@@ -47,6 +47,15 @@ describe('argument checks run before any native call', () => {
     );
   });
 
+  it('solve takes overwriteA / overwriteB as true or false only', async () => {
+    await expect(solve(f64([4, 4]), f64([4]), { overwriteA: 1 as never })).rejects.toThrow(
+      /solve: option overwriteA must be true or false/,
+    );
+    await expect(solve(f64([4, 4]), f64([4]), { overwriteB: 'yes' as never })).rejects.toThrow(
+      /solve: option overwriteB must be true or false/,
+    );
+  });
+
   it('cholesky and choleskySolve', async () => {
     await expect(cholesky(f32([3, 2]))).rejects.toThrow(/cholesky: a must be square/);
     await expect(cholesky(f32([3, 3]), { upper: 'yes' as never })).rejects.toThrow(

@@ -43,6 +43,7 @@ export {
   type LuSolveOptions,
   lu,
   luSolve,
+  type SolveOptions,
   solve,
 } from './lu.js';
 export { type QrFactorization, qr } from './qr.js';

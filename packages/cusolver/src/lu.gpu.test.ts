@@ -72,6 +72,52 @@ describeGpu('LU: lu, luSolve, solve (getrf/getrs)', () => {
         }
       });
 
+      it('solve with overwriteA / overwriteB works in its inputs where they are apart and contiguous', async () => {
+        const rng = new Rng(212);
+        const n = 128;
+        const k = 2;
+        const { array: a, host: hostA } = upload(dtype, diagonallyDominant(rng, n), [n, n]);
+        const { array: b, host: hostB } = upload(dtype, randomMatrix(rng, n, k), [n, k]);
+        const x = await solve(a, b, { overwriteA: true, overwriteB: true });
+        expect(x).toBe(b); // the solution is written over b
+        expect(relativeResidual(hostA, await download(x), hostB, n, k)).toBeLessThan(
+          tolerance.residual,
+        );
+        // a holds the factors now: P L U = A.
+        expect(await download(a)).not.toEqual(hostA);
+        a.dispose();
+        b.dispose();
+
+        // b a column of a (shared memory): neither is worked in, and the answer is right.
+        const { array: both, host: hostBoth } = upload(
+          dtype,
+          (() => {
+            const m = diagonallyDominant(rng, n);
+            const out = new Float64Array(n * (n + 1));
+            out.set(m);
+            out.set(randomMatrix(rng, n, 1), n * n);
+            return out;
+          })(),
+          [n, n + 1],
+        );
+        const square = both.block(0, 0, n, n);
+        const column = both.block(0, n, n, 1);
+        const y = await solve(square, column, { overwriteA: true, overwriteB: true });
+        expect(y).not.toBe(column);
+        expect(
+          relativeResidual(
+            hostBoth.subarray(0, n * n),
+            await download(y),
+            hostBoth.subarray(n * n),
+            n,
+            1,
+          ),
+        ).toBeLessThan(tolerance.residual);
+        expect(await download(both)).toEqual(hostBoth);
+        both.dispose();
+        y.dispose();
+      });
+
       it('luSolve reuses one factorization, also for A^T X = B', async () => {
         const rng = new Rng(303);
         const n = 128;

@@ -1,6 +1,8 @@
 import {
   assertOptions,
   assertSameContext,
+  booleanOption,
+  byteRangesOverlap,
   CudaArgumentError,
   currentSignal,
   DeviceArray,
@@ -42,6 +44,23 @@ export interface LuFactorization<D extends FloatDType = FloatDType> {
 
 /** Options for `lu` and `solve`: the stream, and where the status goes (see `StatusOption`). */
 export interface LuOptions extends StreamOption, StatusOption {}
+
+/** Options for `solve`: those of `lu`, and whether it may overwrite its inputs. */
+export interface SolveOptions extends LuOptions {
+  /**
+   * `a` may be overwritten by its factors, saving a copy (default false; LAPACK's and SciPy's
+   * `overwrite_a`). Taken where `a` is contiguous and shares no memory with `b`; otherwise a is
+   * copied as without it. Either way, do not read `a` afterwards.
+   */
+  overwriteA?: boolean;
+  /**
+   * The solution may be written over `b`, saving a copy (default false; SciPy's
+   * `overwrite_b`). Taken where `b` is contiguous and shares no memory with `a`: the promise
+   * then resolves with `b` itself. Otherwise b is copied as without it. Either way, use the
+   * returned array, not `b`, afterwards.
+   */
+  overwriteB?: boolean;
+}
 
 /** Options for `luSolve`. */
 export interface LuSolveOptions extends StreamOption {
@@ -177,7 +196,8 @@ export function luSolve<D extends FloatDType, B extends FloatDType>(
 
 /**
  * Solves the square system A X = B by LU factorization (getrf, then getrs), without
- * modifying `a` or `b`: both are copied. `b` is an n x k matrix or a length-n vector; the
+ * modifying `a` or `b`: both are copied, unless `{ overwriteA, overwriteB }` allow the solve
+ * to work in them (see `SolveOptions`). `b` is an n x k matrix or a length-n vector; the
  * solution has b's shape. Rejects with `SingularMatrixError` when A is exactly singular.
  * With `{ info }` (two int32 words: getrf's, then getrs's) the status stays on the device and
  * nothing waits; inside a graph capture that is the only form (else a CaptureError).
@@ -190,13 +210,15 @@ export function luSolve<D extends FloatDType, B extends FloatDType>(
 export async function solve<D extends FloatDType, B extends FloatDType>(
   a: DeviceArray<D>,
   b: DeviceArray<B> & SameDType<D, B>,
-  options: LuOptions = NO_OPTIONS,
+  options: SolveOptions = NO_OPTIONS,
 ): Promise<DeviceArray<D>> {
   const layout = matrixLayout('solve', 'a', a);
   assertSquare('solve', 'a', layout);
   const n = layout.rows;
   const right = rightHandSideLayout('solve', b, a, n);
-  assertOptions('solve', options, ['stream', 'info']);
+  assertOptions('solve', options, ['stream', 'info', 'overwriteA', 'overwriteB']);
+  const overwriteA = booleanOption('solve', 'overwriteA', options.overwriteA);
+  const overwriteB = booleanOption('solve', 'overwriteB', options.overwriteB);
   const stream = resolveStream(streamOption('solve', options.stream));
   assertSameContext('solve', 'a', a, stream);
   assertSameContext('solve', 'b', b, stream);
@@ -207,10 +229,14 @@ export async function solve<D extends FloatDType, B extends FloatDType>(
   let pivots: DeviceArray<'int32'> | undefined;
   let info: DeviceArray<'int32'> | undefined;
   let x: DeviceArray<D> | undefined;
+  // Worked in place only where contiguous and apart: getrf must not change b, nor getrs a.
+  const apart = (overwriteA || overwriteB) && !sharesMemory(a, b);
+  const inA = overwriteA && apart && a.contiguous;
+  const inB = overwriteB && apart && b.contiguous;
   try {
-    factors = a.copy({ stream });
+    factors = inA ? a : a.copy({ stream });
     // rightHandSideLayout checked that b has the dtype of a.
-    x = (b as DeviceArray<D>).copy({ stream });
+    x = inB ? (b as DeviceArray<D>) : (b as DeviceArray<D>).copy({ stream });
     pivots = DeviceArray.empty('int32', n, { stream });
     // Two devInfo words: getrs resets its devInfo, so it must not overwrite getrf's.
     info = status ?? DeviceArray.empty('int32', 2, { stream });
@@ -234,7 +260,7 @@ export async function solve<D extends FloatDType, B extends FloatDType>(
       n,
       info.useOn(stream) + 4n,
     );
-    disposeAll(factors, pivots);
+    disposeAll(inA ? undefined : factors, pivots);
     factors = pivots = undefined;
     const pending = info;
     info = undefined;
@@ -243,7 +269,20 @@ export async function solve<D extends FloatDType, B extends FloatDType>(
     }
     return x;
   } catch (error) {
-    disposeAll(factors, pivots, info === status ? undefined : info, x);
+    // The caller's own arrays stay the caller's to dispose.
+    disposeAll(
+      inA ? undefined : factors,
+      pivots,
+      info === status ? undefined : info,
+      inB ? undefined : x,
+    );
     throw error;
   }
+}
+
+/** Whether the buffers under `a` and `b` share any byte (their whole buffers, not the views). */
+function sharesMemory(a: DeviceArray<FloatDType>, b: DeviceArray<FloatDType>): boolean {
+  if (a.buffer === b.buffer) return true;
+  const from = (array: DeviceArray<FloatDType>) => Number(array.buffer.pointer);
+  return byteRangesOverlap(from(a), a.buffer.byteLength, from(b), b.buffer.byteLength);
 }

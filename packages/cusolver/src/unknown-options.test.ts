@@ -20,7 +20,7 @@ async function refusal(call: () => unknown): Promise<string> {
 describe('unknown options', () => {
   const cases: [string, (options: Record<string, unknown>) => unknown, string][] = [
     ['lu', (o) => lu(square(), o), 'stream, info'],
-    ['solve', (o) => solve(square(), vector(), o), 'stream, info'],
+    ['solve', (o) => solve(square(), vector(), o), 'stream, info, overwriteA, overwriteB'],
     ['luSolve', (o) => luSolve({ lu: square(), pivots }, vector(), o), 'stream, transA, transpose'],
     ['cholesky', (o) => cholesky(square(), o), 'stream, upper, info'],
     ['choleskySolve', (o) => choleskySolve(square(), vector(), o as never), 'stream, upper'],

@@ -70,12 +70,23 @@ export interface ReadBodyOptions {
 /** The least bytes of a `BodyBytes` segment (but for a body known to be shorter). */
 const MIN_SEGMENT_BYTES = 64 * 1024;
 
+/** The least bytes of a chunk that `BodyBytes` keeps as a segment of its own instead of copying it. */
+export const MIN_ADOPTED_BYTES = 16 * 1024;
+
+/** Whether `chunk` spans its whole ArrayBuffer (nothing else of it to share with). */
+function ownsBuffer(chunk: Uint8Array): boolean {
+  return chunk.byteOffset === 0 && chunk.buffer.byteLength === chunk.length;
+}
+
 /**
- * A request body's bytes as they arrive, copied into segments that each own their ArrayBuffer
- * (so that they can be transferred to a worker thread): each new segment is as large as the
- * bytes so far (at least 64 KiB, at most what the Content-Length leaves), so a body takes
- * a few segments, never more than twice its bytes, and the copying is spread over its reads
- * instead of one concatenation at its end.
+ * A request body's bytes as they arrive, as segments that each own their ArrayBuffer (so that
+ * they can be transferred to a worker thread). A chunk of at least `MIN_ADOPTED_BYTES` that
+ * spans its whole ArrayBuffer (Node's request chunks do: each is a copy of its own) becomes a
+ * segment as it is, when no segment has room left: `append` takes it over, and the caller must
+ * not use it after. Other chunks are copied into segments that are each as large as the bytes
+ * so far (at least 64 KiB, at most what the Content-Length leaves), so such a body takes a few
+ * segments, never more than twice its bytes, and the copying is spread over its reads instead
+ * of one concatenation at its end.
  */
 export class BodyBytes {
   /** Bytes received. */
@@ -90,8 +101,19 @@ export class BodyBytes {
     this.#expected = expected;
   }
 
-  /** Copies `chunk` in after the bytes so far. */
+  /** Adds `chunk` after the bytes so far: taken over as a segment, or copied (see the class). */
   append(chunk: Uint8Array): void {
+    const last = this.#segments.at(-1);
+    if (
+      (last === undefined || this.#filled === last.length) &&
+      chunk.length >= MIN_ADOPTED_BYTES &&
+      ownsBuffer(chunk)
+    ) {
+      this.#segments.push(chunk);
+      this.#filled = chunk.length;
+      this.length += chunk.length;
+      return;
+    }
     let offset = 0;
     while (offset < chunk.length) {
       let segment = this.#segments.at(-1);

@@ -10,6 +10,7 @@ import {
   errorResponse,
   type GpuHealth,
   gpuHealth,
+  pathOf,
   STREAM_HEADER,
   streamLabel,
   withoutDirectories,
@@ -477,6 +478,43 @@ describe('the server without touching the GPU for bad requests', () => {
       expect(response.body.x[1]).toBeCloseTo(0.7, 12);
     }
     expect((await call('/health')).status).toBe(healthy());
+  });
+});
+
+describe('pathOf', () => {
+  it('gives the pathname new URL gives, for any request target', () => {
+    const piece = fc.constantFrom(
+      'solve',
+      'search',
+      '-',
+      '_',
+      'A9',
+      '.',
+      '..',
+      '%2e',
+      '',
+      '?',
+      '#',
+      'x=1',
+      '/',
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 6 }), fc.boolean(), (pieces, slash) => {
+        const url = `${slash ? '/' : ''}${pieces.join(slash ? '/' : '')}`;
+        let expected: string;
+        try {
+          expected = new URL(url, 'http://localhost').pathname;
+        } catch {
+          expected = url;
+        }
+        expect(pathOf(url)).toBe(expected);
+      }),
+      { numRuns: 2000 },
+    );
+    expect(pathOf('/solve')).toBe('/solve');
+    expect(pathOf('/solve?n=1')).toBe('/solve');
+    expect(pathOf('/a/../solve')).toBe('/solve');
+    expect(pathOf(undefined)).toBe('/');
   });
 });
 

@@ -428,7 +428,8 @@ async function runSolve(request: SolveRequest): Promise<{ x: number[] }> {
   let x: DeviceArray<'float64'> | undefined;
   try {
     b = DeviceArray.fromHost(request.b, [n, k], { dtype: 'float64' });
-    x = await solve(a, b);
+    // a and b are this request's own: the solve works in them instead of in copies.
+    x = await solve(a, b, { overwriteA: true, overwriteB: true });
     return { x: finite(await x.toHost(), 'x') };
   } finally {
     a.dispose();
@@ -533,7 +534,14 @@ const ROUTES: Readonly<Record<string, Route>> = {
   },
 };
 
-function pathOf(url: string | undefined): string {
+/** A path that `new URL` gives back unchanged: no query, fragment, escapes, dot segments or doubled slashes. */
+const PLAIN_PATH = /^(\/[A-Za-z0-9_-]+)+$|^\/$/;
+
+/** @internal The request's pathname, as `new URL` gives it. */
+export function pathOf(url: string | undefined): string {
+  // A plain path (letters, digits, '-', '_' after single slashes) is its own pathname: most
+  // requests skip the URL parser.
+  if (url !== undefined && PLAIN_PATH.test(url)) return url;
   try {
     return new URL(url ?? '/', 'http://localhost').pathname;
   } catch {
