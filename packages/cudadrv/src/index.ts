@@ -160,6 +160,8 @@ export {
   memset,
   memsetWords,
   PinnedHostBuffer,
+  STAGED_UPLOAD_MAX_BYTES,
+  STAGED_UPLOAD_MIN_BYTES,
 } from './memory/transfer.js';
 export {
   assertOptions,

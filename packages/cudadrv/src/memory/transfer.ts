@@ -1,11 +1,17 @@
 /**
- * Host memory and transfers: page-locked host buffers, the pinned staging pool `toHost()`
- * copies through, and the copies and memsets between host and device memory.
+ * Host memory and transfers: page-locked host buffers, the pinned staging pool that `toHost()`
+ * and uploads from typed arrays copy through, and the copies and memsets between host and
+ * device memory.
  */
 import { resolveStream, throwIfCancelled } from '../context/provider.js';
-import { check, driver } from '../driver.js';
+import { check, driver, ffiValue } from '../driver.js';
 import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
-import { CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_DEVICE } from '../ffi/cuda.js';
+import {
+  CU_EVENT_DISABLE_TIMING,
+  CU_MEMHOSTALLOC_PORTABLE,
+  CU_MEMORYTYPE_DEVICE,
+  CUresult,
+} from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
 import { assertOptions, NO_OPTIONS, STREAM_ONLY } from '../options-checks.js';
 import { cudadrvState } from '../process-state.js';
@@ -63,14 +69,106 @@ export class PinnedHostBuffer {
   }
 }
 
+/** Uploads from a typed array of at least this many bytes are staged in pinned memory of our own. */
+export const STAGED_UPLOAD_MIN_BYTES = 16 * 1024;
+/** ... and of at most this many; larger ones go through the driver's own staging. */
+export const STAGED_UPLOAD_MAX_BYTES = 16 * 1024 * 1024;
+
+/** An upload's staging buffer that the GPU may still read: free once its event completes. */
+interface PendingUpload {
+  buffer: PinnedHostBuffer;
+  /** The event recorded after the copy, as koffi takes it. */
+  event: number | bigint;
+  /** The context the event belongs to (its free list). */
+  context: Stream['context'];
+}
+
+/** How many pending uploads one reclaim asks the driver about, at most. */
+const RECLAIM_QUERIES = 4;
+
 /**
- * A cache of pinned staging buffers for device-to-host transfers, by power-of-two size, so
- * that `toHost()` is truly asynchronous without paying cuMemHostAlloc (milliseconds) each time.
+ * A cache of pinned staging buffers by power-of-two size, so that transfers from and to
+ * typed arrays are truly asynchronous without paying cuMemHostAlloc (milliseconds) each time:
+ * `toHost()` copies into one and reads it once the stream got there; an upload
+ * (`stageUpload`) copies the typed array into one and queues the copy from it, and the buffer
+ * comes back to the cache once an event recorded after that copy has completed (`reclaim`).
  */
 class StagingPool {
   readonly #idle = new Map<number, PinnedHostBuffer[]>();
   #idleBytes = 0;
   readonly maxIdleBytes = 256 * 1024 * 1024;
+  /** The most staging bytes that uploads the GPU has not read yet may hold. */
+  readonly maxPendingUploadBytes = 256 * 1024 * 1024;
+  readonly #pending: PendingUpload[] = [];
+  #pendingBytes = 0;
+  /** Events free for the next upload, per context. */
+  readonly #events = new Map<Stream['context'], (number | bigint)[]>();
+
+  /** Staging bytes held by uploads the GPU may not have read yet. */
+  get pendingUploadBytes(): number {
+    return this.#pendingBytes;
+  }
+
+  /**
+   * A staging buffer for an upload of `byteLength` bytes, or undefined when uploads already
+   * hold `maxPendingUploadBytes` (the caller then leaves the staging to the driver). Pass it
+   * to `uploaded` once its copy is queued, or back to `release` if the copy was refused.
+   */
+  stageUpload(byteLength: number): PinnedHostBuffer | undefined {
+    if (this.#pending.length > 0) this.reclaim();
+    if (this.#pendingBytes + byteLength > this.maxPendingUploadBytes) return undefined;
+    return this.acquire(byteLength);
+  }
+
+  /**
+   * Records an event on `stream` after the upload queued from `buffer`: the buffer is pending
+   * until the event completes. Returns the CUresult of the record (or of the event's
+   * creation); where it failed, the buffer is never reused (the GPU may still read it).
+   */
+  uploaded(buffer: PinnedHostBuffer, stream: Stream): number {
+    const context = stream.context;
+    let free = this.#events.get(context);
+    if (free === undefined) this.#events.set(context, (free = []));
+    let event = free.pop();
+    if (event === undefined) {
+      const handle: (bigint | null)[] = [null];
+      const created = driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING);
+      if (created !== 0) return created;
+      event = ffiValue(handle[0] as bigint);
+    }
+    const result = driver().cuEventRecord(event, stream.ffiHandle);
+    if (result !== 0) {
+      free.push(event);
+      return result;
+    }
+    this.#pending.push({ buffer, event, context });
+    this.#pendingBytes += buffer.byteLength;
+    return 0;
+  }
+
+  /**
+   * Returns to the cache the staging buffers of uploads the GPU has read (their event has
+   * completed), asking about `RECLAIM_QUERIES` of them at most, oldest first; one not read yet
+   * goes to the back, so that a long stream's uploads do not hold back the others'. An event
+   * the driver no longer knows (its context gone) gives its buffer up: nothing of it is reused.
+   */
+  reclaim(): void {
+    const pending = this.#pending;
+    const queries = Math.min(RECLAIM_QUERIES, pending.length);
+    for (let i = 0; i < queries; i++) {
+      const entry = pending.shift()!;
+      const result = driver().cuEventQuery(entry.event);
+      if (result === CUresult.CUDA_ERROR_NOT_READY) {
+        pending.push(entry);
+        continue;
+      }
+      this.#pendingBytes -= entry.buffer.byteLength;
+      if (result === CUresult.CUDA_SUCCESS) {
+        this.#events.get(entry.context)?.push(entry.event);
+        this.release(entry.buffer);
+      }
+    }
+  }
 
   acquire(byteLength: number): PinnedHostBuffer {
     const size = Math.max(4096, 2 ** Math.ceil(Math.log2(Math.max(1, byteLength))));
@@ -150,12 +248,32 @@ export function copyHostToDevice(
     capture.retainHost(source);
   }
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
-  const host = source instanceof PinnedHostBuffer ? source.pointer : asBytes(source);
   stream.context.makeCurrent();
+  // A typed array is copied into staging memory of our own, so that the call never waits for
+  // the stream (the driver's own staging of pageable memory may; decision 0006).
+  const staged =
+    capture === null &&
+    !(source instanceof PinnedHostBuffer) &&
+    byteLength >= STAGED_UPLOAD_MIN_BYTES &&
+    byteLength <= STAGED_UPLOAD_MAX_BYTES
+      ? stagingPool.stageUpload(byteLength)
+      : undefined;
   const token = beginOperation('memcpyHtoD', stream);
-  const result = driver().cuMemcpyHtoDAsync_v2(pointer, host, byteLength, stream.ffiHandle);
+  let result: number;
+  let recorded = 0;
+  if (staged !== undefined) {
+    const view = source as ArrayBufferView;
+    staged.bytes.set(new Uint8Array(view.buffer, view.byteOffset, byteLength));
+    result = driver().cuMemcpyHtoDAsync_v2(pointer, staged.pointer, byteLength, stream.ffiHandle);
+    if (result === 0) recorded = stagingPool.uploaded(staged, stream);
+    else stagingPool.release(staged);
+  } else {
+    const host = source instanceof PinnedHostBuffer ? source.pointer : asBytes(source);
+    result = driver().cuMemcpyHtoDAsync_v2(pointer, host, byteLength, stream.ffiHandle);
+  }
   endOperation(token);
   check(result, 'cuMemcpyHtoDAsync_v2');
+  check(recorded, 'cuEventRecord');
 }
 
 /**
