@@ -49,15 +49,16 @@ export interface LuOptions extends StreamOption, StatusOption {}
 export interface SolveOptions extends LuOptions {
   /**
    * `a` may be overwritten by its factors, saving a copy (default false; LAPACK's and SciPy's
-   * `overwrite_a`). Taken where `a` is contiguous and shares no memory with `b`; otherwise a is
-   * copied as without it. Either way, do not read `a` afterwards.
+   * `overwrite_a`). Taken where `a` is contiguous and shares no memory with `b`, outside a graph
+   * capture (each replay must find its inputs as they were); otherwise a is copied as without
+   * it. Either way, do not read `a` afterwards.
    */
   overwriteA?: boolean;
   /**
    * The solution may be written over `b`, saving a copy (default false; SciPy's
-   * `overwrite_b`). Taken where `b` is contiguous and shares no memory with `a`: the promise
-   * then resolves with `b` itself. Otherwise b is copied as without it. Either way, use the
-   * returned array, not `b`, afterwards.
+   * `overwrite_b`). Taken where `b` is contiguous and shares no memory with `a`, outside a graph
+   * capture: the promise then resolves with `b` itself. Otherwise b is copied as without it.
+   * Either way, use the returned array, not `b`, afterwards.
    */
   overwriteB?: boolean;
 }
@@ -229,8 +230,9 @@ export async function solve<D extends FloatDType, B extends FloatDType>(
   let pivots: DeviceArray<'int32'> | undefined;
   let info: DeviceArray<'int32'> | undefined;
   let x: DeviceArray<D> | undefined;
-  // Worked in place only where contiguous and apart: getrf must not change b, nor getrs a.
-  const apart = (overwriteA || overwriteB) && !sharesMemory(a, b);
+  // Worked in place only where contiguous and apart (getrf must not change b, nor getrs a),
+  // and never in a capture: each replay of the graph must find its inputs as they were.
+  const apart = (overwriteA || overwriteB) && stream.capture === null && !sharesMemory(a, b);
   const inA = overwriteA && apart && a.contiguous;
   const inB = overwriteB && apart && b.contiguous;
   try {

@@ -143,6 +143,33 @@ describeGpu('cuBLAS, cuRAND and cuSOLVER inside a graph capture', () => {
     });
   }
 
+  it('solve told it may overwrite its inputs works on copies inside a capture: every replay solves the same system', async () => {
+    await task(async () => {
+      const { a, b } = inputs(5);
+      using da = DeviceArray.fromHost(a, [n, n]);
+      using db = DeviceArray.fromHost(b, [n, n]);
+      using status = DeviceArray.full('int32', 2, -1);
+      using xs = DeviceArray.zeros('float64', [n, n]);
+      using eager = await solve(da, db);
+      const expected = await eager.toHost();
+      const graph = await capture(async () => {
+        // Were the overwrites taken here, x would be db itself (and disposed below), and each
+        // replay would factor the factors of the one before.
+        using x = await solve(da, db, { info: status, overwriteA: true, overwriteB: true });
+        xs.copyFrom(x);
+      });
+      for (let replay = 0; replay < 3; replay++) {
+        graph.launch();
+        await synchronize();
+        expect(Array.from(await status.toHost())).toEqual([0, 0]);
+        expect(maxDifference(await xs.toHost(), expected)).toBeLessThan(1e-12);
+      }
+      expect(maxDifference(await da.toHost(), a)).toBe(0);
+      expect(maxDifference(await db.toHost(), b)).toBe(0);
+      graph.dispose();
+    });
+  });
+
   it('a routine that cannot be captured gives a CaptureError naming it; the stream goes on', async () => {
     await task(async () => {
       const { a } = inputs(3);

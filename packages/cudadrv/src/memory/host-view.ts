@@ -29,6 +29,7 @@ import {
   recordOf,
   type StreamOption,
 } from './memory.js';
+import { pinnedArrayBuffers } from './transfer.js';
 
 /** The typed array a host view of each dtype gives (half precision as its raw bits). */
 export interface HostViewArrayOf {
@@ -222,6 +223,7 @@ export class HostView<D extends DType = DType> {
       context.makeCurrent();
       const flags = CU_MEMHOSTREGISTER_PORTABLE | (mapped ? CU_MEMHOSTREGISTER_DEVICEMAP : 0);
       check(driver().cuMemHostRegister(registration.address, pages, flags), 'cuMemHostRegister');
+      pinnedArrayBuffers.add(buffer); // uploads from its typed arrays need no staging
     }
     const array = new VIEW_TYPES[dtype](buffer, start, length) as HostViewArrayOf[D];
     const bytes = new Uint8Array(buffer, start, byteLength);
@@ -556,6 +558,7 @@ function unpinAndDetach(registration: Registration): void {
 }
 
 function unregister(registration: Registration): void {
+  if (registration.buffer !== null) pinnedArrayBuffers.delete(registration.buffer);
   registration.context.makeCurrent();
   check(driver().cuMemHostUnregister(registration.address), 'cuMemHostUnregister');
 }

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { describeGpu } from '@cuda-tasks/testing';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DeviceArray, type Kernel, launch, Module, Stream } from '../index.js';
+import { DeviceArray, HostView, type Kernel, launch, Module, Stream } from '../index.js';
 import {
   copyHostToDevice,
   STAGED_UPLOAD_MAX_BYTES,
@@ -79,6 +79,21 @@ describeGpu('uploads from typed arrays, staged in pinned memory of our own', () 
       expect(same(await target.toHost({ stream }), pattern(bytes, 100 + i))).toBe(true);
       target.dispose();
     }
+  });
+
+  it("an upload from a HostView's typed array is not staged (its memory is pinned already)", async () => {
+    const stream = Stream.create({ name: 'host view' });
+    streams.push(stream);
+    const bytes = 256 * 1024;
+    const view = HostView.allocate('uint8', bytes);
+    view.array.set(pattern(bytes, 9));
+    const target = DeviceArray.empty('uint8', bytes, { stream });
+    const before = stagingPool.pendingUploadBytes;
+    target.copyFromHost(view.array, { stream });
+    expect(stagingPool.pendingUploadBytes).toBe(before);
+    expect(same(await target.toHost({ stream }), pattern(bytes, 9))).toBe(true);
+    target.dispose();
+    view.dispose();
   });
 
   it('any size and offset, around the staging bounds: the device holds what was sent', async () => {

@@ -89,6 +89,7 @@ import { DeviceBuffer } from './memory.js';
 import { MemoryPool } from './memory-pool.js';
 import {
   copyHostToDevice,
+  pinnedArrayBuffers,
   STAGED_UPLOAD_MAX_BYTES,
   STAGED_UPLOAD_MIN_BYTES,
   stagingPool,
@@ -147,6 +148,15 @@ describe('uploads from typed arrays', () => {
       true,
     ]);
     expect(fake.state.copies[0]!.source === small).toBe(true);
+    expect(fake.state.recorded).toHaveLength(0);
+  });
+
+  it("leaves a typed array over pinned memory (a HostView's) to the driver: no staging", () => {
+    const buffer = DeviceBuffer.allocate(STAGED_UPLOAD_MIN_BYTES * 2, { stream });
+    const pinned = filled(STAGED_UPLOAD_MIN_BYTES * 2, 9);
+    pinnedArrayBuffers.add(pinned.buffer);
+    copyHostToDevice({ buffer }, pinned, { stream });
+    expect(fake.state.copies[0]!.source === pinned).toBe(true);
     expect(fake.state.recorded).toHaveLength(0);
   });
 

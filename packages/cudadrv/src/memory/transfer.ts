@@ -74,6 +74,15 @@ export const STAGED_UPLOAD_MIN_BYTES = 16 * 1024;
 /** ... and of at most this many; larger ones go through the driver's own staging. */
 export const STAGED_UPLOAD_MAX_BYTES = 16 * 1024 * 1024;
 
+/**
+ * @internal ArrayBuffers whose memory is pinned already (a `HostView`'s, registered with
+ * cuMemHostRegister): an upload from a typed array over one needs no staging.
+ */
+export const pinnedArrayBuffers: WeakSet<ArrayBufferLike> = cudadrvState(
+  'pinnedArrayBuffers',
+  () => new WeakSet<ArrayBufferLike>(),
+);
+
 /** An upload's staging buffer that the GPU may still read: free once its event completes. */
 interface PendingUpload {
   buffer: PinnedHostBuffer;
@@ -102,7 +111,7 @@ class StagingPool {
   readonly #pending: PendingUpload[] = [];
   #pendingBytes = 0;
   /** Events free for the next upload, per context. */
-  readonly #events = new Map<Stream['context'], (number | bigint)[]>();
+  readonly #events = new WeakMap<Stream['context'], (number | bigint)[]>();
 
   /** Staging bytes held by uploads the GPU may not have read yet. */
   get pendingUploadBytes(): number {
@@ -250,12 +259,14 @@ export function copyHostToDevice(
   const pointer = destination.buffer.useOn(stream) + BigInt(offset);
   stream.context.makeCurrent();
   // A typed array is copied into staging memory of our own, so that the call never waits for
-  // the stream (the driver's own staging of pageable memory may; decision 0006).
+  // the stream (the driver's own staging of pageable memory may; decision 0047). A HostView's
+  // memory is pinned already: the driver copies from it asynchronously.
   const staged =
     capture === null &&
     !(source instanceof PinnedHostBuffer) &&
     byteLength >= STAGED_UPLOAD_MIN_BYTES &&
-    byteLength <= STAGED_UPLOAD_MAX_BYTES
+    byteLength <= STAGED_UPLOAD_MAX_BYTES &&
+    !pinnedArrayBuffers.has(source.buffer)
       ? stagingPool.stageUpload(byteLength)
       : undefined;
   const token = beginOperation('memcpyHtoD', stream);

@@ -537,7 +537,10 @@ const ROUTES: Readonly<Record<string, Route>> = {
 /** A path that `new URL` gives back unchanged: no query, fragment, escapes, dot segments or doubled slashes. */
 const PLAIN_PATH = /^(\/[A-Za-z0-9_-]+)+$|^\/$/;
 
-/** @internal The request's pathname, as `new URL` gives it. */
+/**
+ * The request's pathname, as `new URL` gives it (exported for its tests).
+ * @internal
+ */
 export function pathOf(url: string | undefined): string {
   // A plain path (letters, digits, '-', '_' after single slashes) is its own pathname: most
   // requests skip the URL parser.
