@@ -13,6 +13,7 @@ const fake = vi.hoisted(() => {
     notReady: new Set<number>(),
     recorded: [] as number[],
     failRecord: false,
+    failHostAlloc: false,
     /** The stand-in pinned allocations, kept alive for the whole file. */
     hostMemory: [] as unknown[],
   };
@@ -51,6 +52,7 @@ vi.mock('../driver.js', async (importOriginal) => {
     cuMemFreeAsync: () => 0,
     // Real host memory stands in for pinned memory, so that views of it work.
     cuMemHostAlloc(out: (bigint | null)[], bytes: number) {
+      if (fake.state.failHostAlloc) return 2; // CUDA_ERROR_OUT_OF_MEMORY
       const memory = koffi().alloc('uint8', bytes);
       fake.state.hostMemory.push(memory);
       out[0] = koffi().address(memory) as bigint;
@@ -73,11 +75,12 @@ vi.mock('../driver.js', async (importOriginal) => {
     }
   }
   const arena = new Scratch();
+  const { CudaError } = await import('../errors.js');
   return {
     ...original,
     driver: () => api,
     check: (result: number, call: string) => {
-      if (result !== 0) throw new Error(`${call} failed with ${result}`);
+      if (result !== 0) throw new CudaError(result, `CUresult ${result}`, call, 'from the double');
     },
     scratch: () => arena,
   };
@@ -119,6 +122,7 @@ beforeEach(() => {
   fake.state.recorded.length = 0;
   fake.state.notReady.clear();
   fake.state.failRecord = false;
+  fake.state.failHostAlloc = false;
   stagingPool.reclaim();
 });
 
@@ -160,6 +164,17 @@ describe('uploads from typed arrays', () => {
     expect(fake.state.recorded).toHaveLength(0);
   });
 
+  it('leaves an upload to the driver when no pinned memory can be allocated', () => {
+    // A size class no other test uses, so that the pool has no idle buffer of it.
+    const bytes = STAGED_UPLOAD_MIN_BYTES * 64;
+    const buffer = DeviceBuffer.allocate(bytes, { stream });
+    const source = filled(bytes, 10);
+    fake.state.failHostAlloc = true;
+    copyHostToDevice({ buffer }, source, { stream });
+    expect(fake.state.copies[0]!.source === source).toBe(true);
+    expect(fake.state.recorded).toHaveLength(0);
+  });
+
   it('reuses a staging buffer only once the event after its copy has completed', () => {
     const bytes = STAGED_UPLOAD_MIN_BYTES * 8;
     const buffer = DeviceBuffer.allocate(bytes, { stream });
@@ -184,7 +199,7 @@ describe('uploads from typed arrays', () => {
     const buffer = DeviceBuffer.allocate(bytes, { stream });
     fake.state.failRecord = true;
     expect(() => copyHostToDevice({ buffer }, filled(bytes, 6), { stream })).toThrow(
-      /cuEventRecord failed with 999/,
+      /cuEventRecord failed/,
     );
     const lost = fake.state.copies[0]!.source as bigint;
     fake.state.failRecord = false;

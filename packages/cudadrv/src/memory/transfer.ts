@@ -5,7 +5,7 @@
  */
 import { resolveStream, throwIfCancelled } from '../context/provider.js';
 import { check, driver, ffiValue } from '../driver.js';
-import { CaptureError, CudaArgumentError, DisposedError } from '../errors.js';
+import { CaptureError, CudaArgumentError, CudaError, DisposedError } from '../errors.js';
 import {
   CU_EVENT_DISABLE_TIMING,
   CU_MEMHOSTALLOC_PORTABLE,
@@ -120,13 +120,20 @@ class StagingPool {
 
   /**
    * A staging buffer for an upload of `byteLength` bytes, or undefined when uploads already
-   * hold `maxPendingUploadBytes` (the caller then leaves the staging to the driver). Pass it
+   * hold `maxPendingUploadBytes` or no pinned memory can be allocated (the caller then leaves
+   * the staging to the driver). Pass it
    * to `uploaded` once its copy is queued, or back to `release` if the copy was refused.
    */
   stageUpload(byteLength: number): PinnedHostBuffer | undefined {
     if (this.#pending.length > 0) this.reclaim();
     if (this.#pendingBytes + byteLength > this.maxPendingUploadBytes) return undefined;
-    return this.acquire(byteLength);
+    try {
+      return this.acquire(byteLength);
+    } catch (error) {
+      // No pinned memory to be had (cuMemHostAlloc failed): the driver stages this one.
+      if (CudaError.isInstance(error)) return undefined;
+      throw error;
+    }
   }
 
   /**
