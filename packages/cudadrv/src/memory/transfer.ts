@@ -121,8 +121,8 @@ class StagingPool {
   /**
    * A staging buffer for an upload of `byteLength` bytes, or undefined when uploads already
    * hold `maxPendingUploadBytes` or no pinned memory can be allocated (the caller then leaves
-   * the staging to the driver). Pass it
-   * to `uploaded` once its copy is queued, or back to `release` if the copy was refused.
+   * the staging to the driver). Pass it to `uploaded` once its copy is queued, or back to
+   * `release` if the copy was refused.
    */
   stageUpload(byteLength: number): PinnedHostBuffer | undefined {
     if (this.#pending.length > 0) this.reclaim();
