@@ -13,6 +13,8 @@ const fake = vi.hoisted(() => {
     notReady: new Set<number>(),
     recorded: [] as number[],
     failRecord: false,
+    failEventCreate: false,
+    eventsCreated: 0,
     failHostAlloc: false,
     /** The stand-in pinned allocations, kept alive for the whole file. */
     hostMemory: [] as unknown[],
@@ -33,6 +35,8 @@ vi.mock('../driver.js', async (importOriginal) => {
     cuStreamSynchronize: () => 0,
     cuCtxSetCurrent: () => 0,
     cuEventCreate(out: (bigint | null)[]) {
+      if (fake.state.failEventCreate) return 2; // CUDA_ERROR_OUT_OF_MEMORY
+      fake.state.eventsCreated++;
       out[0] = BigInt(fake.state.nextHandle++);
       return 0;
     },
@@ -122,6 +126,7 @@ beforeEach(() => {
   fake.state.recorded.length = 0;
   fake.state.notReady.clear();
   fake.state.failRecord = false;
+  fake.state.failEventCreate = false;
   fake.state.failHostAlloc = false;
   stagingPool.reclaim();
 });
@@ -222,6 +227,52 @@ describe('uploads from typed arrays', () => {
     expect(fake.state.copies.at(-1)!.source === source).toBe(true);
     fake.state.notReady.clear();
     for (let i = 0; i < limit; i++) stagingPool.reclaim();
+    expect(stagingPool.pendingUploadBytes).toBe(0);
+  });
+
+  it('names cuEventCreate when the event after a staged copy cannot be made, and never reuses that buffer', () => {
+    const bytes = STAGED_UPLOAD_MIN_BYTES;
+    const buffer = DeviceBuffer.allocate(bytes, { stream });
+    // Uploads the GPU has not read until one needs an event of its own: no free event is left.
+    const created = fake.state.eventsCreated;
+    for (let i = 0; fake.state.eventsCreated === created; i++) {
+      copyHostToDevice({ buffer }, filled(bytes, 30 + i), { stream });
+      for (const event of fake.state.recorded) fake.state.notReady.add(event);
+    }
+    fake.state.failEventCreate = true;
+    expect(() => copyHostToDevice({ buffer }, filled(bytes, 12), { stream })).toThrow(
+      /cuEventCreate failed/,
+    );
+    const lost = fake.state.copies.at(-1)!.source as bigint;
+    fake.state.failEventCreate = false;
+    fake.state.notReady.clear();
+    for (let i = 0; i < 4; i++) copyHostToDevice({ buffer }, filled(bytes, 13 + i), { stream });
+    expect(fake.state.copies.slice(-4).map((c) => c.source)).not.toContain(lost);
+  });
+
+  it('counts the whole staging buffer against maxPendingUploadBytes: never more pending than the bound', () => {
+    const mib = 1024 * 1024;
+    const buffer = DeviceBuffer.allocate(16 * mib, { stream });
+    // 15 x 16 MiB + 8 MiB + 2 MiB leave 6 MiB under the bound: a 5 MiB upload's bytes would fit,
+    // its staging buffer (8 MiB) would not.
+    const sizes = [
+      ...Array.from({ length: 15 }, () => 16 * mib),
+      8 * mib,
+      2 * mib,
+      5 * mib,
+      5 * mib,
+    ];
+    const before = fake.state.copies.length;
+    for (const [i, bytes] of sizes.entries()) {
+      copyHostToDevice({ buffer }, filled(bytes, 40 + i), { stream });
+      for (const event of fake.state.recorded) fake.state.notReady.add(event);
+      expect(stagingPool.pendingUploadBytes).toBeLessThanOrEqual(stagingPool.maxPendingUploadBytes);
+    }
+    const staged = fake.state.copies.slice(before).map((c) => typeof c.source === 'bigint');
+    expect(staged).toEqual([...Array.from({ length: 17 }, () => true), false, false]);
+    expect(stagingPool.pendingUploadBytes).toBe(250 * mib);
+    fake.state.notReady.clear();
+    for (let i = 0; i < 8; i++) stagingPool.reclaim();
     expect(stagingPool.pendingUploadBytes).toBe(0);
   });
 });

@@ -102,6 +102,17 @@ const RECLAIM_QUERIES = 4;
  * (`stageUpload`) copies the typed array into one and queues the copy from it, and the buffer
  * comes back to the cache once an event recorded after that copy has completed (`reclaim`).
  */
+/** A staging step that failed after its copy was queued: the call and its CUresult. */
+interface StagingFailure {
+  readonly call: 'cuEventCreate' | 'cuEventRecord';
+  readonly result: number;
+}
+
+/** The bytes of the staging buffer an upload of `byteLength` bytes takes: a power of two, >= 4 KiB. */
+function stagingSize(byteLength: number): number {
+  return Math.max(4096, 2 ** Math.ceil(Math.log2(Math.max(1, byteLength))));
+}
+
 class StagingPool {
   readonly #idle = new Map<number, PinnedHostBuffer[]>();
   #idleBytes = 0;
@@ -126,7 +137,8 @@ class StagingPool {
    */
   stageUpload(byteLength: number): PinnedHostBuffer | undefined {
     if (this.#pending.length > 0) this.reclaim();
-    if (this.#pendingBytes + byteLength > this.maxPendingUploadBytes) return undefined;
+    // Pending uploads hold whole staging buffers (a power of two of bytes, see `acquire`).
+    if (this.#pendingBytes + stagingSize(byteLength) > this.maxPendingUploadBytes) return undefined;
     try {
       return this.acquire(byteLength);
     } catch (error) {
@@ -138,10 +150,11 @@ class StagingPool {
 
   /**
    * Records an event on `stream` after the upload queued from `buffer`: the buffer is pending
-   * until the event completes. Returns the CUresult of the record (or of the event's
-   * creation); where it failed, the buffer is never reused (the GPU may still read it).
+   * until the event completes. Returns 0, or the failed call's name and CUresult (the event's
+   * creation or its record); where it failed, the buffer is never reused (the GPU may still
+   * read it).
    */
-  uploaded(buffer: PinnedHostBuffer, stream: Stream): number {
+  uploaded(buffer: PinnedHostBuffer, stream: Stream): StagingFailure | 0 {
     const context = stream.context;
     let free = this.#events.get(context);
     if (free === undefined) this.#events.set(context, (free = []));
@@ -149,13 +162,13 @@ class StagingPool {
     if (event === undefined) {
       const handle: (bigint | null)[] = [null];
       const created = driver().cuEventCreate(handle, CU_EVENT_DISABLE_TIMING);
-      if (created !== 0) return created;
+      if (created !== 0) return { call: 'cuEventCreate', result: created };
       event = ffiValue(handle[0] as bigint);
     }
     const result = driver().cuEventRecord(event, stream.ffiHandle);
     if (result !== 0) {
       free.push(event);
-      return result;
+      return { call: 'cuEventRecord', result };
     }
     this.#pending.push({ buffer, event, context });
     this.#pendingBytes += buffer.byteLength;
@@ -187,7 +200,7 @@ class StagingPool {
   }
 
   acquire(byteLength: number): PinnedHostBuffer {
-    const size = Math.max(4096, 2 ** Math.ceil(Math.log2(Math.max(1, byteLength))));
+    const size = stagingSize(byteLength);
     const buffer = this.#idle.get(size)?.pop();
     if (buffer !== undefined) {
       this.#idleBytes -= size;
@@ -278,7 +291,7 @@ export function copyHostToDevice(
       : undefined;
   const token = beginOperation('memcpyHtoD', stream);
   let result: number;
-  let recorded = 0;
+  let recorded: StagingFailure | 0 = 0;
   if (staged !== undefined) {
     const view = source as ArrayBufferView;
     staged.bytes.set(new Uint8Array(view.buffer, view.byteOffset, byteLength));
@@ -291,7 +304,7 @@ export function copyHostToDevice(
   }
   endOperation(token);
   check(result, 'cuMemcpyHtoDAsync_v2');
-  check(recorded, 'cuEventRecord');
+  if (recorded !== 0) check(recorded.result, recorded.call);
 }
 
 /**
