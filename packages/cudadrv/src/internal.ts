@@ -28,6 +28,7 @@ export {
   processState,
   registerCopy,
 } from './process-state.js';
+export { nextUseStamp } from './progress.js';
 // beginOperation / endOperation are public (`@cuda-tasks/cudadrv`); the sibling packages still
 // import them from here too, the same functions.
 export {

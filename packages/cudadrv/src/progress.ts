@@ -23,3 +23,12 @@ interface UseClock {
  * buffers and streams from two copies stay comparable).
  */
 export const useClock: UseClock = cudadrvState('use-clock', () => ({ value: 0 }));
+
+/**
+ * @internal A new tick of the clock, for a use of something other than a buffer (a library
+ * object's call, see task-runtime's `StreamBinding`): read it right before issuing the work,
+ * in the same synchronous step, as a buffer use is declared.
+ */
+export function nextUseStamp(): number {
+  return ++useClock.value;
+}

@@ -17,7 +17,12 @@ const fake = vi.hoisted(() => {
   }
   class FakeStream {
     disposed = false;
+    /** The use clock's tick through which its work is known complete (as the real Stream keeps it). */
+    completedThrough = 0;
     constructor(readonly name: string) {}
+    hasCompleted(stamp: number) {
+      return stamp <= this.completedThrough;
+    }
     get handle() {
       return this.name;
     }
@@ -70,6 +75,7 @@ describe('a cuRAND generator moving between streams', () => {
     const core = GeneratorCore.create(context, 'curand-philox', 1n, 0n, undefined);
     const a = stream('a');
     core.bind(a);
+    core.used(); // a generation
     expect(calls()).toEqual(['setStream a']);
     core.release(a);
     expect(calls()).toEqual(['record a']);
@@ -83,6 +89,7 @@ describe('a cuRAND generator moving between streams', () => {
     const a = stream('a');
     const b = stream('b');
     core.bind(a);
+    core.used();
     core.release(a);
     calls();
     core.bind(b);
@@ -90,6 +97,28 @@ describe('a cuRAND generator moving between streams', () => {
     // Back to a while bound to b: a waits for b's work, and cuRAND gets a again.
     core.bind(a);
     expect(calls()).toEqual(['a waits for b', 'setStream a']);
+  });
+
+  it('moved from a stream known complete past its last generation: no event, no wait, only curandSetStream', () => {
+    const core = GeneratorCore.create(context, 'curand-philox', 1n, 0n, undefined);
+    const a = stream('a');
+    const b = stream('b');
+    core.bind(a);
+    core.used();
+    core.release(a);
+    expect(calls()).toEqual(['setStream a', 'record a']);
+    core.bind(b);
+    core.used();
+    (b as unknown as { completedThrough: number }).completedThrough = Number.MAX_SAFE_INTEGER;
+    core.release(b); // the task awaited b: nothing to hand off
+    core.bind(a);
+    expect(calls()).toEqual(['b waits for the handoff', 'setStream b', 'setStream a']);
+    // Once its raw handle is out, calls on it are not declared: every move is ordered again.
+    core.used();
+    (a as unknown as { completedThrough: number }).completedThrough = Number.MAX_SAFE_INTEGER;
+    core.handleGivenOut();
+    core.bind(b);
+    expect(calls()).toEqual(['b waits for a', 'setStream b']);
   });
 });
 

@@ -41,6 +41,9 @@ export class GeneratorCore {
       context,
       setStream: (stream) => this.setNativeStream(stream),
       ordered: true,
+      // Every call that issues the generator's work declares its use (`used`), so that a move
+      // to another stream after a task awaited its stream costs no event and no wait.
+      declaresUses: true,
     });
   }
 
@@ -105,6 +108,22 @@ export class GeneratorCore {
     this.#binding.release();
   }
 
+  /**
+   * Declares a use of the generator on its bound stream: call it right before each native
+   * call that issues its work (see `StreamBinding.use`).
+   */
+  used(): void {
+    this.#binding.use();
+  }
+
+  /**
+   * The raw handle was given out: its work may be issued without `used()`, so every move to
+   * another stream is ordered on the GPU from now on.
+   */
+  handleGivenOut(): void {
+    this.#binding.endDeclaredUses();
+  }
+
   /** @internal curandSetStream: cuRAND issues the generator's work on `stream` from now on. */
   setNativeStream(stream: Stream): void {
     check(curand().curandSetStream(this.handle, stream.handle), 'curandSetStream');
@@ -139,6 +158,7 @@ export class GeneratorCore {
   prepareState(): void {
     if (!this.statePending) return;
     this.context.makeCurrent();
+    this.used();
     check(curand().curandGenerateSeeds(this.handle), 'curandGenerateSeeds');
     this.statePending = false;
   }

@@ -10,7 +10,8 @@ import {
   Module,
   Stream,
 } from '@cuda-tasks/cudadrv';
-import { task, withStream } from '@cuda-tasks/task-runtime';
+import { cuda } from '@cuda-tasks/cudadrv/ffi';
+import { stream as currentStream, synchronize, task, withStream } from '@cuda-tasks/task-runtime';
 import { describeGpu } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { curand, curandStatus } from './ffi/index.js';
@@ -220,6 +221,66 @@ describeGpu('cuRAND on the GPU', () => {
       expect(await x2.toHost()).toEqual(await r2.toHost());
       expect(await x3.toHost()).toEqual(await r3.toHost());
     }
+  });
+
+  it('moves generators between the streams of tasks that awaited their work without GPU-side waits, in sequence', async () => {
+    // 16 generators drawn by 16 tasks a round, each task awaiting its stream, the order
+    // rotated each round so that a generator comes to another pool stream: its earlier work is
+    // known complete, so the move needs no event and no wait. Each draw goes into an array
+    // made on the task's own stream (no buffer hand-off either). The draws are the sequence a
+    // generator of the same seed gives on one stream.
+    const slots = 16;
+    const rounds = 4;
+    const n = 1001;
+    const generators = Array.from(
+      { length: slots },
+      (_, i) => new Generator({ kind: 'curand-philox', seed: 500 + i }),
+    );
+    const drawn: Float32Array[][] = generators.map(() => []);
+    const api = cuda() as unknown as Record<string, (...args: unknown[]) => number>;
+    const original = api.cuStreamWaitEvent!;
+    let waits = 0;
+    let moves = 0;
+    const last: (Stream | undefined)[] = [];
+    const runRound = (round: number) =>
+      Promise.all(
+        generators.map((_, j) =>
+          task(async () => {
+            const i = (j + round * 5) % slots;
+            const on = currentStream();
+            if (last[i] !== undefined && last[i] !== on) moves++;
+            last[i] = on;
+            using x = DeviceArray.empty('float32', n);
+            generators[i]!.uniform(x);
+            await synchronize();
+            drawn[i]![round] = await x.toHost();
+          }),
+        ),
+      );
+    // The first round moves each generator from the stream it was seeded on (not awaited).
+    await runRound(0);
+    api.cuStreamWaitEvent = (...args: unknown[]) => {
+      waits++;
+      return original(...args);
+    };
+    try {
+      for (let round = 1; round < rounds; round++) await runRound(round);
+    } finally {
+      api.cuStreamWaitEvent = original;
+    }
+    for (let i = 0; i < slots; i++) {
+      using reference = new Generator({ kind: 'curand-philox', seed: 500 + i });
+      using x = DeviceArray.empty('float32', n);
+      for (let round = 0; round < rounds; round++) {
+        expect(drawn[i]![round]).toEqual(await reference.uniform(x).toHost());
+      }
+    }
+    console.log(
+      `[curand] ${slots} generators x ${rounds - 1} rounds of tasks: ${moves} moves to another stream, ${waits} GPU-side waits`,
+    );
+    expect(moves).toBeGreaterThan(0);
+    expect(waits).toBe(0);
+    for (const generator of generators) generator.dispose();
   });
 
   it('generates odd lengths (1, 3, 1001) for normal and log-normal, both dtypes', async () => {

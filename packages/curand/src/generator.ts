@@ -222,7 +222,10 @@ export class Generator {
         `Generator.handle: a 'philox' generator is counter-based and has no curandGenerator_t; create one of kind 'curand-philox' for cuRAND's routines`,
       );
     }
-    return this.#resolve(currentStream()).handle;
+    const core = this.#resolve(currentStream());
+    // Raw calls on it are not declared: its hand-offs are ordered on the GPU from now on.
+    if (core === this.#core) core.handleGivenOut();
+    return core.handle;
   }
 
   /** The seed last set (for `defaultGenerator()`: the current task's generator's). */
@@ -640,6 +643,7 @@ function issue(
   const handle = core.handle;
   const routine = generation.routines[dtype]!;
   const token = random.begin(stream, generation.operation);
+  core.used();
   const status =
     generation.parameters === 0
       ? api[routine](handle, pointer, count)

@@ -1,4 +1,5 @@
 import { type Context, Event, type Stream } from '@cuda-tasks/cudadrv';
+import { nextUseStamp } from '@cuda-tasks/cudadrv/internal';
 
 /** How a `StreamBinding` tells its library which stream to use. */
 export interface StreamBindingOptions {
@@ -20,6 +21,16 @@ export interface StreamBindingOptions {
    * reads (a host-side counter that only supplies kernel arguments): no event, no wait.
    */
   handOff?: boolean;
+  /**
+   * Whether the owner calls `use()` right before every native call that issues work for the
+   * object (in the same synchronous step, after any allocation or wait the call needs), as a
+   * buffer use is declared (default false). Then the binding knows when the object was last
+   * used, and a hand-off from a stream whose work is known complete past that use (a task
+   * awaited `synchronize()` there) costs nothing: no event record, no stream wait. Without it
+   * every hand-off is ordered on the GPU. Call `endDeclaredUses()` once work may be issued
+   * without `use()` (a raw handle was given out).
+   */
+  declaresUses?: boolean;
 }
 
 /**
@@ -56,11 +67,46 @@ export class StreamBinding {
   #handoffStream: Stream | undefined;
   /** Released from this stream, already disposed: the next bind waits for it with waitFor. */
   #releasedFrom: Stream | undefined;
+  /** Whether every use is declared (`declaresUses`, until `endDeclaredUses`). */
+  #declaresUses: boolean;
+  /** The use clock's tick at the last declared use (0: none yet). */
+  #useStamp = 0;
 
   constructor(options: StreamBindingOptions) {
     this.#options = options;
     this.#handOff = options.handOff ?? true;
     this.#ordered = this.#handOff && (options.ordered ?? true);
+    this.#declaresUses = options.declaresUses === true;
+  }
+
+  /**
+   * Declares a use: the owner issues work for the object now, on the bound stream (with
+   * `declaresUses`; without it this does nothing that matters). Call it right before the
+   * native call, after anything else the call does first. Allocates nothing.
+   */
+  use(): void {
+    this.#useStamp = nextUseStamp();
+  }
+
+  /**
+   * Work for the object may be issued without `use()` from now on (a raw handle was given
+   * out): every later hand-off is ordered on the GPU, as without `declaresUses`.
+   */
+  endDeclaredUses(): void {
+    this.#declaresUses = false;
+  }
+
+  /**
+   * A wait just issued on the new stream carries the object's earlier work there: it counts as
+   * a use, so that a completion of the new stream seen before the wait does not count.
+   */
+  #carried(): void {
+    if (this.#declaresUses) this.#useStamp = nextUseStamp();
+  }
+
+  /** Whether the object's work on `stream` is known complete (only where uses are declared). */
+  #doneOn(stream: Stream): boolean {
+    return this.#declaresUses && stream.hasCompleted(this.#useStamp);
   }
 
   /** The stream the object is bound to (undefined before its first bind and after a release). */
@@ -85,14 +131,22 @@ export class StreamBinding {
     if (handoffStream !== undefined) {
       // Taken up again by the stream it was released from: already in order there.
       // (A recorded event stays valid after its stream is destroyed.)
-      if (handoffStream !== stream) stream.waitEvent(this.#handoff!);
+      if (handoffStream !== stream && !this.#doneOn(handoffStream)) {
+        stream.waitEvent(this.#handoff!);
+        this.#carried();
+      }
       this.#handoffStream = undefined;
     } else {
       // Released from a stream already disposed (no event could be recorded there), or with
       // `ordered` the stream its work went to last: waitFor orders after it (after a disposed
       // stream's last work too).
+      // Where uses are declared and the previous stream is known complete past the last one,
+      // the GPU has nothing left to order.
       const previous = this.#releasedFrom ?? (this.#ordered ? this.#last : undefined);
-      if (previous !== undefined && previous !== stream) stream.waitFor(previous);
+      if (previous !== undefined && previous !== stream && !this.#doneOn(previous)) {
+        stream.waitFor(previous);
+        this.#carried();
+      }
     }
     this.#releasedFrom = undefined;
     let set = false;
@@ -124,6 +178,8 @@ export class StreamBinding {
     this.#stream = undefined;
     this.#last = undefined;
     if (last === undefined || !this.#handOff) return;
+    // Its work there is known complete (uses declared): nothing for the next stream to wait for.
+    if (this.#doneOn(last)) return;
     if (last.disposed) {
       this.#releasedFrom = last;
       return;

@@ -140,6 +140,16 @@ export function createFakeDriver() {
         throw new AggregateError(errors, `${errors.length} stream-disposed listeners failed`);
       }
     }
+    /** The use clock's tick through which its work is known complete (as the real Stream keeps it). */
+    completedThrough = 0;
+    /** Whether the work of a use stamped `stamp` is known complete, as the real Stream answers. */
+    hasCompleted(stamp: number): boolean {
+      return stamp <= this.completedThrough;
+    }
+    /** Its work issued so far is known complete (a synchronize found it idle): the clock now. */
+    markCompletedNow(): void {
+      this.completedThrough = state.useClock;
+    }
     /** Orders this stream after `other`'s work so far (logged in `state.gpuLog`). */
     waitFor(other: FakeStream): void {
       if (other === this) return;
@@ -300,6 +310,8 @@ export function createFakeDriver() {
     waited: [] as unknown[],
     /** GPU-side steps in order: event records, stream waits, allocations and frees. */
     gpuLog: [] as string[],
+    /** The use clock (cudadrv's `nextUseStamp` ticks it). */
+    useClock: 0,
     outOfMemoryHooks: new Set<(context: unknown) => void>(),
     /** The `onReleaseCached` hooks (a test runs them as `MemoryPool.releaseCached()` would). */
     releaseCachedHooks: new Set<(context: unknown) => void>(),
@@ -357,6 +369,8 @@ export function createFakeDriver() {
     },
     /** The real turn clock (task starts and spin passes share one budget per turn). */
     turnElapsed,
+    /** A tick of the use clock, as cudadrv/internal's. */
+    nextUseStamp: (): number => ++state.useClock,
     /** No operation observer is ever installed (`setOperationObserver` keeps none): -1. */
     beginOperation: (_name: string, _stream: unknown): number => -1,
     endOperation: (_token: number): void => {},
