@@ -25,9 +25,10 @@ interface UseClock {
 export const useClock: UseClock = cudadrvState('use-clock', () => ({ value: 0 }));
 
 /**
- * @internal A new tick of the clock, for a use of something other than a buffer (a library
- * object's call, see task-runtime's `StreamBinding`): read it right before issuing the work,
- * in the same synchronous step, as a buffer use is declared.
+ * A new tick of the clock, for a use of something other than a buffer (a library object's
+ * call, see task-runtime's `StreamBinding`): read it right before issuing the work, in the same
+ * synchronous step, as a buffer use is declared.
+ * @internal
  */
 export function nextUseStamp(): number {
   return ++useClock.value;
