@@ -95,13 +95,6 @@ interface PendingUpload {
 /** How many pending uploads one reclaim asks the driver about, at most. */
 const RECLAIM_QUERIES = 4;
 
-/**
- * A cache of pinned staging buffers by power-of-two size, so that transfers from and to
- * typed arrays are truly asynchronous without paying cuMemHostAlloc (milliseconds) each time:
- * `toHost()` copies into one and reads it once the stream got there; an upload
- * (`stageUpload`) copies the typed array into one and queues the copy from it, and the buffer
- * comes back to the cache once an event recorded after that copy has completed (`reclaim`).
- */
 /** A staging step that failed after its copy was queued: the call and its CUresult. */
 interface StagingFailure {
   readonly call: 'cuEventCreate' | 'cuEventRecord';
@@ -113,6 +106,13 @@ function stagingSize(byteLength: number): number {
   return Math.max(4096, 2 ** Math.ceil(Math.log2(Math.max(1, byteLength))));
 }
 
+/**
+ * A cache of pinned staging buffers by power-of-two size, so that transfers from and to
+ * typed arrays are truly asynchronous without paying cuMemHostAlloc (milliseconds) each time:
+ * `toHost()` copies into one and reads it once the stream got there; an upload
+ * (`stageUpload`) copies the typed array into one and queues the copy from it, and the buffer
+ * comes back to the cache once an event recorded after that copy has completed (`reclaim`).
+ */
 class StagingPool {
   readonly #idle = new Map<number, PinnedHostBuffer[]>();
   #idleBytes = 0;
