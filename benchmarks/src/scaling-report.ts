@@ -23,6 +23,7 @@ export type ScalingSystem =
   | 'ours_engine'
   | 'ours_graph'
   | 'ours_floor'
+  | 'ours_floor_workers'
   | 'c_threads'
   | 'c_polling'
   | 'cupy'
@@ -46,6 +47,9 @@ export const SCALING_SYSTEMS: readonly {
   // The latency-bound and mixed shapes: C's calls as bare koffi calls from plain async
   // functions, no runtime (the floor under ours from JavaScript).
   { key: 'ours_floor', label: 'Node floor, bare koffi', color: '#b07aa1' },
+  // The latency-bound and mixed shapes: the same bare koffi jobs on W worker threads of their
+  // own (the floor under ours' worker tasks); `systemLabel` puts in W.
+  { key: 'ours_floor_workers', label: 'Node floor, bare koffi (W threads)', color: '#ff9da7' },
   { key: 'c_threads', label: 'C, K threads', color: '#555555' },
   { key: 'c_polling', label: 'C, one thread polling', color: '#a0a0a0' },
   { key: 'cupy', label: 'CuPy, K threads', color: '#f28e2b' },
@@ -343,10 +347,11 @@ export interface ScalingTarget {
   /** K values checked. */
   checked: number[];
   /**
-   * `vs_c`, where the floor ran (`ours_floor`: the same calls from JavaScript with no
-   * runtime) at the worst K: the floor over the better C variant, and ours over the floor. A
-   * floor below the target says the target lies below what any JavaScript caller of the
-   * driver reaches from one thread in this process.
+   * `vs_c` and `workers_vs_c`, where their floor ran (`FLOOR_OF`: the same calls from
+   * JavaScript with no runtime, on the main thread or on the worker tasks' W threads), at the
+   * worst K: the floor over the better C variant, and the system checked over the floor. A
+   * floor below the bar says the target lies below what any JavaScript caller of the driver
+   * reaches in this process from as many threads.
    */
   floor?: { ratio: number; oursOverFloor: number };
 }
@@ -363,6 +368,15 @@ export const WORKERS_VERSUS_C_BARS: readonly { fromK: number; ratio: number }[] 
   { fromK: 4, ratio: 0.9 },
   { fromK: 8, ratio: 1 },
 ];
+/**
+ * The floor under the system a target checks: the Node floor on the main thread under ours (K
+ * tasks), the Node floor on W worker threads under ours' worker tasks.
+ */
+export const FLOOR_OF: Partial<Record<ScalingTarget['name'], ScalingSystem>> = {
+  vs_c: 'ours_floor',
+  workers_vs_c: 'ours_floor_workers',
+};
+
 /** The shapes the targets apply to (the control fills the GPU: no target). */
 export const TARGET_SHAPES: readonly ShapeName[] = ['latency', 'mixed'];
 
@@ -485,16 +499,17 @@ export function scalingTargets(results: readonly ScalingShapeResult[]): ScalingT
         const bar = barAt(spec.bars, target.worst.k)!;
         target.met = spec.strict ? target.worst.ratio > bar : target.worst.ratio >= bar;
         const row = result.rows.find((candidate) => candidate.k === target.worst!.k)!;
-        const floor = row.cells.ours_floor?.jobsPerSecond;
-        if (spec.name === 'vs_c' && floor !== undefined) {
+        const floorSystem = FLOOR_OF[spec.name];
+        const floor = floorSystem === undefined ? undefined : row.cells[floorSystem];
+        if (floor !== undefined) {
           const best = Math.max(
             ...spec.others
               .map((system) => row.cells[system]?.jobsPerSecond)
               .filter((rate): rate is number => rate !== undefined),
           );
           target.floor = {
-            ratio: floor / best,
-            oursOverFloor: turnRatio(row.cells.ours!, row.cells.ours_floor!),
+            ratio: floor.jobsPerSecond / best,
+            oursOverFloor: turnRatio(row.cells[spec.system]!, floor),
           };
         }
       }
@@ -600,6 +615,8 @@ export function formatScaling(
     const hasFloor = result.rows.some((row) => row.cells.ours_floor !== undefined);
     const hasWorkers = result.rows.some((row) => row.cells.ours_workers !== undefined);
     const hasEngine = result.rows.some((row) => row.cells.ours_engine !== undefined);
+    const hasWorkerFloor =
+      hasWorkers && result.rows.some((row) => row.cells.ours_floor_workers !== undefined);
     const header = [
       'K',
       ...systems.map((system) => systemLabel(system.key, workers, issuers)),
@@ -608,6 +625,7 @@ export function formatScaling(
       ...(hasWorkers ? ['workers/C', 'workers/py'] : []),
       ...(hasEngine ? ['engine/C', 'engine/py'] : []),
       ...(hasFloor ? ['ours/floor'] : []),
+      ...(hasWorkerFloor ? ['workers/wfloor'] : []),
     ];
     const ratio = (
       row: ScalingRow,
@@ -620,9 +638,13 @@ export function formatScaling(
         .filter((rate): rate is number => rate !== undefined);
       return ours === undefined || rates.length === 0 ? undefined : ours / Math.max(...rates);
     };
-    const floorRatio = (row: ScalingRow) => {
-      const ours = row.cells.ours;
-      const floor = row.cells.ours_floor;
+    const floorRatio = (
+      row: ScalingRow,
+      subject: ScalingSystem = 'ours',
+      floorSystem: ScalingSystem = 'ours_floor',
+    ) => {
+      const ours = row.cells[subject];
+      const floor = row.cells[floorSystem];
       return ours === undefined || floor === undefined ? undefined : turnRatio(ours, floor);
     };
     const body = result.rows.map((row) => [
@@ -647,6 +669,9 @@ export function formatScaling(
           ]
         : []),
       ...(hasFloor ? [formatRatio(floorRatio(row))] : []),
+      ...(hasWorkerFloor
+        ? [formatRatio(floorRatio(row, 'ours_workers', 'ours_floor_workers'))]
+        : []),
     ]);
     body.push([
       'serial',
@@ -656,6 +681,7 @@ export function formatScaling(
       ...(hasWorkers ? ['', ''] : []),
       ...(hasEngine ? ['', ''] : []),
       ...(hasFloor ? [''] : []),
+      ...(hasWorkerFloor ? [''] : []),
     ]);
     const widths = header.map((title, column) =>
       Math.max(title.length, ...body.map((cells) => cells[column]!.length)),
@@ -680,22 +706,35 @@ export function formatScaling(
       `workers/C, workers/py: ours, worker tasks (each job a task on one of ${workers ?? 'W'} worker threads) over the better C variant and over the better of CuPy and PyTorch`,
     );
   }
+  if (
+    results.some((result) =>
+      result.rows.some(
+        (row) => row.cells.ours_workers !== undefined && row.cells.ours_floor_workers !== undefined,
+      ),
+    )
+  ) {
+    out.push(
+      `workers/wfloor: ours, worker tasks over the Node floor on ${workers ?? 'W'} threads (the Node floor's bare koffi jobs on ${workers ?? 'W'} worker threads of their own), the median of the ratios within each round of their turns`,
+    );
+  }
   if (results.some((result) => result.rows.some((row) => row.cells.ours_engine !== undefined))) {
     out.push(
       `engine/C, engine/py: ours with the issue engine (ours' jobs, K tasks on the main thread, the launches made by ${issuers ?? 'W'} issuer threads) over the better C variant and over the better of CuPy and PyTorch`,
     );
   }
   for (const target of targets) {
+    const floor =
+      target.floor === undefined
+        ? ''
+        : target.system === 'ours_workers'
+          ? `; there the Node floor on ${workers ?? 'W'} threads is ${formatRatio(target.floor.ratio)} of C, and the worker tasks ${formatRatio(target.floor.oursOverFloor)} of that floor`
+          : `; there the Node floor is ${formatRatio(target.floor.ratio)} of C, and ours ${formatRatio(target.floor.oursOverFloor)} of the floor`;
     const worst =
       target.worst === undefined
         ? ''
         : target.worst.bar !== undefined
-          ? ` (worst ${formatRatio(target.worst.ratio)} at K = ${target.worst.k}, where ${formatRatio(target.worst.bar)} is needed)`
-          : ` (lowest ${formatRatio(target.worst.ratio)} at K = ${target.worst.k}${
-              target.floor === undefined
-                ? ''
-                : `; there the Node floor is ${formatRatio(target.floor.ratio)} of C, and ours ${formatRatio(target.floor.oursOverFloor)} of the floor`
-            })`;
+          ? ` (worst ${formatRatio(target.worst.ratio)} at K = ${target.worst.k}, where ${formatRatio(target.worst.bar)} is needed${floor})`
+          : ` (lowest ${formatRatio(target.worst.ratio)} at K = ${target.worst.k}${floor})`;
     out.push(`${SHAPES[target.shape].title}: ${target.description}: ${verdict(target)}${worst}`);
   }
   const loop = formatEngineLoopDelay(results);
@@ -725,7 +764,7 @@ export function scalingJson(
   const bySystem = (cells: Partial<Record<ScalingSystem, ScalingCell>>) =>
     Object.fromEntries(SCALING_SYSTEMS.map((system) => [system.key, cell(cells[system.key])]));
   return {
-    method: `K jobs started together, wall time from the start to the last job's end; per (system, shape, K) ${config.warmups} untimed batches, then max(${config.minSamples}, ${config.sampleJobs}/K) timed ones; jobs/s = K / the median batch time; speedup = jobs/s over the same system's at K = 1; serial: ${config.serialJobs} jobs one after another on one stream; ours, its graph variant and the Node floor take turns in one process (${INTERLEAVE_ROUNDS} rounds, every other one reversed), and ours/floor is the median of the ratios within each round; ours' worker tasks (latency-bound and mixed shapes) run each job as a task on one of ${workersOf(collected.meta, config) ?? 'W'} worker threads of one WorkerPool, taking turns with the others; ours with the issue engine (latency-bound and mixed shapes) runs ours' jobs with ${issuersOf(collected.meta, config) ?? 'W'} issuer threads started for its turns only`,
+    method: `K jobs started together, wall time from the start to the last job's end; per (system, shape, K) ${config.warmups} untimed batches, then max(${config.minSamples}, ${config.sampleJobs}/K) timed ones; jobs/s = K / the median batch time; speedup = jobs/s over the same system's at K = 1; serial: ${config.serialJobs} jobs one after another on one stream; ours, its graph variant and the Node floor take turns in one process (${INTERLEAVE_ROUNDS} rounds, every other one reversed), and ours/floor is the median of the ratios within each round; ours' worker tasks (latency-bound and mixed shapes) run each job as a task on one of ${workersOf(collected.meta, config) ?? 'W'} worker threads of one WorkerPool, taking turns with the others, and the Node floor on as many threads of its own runs the floor's jobs the same way (job j on thread j mod W), workers/wfloor being the median of the ratios within each round; ours with the issue engine (latency-bound and mixed shapes) runs ours' jobs with ${issuersOf(collected.meta, config) ?? 'W'} issuer threads started for its turns only`,
     config,
     systems: SCALING_SYSTEMS.map(({ key }) => ({
       key,

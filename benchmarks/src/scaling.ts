@@ -8,7 +8,9 @@
  * replayed (`system: 'ours_graph'`), reported beside the eager rows, and a third time as the
  * floor under ours from JavaScript (`system: 'ours_floor'`): the same launches as bare koffi
  * calls on streams of its own and waits on bare `cuStreamQuery` calls, from plain async
- * functions, no runtime. The latency-bound and mixed shapes also run as worker tasks
+ * functions, no runtime (scaling-floor.ts), and a fourth time as that floor on `workers` worker
+ * threads of its own (`system: 'ours_floor_workers'`), the floor under the worker tasks. The
+ * latency-bound and mixed shapes also run as worker tasks
  * (`system: 'ours_workers'`): a `WorkerPool` of `workers` threads (scaling-jobs.ts) runs each
  * job as a task of its own on the least busy worker, `pool.run(shape, slot)`; the jobs are the
  * same code as the main thread's (scaling-work.ts). A `_meta` line gives the workers. They also
@@ -22,29 +24,17 @@
  * scaling-config.ts)
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { check as checkCublas } from '@cuda-tasks/cublas';
 import {
-  CUBLAS_DEFAULT_MATH,
-  CUBLAS_OP_N,
-  CUBLAS_POINTER_MODE_HOST,
-  cublas,
-} from '@cuda-tasks/cublas/ffi';
-import {
-  check,
   driver,
   type Graph,
   issueEngineStatistics,
   type Kernel,
   launch,
-  Stream,
   startIssueEngine,
   stopIssueEngine,
 } from '@cuda-tasks/cudadrv';
-import { check as checkCurand } from '@cuda-tasks/curand';
-import { curand } from '@cuda-tasks/curand/ffi';
 import { capture, synchronize, task, WorkerPool } from '@cuda-tasks/task-runtime';
-import koffi from 'koffi';
-import { bareAxpbArguments, bareLaunchConfig, bareStreamWaiter } from './bare.js';
+import { bareStreamWaiter } from './bare.js';
 import {
   INTERLEAVE_ROUNDS,
   interleave,
@@ -53,7 +43,14 @@ import {
   samplesFor,
 } from './scaling-config.js';
 import {
-  BLOCK,
+  disposeFloorSlot,
+  type FloorSlot,
+  type FloorWorkers,
+  floorJobOf,
+  makeFloorSlot,
+  startFloorWorkers,
+} from './scaling-floor.js';
+import {
   controlJob,
   type JobSlot,
   latencyJob,
@@ -81,7 +78,7 @@ interface Slot extends JobSlot {
   latencyGraphs: (Graph | undefined)[];
 }
 
-const { latencyLaunch, mixedLaunch, mixedCount } = launchShapes(config);
+const { latencyLaunch } = launchShapes(config);
 
 function makeSlot(index: number): Slot {
   return {
@@ -114,173 +111,6 @@ async function latencyGraphJob(slot: Slot): Promise<void> {
     if (steps !== latencySyncEvery) graph.dispose();
     await synchronize();
   }
-}
-
-/**
- * The floor under ours from JavaScript (`ours_floor`): per job slot a stream, CUlaunchConfigs
- * and argument arrays made once, and for the mixed shape a cuBLAS handle and a Philox cuRAND
- * generator of its own on that stream, as C's slots have. Per step the bare koffi calls: the
- * `cuLaunchKernelEx` that `launch()` makes, and C's `curandGenerateUniform` and
- * `cublasSgemm_v2`; per synchronize point an await of a bare `cuStreamQuery` round-robin
- * (`bareStreamWaiter`). No task, no current-stream lookup, no argument checks, no buffer
- * bookkeeping: what any JavaScript caller of these libraries pays in this process (its
- * promises pay AsyncLocalStorage's hooks, as every promise of a process that runs tasks does).
- */
-interface FloorSlot {
-  stream: Stream;
-  ffiStream: number;
-  config: number;
-  /** Argument arrays: [0] y = a x + b, [1] x = a y + b. */
-  args: [number, number];
-  /** The mixed shape's launch config and its axpb arguments (B = C / n). */
-  mixedConfig: number;
-  mixedArgs: number;
-  cublas: bigint;
-  curand: bigint;
-  mixed: { a: number; b: number; c: number; aPointer: bigint };
-  pointers: bigint[];
-}
-
-/** Host scalars of the floor's SGEMMs (pointer mode host): alpha = 1, beta = 0. */
-let floorScalars: { alpha: number; beta: number; pointer: bigint } | undefined;
-
-function makeFloorSlot(slot: Slot, index: number): FloorSlot {
-  const stream = Stream.create({ name: 'scaling-floor' });
-  const launchConfig = bareLaunchConfig(stream.handle, latencyLaunch.grid, BLOCK);
-  const forward = bareAxpbArguments(
-    slot.latencyY.pointer,
-    slot.latencyX.pointer,
-    0.5,
-    1,
-    config.latencyN,
-  );
-  const backward = bareAxpbArguments(
-    slot.latencyX.pointer,
-    slot.latencyY.pointer,
-    0.5,
-    1,
-    config.latencyN,
-  );
-  const mixedConfig = bareLaunchConfig(stream.handle, mixedLaunch.grid, BLOCK);
-  const mixedArgs = bareAxpbArguments(
-    slot.mixedB.pointer,
-    slot.mixedC.pointer,
-    1 / config.mixedN,
-    0,
-    mixedCount,
-  );
-  // C's slot: a cuBLAS handle (host scalars, default math: plain FP32) and a Philox generator
-  // seeded 1000 + slot, both on the slot's stream.
-  const blas = cublas();
-  const handleOut: (bigint | null)[] = [null];
-  checkCublas(blas.cublasCreate_v2(handleOut), 'cublasCreate_v2');
-  const cublasHandle = handleOut[0] as bigint;
-  checkCublas(blas.cublasSetStream_v2(cublasHandle, stream.handle), 'cublasSetStream_v2');
-  checkCublas(
-    blas.cublasSetPointerMode_v2(cublasHandle, CUBLAS_POINTER_MODE_HOST),
-    'cublasSetPointerMode_v2',
-  );
-  checkCublas(blas.cublasSetMathMode(cublasHandle, CUBLAS_DEFAULT_MATH), 'cublasSetMathMode');
-  const rand = curand();
-  const generatorOut: (bigint | null)[] = [null];
-  checkCurand(
-    rand.curandCreateGenerator(generatorOut, CURAND_RNG_PSEUDO_PHILOX4_32_10),
-    'curandCreateGenerator',
-  );
-  const generator = generatorOut[0] as bigint;
-  checkCurand(
-    rand.curandSetPseudoRandomGeneratorSeed(generator, BigInt(config.seed + index)),
-    'curandSetPseudoRandomGeneratorSeed',
-  );
-  checkCurand(rand.curandSetStream(generator, stream.handle), 'curandSetStream');
-  if (floorScalars === undefined) {
-    const pointer = koffi.alloc('float', 2) as bigint;
-    new Float32Array(koffi.view(pointer, 8)).set([1, 0]);
-    floorScalars = { alpha: Number(pointer), beta: Number(pointer) + 4, pointer };
-  }
-  return {
-    stream,
-    ffiStream: Number(stream.handle),
-    config: Number(launchConfig),
-    args: [Number(forward), Number(backward)],
-    mixedConfig: Number(mixedConfig),
-    mixedArgs: Number(mixedArgs),
-    cublas: cublasHandle,
-    curand: generator,
-    mixed: {
-      a: Number(slot.mixedA.pointer),
-      b: Number(slot.mixedB.pointer),
-      c: Number(slot.mixedC.pointer),
-      aPointer: slot.mixedA.pointer,
-    },
-    pointers: [launchConfig, forward, backward, mixedConfig, mixedArgs],
-  };
-}
-
-/** curandRngType_t CURAND_RNG_PSEUDO_PHILOX4_32_10. */
-const CURAND_RNG_PSEUDO_PHILOX4_32_10 = 161;
-
-function disposeFloorSlot(slot: FloorSlot): void {
-  cublas().cublasDestroy_v2(slot.cublas);
-  curand().curandDestroyGenerator(slot.curand);
-  slot.stream.dispose();
-  for (const pointer of slot.pointers) koffi.free(pointer);
-}
-
-let floorWait: (stream: number | bigint) => Promise<void>;
-
-async function floorLatencyJob(slot: FloorSlot): Promise<void> {
-  const { latencySteps, latencySyncEvery } = config;
-  const api = driver();
-  for (let step = 0; step < latencySteps; step++) {
-    check(
-      api.cuLaunchKernelEx(slot.config, axpb.ffiHandle, slot.args[step & 1]!, 0),
-      'cuLaunchKernelEx',
-    );
-    if ((step + 1) % latencySyncEvery === 0 || step === latencySteps - 1) {
-      await floorWait(slot.ffiStream);
-    }
-  }
-}
-
-/** The mixed job as C issues it (`issue_segment`), with bare koffi calls; one await at the end. */
-async function floorMixedJob(slot: FloorSlot): Promise<void> {
-  const api = driver();
-  const blas = cublas();
-  const rand = curand();
-  const n = config.mixedN;
-  const { a, b, c, aPointer } = slot.mixed;
-  const scalars = floorScalars!;
-  for (let step = 0; step < config.mixedSteps; step++) {
-    checkCurand(
-      rand.curandGenerateUniform(slot.curand, aPointer, mixedCount),
-      'curandGenerateUniform',
-    );
-    checkCublas(
-      blas.cublasSgemm_v2(
-        slot.cublas,
-        CUBLAS_OP_N,
-        CUBLAS_OP_N,
-        n,
-        n,
-        n,
-        scalars.alpha,
-        a,
-        n,
-        b,
-        n,
-        scalars.beta,
-        c,
-        n,
-      ),
-      'cublasSgemm_v2',
-    );
-    check(
-      api.cuLaunchKernelEx(slot.mixedConfig, axpb.ffiHandle, slot.mixedArgs, 0),
-      'cuLaunchKernelEx',
-    );
-  }
-  await floorWait(slot.ffiStream);
 }
 
 /** Each shape's job as the main thread's tasks run it (scaling-work.ts; `work` is loaded first). */
@@ -329,7 +159,13 @@ function emit(
 
 /** One system's way of running a shape: a serial batch and a batch of K jobs together. */
 interface Variant {
-  system: 'ours' | 'ours_graph' | 'ours_floor' | 'ours_workers' | 'ours_engine';
+  system:
+    | 'ours'
+    | 'ours_graph'
+    | 'ours_floor'
+    | 'ours_floor_workers'
+    | 'ours_workers'
+    | 'ours_engine';
   shape: ShapeName;
   serial: () => Promise<unknown>;
   concurrent: (k: number) => Promise<unknown>;
@@ -442,10 +278,22 @@ async function main(): Promise<void> {
   // Each shape as the suite runs it (ours); the latency-bound shape also with its steps
   // captured once per job slot and replayed (ours_graph); the latency-bound and mixed shapes
   // also as the floor (ours_floor).
-  floorWait = bareStreamWaiter((stream) => driver().cuStreamQuery(stream));
+  const floorWait = bareStreamWaiter((stream) => driver().cuStreamQuery(stream));
   const floorSlots: FloorSlot[] = config.shapes.some((shape) => shape !== 'control')
-    ? slots.map(makeFloorSlot)
+    ? slots.map((slot, index) => makeFloorSlot(work, slot, index))
     : [];
+  // The floor on W threads (ours_floor_workers): the floor's jobs on `workers` worker threads
+  // of their own (scaling-floor-worker.ts). One that fails to start leaves its rows out.
+  let floorWorkers: FloorWorkers | undefined;
+  if (config.shapes.some((shape) => shape !== 'control')) {
+    try {
+      floorWorkers = await startFloorWorkers(settings, config.workers);
+    } catch (error) {
+      const reason = messageOf(error);
+      console.error(reason);
+      console.log(JSON.stringify({ name: '_skip', system: 'ours_floor_workers', reason }));
+    }
+  }
   // The worker tasks: `workers` threads, each job one `pool.run(shape, slot)` (scaling-jobs.ts).
   // A pool that fails to start leaves its rows out (a `_skip` line), not the other variants'.
   let pool: WorkerPool | undefined;
@@ -514,16 +362,27 @@ async function main(): Promise<void> {
       });
     }
     if (shape === 'latency') variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
-    const floorJob = shape === 'latency' ? floorLatencyJob : floorMixedJob;
+    const floorJob = floorJobOf(shape);
     variants.push({
       system: 'ours_floor',
       shape,
       serial: async () => {
-        for (let i = 0; i < config.serialJobs; i++) await floorJob(floorSlots[0]!);
+        for (let i = 0; i < config.serialJobs; i++) await floorJob(work, floorSlots[0]!, floorWait);
       },
       concurrent: (k) =>
-        Promise.all(Array.from({ length: k }, (_, index) => floorJob(floorSlots[index]!))),
+        Promise.all(
+          Array.from({ length: k }, (_, index) => floorJob(work, floorSlots[index]!, floorWait)),
+        ),
     });
+    if (floorWorkers !== undefined) {
+      const threads = floorWorkers;
+      variants.push({
+        system: 'ours_floor_workers',
+        shape,
+        serial: () => threads.serial(shape, config.serialJobs),
+        concurrent: (k) => threads.concurrent(shape, k),
+      });
+    }
   }
   const histogram = monitorEventLoopDelay({ resolution: 1 });
   let warmed: Variant | undefined;
@@ -620,6 +479,7 @@ async function main(): Promise<void> {
     );
   }
   for (const slot of floorSlots) disposeFloorSlot(slot);
+  await floorWorkers?.close();
   await pool?.close();
   // The engine's threads kept asleep between its turns.
   await stopIssueEngine();

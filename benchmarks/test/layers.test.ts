@@ -4,10 +4,10 @@ import { describeLayers } from '@cuda-tasks/testing';
 
 /**
  * The suite reads bottom-up: the timing harness, the report, the scaling configuration, the
- * bare koffi baseline; the task batches, the scaling report and
- * the scaling jobs (run by the main thread's tasks and by worker tasks); the benchmarks
- * themselves (the scaling worker tasks' job module and the interprocess event's reader among
- * them); the runs that gather them; `pnpm bench` (run.ts). It measures the
+ * bare koffi baseline; the task batches, the scaling report,
+ * the scaling jobs (run by the main thread's tasks and by worker tasks) and their bare koffi
+ * floor; the benchmarks themselves (the scaling worker tasks' job module, the floor's worker
+ * thread and the interprocess event's reader among them); the runs that gather them; `pnpm bench` (run.ts). It measures the
  * packages through their public entries, and the seed demo's workload and kernels from the
  * examples; it parses its command line with the parser the examples use too, from the private
  * testing package, rather than import the examples' command lines.
@@ -17,7 +17,7 @@ describeLayers({
   source: join(dirname(fileURLToPath(import.meta.url)), '..', 'src'),
   layers: [
     ['harness.ts', 'report.ts', 'scaling-config.ts', 'bare.ts'],
-    ['batches.ts', 'scaling-report.ts', 'scaling-work.ts'],
+    ['batches.ts', 'scaling-report.ts', 'scaling-work.ts', 'scaling-floor.ts'],
     [
       'core.ts',
       'host.ts',
@@ -28,6 +28,7 @@ describeLayers({
       'paired.ts',
       'scaling.ts',
       'scaling-chart.ts',
+      'scaling-floor-worker.ts',
       'scaling-jobs.ts',
     ],
     ['ours.ts', 'scaling-run.ts'],

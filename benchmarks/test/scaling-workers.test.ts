@@ -469,3 +469,91 @@ describe('the worker tasks in the table, the JSON and the chart', () => {
     expect(svg).toContain('<title>ours, worker tasks (8 threads), K = 8: 30,000 jobs/s');
   });
 });
+
+describe('the Node floor on W threads (ours_floor_workers) under the worker tasks', () => {
+  const KS = [1, 4, 8, 16];
+  /** Two turns of one process: the worker tasks' and the worker floor's batches per round. */
+  const turnLine = (system: string, k: number, perRound: [number, number]): ScalingLine => ({
+    name: 'scaling',
+    system: system as ScalingSystem,
+    shape: 'latency',
+    k,
+    mode: 'concurrent',
+    jobs: k,
+    // Round 1: one batch of k / perRound[0] s; round 2: one of k / perRound[1] s.
+    seconds: [k / perRound[0], k / perRound[1]],
+    turns: [1, 1],
+  });
+  const lines = [
+    { name: '_meta', system: 'ours_workers', workers: 8 },
+    ...linesOf(
+      'latency',
+      { ours: [10_000, 11_000, 11_400, 11_500], c_threads: [11_000, 28_000, 30_000, 31_000] },
+      KS,
+    ),
+    ...KS.flatMap((k, index) => [
+      // The worker tasks: 9,000 / 26,000 / 28,000 / 29,000 jobs/s, 10% slower in round 2.
+      turnLine('ours_workers', k, [
+        [9000, 26_000, 28_000, 29_000][index]!,
+        [8100, 23_400, 25_200, 26_100][index]!,
+      ]),
+      // The floor on 8 threads: 9,500 / 27,000 / 29,000 / 29,500, 20% slower in round 2.
+      turnLine('ours_floor_workers', k, [
+        [9500, 27_000, 29_000, 29_500][index]!,
+        [7600, 21_600, 23_200, 23_600][index]!,
+      ]),
+    ]),
+  ];
+  const collected = parseScalingLines(jsonl(lines));
+  const results = buildScaling(collected.lines);
+  const targets = scalingTargets(results);
+  const text = formatScaling(results, targets, SCALING_DEFAULTS, collected.meta);
+
+  it('keeps its lines and labels it with the workers', () => {
+    expect(collected.lines.filter((l) => l.system === 'ours_floor_workers')).toHaveLength(4);
+    expect(systemLabel('ours_floor_workers', 8)).toBe('Node floor, bare koffi (8 threads)');
+    const json = scalingJson(results, targets, collected, SCALING_DEFAULTS);
+    expect(json.systems).toContainEqual({
+      key: 'ours_floor_workers',
+      label: 'Node floor, bare koffi (8 threads)',
+    });
+  });
+
+  it('gives workers_vs_c the floor at its worst K: the floor over C, the worker tasks over it by rounds', () => {
+    const target = find(targets, 'latency', 'workers_vs_c');
+    // Worker tasks over C by medians: 24,750/28,000, 26,600/30,000, 27,550/31,000; the worst
+    // margin is K = 8 (0.8867 against a bar of 1).
+    expect(target.worst!.k).toBe(8);
+    // jobs/s is K over the median batch time (of two batches: their mean).
+    const floorRate = 2 / (1 / 29_000 + 1 / 23_200);
+    expect(target.floor!.ratio).toBeCloseTo(floorRate / 30_000, 9);
+    // Per round: 28,000/29,000 and 25,200/23,200; their median (of two: the mean).
+    expect(target.floor!.oursOverFloor).toBeCloseTo((28_000 / 29_000 + 25_200 / 23_200) / 2, 9);
+    // The main thread's floor did not run: vs_c has none.
+    expect(find(targets, 'latency', 'vs_c').floor).toBeUndefined();
+  });
+
+  it('prints the column workers/wfloor and names the floor in the target line', () => {
+    const header = text.split('\n').find((l) => l.startsWith('K '))!;
+    expect(header).toMatch(/Node floor, bare koffi \(8 threads\)/);
+    expect(header).toMatch(/workers\/C\s+workers\/py\s+workers\/wfloor$/);
+    const k8 = text.split('\n').find((l) => l.startsWith('8 '))!;
+    const byRounds = (28_000 / 29_000 + 25_200 / 23_200) / 2;
+    expect(k8).toMatch(new RegExp(`${byRounds.toFixed(2)}x$`));
+    const target = find(targets, 'latency', 'workers_vs_c');
+    expect(text).toContain(
+      `(worst ${(target.worst!.ratio).toFixed(2)}x at K = 8, where 1.00x is needed; there the Node floor on 8 threads is ${target.floor!.ratio.toFixed(2)}x of C, and the worker tasks ${byRounds.toFixed(2)}x of that floor)`,
+    );
+    expect(text).toContain('workers/wfloor: ours, worker tasks over the Node floor on 8 threads');
+  });
+
+  it('leaves the column out where the worker tasks did not run', () => {
+    const only = lines.filter(
+      (l) => !('system' in l) || (l.system !== 'ours_workers' && l.name !== '_meta'),
+    );
+    const parsed = parseScalingLines(jsonl(only));
+    const built = buildScaling(parsed.lines);
+    const alone = formatScaling(built, scalingTargets(built), SCALING_DEFAULTS, parsed.meta);
+    expect(alone).not.toContain('workers/wfloor');
+  });
+});
