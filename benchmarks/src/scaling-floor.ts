@@ -33,17 +33,25 @@ import { BLOCK, type JobSlot, type ScalingWork } from './scaling-work.js';
 
 /** One job slot of a floor: its stream, launch configs, arguments and library objects. */
 export interface FloorSlot {
+  /** The slot's stream (non-blocking, made for the floor). */
   stream: Stream;
+  /** Its handle as koffi takes it fastest (a number). */
   ffiStream: number;
+  /** The latency-bound job's CUlaunchConfig on the stream (its address). */
   config: number;
   /** Argument arrays: [0] y = a x + b, [1] x = a y + b. */
   args: [number, number];
-  /** The mixed shape's launch config and its axpb arguments (B = C / n). */
+  /** The mixed shape's launch config (B = C / n). */
   mixedConfig: number;
+  /** The mixed shape's axpb arguments (B = C / n). */
   mixedArgs: number;
+  /** The slot's cuBLAS handle (host scalars, plain FP32, on the stream). */
   cublas: bigint;
+  /** The slot's Philox generator (seeded seed + slot, on the stream). */
   curand: bigint;
+  /** The mixed job's matrices A, B, C (addresses), and A's as a pointer for cuRAND. */
   mixed: { a: number; b: number; c: number; aPointer: bigint };
+  /** What the slot allocated with koffi (freed by `disposeFloorSlot`). */
   pointers: bigint[];
 }
 
@@ -252,6 +260,7 @@ export interface FloorWorkerData {
 
 /** The worker floor's threads, started and ready (`startFloorWorkers`). */
 export interface FloorWorkers {
+  /** The worker threads. */
   readonly workers: number;
   /** One batch of `k` jobs of `shape`, job j on worker j % W (on its slot j). */
   concurrent(shape: ShapeName, k: number): Promise<void>;
