@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the seed example, the concurrency GPU tests of the runtime and the libraries, and the
-# library stress test (64 tasks, all three libraries and the cuFFT user library) under
+# Runs the seed example, the concurrency GPU tests of the runtime and the libraries, the
+# library stress test (64 tasks, all three libraries and the cuFFT user library) and the
+# issuing stress tests (64 tasks x 1,000 launches through the issue engine's threads and
+# through the worker pool, each launch checking its stream's sequence number) under
 # compute-sanitizer: memcheck (out-of-bounds and misaligned device accesses, hardware
 # exceptions, CUDA API errors) and racecheck (shared-memory hazards in kernels). Prints one
 # line per run: tool, target, errors found, PASS/FAIL; exits non-zero when any run fails.
@@ -8,6 +10,7 @@
 #   packages/examples/src/sanitize/sanitize.sh          # from the repository root
 #   SANITIZE_QUICK=1 ...                                 # only the seed demo, both tools
 #   SANITIZE_ONLY=stress ...                             # only the stress test, both tools
+#   SANITIZE_ONLY=engine SANITIZE_TOOL=memcheck ...      # only the issuing stress tests, memcheck
 #
 # Environment:
 #   SANITIZE_QUICK=1          only the seed demo under both tools (about a minute)
@@ -22,8 +25,10 @@
 #   SANITIZE_DEMO_TIMEOUT=s   per-run limit for the demo (default 90)
 #   SANITIZE_TESTS_TIMEOUT=s  per-run limit for the tests (default 150)
 #   SANITIZE_STRESS_TIMEOUT=s per-run limit for the library stress test (default 240)
-#   SANITIZE_ONLY=target      run one target under both tools: demo, tests or stress (a full
-#                             run can exceed ten minutes; split it this way)
+#   SANITIZE_ENGINE_TIMEOUT=s per-run limit for the issuing stress tests (default 300)
+#   SANITIZE_ONLY=target      run one target: demo, tests, stress or engine (a full run can
+#                             exceed ten minutes; split it this way)
+#   SANITIZE_TOOL=tool        run one tool: memcheck or racecheck (default both)
 #   COMPUTE_SANITIZER=path    the sanitizer (default /usr/local/cuda/bin/compute-sanitizer)
 #
 # Leak checking: `--leak-check full` reports device allocations still alive when a context is
@@ -33,9 +38,10 @@
 # by one. Those would be reported as leaks that are not ours to fix, so the default run does
 # not enable it; SANITIZE_LEAK_CHECK=1 adds it for a manual look at the reports.
 #
-# Budget: the six runs stay under ~16 minutes (demo 2 x 90 s, tests 2 x 150 s, stress 2 x 240 s
-# at most); where one command may take at most ten minutes, run SANITIZE_ONLY=demo, =tests and
-# =stress one after another.
+# Budget: the eight runs stay under ~26 minutes (demo 2 x 90 s, tests 2 x 150 s, stress
+# 2 x 240 s, engine 2 x 300 s at most); where one command may take at most ten minutes, run
+# SANITIZE_ONLY=demo, =tests, =stress and =engine one after another, and the engine target one
+# tool at a time (SANITIZE_TOOL).
 set -uo pipefail
 
 # The help is the comment above: printed for --help / -h, before anything is looked for.
@@ -58,6 +64,21 @@ done
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)
 cd "$ROOT"
 
+# The variables that choose what runs are checked before anything is looked for.
+ONLY=${SANITIZE_ONLY:-}
+if [[ -n $ONLY && $ONLY != demo && $ONLY != tests && $ONLY != stress && $ONLY != engine ]]; then
+  echo "sanitize: SANITIZE_ONLY must be demo, tests, stress or engine, got '$ONLY'" >&2
+  exit 2
+fi
+TOOLS=(memcheck racecheck)
+if [[ -n ${SANITIZE_TOOL:-} ]]; then
+  if [[ $SANITIZE_TOOL != memcheck && $SANITIZE_TOOL != racecheck ]]; then
+    echo "sanitize: SANITIZE_TOOL must be memcheck or racecheck, got '$SANITIZE_TOOL'" >&2
+    exit 2
+  fi
+  TOOLS=("$SANITIZE_TOOL")
+fi
+
 SANITIZER=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 if [[ ! -x $SANITIZER ]]; then
   SANITIZER=$(command -v compute-sanitizer || true)
@@ -79,15 +100,23 @@ mkdir -p "$LOG_DIR"
 DEMO_TIMEOUT=${SANITIZE_DEMO_TIMEOUT:-90}
 TESTS_TIMEOUT=${SANITIZE_TESTS_TIMEOUT:-150}
 STRESS_TIMEOUT=${SANITIZE_STRESS_TIMEOUT:-240}
-ONLY=${SANITIZE_ONLY:-}
-if [[ -n $ONLY && $ONLY != demo && $ONLY != tests && $ONLY != stress ]]; then
-  echo "sanitize: SANITIZE_ONLY must be demo, tests or stress, got '$ONLY'" >&2
-  exit 2
-fi
+ENGINE_TIMEOUT=${SANITIZE_ENGINE_TIMEOUT:-300}
 # The library stress test: 64 tasks mixing cuBLAS, cuSOLVER, cuRAND and the cuFFT user library
 # past the stream and handle bounds, bit-identical to a serial run. It shrinks its problem sizes
 # under the sanitizer (CUDA_TASKS_SANITIZER=1), which instruments every kernel.
 STRESS_FILE=packages/examples/src/libraries-stress.gpu.test.ts
+# The issuing stress tests (issue engine and worker pool): 64 tasks (jobs) x 1,000 launches of
+# a kernel that checks its stream's sequence number, through 8 issuer threads and through 8
+# worker threads. Only those two cases of the files run (their names share the pattern).
+ENGINE_FILES=(
+  packages/task-runtime/src/issue-engine.gpu.test.ts
+  packages/task-runtime/src/worker-pool.gpu.test.ts
+)
+ENGINE_NAME_PATTERN='each stream.s order holds'
+# The `tests` target leaves those two files to this one (their other cases are GPU-suite
+# tests of the engine's and the pool's behaviour, not of concurrency under the tool).
+ENGINE_EXCLUDES=()
+for file in "${ENGINE_FILES[@]}"; do ENGINE_EXCLUDES+=(--exclude "**/${file##*/}"); done
 TSX=(node_modules/.bin/tsx --conditions=@cuda-tasks/source)
 DEMO=(packages/examples/src/seed/demo.ts)
 read -r -a DEMO_ARGS <<<"${SANITIZE_DEMO_ARGS---n 256 --warmups 20}"
@@ -230,16 +259,20 @@ wants() {
 }
 
 export CUDA_TASKS_SANITIZER=1
-for tool in memcheck racecheck; do
+for tool in "${TOOLS[@]}"; do
   if wants demo; then
     run "$tool" demo "$DEMO_TIMEOUT" "${TSX[@]}" "${DEMO[@]}" "${DEMO_ARGS[@]}"
   fi
   if wants tests; then
     run "$tool" tests "$TESTS_TIMEOUT" node_modules/.bin/vitest run --project gpu \
-      -t "$TEST_NAME_PATTERN" "${TEST_FILES[@]}"
+      -t "$TEST_NAME_PATTERN" "${ENGINE_EXCLUDES[@]}" "${TEST_FILES[@]}"
   fi
   if wants stress; then
     run "$tool" stress "$STRESS_TIMEOUT" node_modules/.bin/vitest run --project gpu "$STRESS_FILE"
+  fi
+  if wants engine; then
+    run "$tool" engine "$ENGINE_TIMEOUT" node_modules/.bin/vitest run --project gpu \
+      -t "$ENGINE_NAME_PATTERN" "${ENGINE_FILES[@]}"
   fi
 done
 

@@ -21,11 +21,16 @@ function header(): string {
 }
 
 function run(...args: string[]) {
+  return runWith({}, ...args);
+}
+
+function runWith(variables: Record<string, string>, ...args: string[]) {
   return spawnSync('bash', [script, ...args], {
     encoding: 'utf8',
-    // No sanitizer anywhere: --help must not need one.
+    // No sanitizer anywhere: --help and the checks of the variables must not need one.
     env: {
       ...process.env,
+      ...variables,
       COMPUTE_SANITIZER: '/nonexistent/compute-sanitizer',
       PATH: '/usr/bin:/bin',
     },
@@ -40,7 +45,13 @@ describe('sanitize.sh', () => {
     expect(result.stderr).toBe('');
     expect(result.stdout.trim()).toBe(header().trim());
     // The help names what the script reads.
-    for (const name of ['SANITIZE_QUICK', 'SANITIZE_ONLY', 'COMPUTE_SANITIZER']) {
+    for (const name of [
+      'SANITIZE_QUICK',
+      'SANITIZE_ONLY',
+      'SANITIZE_TOOL',
+      'SANITIZE_ENGINE_TIMEOUT',
+      'COMPUTE_SANITIZER',
+    ]) {
       expect(result.stdout).toContain(name);
     }
   });
@@ -51,5 +62,28 @@ describe('sanitize.sh', () => {
     expect(result.stdout).toBe('');
     expect(result.stderr).toContain("unknown argument '--quick'");
     expect(result.stderr).toContain('SANITIZE_QUICK');
+  });
+
+  it('refuses an unknown SANITIZE_ONLY with exit 2, listing the targets, before looking for the sanitizer', () => {
+    const result = runWith({ SANITIZE_ONLY: 'engines' });
+    expect(result.status).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr.trim()).toBe(
+      "sanitize: SANITIZE_ONLY must be demo, tests, stress or engine, got 'engines'",
+    );
+  });
+
+  it('refuses an unknown SANITIZE_TOOL with exit 2, naming both tools', () => {
+    const result = runWith({ SANITIZE_ONLY: 'engine', SANITIZE_TOOL: 'synccheck' });
+    expect(result.status).toBe(2);
+    expect(result.stderr.trim()).toBe(
+      "sanitize: SANITIZE_TOOL must be memcheck or racecheck, got 'synccheck'",
+    );
+  });
+
+  it('with a valid choice, gets past the checks to the missing sanitizer (exit 2, named)', () => {
+    const result = runWith({ SANITIZE_ONLY: 'engine', SANITIZE_TOOL: 'racecheck' });
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain('compute-sanitizer not found');
   });
 });
