@@ -25,8 +25,8 @@
 #   SANITIZE_DEMO_TIMEOUT=s   per-run limit for the demo (default 90)
 #   SANITIZE_TESTS_TIMEOUT=s  per-run limit for the tests (default 150)
 #   SANITIZE_STRESS_TIMEOUT=s per-run limit for the library stress test (default 240)
-#   SANITIZE_ENGINE_TIMEOUT=s per-run limit for the issuing stress tests (default 540:
-#                             racecheck ran the engine's case alone for two minutes on an H100)
+#   SANITIZE_ENGINE_TIMEOUT=s per-run limit for the issuing stress tests (default 540; racecheck
+#                             instruments every launch, see docs/decisions/0042)
 #   SANITIZE_ONLY=target      run one target: demo, tests, stress or engine (a full run can
 #                             exceed ten minutes; split it this way)
 #   SANITIZE_TOOL=tool        run one tool: memcheck or racecheck (default both)
