@@ -136,11 +136,11 @@ async function pair(
 
 /**
  * Runs the whole same-process comparison against the C loops of the `libinproc.so` at
- * `libraryPath` (built by c/build.sh): withStream + launch (`runWithStreamPairs`, first), launch, launch + wait,
- * alloc + free, event record, SGEMM, the seed workload, the 100 tasks, the graph rows
+ * `libraryPath` (built by c/build.sh): withStream + launch (`runWithStreamPairs`, first),
+ * launch, launch + wait, alloc + free, event record, SGEMM, withStream + launch again
+ * (`withstream_launch_later`, decision 0048), the seed workload, the 100 tasks, the graph rows
  * (`runGraphPairs`) and last the issue engine's rows with `engineIssuers` issuer threads
- * (`runEnginePairs`), each as
- * `PAIRS` pairs after `WARMUP_PAIRS`. Prints one JSON line per benchmark and returns them.
+ * (`runEnginePairs`), each as `PAIRS` pairs after `WARMUP_PAIRS`. Prints one JSON line per benchmark and returns them.
  * @example const lines = await runPaired('/tmp/cuda-tasks-bench/libinproc.so');
  */
 export async function runPaired(
@@ -173,6 +173,11 @@ export async function runPaired(
   const config = { grid: 1, block: 1 };
   const launches = 10_000;
   const roundTrips = 2_000;
+
+  // First, while launch() has seen no other kernel or config shape and no library handle is
+  // alive in the process; `withstream_launch_later` below measures the same batch again after
+  // the other launch rows.
+  lines.push(...(await runWithStreamPairs(lib)));
 
   await task(
     async () => {
@@ -354,7 +359,7 @@ export async function runPaired(
     },
     { name: 'paired' },
   );
-  lines.push(...(await runWithStreamPairs(lib)));
+  lines.push(...(await runWithStreamPairs(lib, { later: true })));
 
   // The seed workload, one iteration per batch. C: two streams of its own with a cuBLAS
   // handle each (bench.cu's setup), the same arrays (every batch ends synchronized).
@@ -947,11 +952,16 @@ export async function runEnginePairs(
  * `withStream`, the streams alternating), `withstream_launch_libs` (the same once the task holds
  * cuBLAS, cuRAND and cuSOLVER handles), and the floors under them, `koffi_launch_switch` (the
  * bare koffi call) and `launch_switch_explicit` (`launch()` given the stream). `runPaired` runs
- * them first, while no library handle is alive in the process, for the first row's sake.
+ * them first, while no library handle is alive in the process and `launch()` has seen no other
+ * kernel or config shape. With `later`, only the first batch, as `withstream_launch_later`
+ * (no target): `runPaired` runs it after its other launch rows, where V8's feedback at
+ * `launch()` and at `resolveStream` holds the other rows' kernels and configs, as in a process
+ * that launches many kernels in many ways.
  * @example const lines = await runWithStreamPairs(koffi.load('/tmp/cuda-tasks-bench/libinproc.so'));
  */
 export async function runWithStreamPairs(
   lib: ReturnType<typeof koffi.load>,
+  options: { later?: boolean } = {},
 ): Promise<PairedLine[]> {
   const launchSwitch = lib.func(
     'double inproc_launch_switch(uint64_t f, uint64_t s1, uint64_t s2, int n)',
@@ -972,12 +982,17 @@ export async function runWithStreamPairs(
       const oursWithStream = withStreamBatch(s1, s2, () => launch(empty, config), launches);
       lines.push(
         await pair(
-          'withstream_launch',
+          options.later === true ? 'withstream_launch_later' : 'withstream_launch',
           'cuLaunchKernel alternating two streams',
           cLaunchSwitch,
           oursWithStream,
         ),
       );
+      if (options.later === true) {
+        s1.dispose();
+        s2.dispose();
+        return;
+      }
       // withStream + launch once the task holds cuBLAS, cuRAND and cuSOLVER handles.
       cublasHandle();
       curandHandle();
