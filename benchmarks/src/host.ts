@@ -17,13 +17,26 @@
  * - task: a task whose body launches once and awaits, against the same body run without a
  *   task;
  * - latency_job_k{1,4,16}: the scaling benchmark's latency-bound job (20 launches, a wait every
- *   5), K at once, per job, against the Node floor's job.
+ *   5), K at once, per job, against the Node floor's job;
+ * - gemm: `gemm()` of 256 x 256 float32 matrices, against the bare `cublasLtMatmul` it makes;
+ * - uniform: a generator's `uniform()` fill, against the bare `curandGenerateUniform`;
+ * - mixed_job_k{1,16}: the scaling benchmark's mixed job (10 x (uniform fill, SGEMM, launch),
+ *   one wait), K at once, per job, against the Node floor's job (its SGEMMs `cublasSgemm_v2`,
+ *   as C's).
+ *
+ * The library rows run against stand-ins of libcublas, libcublasLt and libcurand beside the
+ * stand-in libcuda (@cuda-tasks/testing's `native/stublibs.c`), whose functions also return at
+ * once.
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/host.ts [--quick]
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { buildNativeLibrary, STAND_IN_SOURCE } from '@cuda-tasks/testing/native';
+import {
+  buildNativeLibrary,
+  STAND_IN_LIBRARIES_SOURCE,
+  STAND_IN_SOURCE,
+} from '@cuda-tasks/testing/native';
 import { AXPB_PARAMETERS, bareAxpbArguments, bareLaunchConfig, bareStreamWaiter } from './bare.js';
 import { alignColumns } from './report.js';
 
@@ -34,6 +47,15 @@ import { alignColumns } from './report.js';
  */
 export function buildStandIn(): string {
   return buildNativeLibrary('libstubcuda.so', [STAND_IN_SOURCE]);
+}
+
+/**
+ * Builds the stand-ins for libcublas, libcublasLt and libcurand (@cuda-tasks/testing's
+ * native/stublibs.c, one library) with `$CC` into a folder of this process's own, and returns
+ * its path. Throws an Error naming the compiler and its output when the build fails.
+ */
+export function buildLibraryStandIns(): string {
+  return buildNativeLibrary('libstublibs.so', [STAND_IN_LIBRARIES_SOURCE]);
 }
 
 /** One row of the table: ours and bare, in `unit` per operation. */
@@ -79,6 +101,10 @@ async function main(): Promise<void> {
   const quick = process.argv.includes('--quick');
   // Before any package touches the driver: the driver library is loaded at its first use.
   process.env.CUDA_TASKS_LIBCUDA = buildStandIn();
+  const libraries = buildLibraryStandIns();
+  for (const name of ['CUDA_TASKS_LIBCUBLAS', 'CUDA_TASKS_LIBCUBLASLT', 'CUDA_TASKS_LIBCURAND']) {
+    process.env[name] = libraries;
+  }
   const { DeviceArray, driver, launch, Module, Stream } = await import('@cuda-tasks/cudadrv');
   const { kernelsPtxPath } = await import('@cuda-tasks/examples/kernels');
   const {
@@ -263,6 +289,91 @@ async function main(): Promise<void> {
       bare: bare / k,
     });
   }
+
+  // The library rows: gemm and a uniform fill against the bare call each makes, then the
+  // scaling benchmark's mixed job against the Node floor's.
+  const { gemm } = await import('@cuda-tasks/cublas');
+  const { cublasLt } = await import('@cuda-tasks/cublas/ffi');
+  const { curand } = await import('@cuda-tasks/curand/ffi');
+  const { parseScalingArguments } = await import('./scaling-config.js');
+  const { loadScalingWork, makeJobSlot, mixedJob } = await import('./scaling-work.js');
+  const { disposeFloorSlot, floorMixedJob, makeFloorSlot } = await import('./scaling-floor.js');
+  const scaling = parseScalingArguments([]);
+  const work = loadScalingWork(scaling);
+  const jobSlots = Array.from({ length: 16 }, (_, i) =>
+    makeJobSlot(scaling, i, { control: false }),
+  );
+  const floorSlots = jobSlots.map((jobSlot, i) => makeFloorSlot(work, jobSlot, i));
+  await task(async () => {
+    const stream = Number(currentStream().handle);
+    const { mixedA: a, mixedB: b, mixedC: c, generator } = jobSlots[0]!;
+    const floor = floorSlots[0]!;
+    const lt = cublasLt();
+    const [A, B, C] = [a, b, c].map((array) => Number(array.pointer)) as [number, number, number];
+    // Prepared arguments as gemm passes them (the stand-in reads none of them).
+    const scalars = Number(koffi.alloc('float', 2) as bigint);
+    const algorithm = Number(koffi.alloc('uint8_t', 64) as bigint);
+    rows.push({
+      name: 'gemm',
+      what: `gemm() of ${scaling.mixedN} x ${scaling.mixedN} float32 matrices`,
+      unit: 'ns',
+      ...pairSync(
+        () => gemm(a, b, c),
+        () =>
+          lt.cublasLtMatmul(
+            1,
+            2,
+            scalars,
+            A,
+            3,
+            B,
+            4,
+            scalars + 4,
+            C,
+            5,
+            C,
+            5,
+            algorithm,
+            0,
+            0,
+            stream,
+          ),
+        'ns',
+      ),
+    });
+    const rand = curand();
+    const count = scaling.mixedN * scaling.mixedN;
+    rows.push({
+      name: 'uniform',
+      what: `a generator's uniform() fill of ${count} floats`,
+      unit: 'ns',
+      ...pairSync(
+        () => generator.uniform(a),
+        () => rand.curandGenerateUniform(floor.curand, floor.mixed.aPointer, count),
+        'ns',
+      ),
+    });
+  });
+  for (const k of [1, 16]) {
+    const batches = Math.max(10, Math.ceil(iterations / 100 / k));
+    const { ours, bare } = await pairAsync(
+      () =>
+        Promise.all(Array.from({ length: k }, (_, i) => task(() => mixedJob(work, jobSlots[i]!)))),
+      () =>
+        Promise.all(
+          Array.from({ length: k }, (_, i) => floorMixedJob(work, floorSlots[i]!, bareWait)),
+        ),
+      batches,
+    );
+    rows.push({
+      name: `mixed_job_k${k}`,
+      what: `${k} mixed job${k > 1 ? 's' : ''} at once (10 x (uniform fill, SGEMM, launch), one wait), per job`,
+      unit: 'us',
+      ours: ours / k,
+      bare: bare / k,
+    });
+  }
+  for (const slot of floorSlots) disposeFloorSlot(slot);
 
   console.log(
     `host cost against a stand-in libcuda (no GPU, no driver work): ours against the bare koffi calls, median of ${rounds} rounds taking turns\n`,

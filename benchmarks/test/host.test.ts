@@ -9,7 +9,7 @@ const compiler = process.env.CC ?? 'cc';
 const hasCompiler = spawnSync(compiler, ['--version']).status === 0;
 if (!hasCompiler) {
   console.warn(
-    `[cuda-tasks] bench:host test skipped: no C compiler (${compiler}) to build the stand-in libcuda`,
+    `[cuda-tasks] bench:host test skipped: no C compiler (${compiler}) to build the stand-in libraries`,
   );
 }
 
@@ -29,8 +29,8 @@ describe('formatHostTable', () => {
   });
 });
 
-describe.skipIf(!hasCompiler)('bench:host against the stand-in libcuda', () => {
-  it('builds the stand-in and measures every row, ours and bare', () => {
+describe.skipIf(!hasCompiler)('bench:host against the stand-in libraries', () => {
+  it('builds the stand-ins and measures every row, ours and bare', () => {
     const run = spawnSync(
       join(root, 'node_modules', '.bin', 'tsx'),
       ['--conditions=@cuda-tasks/source', 'src/host.ts', '--quick'],
@@ -38,7 +38,13 @@ describe.skipIf(!hasCompiler)('bench:host against the stand-in libcuda', () => {
         cwd: root,
         encoding: 'utf8',
         timeout: 60_000,
-        env: { ...process.env, CUDA_TASKS_LIBCUDA: '' },
+        env: {
+          ...process.env,
+          CUDA_TASKS_LIBCUDA: '',
+          CUDA_TASKS_LIBCUBLAS: '',
+          CUDA_TASKS_LIBCUBLASLT: '',
+          CUDA_TASKS_LIBCURAND: '',
+        },
       },
     );
     expect(run.stderr).toBe('');
@@ -51,6 +57,10 @@ describe.skipIf(!hasCompiler)('bench:host against the stand-in libcuda', () => {
       'latency_job_k1',
       'latency_job_k4',
       'latency_job_k16',
+      'gemm',
+      'uniform',
+      'mixed_job_k1',
+      'mixed_job_k16',
     ];
     for (const name of names) {
       const line = run.stdout.split('\n').find((text) => text.startsWith(`${name} `));

@@ -1,6 +1,7 @@
 /**
  * The C test doubles in packages/testing/native, and how a test builds them: the stand-in
- * libcuda (stubcuda.c: every function returns at once, for the host benchmark), and the CPU
+ * libcuda (stubcuda.c: every function returns at once, for the host benchmark) and the
+ * stand-ins for libcublas, libcublasLt and libcurand beside it (stublibs.c), and the CPU
  * doubles of libcuda and NVRTC (cpucuda.c, cpunvrtc.c and cuda-on-cpu.h: generated kernels run
  * on the CPU, so that tests on a machine without a GPU check their results).
  *
@@ -19,6 +20,13 @@ export const NATIVE_SOURCES = fileURLToPath(new URL('../native/', import.meta.ur
 
 /** The stand-in libcuda's C source. */
 export const STAND_IN_SOURCE = join(NATIVE_SOURCES, 'stubcuda.c');
+
+/**
+ * The C source of the stand-ins for libcublas, libcublasLt and libcurand (every function the
+ * bindings declare returns success at once): one library that `CUDA_TASKS_LIBCUBLAS`,
+ * `CUDA_TASKS_LIBCUBLASLT` and `CUDA_TASKS_LIBCURAND` all name, beside the stand-in libcuda.
+ */
+export const STAND_IN_LIBRARIES_SOURCE = join(NATIVE_SOURCES, 'stublibs.c');
 
 const built = new Map<string, string>();
 let folder: string | undefined;
