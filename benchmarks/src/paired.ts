@@ -140,7 +140,8 @@ async function pair(
  * launch, launch + wait, alloc + free, event record, SGEMM, withStream + launch again
  * (`withstream_launch_later`, decision 0048), the seed workload, the 100 tasks, the graph rows
  * (`runGraphPairs`) and last the issue engine's rows with `engineIssuers` issuer threads
- * (`runEnginePairs`), each as `PAIRS` pairs after `WARMUP_PAIRS`. Prints one JSON line per benchmark and returns them.
+ * (`runEnginePairs`), each as `PAIRS` pairs after `WARMUP_PAIRS`. Prints one JSON line per
+ * benchmark and returns them.
  * @example const lines = await runPaired('/tmp/cuda-tasks-bench/libinproc.so');
  */
 export async function runPaired(

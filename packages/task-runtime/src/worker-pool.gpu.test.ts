@@ -126,9 +126,9 @@ describeGpu('WorkerPool on the GPU', () => {
       console.log(
         `[pool] ${jobs} jobs x ${launches} sequence launches on 8 workers: 0 out of order, ${((jobs * launches) / (ms / 1000)).toFixed(0)} launches/s (${(ms / 1000).toFixed(2)} s)`,
       );
-      // Under compute-sanitizer (sanitize.sh sets CUDA_TASKS_SANITIZER=1) every launch is
-      // instrumented: ten minutes.
     },
+    // Under compute-sanitizer (sanitize.sh sets CUDA_TASKS_SANITIZER=1) every launch is
+    // instrumented: ten minutes.
     process.env.CUDA_TASKS_SANITIZER === '1' ? 600_000 : undefined,
   );
 
