@@ -3,7 +3,14 @@
  * and the mixed-precision gemmEx. Column-major, as cuBLAS; float32 picks the S routine,
  * float64 the D routine.
  */
-import { DeviceArray, type DType, type SameDType, type StreamOption } from '@cuda-tasks/cudadrv';
+import {
+  DeviceArray,
+  type DType,
+  resolveStream,
+  type SameDType,
+  type Stream,
+  type StreamOption,
+} from '@cuda-tasks/cudadrv';
 import { NO_OPTIONS } from '@cuda-tasks/cudadrv/internal';
 import {
   CUBLAS_COMPUTE_32F,
@@ -234,8 +241,24 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
   c: C & SameDType<A, C['dtype']>,
   options: GemmOptions = NO_OPTIONS,
 ): C {
-  const g = checkGemm('gemm', a, b, c, options, checkedGemm);
-  const stream = operandStream('gemm', options, GEMM_OPTIONS, 'abc', a, b, c);
+  const g = checkedGemm;
+  const p = problem;
+  let stream: Stream;
+  // The same three arrays as the last gemm, with the default options, on the same stream:
+  // what that call checked still holds (see `lastGemm`), so only what can have changed since
+  // is looked at again: whether an array was disposed, the current stream, the settings.
+  if (
+    options === NO_OPTIONS &&
+    a === lastGemm.a &&
+    b === lastGemm.b &&
+    c === lastGemm.c &&
+    !a.disposed &&
+    !b.disposed &&
+    !c.disposed
+  ) {
+    stream = resolveStream(undefined);
+    if (stream !== lastGemm.stream) stream = checkAll(a, b, c, options);
+  } else stream = checkAll(a, b, c, options);
   if (g.m === 0 || g.n === 0) return c;
   const routine = GEMM[g.dtype];
   scalars().set(routine.scalar, g.alpha, g.beta);
@@ -245,19 +268,6 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
     // The plan is looked up (or built) with the stream's context current; an algorithm
     // without workspace takes no cuBLAS handle, which would make it current otherwise.
     stream.context.makeCurrent();
-    const p = problem;
-    p.float64 = g.dtype === 'float64';
-    p.transA = operation(g.transA);
-    p.transB = operation(g.transB);
-    p.m = g.m;
-    p.n = g.n;
-    p.k = g.k;
-    p.lda = g.lda;
-    p.ldb = g.ldb;
-    p.ldc = g.ldc;
-    p.alignA = alignmentOf(a.pointer);
-    p.alignB = alignmentOf(b.pointer);
-    p.alignC = alignmentOf(c.pointer);
     p.computeType = computeTypeOf(p.float64, mathMode() === 'tf32');
     p.workspaceBytes = workspaceSize();
     const plan = ltPlan(stream.context, p);
@@ -269,6 +279,72 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
   }
   issue(stream, routine, GEMM_CALL, g, a, b, c);
   return c;
+}
+
+/**
+ * The arrays of the last `gemm` whose checks passed with the default options, and the stream
+ * they were checked against; undefined arrays once another call has begun its checks. While
+ * they are set, `checkedGemm` and `problem` hold that call's checked values (nothing else
+ * writes them). Those values depend only on what an array keeps for its life: its dtype, its
+ * frozen shape and strides, its offset and buffer (the address and context), so they hold for
+ * the same arrays as long as none is disposed. The stream decides the context check.
+ *
+ * The references are dropped within `LAST_GEMM_HELD_MS` of being taken (`forgetLastGemm`), so
+ * that arrays the program no longer holds are not kept from the garbage collector (which frees
+ * their memory) for longer than that; the next gemm of the same arrays then checks them again.
+ */
+const lastGemm: {
+  a: DeviceArray | undefined;
+  b: DeviceArray | undefined;
+  c: DeviceArray | undefined;
+  stream: Stream | undefined;
+  /** Whether a timer to forget them is pending. */
+  forgetting: boolean;
+} = { a: undefined, b: undefined, c: undefined, stream: undefined, forgetting: false };
+
+/** How long `lastGemm` holds its references at most (one timer per such period, unreferenced). */
+const LAST_GEMM_HELD_MS = 1000;
+
+function forgetLastGemm(): void {
+  lastGemm.a = lastGemm.b = lastGemm.c = undefined;
+  lastGemm.stream = undefined;
+  lastGemm.forgetting = false;
+}
+
+/**
+ * Every check of `gemm` (the arrays, dtypes, options, shapes, aliasing, the stream and the
+ * contexts), into `checkedGemm` and `problem`; returns the stream. With the default options,
+ * remembers the arrays and the stream in `lastGemm` once all passed.
+ */
+function checkAll(a: DeviceArray, b: DeviceArray, c: DeviceArray, options: GemmOptions): Stream {
+  lastGemm.a = lastGemm.b = lastGemm.c = undefined;
+  lastGemm.stream = undefined;
+  const g = checkGemm('gemm', a, b, c, options, checkedGemm);
+  const stream = operandStream('gemm', options, GEMM_OPTIONS, 'abc', a, b, c);
+  const p = problem;
+  p.float64 = g.dtype === 'float64';
+  p.transA = operation(g.transA);
+  p.transB = operation(g.transB);
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.lda = g.lda;
+  p.ldb = g.ldb;
+  p.ldc = g.ldc;
+  p.alignA = alignmentOf(a.pointer);
+  p.alignB = alignmentOf(b.pointer);
+  p.alignC = alignmentOf(c.pointer);
+  if (options === NO_OPTIONS) {
+    lastGemm.a = a;
+    lastGemm.b = b;
+    lastGemm.c = c;
+    lastGemm.stream = stream;
+    if (!lastGemm.forgetting) {
+      lastGemm.forgetting = true;
+      setTimeout(forgetLastGemm, LAST_GEMM_HELD_MS).unref();
+    }
+  }
+  return stream;
 }
 
 /**
