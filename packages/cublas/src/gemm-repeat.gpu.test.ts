@@ -1,49 +1,18 @@
 import { DeviceArray, DisposedError, Stream } from '@cuda-tasks/cudadrv';
 import { synchronize, task, withStream } from '@cuda-tasks/task-runtime';
-import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
+import { describeGpu, multiply, randomFloat32, relativeError } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 import { gemm, setGemmBackend, setMathMode } from './index.js';
 
 // The second and later gemm of the same three arrays with the default options skips the
 // checks of the first (level3.ts, `lastGemm`): what changes in between must still count.
 
-/** A B of column-major A (m x k) and B (k x n), in float64. */
-function product(
-  hostA: Float32Array,
-  hostB: Float32Array,
-  m: number,
-  n: number,
-  k: number,
-): Float64Array {
-  const out = new Float64Array(m * n);
-  for (let j = 0; j < n; j++) {
-    for (let i = 0; i < m; i++) {
-      let sum = 0;
-      for (let l = 0; l < k; l++) sum += hostA[i + l * m]! * hostB[l + j * k]!;
-      out[i + j * m] = sum;
-    }
-  }
-  return out;
-}
-
-/** ||got - want||_2 / ||want||_2. */
-function relativeError(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  expect(got.length).toBe(want.length);
-  let difference = 0;
-  let norm = 0;
-  for (let i = 0; i < want.length; i++) {
-    difference += (got[i]! - want[i]!) ** 2;
-    norm += want[i]! ** 2;
-  }
-  return Math.sqrt(difference / norm);
-}
-
 describeGpu('gemm of the same arrays again', () => {
   it('follows their contents, the current stream, the backend, the math mode and disposal', async () => {
     const [m, n, k] = [96, 80, 48];
     const hosts = [0, 1, 2, 3].map((i) => randomFloat32(m * k, 61 + i));
     const hostB = randomFloat32(k * n, 65);
-    const want = hosts.map((hostA) => product(hostA, hostB, m, n, k));
+    const want = hosts.map((hostA) => multiply(hostA, m, k, hostB, n));
     await task(async () => {
       using a = DeviceArray.fromHost(hosts[0]!, [m, k]);
       using b = DeviceArray.fromHost(hostB, [k, n]);
