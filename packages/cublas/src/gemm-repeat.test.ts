@@ -254,6 +254,24 @@ function expected(
   };
 }
 
+describe('gemm of no arrays, while none is remembered', () => {
+  it('refuses missing operands with a CudaArgumentError, as a first call would', () => {
+    // Nothing remembered (the forgetting timer ran, or no gemm passed yet) matches absent
+    // operands: they are refused by the checks, not read as arrays.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      vi.advanceTimersByTime(1000);
+      for (const operand of [undefined, null]) {
+        const missing = operand as unknown as DeviceArray;
+        expect(() => gemm(missing, missing, missing)).toThrow(CudaArgumentError);
+        expect(() => gemm(missing, missing, missing)).toThrow(/a must be a DeviceArray/);
+      }
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
 describe('gemm of the same arrays again, against a model of every check', () => {
   let previous: ReturnType<typeof setCurrentStreamProvider>;
   let current: Stream = streams[0]!;

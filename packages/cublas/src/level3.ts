@@ -249,6 +249,7 @@ export function gemm<A extends DType, B extends DType, C extends DeviceArray>(
   // is looked at again: whether an array was disposed, the current stream, the settings.
   if (
     options === NO_OPTIONS &&
+    lastGemm.a !== undefined &&
     a === lastGemm.a &&
     b === lastGemm.b &&
     c === lastGemm.c &&
