@@ -298,7 +298,7 @@ describe('gemm of the same arrays again, against a model of every check', () => 
         onceIn(4),
         fc.array(step, { minLength: 10, maxLength: 60 }),
         (specs, float64, steps) => {
-          // One dtype for the sequence; an array of the other is a spec's `otherDType`.
+          // One dtype for the sequence; a spec's `float64` gives that array the other one.
           const arrays = specs.map((spec, i) =>
             makeArray({ ...spec, float64: float64 !== spec.float64 }, i),
           );
