@@ -311,8 +311,10 @@ async function main(): Promise<void> {
     const lt = cublasLt();
     const [A, B, C] = [a, b, c].map((array) => Number(array.pointer)) as [number, number, number];
     // Prepared arguments as gemm passes them (the stand-in reads none of them).
-    const scalars = Number(koffi.alloc('float', 2) as bigint);
-    const algorithm = Number(koffi.alloc('uint8_t', 64) as bigint);
+    const scalarsMemory = koffi.alloc('float', 2) as bigint;
+    const algorithmMemory = koffi.alloc('uint8_t', 64) as bigint;
+    const scalars = Number(scalarsMemory);
+    const algorithm = Number(algorithmMemory);
     rows.push({
       name: 'gemm',
       what: `gemm() of ${scaling.mixedN} x ${scaling.mixedN} float32 matrices`,
@@ -353,6 +355,8 @@ async function main(): Promise<void> {
         'ns',
       ),
     });
+    koffi.free(scalarsMemory);
+    koffi.free(algorithmMemory);
   });
   for (const k of [1, 16]) {
     const batches = Math.max(10, Math.ceil(iterations / 100 / k));

@@ -306,9 +306,15 @@ const lastGemm: {
 /** How long `lastGemm` holds its references at most (one timer per such period, unreferenced). */
 const LAST_GEMM_HELD_MS = 1000;
 
-function forgetLastGemm(): void {
+/** Clears `lastGemm`'s arrays and stream: the next gemm checks everything. */
+function clearLastGemm(): void {
   lastGemm.a = lastGemm.b = lastGemm.c = undefined;
   lastGemm.stream = undefined;
+}
+
+/** The forgetting timer's callback. */
+function forgetLastGemm(): void {
+  clearLastGemm();
   lastGemm.forgetting = false;
 }
 
@@ -318,8 +324,7 @@ function forgetLastGemm(): void {
  * remembers the arrays and the stream in `lastGemm` once all passed.
  */
 function checkAll(a: DeviceArray, b: DeviceArray, c: DeviceArray, options: GemmOptions): Stream {
-  lastGemm.a = lastGemm.b = lastGemm.c = undefined;
-  lastGemm.stream = undefined;
+  clearLastGemm();
   const g = checkGemm('gemm', a, b, c, options, checkedGemm);
   const stream = operandStream('gemm', options, GEMM_OPTIONS, 'abc', a, b, c);
   const p = problem;
