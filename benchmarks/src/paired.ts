@@ -978,81 +978,84 @@ export async function runWithStreamPairs(
     async () => {
       const s1 = Stream.create({ name: 'paired-1' });
       const s2 = Stream.create({ name: 'paired-2' });
-      const cLaunchSwitch = () =>
-        checked('launch_switch', launchSwitch(empty.handle, s1.handle, s2.handle, launches));
-      const oursWithStream = withStreamBatch(s1, s2, () => launch(empty, config), launches);
-      lines.push(
-        await pair(
-          options.later === true ? 'withstream_launch_later' : 'withstream_launch',
-          'cuLaunchKernel alternating two streams',
-          cLaunchSwitch,
-          oursWithStream,
-        ),
-      );
-      if (options.later === true) {
+      try {
+        await withStreamRows(s1, s2);
+      } finally {
         s1.dispose();
         s2.dispose();
-        return;
       }
-      // withStream + launch once the task holds cuBLAS, cuRAND and cuSOLVER handles.
-      cublasHandle();
-      curandHandle();
-      cusolverHandle();
-      lines.push(
-        await pair(
-          'withstream_launch_libs',
-          'cuLaunchKernel alternating two streams',
-          cLaunchSwitch,
-          oursWithStream,
-        ),
-      );
-      // The floor under the withStream rows (after them: a launch() config with a `stream` key
-      // is a second object shape at launch()'s property reads): the bare koffi call alternating
-      // the two streams (a config arena per stream), and launch() given the stream explicitly
-      // (no withStream).
-      const configAddresses = [s1, s2].map((on) => bareLaunchConfig(on.handle));
-      const [config1, config2] = configAddresses.map(Number) as [number, number];
-      lines.push(
-        await pair(
-          'koffi_launch_switch',
-          'cuLaunchKernel alternating two streams',
-          cLaunchSwitch,
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++)
-              api.cuLaunchKernelEx(i % 2 ? config2 : config1, empty.ffiHandle, parameters, 0);
-            const t1 = nowUs();
-            s1.synchronize();
-            s2.synchronize();
-            return (t1 - t0) / launches;
-          },
-        ),
-      );
-      const explicit1 = { ...config, stream: s1 };
-      const explicit2 = { ...config, stream: s2 };
-      lines.push(
-        await pair(
-          'launch_switch_explicit',
-          'cuLaunchKernel alternating two streams',
-          cLaunchSwitch,
-          () => {
-            const t0 = nowUs();
-            for (let i = 0; i < launches; i++) launch(empty, i % 2 ? explicit2 : explicit1);
-            const t1 = nowUs();
-            s1.synchronize();
-            s2.synchronize();
-            return (t1 - t0) / launches;
-          },
-        ),
-      );
-      for (const copy of configAddresses) koffi.free(copy);
-      s1.dispose();
-      s2.dispose();
     },
     { name: 'paired-withstream' },
   );
   module.dispose();
   return lines;
+
+  async function withStreamRows(s1: Stream, s2: Stream): Promise<void> {
+    const cLaunchSwitch = () =>
+      checked('launch_switch', launchSwitch(empty.handle, s1.handle, s2.handle, launches));
+    const oursWithStream = withStreamBatch(s1, s2, () => launch(empty, config), launches);
+    lines.push(
+      await pair(
+        options.later === true ? 'withstream_launch_later' : 'withstream_launch',
+        'cuLaunchKernel alternating two streams',
+        cLaunchSwitch,
+        oursWithStream,
+      ),
+    );
+    if (options.later === true) return;
+    // withStream + launch once the task holds cuBLAS, cuRAND and cuSOLVER handles.
+    cublasHandle();
+    curandHandle();
+    cusolverHandle();
+    lines.push(
+      await pair(
+        'withstream_launch_libs',
+        'cuLaunchKernel alternating two streams',
+        cLaunchSwitch,
+        oursWithStream,
+      ),
+    );
+    // The floor under the withStream rows (after them: a launch() config with a `stream` key
+    // is a second object shape at launch()'s property reads): the bare koffi call alternating
+    // the two streams (a config arena per stream), and launch() given the stream explicitly
+    // (no withStream).
+    const configAddresses = [s1, s2].map((on) => bareLaunchConfig(on.handle));
+    const [config1, config2] = configAddresses.map(Number) as [number, number];
+    lines.push(
+      await pair(
+        'koffi_launch_switch',
+        'cuLaunchKernel alternating two streams',
+        cLaunchSwitch,
+        () => {
+          const t0 = nowUs();
+          for (let i = 0; i < launches; i++)
+            api.cuLaunchKernelEx(i % 2 ? config2 : config1, empty.ffiHandle, parameters, 0);
+          const t1 = nowUs();
+          s1.synchronize();
+          s2.synchronize();
+          return (t1 - t0) / launches;
+        },
+      ),
+    );
+    const explicit1 = { ...config, stream: s1 };
+    const explicit2 = { ...config, stream: s2 };
+    lines.push(
+      await pair(
+        'launch_switch_explicit',
+        'cuLaunchKernel alternating two streams',
+        cLaunchSwitch,
+        () => {
+          const t0 = nowUs();
+          for (let i = 0; i < launches; i++) launch(empty, i % 2 ? explicit2 : explicit1);
+          const t1 = nowUs();
+          s1.synchronize();
+          s2.synchronize();
+          return (t1 - t0) / launches;
+        },
+      ),
+    );
+    for (const copy of configAddresses) koffi.free(copy);
+  }
 }
 
 /** What paired.ts is asked to run (`parsePairedArguments`). */
