@@ -18,16 +18,15 @@ import { DeviceArray } from '@cuda-tasks/cudadrv';
 import { Generator, generatorStatistics, rand } from '@cuda-tasks/curand';
 import { solve, handles as solverHandles } from '@cuda-tasks/cusolver';
 import { streamPoolStatistics, synchronize, task } from '@cuda-tasks/task-runtime';
-import { barrier, describeGpu, rng } from '@cuda-tasks/testing';
+import { barrier, describeGpu, rng, underSanitizer } from '@cuda-tasks/testing';
 import { expect, it } from 'vitest';
 import { fft, ifft, planStatistics } from './user-library/index.js';
 
-const sanitized = process.env.CUDA_TASKS_SANITIZER === '1';
 const TASKS = 64;
 /** Matrix orders, one per job in turn (several problem sizes, so several plans and algorithms). */
-const ORDERS = sanitized ? [24, 32] : [64, 96, 128];
+const ORDERS = underSanitizer ? [24, 32] : [64, 96, 128];
 /** Transform lengths, likewise (one plan cache each). */
-const LENGTHS = sanitized ? [64, 100] : [256, 1000];
+const LENGTHS = underSanitizer ? [64, 100] : [256, 1000];
 
 /** A diagonally dominant random matrix (well conditioned), a right-hand side, and a signal. */
 function inputs(index: number) {

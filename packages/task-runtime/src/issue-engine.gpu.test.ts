@@ -8,7 +8,7 @@ import {
   startIssueEngine,
   stopIssueEngine,
 } from '@cuda-tasks/cudadrv';
-import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
+import { describeGpu, randomFloat32, underSanitizer } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { capture, synchronize, task } from './index.js';
 
@@ -19,7 +19,6 @@ import { capture, synchronize, task } from './index.js';
 // instrumented: the stress case keeps its 64 x 1,000 launches but gets ten minutes, and its
 // measurement of the main thread's cost per launch (which would measure the tool) pushes
 // 1,000 launches instead of 100,000, still checked.
-const sanitized = process.env.CUDA_TASKS_SANITIZER === '1';
 const SANITIZED_TIMEOUT_MS = 600_000;
 describeGpu('the issue engine on the GPU', () => {
   let module: Module;
@@ -84,7 +83,7 @@ describeGpu('the issue engine on the GPU', () => {
       expect(issueEngineStatistics().launches - before).toBeGreaterThanOrEqual(64_000);
       // The main thread's cost per launch: pushes only, no wait.
       const x = DeviceArray.zeros('int32', 2);
-      const n = sanitized ? 1_000 : 100_000;
+      const n = underSanitizer ? 1_000 : 100_000;
       const p0 = performance.now();
       for (let i = 0; i < n; i++) launch(sequence, { grid: 1, block: 32 }, x, i);
       const perLaunchUs = ((performance.now() - p0) * 1000) / n;
@@ -95,7 +94,7 @@ describeGpu('the issue engine on the GPU', () => {
         `[engine] 64 tasks x 1,000 launches on 8 issuers: 0 out of order, ${(64_000 / (ms / 1000)).toFixed(0)} launches/s; main thread ${perLaunchUs.toFixed(3)} us per launch pushed (issue 34's target <= 1 us); ${JSON.stringify(issueEngineStatistics())}`,
       );
     },
-    sanitized ? SANITIZED_TIMEOUT_MS : undefined,
+    underSanitizer ? SANITIZED_TIMEOUT_MS : undefined,
   );
 
   it('copies, hand-offs and waits stay in stream order with the engine’s launches', async () => {

@@ -2,7 +2,7 @@ import { fork } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { DeviceArray, Event, type Kernel, launch, Module } from '@cuda-tasks/cudadrv';
-import { describeGpu, randomFloat32 } from '@cuda-tasks/testing';
+import { describeGpu, randomFloat32, underSanitizer } from '@cuda-tasks/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { task } from './index.js';
 import { readOnly, WorkerJobError, WorkerPool } from './worker-pool.js';
@@ -129,7 +129,7 @@ describeGpu('WorkerPool on the GPU', () => {
     },
     // Under compute-sanitizer (sanitize.sh sets CUDA_TASKS_SANITIZER=1) every launch is
     // instrumented: ten minutes.
-    process.env.CUDA_TASKS_SANITIZER === '1' ? 600_000 : undefined,
+    underSanitizer ? 600_000 : undefined,
   );
 
   it('64 x 1,000 plain jobs through the shared rings: every result right; jobs/s against postMessage', async () => {

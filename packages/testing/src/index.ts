@@ -13,7 +13,7 @@ export {
 export { findCudaHeader } from './cuda-headers.js';
 export { watchEventLoop } from './event-loop.js';
 export { createFakeDriver } from './fake-driver.js';
-export { describeGpu, gpuAvailable } from './gpu.js';
+export { describeGpu, gpuAvailable, underSanitizer } from './gpu.js';
 export { hostOnlyArray, STAND_IN_CONTEXT } from './host-only-array.js';
 export {
   describeLayers,
