@@ -323,8 +323,10 @@ describe('waitForStream', () => {
 
 describe('the polling window', () => {
   /** A clock the test moves by hand. */
+  // A whole start and steps that binary fractions hold exactly (9.75 + 0.25): a start read from
+  // the real clock (1234.567...) plus 9.9 plus 0.1 can round to just under the 10 ms window.
   function handClock(): { advance(ms: number): void } {
-    let now = performance.now();
+    let now = Math.floor(performance.now());
     const clock = vi.spyOn(performance, 'now').mockImplementation(() => now);
     onTestFinished(() => clock.mockRestore());
     return {
@@ -364,7 +366,7 @@ describe('the polling window', () => {
     await turn();
     await turn();
     expect(pendingWaits()).toEqual({ blocking: 0, polled: 1 });
-    clock.advance(9.9);
+    clock.advance(9.75);
     const polls = fake.state.eventQueries;
     await turn();
     await turn();
@@ -372,7 +374,7 @@ describe('the polling window', () => {
     expect(fake.state.eventQueries).toBeGreaterThan(polls);
     expect(pendingWaits()).toEqual({ blocking: 0, polled: 1 });
     expect(fake.state.blockingCalls).toBe(0);
-    clock.advance(0.1);
+    clock.advance(0.25);
     await turn();
     await turn();
     expect(pendingWaits()).toEqual({ blocking: 1, polled: 0 });
