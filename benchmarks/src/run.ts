@@ -6,7 +6,7 @@
  *
  * Usage: pnpm bench [--out DIR] [--from DIR] [--rounds N] [--skip-c] [--skip-python]
  *        [--skip-ours] [--skip-paired] [--skip-scaling] [--only scaling|kernels]
- *        [--peers cupy,torch] [--help]
+ *        [--peers cupy,torch] [--scaling 'key=value ...'] [--help]
  *
  * --rounds N  runs the C baseline and ours N times each, alternating (default 3), and reports
  *             per benchmark the median of the rounds: the host drifts over a run, and this
@@ -22,6 +22,8 @@
  * The concurrency scaling benchmark (src/scaling*.ts, c/scaling.cu, python/scaling.py) runs
  * last and writes scaling.json and scaling.svg beside bench.json; `--only scaling` runs it
  * alone (with --from: rebuilds it from DIR/raw/scaling.jsonl), `--skip-scaling` leaves it out.
+ * `--scaling 'ks=16,32,64 workers=16'` changes its settings (src/scaling-config.ts) for every
+ * program it runs.
  *
  * `--only kernels` runs the expression kernels' rows alone (src/kernels.ts for ours, each
  * round; the Python peers' sin_1m, sin_64m, sum_64m and topk_1m_x*; no C, no same-process comparison, no
@@ -51,7 +53,7 @@ import {
   renderBenchSvg,
   splitRounds,
 } from './report.js';
-import { SCALING_DEFAULTS, type ScalingConfig } from './scaling-config.js';
+import { parseScalingArguments, type ScalingConfig } from './scaling-config.js';
 import { runScalingPrograms, writeScalingReport } from './scaling-run.js';
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -73,6 +75,8 @@ interface RunArguments {
    * kernels' rows (ours and the Python peers).
    */
   only?: 'scaling' | 'kernels';
+  /** The scaling benchmark's settings: the defaults, changed by `--scaling`. */
+  scaling: ScalingConfig;
 }
 
 /** The suite's flags (`pnpm bench --help`). */
@@ -107,6 +111,12 @@ export const benchCommandLine = {
       description: 'run only that part',
     },
     peers: { type: 'string', placeholder: 'cupy,torch', description: 'which Python peers' },
+    scaling: {
+      type: 'string',
+      placeholder: "'key=value ...'",
+      description:
+        "the scaling benchmark's settings over its defaults, space-separated (e.g. 'ks=16,32,64 shapes=mixed workers=16'; see src/scaling-config.ts)",
+    },
   },
 } as const;
 
@@ -131,6 +141,15 @@ export function parseBenchArguments(argv: readonly string[]): RunArguments {
       usage(benchCommandLine),
     );
   }
+  let scaling: ScalingConfig;
+  try {
+    scaling = parseScalingArguments((values.scaling ?? '').split(/\s+/).filter(Boolean));
+  } catch (error) {
+    throw new CommandLineError(
+      `--scaling: ${(error as Error).message.replace(/^scaling: /, '')}`,
+      usage(benchCommandLine),
+    );
+  }
   const kernelsOnly = values.only === 'kernels';
   return {
     out: values.out === undefined ? join(packageRoot, 'out') : resolve(values.out),
@@ -143,6 +162,7 @@ export function parseBenchArguments(argv: readonly string[]): RunArguments {
     ...(values.only === undefined ? {} : { only: values.only }),
     peers: (values.peers ?? '').split(',').filter(Boolean),
     rounds,
+    scaling,
   };
 }
 
@@ -408,7 +428,7 @@ async function scaling(
   machine: Record<string, unknown>,
   built: boolean,
 ): Promise<{ json: Record<string, unknown>; table: string; paths: string[] } | undefined> {
-  const config = scalingConfig();
+  const config = options.scaling;
   let text: string;
   if (options.from !== undefined) {
     const rawDir = existsSync(join(options.from, 'raw')) ? join(options.from, 'raw') : options.from;
@@ -432,15 +452,6 @@ async function scaling(
   const gpu = Array.isArray(gpus) ? String((gpus[0] as Record<string, unknown>).name) : 'GPU';
   const subtitle = `${gpu}; Node ${process.version}; median batch of each (system, shape, K); ${new Date().toISOString().slice(0, 10)}`;
   return writeScalingReport(text, config, options.out, subtitle);
-}
-
-/** The scaling benchmark's settings: the defaults (scaling-config.ts). */
-function scalingConfig(): ScalingConfig {
-  return {
-    ...SCALING_DEFAULTS,
-    ks: [...SCALING_DEFAULTS.ks],
-    shapes: [...SCALING_DEFAULTS.shapes],
-  };
 }
 
 /** The machine saved in DIR/bench.json by an earlier run, or this one's. */
