@@ -115,7 +115,7 @@ export const benchCommandLine = {
       type: 'string',
       placeholder: "'key=value ...'",
       description:
-        "the scaling benchmark's settings over its defaults, space-separated (e.g. 'ks=16,32,64 shapes=mixed workers=16'; see src/scaling-config.ts)",
+        "settings of the scaling part, space-separated, as src/scaling-config.ts names them: 'ks=16,32,64 shapes=mixed workers=16'",
     },
   },
 } as const;
