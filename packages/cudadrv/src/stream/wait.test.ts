@@ -322,9 +322,11 @@ describe('waitForStream', () => {
 });
 
 describe('the polling window', () => {
-  /** A clock the test moves by hand. */
-  // A whole start and steps that binary fractions hold exactly (9.75 + 0.25): a start read from
-  // the real clock (1234.567...) plus 9.9 plus 0.1 can round to just under the 10 ms window.
+  /**
+   * A clock the test moves by hand, from a whole millisecond; steps such as 9.75 and 0.25 sum
+   * exactly, where a start read from the real clock plus 9.9 plus 0.1 can round to just under a
+   * 10 ms window.
+   */
   function handClock(): { advance(ms: number): void } {
     let now = Math.floor(performance.now());
     const clock = vi.spyOn(performance, 'now').mockImplementation(() => now);
