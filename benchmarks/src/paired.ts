@@ -1021,22 +1021,26 @@ export async function runWithStreamPairs(
     // (no withStream).
     const configAddresses = [s1, s2].map((on) => bareLaunchConfig(on.handle));
     const [config1, config2] = configAddresses.map(Number) as [number, number];
-    lines.push(
-      await pair(
-        'koffi_launch_switch',
-        'cuLaunchKernel alternating two streams',
-        cLaunchSwitch,
-        () => {
-          const t0 = nowUs();
-          for (let i = 0; i < launches; i++)
-            api.cuLaunchKernelEx(i % 2 ? config2 : config1, empty.ffiHandle, parameters, 0);
-          const t1 = nowUs();
-          s1.synchronize();
-          s2.synchronize();
-          return (t1 - t0) / launches;
-        },
-      ),
-    );
+    try {
+      lines.push(
+        await pair(
+          'koffi_launch_switch',
+          'cuLaunchKernel alternating two streams',
+          cLaunchSwitch,
+          () => {
+            const t0 = nowUs();
+            for (let i = 0; i < launches; i++)
+              api.cuLaunchKernelEx(i % 2 ? config2 : config1, empty.ffiHandle, parameters, 0);
+            const t1 = nowUs();
+            s1.synchronize();
+            s2.synchronize();
+            return (t1 - t0) / launches;
+          },
+        ),
+      );
+    } finally {
+      for (const copy of configAddresses) koffi.free(copy);
+    }
     const explicit1 = { ...config, stream: s1 };
     const explicit2 = { ...config, stream: s2 };
     lines.push(
@@ -1054,7 +1058,6 @@ export async function runWithStreamPairs(
         },
       ),
     );
-    for (const copy of configAddresses) koffi.free(copy);
   }
 }
 

@@ -323,9 +323,8 @@ describe('waitForStream', () => {
 
 describe('the polling window', () => {
   /**
-   * A clock the test moves by hand, from a whole millisecond; steps such as 9.75 and 0.25 sum
-   * exactly, where a start read from the real clock plus 9.9 plus 0.1 can round to just under a
-   * 10 ms window.
+   * A clock the test moves by hand, from a whole millisecond, so that steps exact in binary
+   * (9.75 + 0.25) reach a window's edge exactly rather than a rounding off it.
    */
   function handClock(): { advance(ms: number): void } {
     let now = Math.floor(performance.now());
