@@ -315,48 +315,51 @@ async function main(): Promise<void> {
     const algorithmMemory = koffi.alloc('uint8_t', 64) as bigint;
     const scalars = Number(scalarsMemory);
     const algorithm = Number(algorithmMemory);
-    rows.push({
-      name: 'gemm',
-      what: `gemm() of ${scaling.mixedN} x ${scaling.mixedN} float32 matrices`,
-      unit: 'ns',
-      ...pairSync(
-        () => gemm(a, b, c),
-        () =>
-          lt.cublasLtMatmul(
-            1,
-            2,
-            scalars,
-            A,
-            3,
-            B,
-            4,
-            scalars + 4,
-            C,
-            5,
-            C,
-            5,
-            algorithm,
-            0,
-            0,
-            stream,
-          ),
-        'ns',
-      ),
-    });
-    const rand = curand();
-    const count = scaling.mixedN * scaling.mixedN;
-    rows.push({
-      name: 'uniform',
-      what: `a generator's uniform() fill of ${count} floats`,
-      unit: 'ns',
-      ...pairSync(
-        () => generator.uniform(a),
-        () => rand.curandGenerateUniform(floor.curand, floor.mixed.aPointer, count),
-        'ns',
-      ),
-    });
-    koffi.free(scalarsMemory);
-    koffi.free(algorithmMemory);
+    try {
+      rows.push({
+        name: 'gemm',
+        what: `gemm() of ${scaling.mixedN} x ${scaling.mixedN} float32 matrices`,
+        unit: 'ns',
+        ...pairSync(
+          () => gemm(a, b, c),
+          () =>
+            lt.cublasLtMatmul(
+              1,
+              2,
+              scalars,
+              A,
+              3,
+              B,
+              4,
+              scalars + 4,
+              C,
+              5,
+              C,
+              5,
+              algorithm,
+              0,
+              0,
+              stream,
+            ),
+          'ns',
+        ),
+      });
+      const rand = curand();
+      const count = scaling.mixedN * scaling.mixedN;
+      rows.push({
+        name: 'uniform',
+        what: `a generator's uniform() fill of ${count} floats`,
+        unit: 'ns',
+        ...pairSync(
+          () => generator.uniform(a),
+          () => rand.curandGenerateUniform(floor.curand, floor.mixed.aPointer, count),
+          'ns',
+        ),
+      });
+    } finally {
+      koffi.free(scalarsMemory);
+      koffi.free(algorithmMemory);
+    }
   });
   for (const k of [1, 16]) {
     const batches = Math.max(10, Math.ceil(iterations / 100 / k));
