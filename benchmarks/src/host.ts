@@ -28,12 +28,19 @@
  * stand-in libcuda (@cuda-tasks/testing's `native/stublibs.c`), whose functions also return at
  * once.
  *
- * Usage: tsx --conditions=@cuda-tasks/source src/host.ts [--quick]
+ * With `--pressure`, the stand-in's cuLaunchKernelEx runs through 32 KiB of code and 32 KiB of
+ * data (@cuda-tasks/testing's `native/pressure.c`), as a real driver call evicts what its caller
+ * used from the core's first-level caches and branch predictors; only the launch rows run
+ * (through latency_job_k16). Our per-launch cost there is several times the plain stand-in's, as
+ * it is between real driver calls (decision 0050).
+ *
+ * Usage: tsx --conditions=@cuda-tasks/source src/host.ts [--quick] [--pressure]
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
   buildNativeLibrary,
+  buildPressureStandIn,
   STAND_IN_LIBRARIES_SOURCE,
   STAND_IN_SOURCE,
 } from '@cuda-tasks/testing/native';
@@ -99,8 +106,9 @@ function median(values: readonly number[]): number {
 
 async function main(): Promise<void> {
   const quick = process.argv.includes('--quick');
+  const pressure = process.argv.includes('--pressure');
   // Before any package touches the driver: the driver library is loaded at its first use.
-  process.env.CUDA_TASKS_LIBCUDA = buildStandIn();
+  process.env.CUDA_TASKS_LIBCUDA = pressure ? buildPressureStandIn() : buildStandIn();
   const libraries = buildLibraryStandIns();
   for (const name of ['CUDA_TASKS_LIBCUBLAS', 'CUDA_TASKS_LIBCUBLASLT', 'CUDA_TASKS_LIBCURAND']) {
     process.env[name] = libraries;
@@ -115,9 +123,11 @@ async function main(): Promise<void> {
   } = await import('@cuda-tasks/task-runtime');
   const koffi = (await import('koffi')).default;
 
-  const rounds = quick ? 3 : 9;
-  const calls = quick ? 2_000 : 200_000;
-  const iterations = quick ? 200 : 20_000;
+  // Under --pressure a launch takes microseconds (the stand-in's footprint), and the rows'
+  // spread is wider: fewer calls, more rounds.
+  const rounds = quick ? 3 : pressure ? 21 : 9;
+  const calls = quick ? 2_000 : pressure ? 20_000 : 200_000;
+  const iterations = quick ? 200 : pressure ? 2_000 : 20_000;
   const n = 65_536;
   const geometry = { grid: n / 256, block: 256 };
   const module = Module.fromPtx(readFileSync(kernelsPtxPath, 'utf8'));
@@ -290,6 +300,25 @@ async function main(): Promise<void> {
     });
   }
 
+  const report = () => {
+    console.log(
+      pressure
+        ? `host cost against a stand-in libcuda whose launches have a driver call's cache footprint (--pressure: 32 KiB of code and 32 KiB of data a launch; no GPU): ours against the bare koffi calls, median of ${rounds} rounds taking turns\n`
+        : `host cost against a stand-in libcuda (no GPU, no driver work): ours against the bare koffi calls, median of ${rounds} rounds taking turns\n`,
+    );
+    console.log(formatHostTable(rows));
+    console.log(
+      '\nbare: the same driver functions called through koffi with prepared arguments, waits on a bare cuStreamQuery round-robin (benchmarks/src/bare.ts); the floor rows of `pnpm bench`',
+    );
+    for (const s of slots) s.stream.dispose();
+  };
+  // Under --pressure only the launches carry the footprint: the library rows would show what
+  // the plain stand-in shows.
+  if (pressure) {
+    report();
+    return;
+  }
+
   // The library rows: gemm and a uniform fill against the bare call each makes, then the
   // scaling benchmark's mixed job against the Node floor's.
   const { gemm } = await import('@cuda-tasks/cublas');
@@ -381,15 +410,7 @@ async function main(): Promise<void> {
     });
   }
   for (const slot of floorSlots) disposeFloorSlot(slot);
-
-  console.log(
-    `host cost against a stand-in libcuda (no GPU, no driver work): ours against the bare koffi calls, median of ${rounds} rounds taking turns\n`,
-  );
-  console.log(formatHostTable(rows));
-  console.log(
-    '\nbare: the same driver functions called through koffi with prepared arguments, waits on a bare cuStreamQuery round-robin (benchmarks/src/bare.ts); the floor rows of `pnpm bench`',
-  );
-  for (const s of slots) s.stream.dispose();
+  report();
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -70,4 +70,45 @@ describe.skipIf(!hasCompiler)('bench:host against the stand-in libraries', () =>
       expect(bare).toBeGreaterThan(0);
     }
   }, 90_000);
+
+  it('with --pressure, builds the stand-in with a driver call footprint and runs the launch rows only', () => {
+    const run = spawnSync(
+      join(root, 'node_modules', '.bin', 'tsx'),
+      ['--conditions=@cuda-tasks/source', 'src/host.ts', '--quick', '--pressure'],
+      {
+        cwd: root,
+        encoding: 'utf8',
+        timeout: 60_000,
+        env: {
+          ...process.env,
+          CUDA_TASKS_LIBCUDA: '',
+          CUDA_TASKS_LIBCUBLAS: '',
+          CUDA_TASKS_LIBCUBLASLT: '',
+          CUDA_TASKS_LIBCURAND: '',
+        },
+      },
+    );
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain("a driver call's cache footprint (--pressure");
+    const rows = run.stdout
+      .split('\n')
+      .map((text) => text.split(' ')[0])
+      .filter((name) => /^(launch|withstream|task|latency|gemm|uniform|mixed)/.test(name ?? ''));
+    expect(rows).toEqual([
+      'launch',
+      'launch_no_arguments',
+      'withstream_launch',
+      'launch_synchronize',
+      'task',
+      'latency_job_k1',
+      'latency_job_k4',
+      'latency_job_k16',
+    ]);
+    // Each launch runs through the stand-in's 32 KiB of code and data: microseconds, where the
+    // plain stand-in's bare launch takes tens of nanoseconds.
+    const launchLine = run.stdout.split('\n').find((text) => text.startsWith('launch '))!;
+    const bare = [...launchLine.matchAll(/(\d+(?:\.\d+)?) (ns|us)/g)][1]!;
+    expect(Number(bare[1]) * (bare[2] === 'us' ? 1000 : 1)).toBeGreaterThan(500);
+  }, 90_000);
 });

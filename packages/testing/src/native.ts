@@ -1,6 +1,7 @@
 /**
  * The C test doubles in packages/testing/native, and how a test builds them: the stand-in
- * libcuda (stubcuda.c: every function returns at once, for the host benchmark) and the
+ * libcuda (stubcuda.c: every function returns at once, for the host benchmark; pressure.c:
+ * its launch with a driver call's cache footprint, for `bench:host --pressure`) and the
  * stand-ins for libcublas, libcublasLt and libcurand beside it (stublibs.c), and the CPU
  * doubles of libcuda and NVRTC (cpucuda.c, cpunvrtc.c and cuda-on-cpu.h: generated kernels run
  * on the CPU, so that tests on a machine without a GPU check their results).
@@ -27,6 +28,12 @@ export const STAND_IN_SOURCE = join(NATIVE_SOURCES, 'stubcuda.c');
  * `CUDA_TASKS_LIBCUBLASLT` and `CUDA_TASKS_LIBCURAND` all name, beside the stand-in libcuda.
  */
 export const STAND_IN_LIBRARIES_SOURCE = join(NATIVE_SOURCES, 'stublibs.c');
+
+/**
+ * The C source of a cuLaunchKernelEx with a driver call's footprint on the core (pressure.c),
+ * built over the stand-in libcuda by `buildPressureStandIn`.
+ */
+export const STAND_IN_PRESSURE_SOURCE = join(NATIVE_SOURCES, 'pressure.c');
 
 const built = new Map<string, string>();
 let folder: string | undefined;
@@ -70,6 +77,21 @@ export function buildNativeLibrary(
   }
   built.set(key, library);
   return library;
+}
+
+/**
+ * Builds the stand-in libcuda with pressure.c's cuLaunchKernelEx in place of its own (every
+ * other function as in stubcuda.c) and returns the library's path: each launch runs through
+ * 32 KiB of code and 32 KiB of data, as a real driver call evicts what its caller used. For
+ * `bench:host --pressure`. Throws as `buildNativeLibrary` does.
+ * @example process.env.CUDA_TASKS_LIBCUDA = buildPressureStandIn();
+ */
+export function buildPressureStandIn(): string {
+  return buildNativeLibrary(
+    'libstubcuda-pressure.so',
+    [STAND_IN_SOURCE, STAND_IN_PRESSURE_SOURCE],
+    ['-DSTAND_IN=__attribute__((weak))'],
+  );
 }
 
 /** Whether `$CC` (default `cc`) and `$CXX` (default `c++`) both run: what the CPU doubles need. */
