@@ -29,24 +29,29 @@ describe('formatHostTable', () => {
   });
 });
 
+/** `src/host.ts --quick` with `args`, the libraries' paths unset (it builds its stand-ins). */
+function runHost(args: readonly string[]) {
+  return spawnSync(
+    join(root, 'node_modules', '.bin', 'tsx'),
+    ['--conditions=@cuda-tasks/source', 'src/host.ts', '--quick', ...args],
+    {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: {
+        ...process.env,
+        CUDA_TASKS_LIBCUDA: '',
+        CUDA_TASKS_LIBCUBLAS: '',
+        CUDA_TASKS_LIBCUBLASLT: '',
+        CUDA_TASKS_LIBCURAND: '',
+      },
+    },
+  );
+}
+
 describe.skipIf(!hasCompiler)('bench:host against the stand-in libraries', () => {
   it('builds the stand-ins and measures every row, ours and bare', () => {
-    const run = spawnSync(
-      join(root, 'node_modules', '.bin', 'tsx'),
-      ['--conditions=@cuda-tasks/source', 'src/host.ts', '--quick'],
-      {
-        cwd: root,
-        encoding: 'utf8',
-        timeout: 60_000,
-        env: {
-          ...process.env,
-          CUDA_TASKS_LIBCUDA: '',
-          CUDA_TASKS_LIBCUBLAS: '',
-          CUDA_TASKS_LIBCUBLASLT: '',
-          CUDA_TASKS_LIBCURAND: '',
-        },
-      },
-    );
+    const run = runHost([]);
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     const names = [
@@ -72,22 +77,7 @@ describe.skipIf(!hasCompiler)('bench:host against the stand-in libraries', () =>
   }, 90_000);
 
   it('with --pressure, builds the stand-in with a driver call footprint and runs the launch rows only', () => {
-    const run = spawnSync(
-      join(root, 'node_modules', '.bin', 'tsx'),
-      ['--conditions=@cuda-tasks/source', 'src/host.ts', '--quick', '--pressure'],
-      {
-        cwd: root,
-        encoding: 'utf8',
-        timeout: 60_000,
-        env: {
-          ...process.env,
-          CUDA_TASKS_LIBCUDA: '',
-          CUDA_TASKS_LIBCUBLAS: '',
-          CUDA_TASKS_LIBCUBLASLT: '',
-          CUDA_TASKS_LIBCURAND: '',
-        },
-      },
-    );
+    const run = runHost(['--pressure']);
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout).toContain("a driver call's cache footprint (--pressure");
