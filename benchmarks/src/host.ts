@@ -31,8 +31,7 @@
  * With `--pressure`, the stand-in's cuLaunchKernelEx runs through 32 KiB of code and 32 KiB of
  * data (@cuda-tasks/testing's `native/pressure.c`), as a real driver call evicts what its caller
  * used from the core's first-level caches and branch predictors; only the launch rows run
- * (through latency_job_k16). Our per-launch cost there is several times the plain stand-in's, as
- * it is between real driver calls (decision 0050).
+ * (through latency_job_k16). What it reproduces of the real driver: decision 0050.
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/host.ts [--quick] [--pressure]
  */

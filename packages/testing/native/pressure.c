@@ -7,8 +7,8 @@
  * of 32 KiB of data: about what a core's first-level caches and branch predictors hold, as a
  * real cuLaunchKernel's few microseconds of driver code replace them. The code that runs
  * between two launches then pays to bring its own instructions and data back, as it does
- * between real driver calls, where our per-launch cost is several times what the plain
- * stand-in shows (decision 0050). It does no GPU work and keeps no state the callers see.
+ * between real driver calls (decision 0050). It does no GPU work; the only state it keeps is
+ * the count of launches its test reads (pressureLaunches).
  */
 #include <stdint.h>
 
