@@ -247,6 +247,11 @@ export class TaskState {
 /** What an async scope sees: its task, and the device and stream overrides in force. */
 export interface Frame {
   readonly task: TaskState;
+  /**
+   * The task's `signal`, kept here too: a launch resolves its stream from the frame alone,
+   * without reading the task (see `streamOf`).
+   */
+  readonly signal: AbortSignal | undefined;
   /** The device for operations (undefined: the process default device). */
   readonly device: Device | undefined;
   /** A stream set by withStream (undefined: the task's own stream for the device). */
@@ -267,12 +272,24 @@ interface RuntimeState {
   frameCacheId: number;
   /** The frame the code running under `frameCacheId` sees (see `currentFrame`). */
   frameCache: Frame;
+  /**
+   * The frames `withStream` entered last, two of them, each with the frame it was entered
+   * from and its stream (see `enterStreamFrame`): a loop that alternates two streams finds
+   * both here. Undefined until used (also where an older loaded copy made this state).
+   */
+  scopeOuter?: Frame | undefined;
+  scopeStream?: Stream | undefined;
+  scopeFrame?: Frame | undefined;
+  scopeOuterB?: Frame | undefined;
+  scopeStreamB?: Stream | undefined;
+  scopeFrameB?: Frame | undefined;
 }
 
 // Process-wide: a second loaded copy of this package shares the same storage and root task.
 const runtime = processWide<RuntimeState>('runtime', () => {
   const root: Frame = {
     task: new TaskState('root', undefined),
+    signal: undefined,
     device: undefined,
     stream: undefined,
     pooled: undefined,
@@ -283,6 +300,12 @@ const runtime = processWide<RuntimeState>('runtime', () => {
     root,
     frameCacheId: -1,
     frameCache: root,
+    scopeOuter: undefined,
+    scopeStream: undefined,
+    scopeFrame: undefined,
+    scopeOuterB: undefined,
+    scopeStreamB: undefined,
+    scopeFrameB: undefined,
   };
 });
 
@@ -328,6 +351,7 @@ export function streamFrame(task: TaskState, stream: Stream): Frame {
   }
   const frame: Frame = {
     task,
+    signal: task.signal,
     device: stream.context.device,
     stream,
     pooled,
@@ -388,9 +412,16 @@ const resourceStoreKey: symbol | undefined = (() => {
   return typeof key === 'symbol' ? key : undefined;
 })();
 
-/** Whether `storage` propagates stores to new async resources (`run` enables it). */
+/**
+ * Whether `storage` propagates stores to new async resources (`run` enables it). Once it
+ * does, it always will (only `disable()` ends it, and nothing outside this file holds the
+ * storage): `enterFrame` then reads the answer kept here rather than the storage.
+ */
+let storageEnabledSeen = false;
 function storageEnabled(): boolean {
-  return (storage as unknown as { enabled?: unknown }).enabled === true;
+  if (storageEnabledSeen) return true;
+  storageEnabledSeen = (storage as unknown as { enabled?: unknown }).enabled === true;
+  return storageEnabledSeen;
 }
 
 /**
@@ -403,13 +434,17 @@ function storageEnabled(): boolean {
  * context frames, or before the storage's first `run` enables its propagation), `run` itself.
  */
 export function enterFrame<R>(frame: Frame, fn: () => R): R {
+  return enterFrameAt(executionAsyncId(), frame, fn);
+}
+
+/** `enterFrame` where the running code's async id (`executionAsyncId()`) has been read. */
+function enterFrameAt<R>(id: number, frame: Frame, fn: () => R): R {
   // The async id stays the same: code of `fn` that runs before any await finds `frame` in
   // the cache (id 0 is never kept, see `currentFrame`). On the way out the store is the
   // outer one again, so the outer entry of the cache is valid again too: a loop of
   // `withStream` calls finds its own frame in the cache at every call.
   const outerId = runtime.frameCacheId;
   const outer = runtime.frameCache;
-  const id = executionAsyncId();
   runtime.frameCacheId = id > 0 ? id : -1;
   runtime.frameCache = frame;
   const key = resourceStoreKey;
@@ -431,6 +466,46 @@ export function enterFrame<R>(frame: Frame, fn: () => R): R {
     runtime.frameCacheId = outerId;
     runtime.frameCache = outer;
   }
+}
+
+/**
+ * @internal `withStream`: runs `fn()` in the frame that makes `stream` current for the running
+ * code's task (`streamFrame`). The frames entered last are kept with the frame they were
+ * entered from and their stream (two of them, see `RuntimeState.scopeFrame`): entered again
+ * from the same frame on the same stream, and still valid, the frame is taken from there
+ * without reading the task, so that a loop of `withStream` calls reads the runtime's state,
+ * the stream and the frame it enters (decision 0051).
+ */
+export function enterStreamFrame<R>(stream: Stream, fn: () => R): R {
+  const state = runtime;
+  const id = executionAsyncId();
+  const outer = id === state.frameCacheId ? state.frameCache : currentFrame();
+  let frame = state.scopeFrame;
+  if (
+    frame === undefined ||
+    state.scopeStream !== stream ||
+    state.scopeOuter !== outer ||
+    !frameStillValid(frame)
+  ) {
+    const other = state.scopeFrameB;
+    if (
+      other !== undefined &&
+      state.scopeStreamB === stream &&
+      state.scopeOuterB === outer &&
+      frameStillValid(other)
+    ) {
+      frame = other;
+    } else {
+      frame = streamFrame(outer.task, stream);
+    }
+    state.scopeOuterB = state.scopeOuter;
+    state.scopeStreamB = state.scopeStream;
+    state.scopeFrameB = state.scopeFrame;
+    state.scopeOuter = outer;
+    state.scopeStream = stream;
+    state.scopeFrame = frame;
+  }
+  return enterFrameAt(id, frame, fn);
 }
 
 /** @internal `enterFrame` for a function of two arguments (no closure made to pass them). */
@@ -490,8 +565,7 @@ export function stream(): Stream {
 
 /** @internal `stream()` for the code running in `frame` (see `currentFrame`). */
 export function streamOf(frame: Frame): Stream {
-  const task = frame.task;
-  const signal = task.signal;
+  const signal = frame.signal;
   // A cancelled task issues nothing more: every operation resolves its stream here first.
   if (signal?.aborted) throw signal.reason;
   const override = frame.stream;
@@ -499,6 +573,7 @@ export function streamOf(frame: Frame): Stream {
     const pooled = frame.pooled;
     if (pooled === undefined || pooled.epoch === frame.epoch) return override;
   }
+  const task = frame.task;
   const target = frame.device;
   if (target !== undefined) {
     return target.ordinal === task.ownOrdinal ? task.ownStream! : task.streamFor(target);
@@ -510,7 +585,7 @@ export function streamOf(frame: Frame): Stream {
 
 /** The running task's AbortSignal (see `TaskState.signal`), for the driver layer's checks. */
 export function currentSignal(): AbortSignal | undefined {
-  return currentFrame().task.signal;
+  return currentFrame().signal;
 }
 
 // On import: every driver operation without an explicit stream uses the task's stream, and

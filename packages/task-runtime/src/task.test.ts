@@ -399,6 +399,41 @@ describe('withStream', () => {
     expect(() => withStream(theirs, () => stream())).toThrow(/no task holds it now/);
   });
 
+  it('a stream entered from two tasks in turn gives each its own task, and a cancelled task throws', async () => {
+    const s = userStream(context0, 'shared');
+    const controller = new AbortController();
+    const seen: string[] = [];
+    let step!: () => void;
+    let turn = new Promise<void>((resolve) => (step = resolve));
+    const body = (name: string) => async () => {
+      for (let i = 0; i < 4; i++) {
+        // The same stream from the other task just before: each sees its own task.
+        seen.push(`${name}:${withStream(s, () => String(currentTaskState().name))}`);
+        await turn;
+      }
+    };
+    const a = task(body('a'), { name: 'a' });
+    const b = task(body('b'), { name: 'b', signal: controller.signal });
+    for (let i = 0; i < 3; i++) {
+      await sleep(1);
+      const release = step;
+      turn = new Promise<void>((resolve) => (step = resolve));
+      release();
+    }
+    await sleep(1);
+    controller.abort(new Error('stopped'));
+    const release = step;
+    release();
+    await a;
+    await b;
+    expect(seen.filter((entry) => entry.startsWith('a:'))).toEqual(['a:a', 'a:a', 'a:a', 'a:a']);
+    expect(seen.filter((entry) => entry.startsWith('b:'))).toEqual(['b:b', 'b:b', 'b:b', 'b:b']);
+    // Once its signal aborted, the cancelled task's withStream throws the reason at stream().
+    await expect(
+      task(async () => withStream(s, () => stream()), { signal: controller.signal }),
+    ).rejects.toThrow('stopped');
+  });
+
   it('sets the store on the running async resource itself where Node keeps stores there (no AsyncLocalStorage.run per call)', async () => {
     const { AsyncLocalStorage } = await import('node:async_hooks');
     const keepsStoresOnResources =

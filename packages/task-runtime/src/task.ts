@@ -18,10 +18,10 @@ import {
   device,
   enterFrame,
   enterFrameWith,
+  enterStreamFrame,
   type Frame,
   shownArgument,
   stream,
-  streamFrame,
   streamOf,
   TaskState,
   taskDeviceOrdinal,
@@ -128,6 +128,7 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
   );
   const frame: Frame = {
     task: state,
+    signal,
     device: parent.device,
     stream: undefined,
     pooled: undefined,
@@ -273,7 +274,7 @@ function failTask(state: TaskState): void {
  */
 export function withStream<T>(s: Stream, fn: () => T): T {
   if (typeof fn !== 'function') throw notAFunction('withStream', fn);
-  return enterFrame(streamFrame(currentFrame().task, s), fn);
+  return enterStreamFrame(s, fn);
 }
 
 /**
@@ -286,7 +287,14 @@ export function withDevice<T>(d: Device | number, fn: () => T): T {
   const target = deviceArgument('withDevice', d);
   const frame = currentFrame();
   return enterFrame(
-    { task: frame.task, device: target, stream: undefined, pooled: undefined, epoch: 0 },
+    {
+      task: frame.task,
+      signal: frame.signal,
+      device: target,
+      stream: undefined,
+      pooled: undefined,
+      epoch: 0,
+    },
     fn,
   );
 }

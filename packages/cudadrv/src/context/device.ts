@@ -9,6 +9,7 @@ import type { MemoryPool } from '../memory/memory-pool.js';
 import { cudadrvState } from '../process-state.js';
 import { useClock } from '../progress.js';
 import type { Stream } from '../stream/stream.js';
+import { launchGate, reopenLaunchGate } from './launch-gate.js';
 
 interface Registry {
   devices: Map<number, Device>;
@@ -233,6 +234,8 @@ export class Context {
     if (registry.current !== this.handle) {
       check(driver().cuCtxSetCurrent(this.handle), 'cuCtxSetCurrent');
       registry.current = this.handle;
+      launchGate.current = this;
+      reopenLaunchGate();
     }
   }
 

@@ -34,6 +34,8 @@ vi.mock('../driver.js', async (importOriginal) => {
   return { ...original, driver: () => fake.api };
 });
 
+import type { Context } from '../context/device.js';
+import { launchGate } from '../context/launch-gate.js';
 import { CudaArgumentError } from '../errors.js';
 import { koffi } from '../ffi/library.js';
 import { DeviceArray } from '../memory/array.js';
@@ -44,7 +46,14 @@ import { launch } from './launch.js';
 import { LAUNCH_FACTORY_PARAMETERS, MAX_POSITIONAL } from './marshal.js';
 import type { Module } from './module.js';
 
-const context = { name: 'fake context', makeCurrent() {} };
+/** How many times the fake context was made current (the full path does it, the gate's not). */
+let madeCurrent = 0;
+const context = {
+  name: 'fake context',
+  makeCurrent() {
+    madeCurrent++;
+  },
+};
 const fakeModule = { context, disposed: false } as unknown as Module;
 const stream = streamDouble({
   context,
@@ -149,6 +158,8 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
       },
     };
     const issued: unknown[][] = [];
+    // The double's launch gate, opened and closed with the kernel's own (see below).
+    const doubleGate: { open: unknown } = { open: null };
     // biome-ignore lint/security/noGlobalEval: the test compiles the printed launch source again
     const factory = globalThis.eval(kernel.launchSource()) as (...parts: unknown[]) => {
       direct: (config: unknown, count: number, ...args: unknown[]) => boolean;
@@ -175,10 +186,11 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
       handOff,
       ENGINE: { running: false },
       KERNEL_ID: 0,
+      GATE: doubleGate,
     });
     const y = fakeArray(0x10000);
     const x = fakeArray(0x20000);
-    const outcomes = { launched: 0, refused: 0 };
+    const outcomes = { launched: 0, throughGate: 0, refused: 0 };
     const invalid = fc.oneof(
       fc.double(),
       fc.bigInt({ min: -(2n ** 65n), max: 2n ** 65n }),
@@ -202,13 +214,20 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
         fc.integer({ min: 1, max: 2 ** 32 - 1 }),
         fc.integer({ min: 1, max: 1024 }),
         fc.nat(8),
-        ([a, n, big, small], grid, block, drop) => {
+        fc.boolean(),
+        ([a, n, big, small], grid, block, drop, open) => {
+          // The gate open for the fake context (its launch goes straight to the driver) or
+          // closed (the full path, which makes the context current): the same bytes and call.
+          launchGate.open = open ? (context as unknown as Context) : null;
+          doubleGate.open = launchGate.open;
           const args = [y, x, a, n, big, small].slice(0, COUNT - (drop === 8 ? 1 : 0));
           const config = { grid, block, stream };
           fake.state.calls.length = 0;
           issued.length = 0;
           checks.length = 0;
+          madeCurrent = 0;
           const real = failureOf(() => launch(kernel, config, ...(args as KernelArgument[])));
+          const realMadeCurrent = madeCurrent;
           const padded = [...args, ...new Array(MAX_POSITIONAL - args.length).fill(undefined)];
           const again = failureOf(() => double.direct(config, args.length, ...padded));
           // The same error (the double calls the kernel's own checks), or the same launch.
@@ -216,7 +235,10 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
           expect(again.error?.constructor).toBe(real.error?.constructor);
           if (real.error === undefined) {
             outcomes.launched++;
+            if (open) outcomes.throughGate++;
             expect(again.value).toBe(true);
+            // Each made the context current once on the full path, never through the gate.
+            expect([realMadeCurrent, madeCurrent]).toEqual(open ? [0, 0] : [1, 2]);
             expect(fake.state.calls.length).toBe(1);
             expect(issued.length).toBe(1);
             const call = fake.state.calls[0]!;
@@ -239,8 +261,11 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
       ),
       { seed: 35, numRuns: 400 },
     );
+    launchGate.open = null;
     console.log('launch source double:', outcomes);
     expect(outcomes.launched).toBeGreaterThan(20);
+    expect(outcomes.throughGate).toBeGreaterThan(10);
+    expect(outcomes.launched - outcomes.throughGate).toBeGreaterThan(10);
     expect(outcomes.refused).toBeGreaterThan(20);
   });
 });

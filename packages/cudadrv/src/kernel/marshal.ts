@@ -5,6 +5,8 @@
  * docs/decisions/0027-launch-marshals-per-kernel.md, 0028-launch-is-one-function-per-kernel.md
  * and 0029-launch-without-layers.md.
  */
+
+import { launchGate } from '../context/launch-gate.js';
 import { resolveStream } from '../context/provider.js';
 import { check, driver } from '../driver.js';
 import type { DType } from '../dtype.js';
@@ -187,9 +189,12 @@ export interface CompiledLaunch {
  *   one-dimensional geometry, the stream and the kernel's module itself
  *   (docs/decisions/0029-launch-without-layers.md).
  *
- * The launch itself (the module kept for a capture, the configuration written,
- * cuLaunchKernelEx between the trace's begin and end, the status check) is one block of text
- * ending each of the three launch functions. A `DeviceArray` argument of a typed pointer
+ * The launch itself is one block of text ending each of the three launch functions. Through
+ * the launch gate (context/launch-gate.ts: the kernel's context current, no observer, no issue
+ * engine) and on a stream that is not capturing, it writes the configuration and calls
+ * cuLaunchKernelEx at once. Otherwise it takes the full path: the module kept for a capture,
+ * the launch handed to the issue engine, or the context made current, the configuration
+ * written and cuLaunchKernelEx called between the trace's begin and end. Both check the status. A `DeviceArray` argument of a typed pointer
  * parameter is handed off by one call of the memory layer's `handOff` (its common case is
  * small enough for V8 to inline); an untyped pointer's argument by its own `ffiAddressOn`.
  */
@@ -307,9 +312,33 @@ export function compileLaunch({
   };
   /** The launch itself, written once: every launch function below ends with it. */
   const word = configBase >> 2;
+  /** The geometry and the stream handle (`handle`, an expression) written into the config. */
+  const configWrites = (handle: string): string[] => [
+    `u32[${word}] = gx;`,
+    `u32[${word + 1}] = gy;`,
+    `u32[${word + 2}] = gz;`,
+    `u32[${word + 3}] = bx;`,
+    `u32[${word + 4}] = by;`,
+    `u32[${word + 5}] = bz;`,
+    `u32[${word + 6}] = sharedMemory;`,
+    `const streamHandle = ${handle};`,
+    `if (typeof streamHandle === 'number') {`,
+    `  u32[${word + 8}] = streamHandle >>> 0;`,
+    `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,
+    `} else u64[${(configBase >> 3) + 4}] = streamHandle;`,
+  ];
   const issue = [
-    // A captured kernel needs its module loaded for as long as the graph lives.
     'const capture = stream.capture;',
+    // The launch gate (context/launch-gate.ts) is open for the kernel's context while that
+    // context is current, no operation observer is installed and no issue engine runs: then
+    // nothing below but the driver call applies, and the launch makes it at once
+    // (docs/decisions/0051-the-launch-gate.md).
+    'if (capture === null && GATE.open === CONTEXT && stream.context === CONTEXT) {',
+    ...configWrites('stream.rawFfiHandle'),
+    '  const result = (cuLaunchKernelEx ??= driver().cuLaunchKernelEx)(CONFIG, FUNCTION, ARGUMENTS, 0);',
+    `  if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
+    '} else {',
+    // A captured kernel needs its module loaded for as long as the graph lives.
     'if (capture !== null) capture.retainModule(module);',
     // With the issue engine running, a launch outside a capture goes to the stream's issuer:
     // the geometry and the argument values just stored, copied into its ring.
@@ -327,29 +356,21 @@ export function compileLaunch({
         ]
       : ['{']),
     'stream.context.makeCurrent();',
-    `u32[${word}] = gx;`,
-    `u32[${word + 1}] = gy;`,
-    `u32[${word + 2}] = gz;`,
-    `u32[${word + 3}] = bx;`,
-    `u32[${word + 4}] = by;`,
-    `u32[${word + 5}] = bz;`,
-    `u32[${word + 6}] = sharedMemory;`,
-    'const streamHandle = running ? stream.ffiHandle : stream.rawFfiHandle;',
-    `if (typeof streamHandle === 'number') {`,
-    `  u32[${word + 8}] = streamHandle >>> 0;`,
-    `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,
-    `} else u64[${(configBase >> 3) + 4}] = streamHandle;`,
+    ...configWrites('running ? stream.ffiHandle : stream.rawFfiHandle'),
     'const token = beginOperation(name, stream);',
     'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
     'endOperation(token);',
     `if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
+    '}',
     '}',
   ];
   const values = Array.from({ length: MAX_POSITIONAL }, (_, i) => `v${i}`).join(', ');
   const source = [
     "'use strict';",
     'const { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 } = views;',
-    'const { module, CONTEXT, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, resolveStream, DeviceArray, handOff, ENGINE, KERNEL_ID } = launch;',
+    'const { module, CONTEXT, name, CONFIG, FUNCTION, ARGUMENTS, driver, check, beginOperation, endOperation, resolveStream, DeviceArray, handOff, ENGINE, KERNEL_ID, GATE } = launch;',
+    // The driver's cuLaunchKernelEx, looked up at the first launch through the gate.
+    'let cuLaunchKernelEx;',
     'function marshal(args, stream) {',
     ...checks(true),
     '}',
@@ -402,6 +423,7 @@ export function compileLaunch({
     handOff,
     ENGINE: engine,
     KERNEL_ID: issueKernelId(kernel.name),
+    GATE: launchGate,
   });
   return {
     source: text,
@@ -439,7 +461,8 @@ function launchText(name: string, body: readonly string[]): string {
  * arena's typed views (`ArenaViews`), the int64 and uint64 bounds as bigints, and the launch's
  * constants and functions (`module`, `CONTEXT`, `name`, `CONFIG`, `FUNCTION`, `ARGUMENTS`,
  * `driver`, `check`, `beginOperation`, `endOperation`, `resolveStream`, `DeviceArray`,
- * `handOff`, and the issue engine `ENGINE` with this kernel's `KERNEL_ID` in it).
+ * `handOff`, the issue engine `ENGINE` with this kernel's `KERNEL_ID` in it, and the launch
+ * gate `GATE`).
  */
 export const LAUNCH_FACTORY_PARAMETERS = Object.freeze([
   'kernel',

@@ -37,6 +37,7 @@ vi.mock('../driver.js', async (importOriginal) => {
 });
 
 import { Context, type Device } from '../context/device.js';
+import { launchGate } from '../context/launch-gate.js';
 import { CudaError } from '../errors.js';
 import { Kernel } from '../kernel/kernel.js';
 import { launch } from '../kernel/launch.js';
@@ -388,6 +389,20 @@ function entries(log: SharedArrayBuffer) {
 describe('the engine with issuer threads (libcuda a double)', () => {
   afterEach(async () => {
     await stopIssueEngine();
+  });
+
+  it('closes the launch gate while it runs (every launch takes the full path to it) and opens it after', async () => {
+    const before = launchGate.engines;
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0 }, DOUBLE, new SharedArrayBuffer(64));
+    expect([launchGate.engines, launchGate.open]).toEqual([before + 1, null]);
+    await stopIssueEngine({ keepThreads: true });
+    expect(launchGate.engines).toBe(before);
+    // Taken up again from the kept threads: closed again, and open once stopped for good.
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0 }, DOUBLE, new SharedArrayBuffer(64));
+    expect([launchGate.engines, launchGate.open]).toEqual([before + 1, null]);
+    await stopIssueEngine();
+    expect(launchGate.engines).toBe(before);
+    expect(launchGate.open).toBe(before === 0 && !launchGate.observed ? launchGate.current : null);
   });
 
   it('64 streams x 1,000 launches from launch(): each stream’s order holds, no gap, across 4 issuers', async () => {

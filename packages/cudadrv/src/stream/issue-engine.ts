@@ -24,6 +24,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { contextParts } from '../context/device.js';
+import { launchGate, reopenLaunchGate } from '../context/launch-gate.js';
 import { cudaError, driver } from '../driver.js';
 import { CudaArgumentError, CudaError } from '../errors.js';
 import { threadEntry } from '../thread-entry.js';
@@ -559,7 +560,7 @@ export function startIssueEngineWith(
       for (const writer of parked.writers) writer.streams = 0;
       engine.slots = parked.slots;
       engine.writers = parked.writers;
-      engine.running = true;
+      setRunning(true);
       return;
     }
     for (const writer of parked.writers) stopWriter(writer);
@@ -599,7 +600,18 @@ export function startIssueEngineWith(
     writer.worker = worker;
     return writer;
   });
-  engine.running = true;
+  setRunning(true);
+}
+
+/**
+ * Sets `engine.running`, and this copy's count in the launch gate (while any copy's engine
+ * runs, every launch takes the full path, which hands it to the engine).
+ */
+function setRunning(running: boolean): void {
+  if (engine.running === running) return;
+  engine.running = running;
+  launchGate.engines += running ? 1 : -1;
+  reopenLaunchGate();
 }
 
 /** Tells a writer's issuer to exit (once its ring is drained); resolves when it has. */
@@ -654,7 +666,7 @@ export async function stopIssueEngine(options: StopIssueEngineOptions = {}): Pro
     }
     return;
   }
-  engine.running = false;
+  setRunning(false);
   let failure: unknown;
   for (const attachment of [...engine.attached]) {
     try {

@@ -1,3 +1,4 @@
+import { launchGate, reopenLaunchGate } from '../context/launch-gate.js';
 import { cudadrvState } from '../process-state.js';
 import type { Stream } from './stream.js';
 
@@ -26,6 +27,8 @@ const slot = cudadrvState('observer', () => ({ observer: null as OperationObserv
 export function setOperationObserver(observer: OperationObserver | null): OperationObserver | null {
   const previous = slot.observer;
   slot.observer = observer;
+  launchGate.observed = observer !== null;
+  reopenLaunchGate();
   return previous;
 }
 
