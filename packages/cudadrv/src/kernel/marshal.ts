@@ -5,7 +5,6 @@
  * docs/decisions/0027-launch-marshals-per-kernel.md, 0028-launch-is-one-function-per-kernel.md
  * and 0029-launch-without-layers.md.
  */
-
 import { launchGate } from '../context/launch-gate.js';
 import { resolveStream } from '../context/provider.js';
 import { check, driver } from '../driver.js';
@@ -194,9 +193,10 @@ export interface CompiledLaunch {
  * engine) and on a stream that is not capturing, it writes the configuration and calls
  * cuLaunchKernelEx at once. Otherwise it takes the full path: the module kept for a capture,
  * the launch handed to the issue engine, or the context made current, the configuration
- * written and cuLaunchKernelEx called between the trace's begin and end. Both check the status. A `DeviceArray` argument of a typed pointer
- * parameter is handed off by one call of the memory layer's `handOff` (its common case is
- * small enough for V8 to inline); an untyped pointer's argument by its own `ffiAddressOn`.
+ * written and cuLaunchKernelEx called between the trace's begin and end. Both check the
+ * status. A `DeviceArray` argument of a typed pointer parameter is handed off by one call of
+ * the memory layer's `handOff` (its common case is small enough for V8 to inline); an untyped
+ * pointer's argument by its own `ffiAddressOn`.
  */
 export function compileLaunch({
   kernel,
