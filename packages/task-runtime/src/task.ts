@@ -128,7 +128,7 @@ export function task<T>(fn: () => T | Promise<T>, options?: TaskOptions): Promis
   );
   const frame: Frame = {
     task: state,
-    signal,
+    signal: state.signal,
     device: parent.device,
     stream: undefined,
     pooled: undefined,

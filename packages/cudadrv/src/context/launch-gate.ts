@@ -8,7 +8,6 @@
  * stop), so that a launch reads one field instead of the registry, the observer slot and the
  * engine, and issues the same call the full path would.
  */
-
 import { cudadrvState } from '../process-state.js';
 import type { Context } from './device.js';
 
