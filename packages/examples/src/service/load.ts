@@ -355,7 +355,7 @@ export const loadCommandLine = {
       placeholder: 'N',
       description:
         "the server's threads that parse bodies of 16 KiB or more (server.ts's --parse-workers); 0: on its event loop",
-      default: "the server's, cores - 1, at most 4",
+      default: "the server's, 3/8 of the cores, 4 to 8",
     },
   },
 } as const;

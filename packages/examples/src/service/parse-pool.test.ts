@@ -141,10 +141,10 @@ const bodyText = fc.oneof(
 const route = fc.constantFrom<BodyRoute>('/solve', '/solve-random', '/matmul', '/search');
 
 describe('ParsePool', () => {
-  it('sizes itself from the cores: min(4, cores - 1), at least 1', () => {
-    expect([1, 2, 3, 4, 5, 16, 128].map((cores) => defaultParseWorkers(cores))).toEqual([
-      1, 1, 2, 3, 4, 4, 4,
-    ]);
+  it('sizes itself from the cores: 3/8 of them within [4, 8], fewer than the cores, at least 1', () => {
+    expect(
+      [1, 2, 3, 4, 5, 8, 12, 13, 16, 21, 22, 128].map((cores) => defaultParseWorkers(cores)),
+    ).toEqual([1, 1, 2, 3, 4, 4, 4, 4, 6, 7, 8, 8]);
     expect(() => new ParsePool({ workers: -1 })).toThrow(RangeError);
     expect(() => new ParsePool({ timeoutMs: 0 })).toThrow(RangeError);
     expect(() => new ParsePool({ maxHeapMb: 8 })).toThrow(RangeError);

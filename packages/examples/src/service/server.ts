@@ -199,7 +199,7 @@ export interface ServerOptions {
   taskOptionsFor?: (path: string, body: unknown) => TaskOptions;
   /**
    * Decoding, parsing and validating request bodies off the event loop (`ParsePool`): bodies
-   * of `inlineBelowBytes` (16 KiB) or more go to a pool of worker threads (min(4, cores - 1) by
+   * of `inlineBelowBytes` (16 KiB) or more go to a pool of worker threads (`defaultParseWorkers()`, 6 on 16 cores, by
    * default), the rest are parsed inline. A body that takes more than `timeoutMs` (5000) to parse
    * or exhausts a worker's heap is a 413. False: every body is parsed on the event loop.
    */
@@ -1266,7 +1266,7 @@ export const serverCommandLine = {
       placeholder: 'N',
       description:
         'worker threads that parse bodies of 16 KiB or more, at most 64; 0: every body on the event loop',
-      default: 'cores - 1, at most 4',
+      default: '3/8 of the cores, 4 to 8, fewer than the cores',
     },
   },
 } as const;
