@@ -116,14 +116,14 @@ const described: Record<string, (text: string) => void> = {
   },
   'serverCommandLine --parse-workers': (text) => {
     // Absent, the server's ParsePool sizes itself from the cores.
-    expect(text).toBe('cores - 1, at most 4');
+    expect(text).toBe('3/8 of the cores, 4 to 8, fewer than the cores');
     expect(parseServerArguments([], {}).parseWorkers).toBeUndefined();
-    expect([2, 4, 5, 16].map((cores) => defaultParseWorkers(cores))).toEqual([1, 3, 4, 4]);
+    expect([2, 4, 5, 16, 32].map((cores) => defaultParseWorkers(cores))).toEqual([1, 3, 4, 6, 8]);
   },
   'loadCommandLine --parse-workers': (text) => {
     // Absent, the load script leaves the server's own number of parse workers.
     expect(parseLoadArguments([]).parseWorkers).toBeUndefined();
-    expect(text).toBe("the server's, cores - 1, at most 4");
+    expect(text).toBe("the server's, 3/8 of the cores, 4 to 8");
   },
   'serverCommandLine --port': (text) => {
     expect(text).toBe('$PORT, else a random free one');
