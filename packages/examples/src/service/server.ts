@@ -199,9 +199,10 @@ export interface ServerOptions {
   taskOptionsFor?: (path: string, body: unknown) => TaskOptions;
   /**
    * Decoding, parsing and validating request bodies off the event loop (`ParsePool`): bodies
-   * of `inlineBelowBytes` (16 KiB) or more go to a pool of worker threads (`defaultParseWorkers()`, 6 on 16 cores, by
-   * default), the rest are parsed inline. A body that takes more than `timeoutMs` (5000) to parse
-   * or exhausts a worker's heap is a 413. False: every body is parsed on the event loop.
+   * of `inlineBelowBytes` (16 KiB) or more go to a pool of worker threads
+   * (`defaultParseWorkers()` by default, 6 on 16 cores), the rest are parsed inline. A body
+   * that takes more than `timeoutMs` (5000) to parse or exhausts a worker's heap is a 413.
+   * False: every body is parsed on the event loop.
    */
   bodyParsing?: ParsePoolOptions | false;
   /**
