@@ -565,7 +565,7 @@ export function stream(): Stream {
 
 /** @internal `stream()` for the code running in `frame` (see `currentFrame`). */
 export function streamOf(frame: Frame): Stream {
-  const signal = frame.signal;
+  const signal = signalOf(frame);
   // A cancelled task issues nothing more: every operation resolves its stream here first.
   if (signal?.aborted) throw signal.reason;
   const override = frame.stream;
@@ -585,7 +585,16 @@ export function streamOf(frame: Frame): Stream {
 
 /** The running task's AbortSignal (see `TaskState.signal`), for the driver layer's checks. */
 export function currentSignal(): AbortSignal | undefined {
-  return currentFrame().signal;
+  return signalOf(currentFrame());
+}
+
+/**
+ * The signal of the frame's task: the frame's own copy, or the task's where the frame has
+ * none (one made by an older loaded copy of this package, which shares this state).
+ */
+function signalOf(frame: Frame): AbortSignal | undefined {
+  const signal = frame.signal;
+  return signal !== undefined || 'signal' in frame ? signal : frame.task.signal;
 }
 
 // On import: every driver operation without an explicit stream uses the task's stream, and

@@ -11,7 +11,15 @@ vi.mock('@cuda-tasks/cudadrv', () => fake.module);
 vi.mock('@cuda-tasks/cudadrv/internal', () => fake.module);
 
 import { configureStreams, onStreamReleased, streamPoolStatistics } from './pool.js';
-import { currentFrame, currentTaskState, device, stream } from './state.js';
+import {
+  currentFrame,
+  currentSignal,
+  currentTaskState,
+  device,
+  enterFrame,
+  type Frame,
+  stream,
+} from './state.js';
 import { currentTask, synchronize, task, withDevice, withStream } from './task.js';
 
 const device0 = fake.devices[0]!;
@@ -432,6 +440,34 @@ describe('withStream', () => {
     await expect(
       task(async () => withStream(s, () => stream()), { signal: controller.signal }),
     ).rejects.toThrow('stopped');
+  });
+
+  it("a frame made by an older loaded copy (no signal of its own) still carries its task's cancellation", async () => {
+    const controller = new AbortController();
+    const outcome = (f: () => unknown) => {
+      try {
+        f();
+        return 'issued';
+      } catch (error) {
+        return (error as Error).message;
+      }
+    };
+    const seen: unknown[] = [];
+    await task(
+      async () => {
+        const { signal: _own, ...older } = currentFrame();
+        const frame = older as unknown as Frame;
+        seen.push(enterFrame(frame, () => currentSignal()) === controller.signal);
+        seen.push(enterFrame(frame, () => stream()) === stream());
+        // Entered from it, withDevice's frame takes the task's signal too.
+        const inner = enterFrame(frame, () => withDevice(0, () => currentFrame()));
+        controller.abort(new Error('aborted'));
+        seen.push(outcome(() => enterFrame(frame, () => stream())));
+        seen.push(outcome(() => enterFrame(inner, () => stream())));
+      },
+      { signal: controller.signal },
+    ).catch(() => {});
+    expect(seen).toEqual([true, true, 'aborted', 'aborted']);
   });
 
   it('sets the store on the running async resource itself where Node keeps stores there (no AsyncLocalStorage.run per call)', async () => {

@@ -289,7 +289,7 @@ export function withDevice<T>(d: Device | number, fn: () => T): T {
   return enterFrame(
     {
       task: frame.task,
-      signal: frame.signal,
+      signal: frame.task.signal,
       device: target,
       stream: undefined,
       pooled: undefined,
