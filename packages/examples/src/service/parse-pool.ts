@@ -61,10 +61,8 @@ export const DEFAULT_PARSE_HEAP_MB = 2048;
 /**
  * The default number of parse workers: three eighths of the cores the process may use, at
  * least 4 and at most 8, and always fewer than the cores (the event loop keeps one; at least
- * 1). On a 16-core host that is 6: at n = 128 `/solve` answered 1,455-2,071 requests a second
- * with the loop held at most 9.04 ms, against 950-1,270 with 4 workers; 8 workers reached
- * about 2,000 with the loop held up to 11 ms (docs/decisions/0037). `serve --parse-workers N`
- * chooses.
+ * 1). More workers raise the throughput of a service of large bodies and also its event loop's
+ * largest delay (docs/decisions/0037 measures both): `serve --parse-workers N` chooses.
  * @example defaultParseWorkers(); // 6 on a 16-core machine, 4 on an 8-core one, 1 on a 2-core one
  */
 export function defaultParseWorkers(cores: number = availableParallelism()): number {
