@@ -594,7 +594,7 @@ export function currentSignal(): AbortSignal | undefined {
  */
 function signalOf(frame: Frame): AbortSignal | undefined {
   const signal = frame.signal;
-  return signal !== undefined || 'signal' in frame ? signal : frame.task.signal;
+  return signal !== undefined || 'signal' in (frame as object) ? signal : frame.task.signal;
 }
 
 // On import: every driver operation without an explicit stream uses the task's stream, and
