@@ -64,16 +64,12 @@ const described: Record<string, (text: string) => void> = {
     expect(parseBenchArguments([]).out).toBe(resolve(root, text));
   },
   'loadCommandLine --requests': (text) => {
-    expect(text).toBe(`${DEFAULT_RUN_REQUESTS.solve}; search ${DEFAULT_RUN_REQUESTS.search}`);
-    const options = parseLoadArguments([]);
-    expect(runMeasureOptions(options, 'solve').requests).toBe(DEFAULT_RUN_REQUESTS.solve);
-    expect(runMeasureOptions(options, 'search').requests).toBe(DEFAULT_RUN_REQUESTS.search);
+    expect(text).toBe(`${DEFAULT_RUN_REQUESTS}`);
+    expect(runMeasureOptions(parseLoadArguments([])).requests).toBe(DEFAULT_RUN_REQUESTS);
   },
   'loadCommandLine --warmup': (text) => {
     expect(text).toBe(`${DEFAULT_CLOSED_LOOP_WARMUP}; head-of-line: the concurrency`);
-    expect(runMeasureOptions(parseLoadArguments([]), 'solve').warmup).toBe(
-      DEFAULT_CLOSED_LOOP_WARMUP,
-    );
+    expect(runMeasureOptions(parseLoadArguments([])).warmup).toBe(DEFAULT_CLOSED_LOOP_WARMUP);
   },
   'loadCommandLine --in-flight': (text) => {
     // Absent, the load client sends none and the server applies its own bound.

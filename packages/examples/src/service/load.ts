@@ -4,7 +4,7 @@
  * (the residual of a few rows), and reports per mode the throughput, p50 / p99 latency,
  * errors and the event loop's maximum delay. By default it starts the server in this process
  * twice, one with a stream per request task, one with one shared stream, and measures them in
- * turns: a round of each that is not counted (it warms the process), then `--rounds` (3)
+ * turns: a round of each that is not counted (it warms the process), then `--rounds` (6)
  * rounds, the order reversed every other round; each mode's rounds are pooled into its row of
  * the comparison table, printed last with the ratios round by round. `--url` targets a running
  * server instead (loopback only). Before any load it asks whether the GPU is usable (the
@@ -12,8 +12,7 @@
  * The client runs in a child process (client-process.ts), so
  * the loop delay is the server's alone; each run prints its progress every second.
  *
- * Bounded: a run stops after `--requests N` (default 2000; 6000 for the search workload, whose
- * requests take a fraction of a solve's time) or `--seconds S` (default 20), whichever comes
+ * Bounded: a run stops after `--requests N` (default 6000) or `--seconds S` (default 20), whichever comes
  * first. The warm-up before each run (default 1000 requests: every run's client is a new
  * process, whose JIT warms up in it) stops after `--warmup` requests or the same `--seconds`
  * budget; a request still in flight when its budget ends is given up
@@ -36,7 +35,7 @@
  * (cluster.ts; N = 1 is the plain service in one process), with each process's GPU memory as
  * `nvidia-smi` reports it printed once the server listens.
  *
- * Run: `pnpm --filter @cuda-tasks/examples load [--requests 2000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 3] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N] [--search-batches N] [--clients N] [--parse-workers N]`
+ * Run: `pnpm --filter @cuda-tasks/examples load [--requests 6000] [--seconds 20] [--concurrency 32] [--n 128] [--route solve|solve-random] [--mode both|task|shared] [--rounds 6] [--url http://127.0.0.1:PORT] [--workload solve,head-of-line,search] [--processes N] [--search-batch N] [--search-batches N] [--clients N] [--parse-workers N]`
  */
 import { execFileSync } from 'node:child_process';
 import type { Server } from 'node:http';
@@ -201,8 +200,12 @@ export interface LoadOptions {
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 
-/** Requests a closed-loop run sends at most, unless `--requests` says: per workload. */
-export const DEFAULT_RUN_REQUESTS = { solve: 2000, search: 6000 } as const;
+/**
+ * Requests a closed-loop run sends at most, unless `--requests` says (both workloads). With six
+ * measured rounds of them, a `/solve` comparison at n = 128 gives the same verdict run after run:
+ * its rounds differ by about as much as the modes (docs/decisions/0037).
+ */
+export const DEFAULT_RUN_REQUESTS = 6000;
 /**
  * Warm-up requests before each closed-loop run, unless `--warmup` says: every run's client is
  * a new process, and its JIT warms up on these (the server's warmed up in the round not counted).
@@ -217,7 +220,7 @@ export const loadCommandLine = {
       type: 'string',
       placeholder: 'N',
       description: 'requests per run at most',
-      default: `${DEFAULT_RUN_REQUESTS.solve}; search ${DEFAULT_RUN_REQUESTS.search}`,
+      default: DEFAULT_RUN_REQUESTS,
     },
     seconds: {
       type: 'string',
@@ -249,7 +252,7 @@ export const loadCommandLine = {
       type: 'string',
       placeholder: 'N',
       description: 'measured rounds of the closed-loop modes, taking turns',
-      default: 3,
+      default: 6,
     },
     url: {
       type: 'string',
@@ -771,16 +774,13 @@ const printProgress = {
 };
 
 /**
- * What each run of a closed-loop workload measures: `options` with the workload's defaults for
- * what the command line left out.
- * @example runMeasureOptions(parseLoadArguments([]), 'search').requests; // 6000
+ * What each run of a closed-loop workload measures: `options` with the defaults for what the
+ * command line left out.
+ * @example runMeasureOptions(parseLoadArguments([])).requests; // 6000
  */
-export function runMeasureOptions(
-  options: LoadOptions,
-  workload: 'solve' | 'search',
-): MeasureOptions {
+export function runMeasureOptions(options: LoadOptions): MeasureOptions {
   return {
-    requests: options.requests ?? DEFAULT_RUN_REQUESTS[workload],
+    requests: options.requests ?? DEFAULT_RUN_REQUESTS,
     seconds: options.seconds,
     concurrency: options.concurrency,
     warmup: options.warmup ?? DEFAULT_CLOSED_LOOP_WARMUP,
@@ -1030,7 +1030,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
   const tables: string[] = [];
   for (const workload of options.workloads) {
     if (workload === 'solve') {
-      const measureOptions = runMeasureOptions(options, 'solve');
+      const measureOptions = runMeasureOptions(options);
       console.log(
         `POST /${options.route}, n = ${options.n}, concurrency ${options.concurrency}, at most ${measureOptions.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${measureOptions.warmup} per run)${options.url === undefined ? `, ${options.parseWorkers ?? defaultParseWorkers()} parse workers in the server` : ''}`,
       );
@@ -1051,7 +1051,7 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
         `head-of-line: small requests (n = ${options.smallN}) among large ones (n = ${options.largeN}):\n${headOfLineReport(rows)}`,
       );
     } else {
-      const measureOptions = runMeasureOptions(options, 'search');
+      const measureOptions = runMeasureOptions(options);
       const references = options.url === undefined ? await searchReferences(options) : undefined;
       console.log(
         `POST /search: top ${options.k} of ${options.rows.toLocaleString('en-US')} x 128 float32 embeddings on the GPU, concurrency ${options.concurrency}, at most ${measureOptions.requests} requests or ${options.seconds} s per run, ${options.rounds} rounds after one not counted (warm-up ${measureOptions.warmup} per run)`,
