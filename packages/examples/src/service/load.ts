@@ -13,11 +13,11 @@
  * the loop delay is the server's alone; each run prints its progress every second.
  *
  * Bounded: a run stops after `--requests N` (default 6000) or `--seconds S` (default 20),
- * whichever comes first. The warm-up before each run (default 1000 requests: every run's client is a new
- * process, whose JIT warms up in it) stops after `--warmup` requests or the same `--seconds`
- * budget; a request still in flight when its budget ends is given up
- * `REQUEST_GRACE_MS` later (and counted as an error), so a run never takes longer than
- * twice (`--seconds` + the grace).
+ * whichever comes first. The warm-up before each run (default 1000 requests: every run's client
+ * is a new process, whose JIT warms up in it) stops after `--warmup` requests or the same
+ * `--seconds` budget; a request still in flight when its budget ends is given up
+ * `REQUEST_GRACE_MS` later (and counted as an error), so a run never takes longer than twice
+ * (`--seconds` + the grace).
  *
  * With `--route solve-random` it fires `POST /solve-random {n, seed}` instead: the server draws
  * the system on the GPU, so the request's time goes to the GPU rather than to JSON, which is
