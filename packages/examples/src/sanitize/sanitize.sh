@@ -108,7 +108,8 @@ ENGINE_TIMEOUT=${SANITIZE_ENGINE_TIMEOUT:-540}
 STRESS_FILE=packages/examples/src/libraries-stress.gpu.test.ts
 # The issuing stress tests (issue engine and worker pool): 64 tasks (jobs) x 1,000 launches of
 # a kernel that checks its stream's sequence number, through 8 issuer threads and through 8
-# worker threads (the pool's jobs make 100 launches each under the tool). Only those two cases of the files run (their names share the pattern).
+# worker threads (the pool's jobs make 100 launches each under the tool). Only those two cases
+# of the files run (their names share the pattern).
 ENGINE_FILES=(
   packages/task-runtime/src/issue-engine.gpu.test.ts
   packages/task-runtime/src/worker-pool.gpu.test.ts

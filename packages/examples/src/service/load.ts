@@ -201,9 +201,8 @@ export interface LoadOptions {
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 
 /**
- * Requests a closed-loop run sends at most, unless `--requests` says (both workloads). At n = 128
- * the rounds of a `/solve` comparison differ by about as much as the modes, so six rounds of these
- * give a steadier verdict than three (docs/decisions/0037).
+ * Requests a closed-loop run sends at most, unless `--requests` says (both workloads); why six
+ * rounds of them by default: docs/decisions/0037.
  */
 export const DEFAULT_RUN_REQUESTS = 6000;
 /**
