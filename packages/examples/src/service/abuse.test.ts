@@ -568,6 +568,61 @@ describe('shutdown', () => {
     expect(service.listening).toBe(false);
   }, 15_000);
 
+  it('at shutdown an idle connection closes once quiet, one whose request is still arriving is answered', async () => {
+    const { service, port } = await start({ runTask: fakeGpu(0).runTask });
+    const open = () =>
+      new Promise<Socket>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => resolve(socket));
+        socket.once('error', reject);
+      });
+    const [idle, trickling] = await Promise.all([open(), open()]);
+    const closedAt = (socket: Socket) =>
+      new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now())));
+    let answer = '';
+    trickling.on('data', (chunk) => {
+      answer += chunk.toString('latin1');
+    });
+    trickling.on('error', () => {}); // a write after the server closed it (when it wrongly does)
+    idle.resume(); // reads, so that it sees the server's end
+    const idleClosed = closedAt(idle);
+    const tricklingClosed = closedAt(trickling);
+    const started = performance.now();
+    const closing = service.shutdown({ graceMs: 6000, drainMs: 200 });
+    // A request's head, 37 bytes, one every 40 ms (about 1.5 s): never quiet for 200 ms.
+    const head = 'GET /health HTTP/1.1\r\nHost: 127.0.0.1';
+    for (const byte of head) {
+      if (trickling.destroyed) break;
+      trickling.write(byte);
+      await sleep(40);
+    }
+    if (!trickling.destroyed) trickling.write('\r\n\r\n');
+    const [idleAt, tricklingAt] = await Promise.all([idleClosed, tricklingClosed]);
+    await closing;
+    // The one whose request kept arriving was answered; the idle one (quiet since it opened)
+    // went once the drain window ended, long before.
+    expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+    expect(answer).toMatch(/shutting down/);
+    expect(idleAt - started).toBeGreaterThanOrEqual(190);
+    expect(idleAt - started).toBeLessThan(1000);
+    expect(tricklingAt - started).toBeGreaterThan(1000);
+  });
+
+  it("leaves Node's HTTP parser on the sockets' native reads: no 'data' listener of its own", async () => {
+    const { service, port } = await start({ runTask: fakeGpu(0).runTask });
+    const sockets: Socket[] = [];
+    service.on('connection', (socket: Socket) => sockets.push(socket));
+    const answer = await post(port, '/solve-random', { n: 8, seed: 1 });
+    expect(answer.status).toBe(200);
+    expect(sockets.length).toBeGreaterThan(0);
+    // A 'data' listener on a server socket unconsumes the parser: every chunk then goes through
+    // JavaScript. Node's own listener (socketOnData, bound) is the only one.
+    for (const socket of sockets) {
+      const names = socket.listeners('data').map((listener) => listener.name);
+      expect(names).toHaveLength(1);
+      expect(names[0]).toMatch(/socketOnData$/);
+    }
+  });
+
   it('a request on a new connection during the drain window is answered 503 with connection: close', async () => {
     const { service, port } = await start({ runTask: fakeGpu(0).runTask });
     const closing = service.shutdown({ graceMs: 2000, drainMs: 300 });

@@ -1048,10 +1048,17 @@ export function createServer(options: ServerOptions = {}): GpuService {
     }
   };
 
-  /** An open connection: its requests in progress, and when it was last active. */
+  /**
+   * An open connection: its requests in progress, and when it was last seen active (a request
+   * began or ended, or bytes arrived: the socket's `bytesRead` moved since `bytesRead` here).
+   * Arrivals are read off the socket's count, not from 'data' listeners: a 'data' listener on a
+   * server socket takes Node's HTTP parser off the socket's native reads, so that every chunk
+   * goes through JavaScript (for 330 KB bodies, about 50 us more a request on the loop).
+   */
   interface Connection {
     requests: number;
     activeAt: number;
+    bytesRead: number;
   }
   const connections = new Map<Socket, Connection>();
 
@@ -1071,6 +1078,7 @@ export function createServer(options: ServerOptions = {}): GpuService {
         response.once('close', () => {
           connection.requests--;
           connection.activeAt = performance.now();
+          connection.bytesRead = request.socket.bytesRead;
         });
       }
       const entry: InFlight = { cancel: undefined };
@@ -1088,18 +1096,22 @@ export function createServer(options: ServerOptions = {}): GpuService {
   );
   server.maxConnections = bounds.maxConnections;
   server.on('connection', (socket: Socket) => {
-    const connection: Connection = { requests: 0, activeAt: performance.now() };
-    connections.set(socket, connection);
-    socket.on('data', () => {
-      connection.activeAt = performance.now();
-    });
+    connections.set(socket, { requests: 0, activeAt: performance.now(), bytesRead: 0 });
     socket.once('close', () => connections.delete(socket));
   });
 
-  /** Closes the connections with no request in progress, quiet for `quietMs`. */
+  /**
+   * Closes the connections with no request in progress, quiet for `quietMs`. Bytes that arrived
+   * since the last look count as activity now (shutdown looks every 25 ms).
+   */
   const closeQuietConnections = (quietMs: number) => {
     const now = performance.now();
     for (const [socket, connection] of connections) {
+      const bytesRead = socket.bytesRead;
+      if (bytesRead !== connection.bytesRead) {
+        connection.bytesRead = bytesRead;
+        connection.activeAt = now;
+      }
       if (connection.requests === 0 && now - connection.activeAt >= quietMs) socket.destroy();
     }
   };
