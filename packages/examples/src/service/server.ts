@@ -1053,7 +1053,7 @@ export function createServer(options: ServerOptions = {}): GpuService {
    * began or ended, or bytes arrived: the socket's `bytesRead` moved since `bytesRead` here).
    * Arrivals are read off the socket's count, not from 'data' listeners: a 'data' listener on a
    * server socket takes Node's HTTP parser off the socket's native reads, so that every chunk
-   * goes through JavaScript (for 330 KB bodies, about 50 us more a request on the loop).
+   * goes through JavaScript (docs/decisions/0037).
    */
   interface Connection {
     requests: number;
