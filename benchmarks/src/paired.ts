@@ -472,6 +472,8 @@ function checkEngine(
       launches: statistics.launches,
       wake_ups: statistics.wakeUps,
       fence_waits: statistics.fenceWaits,
+      room_waits: statistics.roomWaits,
+      longest_wait_ms: Math.round(statistics.longestWaitMs * 1000) / 1000,
       ...(statistics.failure === undefined ? {} : { failure: statistics.failure }),
     }),
   );

@@ -834,8 +834,15 @@ export function formatEngineStats(lines: readonly BenchLine[]): string[] {
     const fenceWaits = count(line.fence_waits);
     if (launches === undefined || wakeUps === undefined || fenceWaits === undefined) continue;
     const per = (value: number) => (launches > 0 ? (value / launches).toFixed(3) : '-');
+    // Lines from before the engine counted its waits for room have neither of these.
+    const roomWaits = count(line.room_waits);
+    const longest = line.longest_wait_ms;
+    const waits =
+      roomWaits !== undefined && typeof longest === 'number' && Number.isFinite(longest)
+        ? `, ${roomWaits.toLocaleString('en-US')} waits for room; the longest wait held the thread ${longest.toFixed(3)} ms`
+        : '';
     out.push(
-      `issue engine counts (${line.name}): ${launches.toLocaleString('en-US')} launches, ${wakeUps.toLocaleString('en-US')} wake-ups (${per(wakeUps)} a launch), ${fenceWaits.toLocaleString('en-US')} fence waits (${per(fenceWaits)} a launch)${
+      `issue engine counts (${line.name}): ${launches.toLocaleString('en-US')} launches, ${wakeUps.toLocaleString('en-US')} wake-ups (${per(wakeUps)} a launch), ${fenceWaits.toLocaleString('en-US')} fence waits (${per(fenceWaits)} a launch)${waits}${
         typeof line.failure === 'string' ? `; failed: ${line.failure}` : ''
       }`,
     );

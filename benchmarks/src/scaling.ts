@@ -178,7 +178,15 @@ interface Variant {
 }
 
 /** What the issue engine counted over the engine variant's turns (its `_meta` line). */
-const engineCounts = { turns: 0, launches: 0, wakeUps: 0, fenceWaits: 0 };
+const engineCounts = {
+  turns: 0,
+  launches: 0,
+  wakeUps: 0,
+  fenceWaits: 0,
+  roomWaits: 0,
+  /** The longest the engine held the main thread at once (a fence or a wait for room), ms. */
+  longestWaitMs: 0,
+};
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
@@ -224,6 +232,8 @@ async function leaveEngine(): Promise<void> {
   engineCounts.launches += statistics.launches;
   engineCounts.wakeUps += statistics.wakeUps;
   engineCounts.fenceWaits += statistics.fenceWaits;
+  engineCounts.roomWaits += statistics.roomWaits;
+  engineCounts.longestWaitMs = Math.max(engineCounts.longestWaitMs, statistics.longestWaitMs);
   if (statistics.failure !== undefined) {
     throw new Error(`scaling: the issue engine failed: ${statistics.failure}`);
   }
@@ -475,6 +485,8 @@ async function main(): Promise<void> {
         launches: engineCounts.launches,
         wake_ups: engineCounts.wakeUps,
         fence_waits: engineCounts.fenceWaits,
+        room_waits: engineCounts.roomWaits,
+        longest_wait_ms: Math.round(engineCounts.longestWaitMs * 1000) / 1000,
       }),
     );
   }

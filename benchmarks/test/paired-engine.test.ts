@@ -231,4 +231,22 @@ describe('the engine’s counts', () => {
       [],
     );
   });
+
+  it('adds the waits for room and the longest wait where the line has them', () => {
+    const stats: BenchLine = {
+      name: 'engine_stats_latency_w8',
+      engine_stats: true,
+      issuers: 8,
+      launches: 1_000,
+      wake_ups: 10,
+      fence_waits: 40,
+      room_waits: 1_234,
+      longest_wait_ms: 2.5,
+    };
+    expect(formatEngineStats([stats])).toEqual([
+      'issue engine counts (engine_stats_latency_w8): 1,000 launches, 10 wake-ups (0.010 a launch), 40 fence waits (0.040 a launch), 1,234 waits for room; the longest wait held the thread 2.500 ms',
+    ]);
+    // A longest wait that is not a number leaves both out rather than printing NaN.
+    expect(formatEngineStats([{ ...stats, longest_wait_ms: 'x' }])[0]).not.toMatch(/room|NaN/);
+  });
 });

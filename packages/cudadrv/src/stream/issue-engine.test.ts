@@ -429,6 +429,10 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     const stats = issueEngineStatistics();
     expect(stats.launches).toBe(64_000);
     expect(stats.streams).toBe(64);
+    // The ring (4,096 words, 16 streams' launches each) fills and is waited for; the fences
+    // above that found launches not issued yet waited too.
+    expect(stats.roomWaits).toBeGreaterThan(0);
+    expect(stats.longestWaitMs).toBeLessThanOrEqual(stats.waitMs);
     for (const stream of streams) stream.dispose();
     expect(issueEngineStatistics().streams).toBe(0);
   });
@@ -480,6 +484,8 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     launch(kernel, { grid: 7, block: 32, stream }, x, 7);
     expect(issueEngineStatistics().wakeUps).toBe(wakeUps + 1);
     launch(kernel, { grid: 8, block: 32, stream }, x, 8);
+    // Three launches never fill a ring (the counts start from zero at each start).
+    expect(issueEngineStatistics().roomWaits).toBe(0);
     await stopIssueEngine();
     expect(entries(log).map((e) => e.gx)).toEqual([6, 7, 8]);
     expect(stream.issue).toBeNull();
@@ -493,9 +499,19 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     startIssueEngineWith({ issuers: 1, ringWords: 1024, spinMicroseconds: 0 }, DOUBLE, log);
     const stream = Stream.create({ context, name: 'full' });
     const x = fakeArray(0x7000);
+    const t0 = performance.now();
     for (let i = 1; i <= 20_000; i++) launch(kernel, { grid: i, block: 32, stream }, x, i);
     stream.fence();
+    const elapsed = performance.now() - t0;
     expect(entries(log).map((e) => e.gx)).toEqual(Array.from({ length: 20_000 }, (_, i) => i + 1));
+    // The waits are counted: 20,000 launches of 24 words cannot pass 1,024 words without many,
+    // and the time they held this thread lies within the loop's.
+    const stats = issueEngineStatistics();
+    expect(stats.roomWaits).toBeGreaterThan(100);
+    expect(stats.waitMs).toBeGreaterThan(0);
+    expect(stats.waitMs).toBeLessThanOrEqual(elapsed);
+    expect(stats.longestWaitMs).toBeGreaterThan(0);
+    expect(stats.longestWaitMs).toBeLessThanOrEqual(stats.waitMs);
     stream.dispose();
   });
 

@@ -79,6 +79,15 @@ export interface IssueEngineStatistics {
   readonly wakeUps: number;
   /** Fences that found launches not issued yet, and had to wait for them. */
   readonly fenceWaits: number;
+  /** Pushes that found their ring full and waited for its issuer to make room. */
+  readonly roomWaits: number;
+  /**
+   * Milliseconds the pushing thread spent in those waits and fences, in all: time it was held
+   * (on the main thread, the event loop), not time it worked.
+   */
+  readonly waitMs: number;
+  /** The longest one of those waits, ms: the most the engine held the pushing thread at once. */
+  readonly longestWaitMs: number;
   /** Launches skipped because their task was cancelled before they were issued. */
   readonly cancelled: number;
   /** Streams drained by the engine now. */
@@ -152,11 +161,15 @@ export class Writer {
   waitForRoom(needed: number): void {
     const capacity = this.data.length;
     const started = performance.now();
+    engine.roomWaits++;
     let spins = 0;
     for (;;) {
       const used = (this.head - Atomics.load(this.control, TAIL)) | 0;
       this.free = capacity - used;
-      if (this.free >= needed) return;
+      if (this.free >= needed) {
+        waited(started);
+        return;
+      }
       // The issuer is behind: publish what is there and make sure it is awake.
       Atomics.store(this.control, HEAD, this.head);
       Atomics.notify(this.control, HEAD, 1);
@@ -325,8 +338,17 @@ export class IssueAttachment {
     if (Atomics.load(this.#issued, this.#issuedAt) === this.pushed) return;
     engine.fenceWaits++;
     const writer = this.#writer;
-    let spins = 0;
     const started = performance.now();
+    try {
+      this.#spinUntilIssued(writer, started);
+    } finally {
+      waited(started);
+    }
+  }
+
+  /** `fence()`'s spin: checks now and then for a failed issuer, and gives up after 30 s. */
+  #spinUntilIssued(writer: Writer, started: number): void {
+    let spins = 0;
     while (Atomics.load(this.#issued, this.#issuedAt) !== this.pushed) {
       if (++spins % 4096 === 0) {
         writer.recheck(started);
@@ -425,6 +447,13 @@ export class IssueAttachment {
   }
 }
 
+/** Counts a wait of the pushing thread on an issuer that began at `started` (performance.now()). */
+function waited(started: number): void {
+  const ms = performance.now() - started;
+  engine.waitMs += ms;
+  if (ms > engine.longestWaitMs) engine.longestWaitMs = ms;
+}
+
 /** The engine's state (one per loaded copy of this package; `engine.running` gates launches). */
 export const engine = {
   running: false,
@@ -438,6 +467,9 @@ export const engine = {
   launches: 0,
   wakeUps: 0,
   fenceWaits: 0,
+  roomWaits: 0,
+  waitMs: 0,
+  longestWaitMs: 0,
   /** Set when an issuer thread failed: fences throw it. */
   failure: undefined as Error | undefined,
   /** What the running engine was started with (its issuers, ring, spin and calls). */
@@ -542,7 +574,8 @@ export function startIssueEngineWith(
   }
   engine.freeSlots = Array.from({ length: MAX_SLOTS }, (_, i) => MAX_SLOTS - 1 - i);
   engine.failure = undefined;
-  engine.launches = engine.wakeUps = engine.fenceWaits = 0;
+  engine.launches = engine.wakeUps = engine.fenceWaits = engine.roomWaits = 0;
+  engine.waitMs = engine.longestWaitMs = 0;
   const key = `${issuers}/${ringWords}/${spinMicroseconds}/${callsModule ?? ''}`;
   engine.key = key;
   const parked = engine.parked;
@@ -696,6 +729,9 @@ export function issueEngineStatistics(): IssueEngineStatistics {
     launches: engine.launches,
     wakeUps: engine.wakeUps,
     fenceWaits: engine.fenceWaits,
+    roomWaits: engine.roomWaits,
+    waitMs: engine.waitMs,
+    longestWaitMs: engine.longestWaitMs,
     cancelled: engine.writers.reduce(
       (sum, writer) => sum + Atomics.load(writer.control, CANCELLED),
       0,
