@@ -441,7 +441,7 @@ export interface EngineRowOptions {
  * through the engine (then the rows would not measure it).
  */
 async function withEngine<T>(rows: string, issuers: number, body: () => Promise<T>): Promise<T> {
-  startIssueEngine({ issuers });
+  startIssueEngine({ issuers, ...engineStart });
   let statistics: ReturnType<typeof issueEngineStatistics>;
   let result: T;
   try {
@@ -473,6 +473,8 @@ function checkEngine(
       wake_ups: statistics.wakeUps,
       fence_waits: statistics.fenceWaits,
       room_waits: statistics.roomWaits,
+      queries: statistics.queries,
+      queries_left: statistics.queriesLeft,
       longest_wait_ms: Math.round(statistics.longestWaitMs * 1000) / 1000,
       ...(statistics.failure === undefined ? {} : { failure: statistics.failure }),
     }),
@@ -689,7 +691,7 @@ export async function runLatencyPairs(
     return (nowUs() - t0) / LATENCY_JOBS;
   };
   const engineIssuers = options.issuers;
-  if (engineIssuers !== undefined) startIssueEngine({ issuers: engineIssuers });
+  if (engineIssuers !== undefined) startIssueEngine({ issuers: engineIssuers, ...engineStart });
   let engineStatistics: ReturnType<typeof issueEngineStatistics> | undefined;
   try {
     // One job each, checked against float64 on the CPU: the same steps, rounded to float32.
@@ -1071,18 +1073,26 @@ export interface PairedArguments {
   only?: 'graphs' | 'tasks100' | 'latency' | 'engine' | 'withstream';
   /** The engine rows' issuer counts. */
   issuers: number[];
+  /**
+   * Who queries a stream for a wait with the engine (`--engine-queries issuers|caller`,
+   * `startIssueEngine`'s `queriesOnIssuers`); absent: the engine's default (its issuers).
+   */
+  engineQueries?: 'issuers' | 'caller';
 }
+
+/** `startIssueEngine`'s `queriesOnIssuers` for the engine rows (`--engine-queries`). */
+const engineStart = { queriesOnIssuers: true };
 
 const ONLY = ['graphs', 'tasks100', 'latency', 'engine', 'withstream'] as const;
 
 /** The usage line printed for bad arguments. */
 export const PAIRED_USAGE =
-  'usage: paired.ts path/to/libinproc.so [--only graphs|tasks100|latency|engine|withstream] [--issuers 4,8]';
+  'usage: paired.ts path/to/libinproc.so [--only graphs|tasks100|latency|engine|withstream] [--issuers 4,8] [--engine-queries issuers|caller]';
 
 /**
  * Parses paired.ts's arguments (after the script): the library path first, then
- * `--only GROUP` and `--issuers W,W...` (integers 1..64, startIssueEngine's range) in any
- * order. Throws an Error naming what is wrong.
+ * `--only GROUP`, `--issuers W,W...` (integers 1..64, startIssueEngine's range) and
+ * `--engine-queries issuers|caller` in any order. Throws an Error naming what is wrong.
  * @example parsePairedArguments(['lib.so', '--only', 'engine', '--issuers', '8']);
  */
 export function parsePairedArguments(argv: readonly string[]): PairedArguments {
@@ -1107,6 +1117,11 @@ export function parsePairedArguments(argv: readonly string[]): PairedArguments {
         );
       }
       parsed.issuers = counts;
+    } else if (flag === '--engine-queries') {
+      if (value !== 'issuers' && value !== 'caller') {
+        throw new Error(`paired.ts: --engine-queries must be issuers or caller, got '${value}'`);
+      }
+      parsed.engineQueries = value;
     } else {
       throw new Error(`paired.ts: unknown argument '${flag}'`);
     }
@@ -1237,6 +1252,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     process.exit(2);
   }
   const { path, only, issuers } = parsed;
+  engineStart.queriesOnIssuers = parsed.engineQueries !== 'caller';
   try {
     if (only === 'graphs') await runGraphPairs(koffi.load(path));
     else if (only === 'tasks100') await runTasksPairs(koffi.load(path));

@@ -841,8 +841,14 @@ export function formatEngineStats(lines: readonly BenchLine[]): string[] {
       roomWaits !== undefined && typeof longest === 'number' && Number.isFinite(longest)
         ? `, ${roomWaits.toLocaleString('en-US')} waits for room; the longest wait held the thread ${longest.toFixed(3)} ms`
         : '';
+    const queries = count(line.queries);
+    const left = count(line.queries_left);
+    const asked =
+      queries !== undefined && left !== undefined
+        ? `, ${queries.toLocaleString('en-US')} waits queried by the issuers (${left.toLocaleString('en-US')} left to the waiting thread)`
+        : '';
     out.push(
-      `issue engine counts (${line.name}): ${launches.toLocaleString('en-US')} launches, ${wakeUps.toLocaleString('en-US')} wake-ups (${per(wakeUps)} a launch), ${fenceWaits.toLocaleString('en-US')} fence waits (${per(fenceWaits)} a launch)${waits}${
+      `issue engine counts (${line.name}): ${launches.toLocaleString('en-US')} launches, ${wakeUps.toLocaleString('en-US')} wake-ups (${per(wakeUps)} a launch), ${fenceWaits.toLocaleString('en-US')} fence waits (${per(fenceWaits)} a launch)${waits}${asked}${
         typeof line.failure === 'string' ? `; failed: ${line.failure}` : ''
       }`,
     );

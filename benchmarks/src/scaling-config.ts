@@ -45,6 +45,11 @@ export interface ScalingConfig {
   workers: number;
   /** Ours only: issuer threads of the issue-engine variant (`ours_engine`). */
   issuers: number;
+  /**
+   * Ours only: 1 when the engine variant's waits are queried by the issuers (the engine's
+   * default, `queriesOnIssuers`), 0 when by the main thread.
+   */
+  engineQueries: number;
 }
 
 /** The defaults: about a minute of GPU time for all five systems on an H200. */
@@ -65,6 +70,7 @@ export const SCALING_DEFAULTS: Readonly<ScalingConfig> = Object.freeze({
   seed: 1000,
   workers: 8,
   issuers: 8,
+  engineQueries: 1,
 });
 
 /** The `key=value` names of the numeric settings, as the C and Python programs spell them. */
@@ -83,6 +89,7 @@ const NUMERIC_KEYS: readonly (readonly [keyof ScalingConfig, string])[] = [
   ['seed', 'seed'],
   ['workers', 'workers'],
   ['issuers', 'issuers'],
+  ['engineQueries', 'engine_queries'],
 ];
 
 /** The most worker threads `workers` may ask for (WorkerPool's own limit). */
@@ -95,7 +102,11 @@ export const MAX_ISSUERS = 64;
  * Settings only ours reads (`python/scaling.py` rejects a key it does not know, C ignores one
  * with a warning): `scalingArguments` leaves them out unless asked for ours.
  */
-const OURS_ONLY_KEYS: ReadonlySet<keyof ScalingConfig> = new Set(['workers', 'issuers']);
+const OURS_ONLY_KEYS: ReadonlySet<keyof ScalingConfig> = new Set([
+  'workers',
+  'issuers',
+  'engineQueries',
+]);
 
 /**
  * The settings as `key=value` arguments (`ks=1,2,4`, `shapes=latency,mixed`, `mixed_n=256`...):
@@ -153,10 +164,14 @@ export function parseScalingArguments(argv: readonly string[]): ScalingConfig {
     } else {
       const entry = NUMERIC_KEYS.find(([, name]) => name === key);
       if (entry === undefined) throw new Error(`scaling: unknown setting '${key}'`);
-      const minimum = entry[0] === 'warmups' || entry[0] === 'seed' ? 0 : 1;
+      const minimum =
+        entry[0] === 'warmups' || entry[0] === 'seed' || entry[0] === 'engineQueries' ? 0 : 1;
       const parsed = integer(key, value, minimum);
       if (entry[0] === 'workers' && parsed > MAX_WORKERS) {
         throw new Error(`scaling: workers must be at most ${MAX_WORKERS}, got '${value}'`);
+      }
+      if (entry[0] === 'engineQueries' && parsed > 1) {
+        throw new Error(`scaling: engine_queries must be 0 or 1, got '${value}'`);
       }
       if (entry[0] === 'issuers' && parsed > MAX_ISSUERS) {
         throw new Error(`scaling: issuers must be at most ${MAX_ISSUERS}, got '${value}'`);

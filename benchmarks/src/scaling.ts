@@ -184,6 +184,9 @@ const engineCounts = {
   wakeUps: 0,
   fenceWaits: 0,
   roomWaits: 0,
+  /** Waits whose stream the issuers were asked to query, and those they left to the thread. */
+  queries: 0,
+  queriesLeft: 0,
   /** The longest the engine held the main thread at once (a fence or a wait for room), ms. */
   longestWaitMs: 0,
 };
@@ -196,7 +199,7 @@ const messageOf = (error: unknown) => (error instanceof Error ? error.message : 
  */
 async function probeEngine(job: () => Promise<unknown>): Promise<string | undefined> {
   try {
-    startIssueEngine({ issuers: config.issuers });
+    startIssueEngine({ issuers: config.issuers, queriesOnIssuers: config.engineQueries === 1 });
   } catch (error) {
     return `startIssueEngine failed: ${messageOf(error)}`;
   }
@@ -216,7 +219,7 @@ async function probeEngine(job: () => Promise<unknown>): Promise<string | undefi
 
 /** Starts the issue engine for a turn of the engine variant. */
 function enterEngine(): void {
-  startIssueEngine({ issuers: config.issuers });
+  startIssueEngine({ issuers: config.issuers, queriesOnIssuers: config.engineQueries === 1 });
 }
 
 /**
@@ -233,6 +236,8 @@ async function leaveEngine(): Promise<void> {
   engineCounts.wakeUps += statistics.wakeUps;
   engineCounts.fenceWaits += statistics.fenceWaits;
   engineCounts.roomWaits += statistics.roomWaits;
+  engineCounts.queries += statistics.queries;
+  engineCounts.queriesLeft += statistics.queriesLeft;
   engineCounts.longestWaitMs = Math.max(engineCounts.longestWaitMs, statistics.longestWaitMs);
   if (statistics.failure !== undefined) {
     throw new Error(`scaling: the issue engine failed: ${statistics.failure}`);
@@ -486,6 +491,8 @@ async function main(): Promise<void> {
         wake_ups: engineCounts.wakeUps,
         fence_waits: engineCounts.fenceWaits,
         room_waits: engineCounts.roomWaits,
+        queries: engineCounts.queries,
+        queries_left: engineCounts.queriesLeft,
         longest_wait_ms: Math.round(engineCounts.longestWaitMs * 1000) / 1000,
       }),
     );

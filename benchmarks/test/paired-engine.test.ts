@@ -46,6 +46,11 @@ describe('parsePairedArguments', () => {
       only: 'latency',
       issuers: [1, 2, 64],
     });
+    expect(parsePairedArguments(['lib.so', '--engine-queries', 'caller'])).toEqual({
+      path: 'lib.so',
+      issuers: [4, 8],
+      engineQueries: 'caller',
+    });
     for (const only of ['graphs', 'tasks100', 'latency', 'engine', 'withstream']) {
       expect(parsePairedArguments(['x.so', '--only', only]).only).toBe(only);
     }
@@ -61,6 +66,10 @@ describe('parsePairedArguments', () => {
     [['lib.so', '--issuers', '4,'], /--issuers must be integers from 1 to 64/],
     [['lib.so', '--issuers', '2.5'], /--issuers must be integers from 1 to 64/],
     [['lib.so', '--rounds', '3'], /unknown argument '--rounds'/],
+    [
+      ['lib.so', '--engine-queries', 'gpu'],
+      /--engine-queries must be issuers or caller, got 'gpu'/,
+    ],
   ])('rejects %j', (argv, message) => {
     expect(() => parsePairedArguments(argv)).toThrow(message);
   });
@@ -68,6 +77,7 @@ describe('parsePairedArguments', () => {
   it('has a usage line naming every option', () => {
     expect(PAIRED_USAGE).toContain('--only graphs|tasks100|latency|engine');
     expect(PAIRED_USAGE).toContain('--issuers 4,8');
+    expect(PAIRED_USAGE).toContain('--engine-queries issuers|caller');
   });
 });
 
@@ -248,5 +258,22 @@ describe('the engine’s counts', () => {
     ]);
     // A longest wait that is not a number leaves both out rather than printing NaN.
     expect(formatEngineStats([{ ...stats, longest_wait_ms: 'x' }])[0]).not.toMatch(/room|NaN/);
+  });
+
+  it('adds the waits the issuers queried, and those left to the waiting thread, where the line has them', () => {
+    const stats: BenchLine = {
+      name: 'engine_stats_tasks100_w8',
+      engine_stats: true,
+      issuers: 8,
+      launches: 3_000,
+      wake_ups: 0,
+      fence_waits: 0,
+      queries: 3_000,
+      queries_left: 12,
+    };
+    expect(formatEngineStats([stats])[0]).toMatch(
+      /3,000 waits queried by the issuers \(12 left to the waiting thread\)$/,
+    );
+    expect(formatEngineStats([{ ...stats, queries_left: 1.5 }])[0]).not.toMatch(/queried/);
   });
 });

@@ -91,7 +91,22 @@ describe('the issuers setting', () => {
       ...shared,
       `workers=${config.workers}`,
       'issuers=4',
+      'engine_queries=1',
     ]);
+  });
+
+  it('engine_queries: 1 (the issuers query, the default) or 0 (the main thread does)', () => {
+    expect(parseScalingArguments([]).engineQueries).toBe(1);
+    const custom = parseScalingArguments(['engine_queries=0']);
+    expect(custom.engineQueries).toBe(0);
+    expect(parseScalingArguments(scalingArguments(custom, { ours: true }))).toEqual(custom);
+    expect(scalingArguments(custom).some((a) => a.startsWith('engine_queries='))).toBe(false);
+    expect(() => parseScalingArguments(['engine_queries=2'])).toThrow(
+      /engine_queries must be 0 or 1, got '2'/,
+    );
+    expect(() => parseScalingArguments(['engine_queries=-1'])).toThrow(
+      /engine_queries must be an integer >= 0/,
+    );
   });
 
   it.each([

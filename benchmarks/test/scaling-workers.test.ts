@@ -90,6 +90,7 @@ describe('the workers setting', () => {
       ...shared,
       'workers=4',
       `issuers=${SCALING_DEFAULTS.issuers}`,
+      `engine_queries=${SCALING_DEFAULTS.engineQueries}`,
     ]);
   });
 

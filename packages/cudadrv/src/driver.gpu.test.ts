@@ -384,20 +384,31 @@ describeGpu('cudadrv on the GPU', () => {
     f64.dispose();
   });
 
-  it('reports an illegal address as a CudaError and the process survives to report it', () => {
-    const script = fileURLToPath(new URL('../test/illegal-address.ts', import.meta.url));
-    const tsx = fileURLToPath(new URL('../../../node_modules/.bin/tsx', import.meta.url));
-    const result = spawnSync(tsx, ['--conditions=@cuda-tasks/source', script], {
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
-    const last = result.stdout.trim().split('\n').pop() ?? '';
-    expect(last.startsWith('{'), `child printed: ${result.stdout}\n${result.stderr}`).toBe(true);
-    const report = JSON.parse(last);
-    expect(report.first?.name).toBe('CudaError');
-    expect(report.first?.status).toBe('CUDA_ERROR_ILLEGAL_ADDRESS');
-    expect(report.first?.message).toMatch(/sticky/);
-    expect(report.later?.message).toMatch(/unusable since an earlier CUDA_ERROR_ILLEGAL_ADDRESS/);
-    expect(result.status).toBe(0);
-  });
+  it.each([
+    ['', []],
+    [' (the issue engine’s issuer finds it)', ['--engine']],
+  ])(
+    'reports an illegal address as a CudaError and the process survives to report it%s',
+    (_how, extra) => {
+      const script = fileURLToPath(new URL('../test/illegal-address.ts', import.meta.url));
+      const tsx = fileURLToPath(new URL('../../../node_modules/.bin/tsx', import.meta.url));
+      const result = spawnSync(tsx, ['--conditions=@cuda-tasks/source', script, ...extra], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      const last = result.stdout.trim().split('\n').pop() ?? '';
+      expect(last.startsWith('{'), `child printed: ${result.stdout}\n${result.stderr}`).toBe(true);
+      const report = JSON.parse(last);
+      expect(report.first?.name).toBe('CudaError');
+      expect(report.first?.status).toBe('CUDA_ERROR_ILLEGAL_ADDRESS');
+      expect(report.first?.message).toMatch(/sticky/);
+      if (extra.length > 0) {
+        expect(report.first?.call).toMatch(
+          /cuStreamQuery on Stream\(.*\), made by the issue engine/,
+        );
+      }
+      expect(report.later?.message).toMatch(/unusable since an earlier CUDA_ERROR_ILLEGAL_ADDRESS/);
+      expect(result.status).toBe(0);
+    },
+  );
 });

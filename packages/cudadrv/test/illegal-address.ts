@@ -1,5 +1,6 @@
 // Run in a child process by driver.gpu.test.ts: an out-of-bounds kernel poisons the CUDA
-// context for the rest of the process, so it cannot share the test runner's process.
+// context for the rest of the process, so it cannot share the test runner's process. With
+// `--engine`, the issue engine launches the kernel and its issuer's query finds the fault.
 import { readFileSync } from 'node:fs';
 import {
   CudaError,
@@ -7,8 +8,11 @@ import {
   DeviceArray,
   launch,
   Module,
+  startIssueEngine,
   waitForStream,
 } from '../src/index.js';
+
+if (process.argv.includes('--engine')) startIssueEngine({ issuers: 2 });
 
 const module = Module.fromPtx(
   readFileSync(new URL('./fixtures/kernels.ptx', import.meta.url), 'utf8'),

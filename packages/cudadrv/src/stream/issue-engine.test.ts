@@ -9,12 +9,13 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 // real issuer threads whose libcuda calls are a double (test/issuer-calls-double.mjs) that
 // logs every launch into shared memory, driven by real `launch()` calls on real Streams.
 const fake = vi.hoisted(() => {
-  const state = { nextHandle: 0x1000, direct: [] as string[] };
+  const state = { nextHandle: 0x1000, direct: [] as string[], queries: 0 };
   const api = new Proxy({} as Record<string, (...args: any[]) => number>, {
     get(_target, name: string) {
       return (...args: any[]) => {
         if (name === 'cuStreamCreateWithPriority') args[0][0] = BigInt(state.nextHandle++);
         if (name === 'cuLaunchKernelEx') state.direct.push(name);
+        if (name === 'cuStreamQuery') state.queries++;
         return 0;
       };
     },
@@ -56,13 +57,19 @@ import {
   CANCELLED,
   createRing,
   createSlots,
+  createWatch,
   drain,
+  GENERATION,
   HEAD,
   type IssuerCalls,
   type Reader,
+  SLOT_SHIFT,
   TAIL,
+  WATCHING,
+  watchRound,
 } from './issue-ring.js';
 import { Stream } from './stream.js';
+import { waitForStream } from './wait.js';
 
 const DATA_ADDRESS = 0x10_0000;
 
@@ -81,6 +88,7 @@ function readerOf(
     pointersAddress: 0x9000,
     current: 0,
     tail: 0,
+    watch: createWatch(2000),
   };
 }
 
@@ -115,6 +123,7 @@ describe('the ring protocol (one thread)', () => {
           const issued: { stream: number; sequence: number; values: number[] }[] = [];
           let contextSwitches = 0;
           const calls: IssuerCalls = {
+            cuStreamQuery: () => 0,
             cuCtxSetCurrent: () => {
               contextSwitches++;
               return 0;
@@ -200,6 +209,7 @@ describe('the ring protocol (one thread)', () => {
           const issued: { stream: number; sequence: number; count: number; first: number }[] = [];
           const calls: IssuerCalls = {
             cuCtxSetCurrent: () => 0,
+            cuStreamQuery: () => 0,
             cuLaunchKernel(_fn, gx, _gy, _gz, bx, _by, _bz, _shared, stream) {
               const address = (reader.pointers[0]! >>> 0) + reader.pointers[1]! * 2 ** 32;
               const first = bx === 0 ? -1 : reader.data[(address - DATA_ADDRESS) / 4]!;
@@ -259,6 +269,7 @@ describe('the ring protocol (one thread)', () => {
     const launched: number[] = [];
     const calls: IssuerCalls = {
       cuCtxSetCurrent: () => 0,
+      cuStreamQuery: () => 0,
       cuLaunchKernel: (_f, gx) => {
         launched.push(gx);
         return 0;
@@ -304,6 +315,7 @@ describe('the ring protocol (one thread)', () => {
     const launched: number[] = [];
     const calls: IssuerCalls = {
       cuCtxSetCurrent: () => 0,
+      cuStreamQuery: () => 0,
       cuLaunchKernel: (_f, gx) => {
         launched.push(gx);
         return 0;
@@ -332,6 +344,7 @@ describe('the ring protocol (one thread)', () => {
     engine.kernelNames[41] = 'spin<float>';
     const calls: IssuerCalls = {
       cuCtxSetCurrent: () => 0,
+      cuStreamQuery: () => 0,
       cuLaunchKernel: (_f, gx) => (gx === 2 ? 1 : gx === 3 ? 700 : 0),
     };
     const values = new Int32Array(2);
@@ -346,6 +359,154 @@ describe('the ring protocol (one thread)', () => {
       /cuLaunchKernel\(spin<float>\) on Stream\(1536\), issued by the issue engine/,
     );
     expect(a.takeError()).toBeNull();
+  });
+});
+
+describe('queries through the ring (one thread)', () => {
+  /**
+   * A model of the GPU for the property below: each stream has launches issued and launches
+   * done; a query of a stream answers done when all its issued launches are done.
+   */
+  it('any interleaving of launches, waits’ queries, drains, watch rounds and work finishing: a query answers done only once every launch pushed before it has run, and every query is answered or left to the waiter', () => {
+    const step = fc.oneof(
+      fc.record({ kind: fc.constant('launch' as const), stream: fc.integer({ min: 0, max: 2 }) }),
+      fc.record({ kind: fc.constant('ask' as const), stream: fc.integer({ min: 0, max: 2 }) }),
+      fc.record({ kind: fc.constant('drain' as const) }),
+      fc.record({ kind: fc.constant('round' as const) }),
+      fc.record({ kind: fc.constant('finish' as const), stream: fc.integer({ min: 0, max: 2 }) }),
+      fc.record({ kind: fc.constant('time' as const), ms: fc.integer({ min: 0, max: 3 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 80 }), (steps) => {
+        const ring = createRing(256);
+        const slots = createSlots();
+        const writer = new Writer(ring);
+        let clock = 0;
+        const reader: Reader = {
+          ...readerOf(ring, slots),
+          watch: createWatch(2000, () => clock),
+        };
+        const handles = [0x900, 0x901, 0x902];
+        const streams = handles.map(
+          (h, i) => new IssueAttachment(fakeStream(h), 20 + i, writer, slots),
+        );
+        // The GPU: launches issued and done per stream.
+        const issued = [0, 0, 0];
+        const done = [0, 0, 0];
+        const calls: IssuerCalls = {
+          cuCtxSetCurrent: () => 0,
+          cuLaunchKernel: (_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream) => {
+            issued[handles.indexOf(stream)]!++;
+            return 0;
+          },
+          cuStreamQuery: (stream) => {
+            const i = handles.indexOf(stream);
+            return done[i] === issued[i] ? 0 : 600;
+          },
+        };
+        // Per ticket: the stream's launches pushed before it was asked.
+        const asked: { stream: number; ticket: number; before: number }[] = [];
+        const pushed = [0, 0, 0];
+        const values = new Int32Array(2);
+        const check = () => {
+          for (const q of asked) {
+            const answer = streams[q.stream]!.answer(q.ticket);
+            // Answered done: at least the launches pushed before it were done when it was.
+            if (answer === 1) expect(done[q.stream]).toBeGreaterThanOrEqual(q.before);
+          }
+        };
+        for (const s of steps) {
+          if (s.kind === 'launch') {
+            streams[s.stream]!.launch(1, 0, 1, 1, 1, 1, 1, 1, 0, values, 0, 0);
+            pushed[s.stream]!++;
+          } else if (s.kind === 'ask') {
+            const ticket = streams[s.stream]!.requestQuery();
+            asked.push({ stream: s.stream, ticket, before: pushed[s.stream]! });
+          } else if (s.kind === 'drain') drain(reader, calls);
+          else if (s.kind === 'round') watchRound(reader, calls);
+          else if (s.kind === 'finish') done[s.stream] = issued[s.stream]!;
+          else clock += s.ms;
+          check();
+        }
+        // Everything issued, then past the watch's limit: each query answered or left.
+        drain(reader, calls);
+        clock += 3;
+        watchRound(reader, calls);
+        check();
+        for (const q of asked) expect(streams[q.stream]!.answer(q.ticket)).not.toBe(0);
+        expect(reader.watch.count).toBe(0);
+        for (const [i, stream] of streams.entries()) {
+          expect(stream.pending()).toBe(false);
+          expect(Atomics.load(reader.issued, ((20 + i) << SLOT_SHIFT) + WATCHING)).toBe(0);
+        }
+      }),
+    );
+  });
+
+  it('a query that fails is the stream’s error, naming cuStreamQuery and the stream; a newer ticket’s answer answers the older one', () => {
+    const ring = createRing(256);
+    const slots = createSlots();
+    const writer = new Writer(ring);
+    const reader = readerOf(ring, slots);
+    const a = new IssueAttachment(fakeStream(0x910), 30, writer, slots);
+    const b = new IssueAttachment(fakeStream(0x911), 31, writer, slots);
+    let answerOfA = 600;
+    const queried: number[] = [];
+    const calls: IssuerCalls = {
+      cuCtxSetCurrent: () => 0,
+      cuLaunchKernel: () => 0,
+      cuStreamQuery: (stream) => {
+        queried.push(stream);
+        return stream === 0x910 ? answerOfA : 0;
+      },
+    };
+    const first = a.requestQuery();
+    const other = b.requestQuery();
+    drain(reader, calls);
+    expect([a.answer(first), b.answer(other)]).toEqual([0, 1]);
+    expect(reader.watch.count).toBe(1);
+    const second = a.requestQuery();
+    drain(reader, calls);
+    answerOfA = 700;
+    expect(watchRound(reader, calls)).toBe(0);
+    expect([a.answer(first), a.answer(second)]).toEqual([1, 1]);
+    expect(queried).toEqual([0x910, 0x911, 0x910, 0x910]);
+    const error = a.takeError();
+    expect(error).toBeInstanceOf(CudaError);
+    expect((error as CudaError).code).toBe(700);
+    expect((error as CudaError).call).toMatch(
+      /cuStreamQuery on Stream\(2320\), made by the issue engine/,
+    );
+    expect(b.takeError()).toBeNull();
+  });
+
+  it('a stream given up (a new generation) is neither queried nor answered any more', () => {
+    const ring = createRing(256);
+    const slots = createSlots();
+    const writer = new Writer(ring);
+    const reader = readerOf(ring, slots);
+    const a = new IssueAttachment(fakeStream(0x920), 40, writer, slots);
+    const queried: number[] = [];
+    const calls: IssuerCalls = {
+      cuCtxSetCurrent: () => 0,
+      cuLaunchKernel: () => 0,
+      cuStreamQuery: (stream) => {
+        queried.push(stream);
+        return 600;
+      },
+    };
+    const watched = a.requestQuery();
+    drain(reader, calls);
+    const queued = a.requestQuery();
+    // The stream goes while one query is watched and one is in the ring: the next generation.
+    const words = new Int32Array(slots.issued);
+    Atomics.add(words, (40 << SLOT_SHIFT) + GENERATION, 1);
+    drain(reader, calls);
+    watchRound(reader, calls);
+    expect(queried).toEqual([0x920]);
+    expect(reader.watch.count).toBe(0);
+    expect(Atomics.load(words, (40 << SLOT_SHIFT) + WATCHING)).toBe(0);
+    expect([a.answer(watched), a.answer(queued)]).toEqual([0, 0]);
   });
 });
 
@@ -709,5 +870,133 @@ describe('the engine with issuer threads (libcuda a double)', () => {
         .filter((e) => e.stream === made.handle)
         .map((e) => e.gx),
     ).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  });
+
+  it('waits on the engine’s streams make no driver call on the waiting thread: each stream’s issuer queries it after its launches', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 2000));
+    startIssueEngineWith({ issuers: 4, spinMicroseconds: 50 }, DOUBLE, log);
+    const streams = Array.from({ length: 16 }, (_, i) => Stream.create({ context, name: `w${i}` }));
+    const x = fakeArray(0x7000);
+    fake.state.queries = 0;
+    fake.state.direct.length = 0;
+    for (let round = 1; round <= 3; round++) {
+      for (const stream of streams) {
+        for (let i = 1; i <= 5; i++) launch(kernel, { grid: i, block: 32, stream }, x, i);
+      }
+      await Promise.all(streams.map((stream) => waitForStream(stream)));
+    }
+    expect([fake.state.direct, fake.state.queries]).toEqual([[], 0]);
+    for (const stream of streams) {
+      const mine = entries(log).filter((e) => e.stream === Number(stream.rawHandle));
+      // Per round: its 5 launches, then its issuer's queries: the first not ready (the
+      // double's stream runs), the last done.
+      let at = 0;
+      for (let round = 1; round <= 3; round++) {
+        expect(mine.slice(at, at + 5).map((e) => e.gx)).toEqual([1, 2, 3, 4, 5]);
+        at += 5;
+        const queries = [];
+        while (at < mine.length && mine[at]!.gx === -1) queries.push(mine[at++]!.gy);
+        expect(queries.length).toBeGreaterThanOrEqual(2);
+        expect(queries[0]).toBe(600);
+        expect(queries.at(-1)).toBe(0);
+      }
+      expect(at).toBe(mine.length);
+    }
+    const stats = issueEngineStatistics();
+    expect(stats.queries).toBe(48);
+    expect(stats.queriesLeft).toBe(0);
+    for (const stream of streams) stream.dispose();
+  });
+
+  it('a stream whose work failed rejects its wait with a CudaError naming cuStreamQuery and the stream; other waits resolve', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 200));
+    startIssueEngineWith({ issuers: 2, spinMicroseconds: 0 }, DOUBLE, log);
+    const bad = Stream.create({ context, name: 'faulty' });
+    const good = Stream.create({ context, name: 'fine' });
+    const x = fakeArray(0x7000);
+    launch(kernel, { grid: [1, 15], block: 32, stream: bad }, x, 1); // gy 15: its queries fail
+    launch(kernel, { grid: 1, block: 32, stream: good }, x, 1);
+    const [failed, fine] = await Promise.allSettled([waitForStream(bad), waitForStream(good)]);
+    expect(fine.status).toBe('fulfilled');
+    expect(failed.status).toBe('rejected');
+    const error = (failed as PromiseRejectedResult).reason;
+    expect(error).toBeInstanceOf(CudaError);
+    expect((error as CudaError).code).toBe(700);
+    expect((error as CudaError).call).toMatch(
+      /cuStreamQuery on Stream\(faulty\), made by the issue engine/,
+    );
+    bad.dispose();
+    good.dispose();
+  });
+
+  it('a stream not done within the issuer’s watch is left to the waiting thread, which queries it as without the engine', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 100_000));
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0, watchMicroseconds: 1000 }, DOUBLE, log);
+    const stuck = Stream.create({ context, name: 'stuck' });
+    const x = fakeArray(0x7000);
+    launch(kernel, { grid: [1, 14], block: 32, stream: stuck }, x, 1); // gy 14: never ready
+    fake.state.queries = 0;
+    // The issuer answers "not ready" for 1 ms, then leaves it; this thread's query (the main
+    // thread's double answers done) settles the wait.
+    await waitForStream(stuck);
+    expect(fake.state.queries).toBeGreaterThan(0);
+    const stats = issueEngineStatistics();
+    expect([stats.queries, stats.queriesLeft]).toEqual([1, 1]);
+    const queries = entries(log).filter((e) => e.gx === -1);
+    expect(queries.length).toBeGreaterThan(1);
+    expect(new Set(queries.map((e) => e.gy))).toEqual(new Set([600]));
+    stuck.dispose();
+  });
+
+  it('a stream disposed while its issuer watches it is forgotten first: no query of it after dispose() returns', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 1_000_000));
+    startIssueEngineWith(
+      { issuers: 1, spinMicroseconds: 0, watchMicroseconds: 10_000_000 },
+      DOUBLE,
+      log,
+    );
+    const stuck = Stream.create({ context, name: 'watched' });
+    const handle = Number(stuck.rawHandle);
+    const x = fakeArray(0x7000);
+    launch(kernel, { grid: [1, 14], block: 32, stream: stuck }, x, 1);
+    const waited = waitForStream(stuck);
+    // Until the issuer has queried it a few times (it watches it).
+    const started = performance.now();
+    while (entries(log).filter((e) => e.gx === -1).length < 3) {
+      expect(performance.now() - started).toBeLessThan(5_000);
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    stuck.dispose();
+    const after = entries(log).length;
+    await waited; // a disposed stream's wait ends: its dispose drained it
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(
+      entries(log)
+        .slice(after)
+        .filter((e) => e.stream === handle),
+    ).toEqual([]);
+    expect(issueEngineStatistics().streams).toBe(0);
+  });
+
+  it('queriesOnIssuers: false leaves every wait’s queries to the waiting thread', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 100));
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0, queriesOnIssuers: false }, DOUBLE, log);
+    const stream = Stream.create({ context, name: 'callers' });
+    launch(kernel, { grid: 1, block: 32, stream }, fakeArray(0x7000), 1);
+    fake.state.queries = 0;
+    await waitForStream(stream);
+    expect(fake.state.queries).toBe(1);
+    expect(entries(log).filter((e) => e.gx === -1)).toEqual([]);
+    expect(issueEngineStatistics().queries).toBe(0);
+    stream.dispose();
+  });
+
+  it('checks the query options', () => {
+    expect(() => startIssueEngineWith({ watchMicroseconds: -1 }, DOUBLE)).toThrow(
+      /watchMicroseconds must be a finite number >= 0, got -1/,
+    );
+    expect(() =>
+      startIssueEngineWith({ queriesOnIssuers: 'yes' as unknown as boolean }, DOUBLE),
+    ).toThrow(/queriesOnIssuers must be a boolean, got yes/);
   });
 });

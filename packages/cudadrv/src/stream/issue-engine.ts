@@ -29,22 +29,29 @@ import { cudaError, driver } from '../driver.js';
 import { CudaArgumentError, CudaError } from '../errors.js';
 import { threadEntry } from '../thread-entry.js';
 import {
+  ANSWERED,
   CANCELLED,
   createRing,
   createSlots,
+  DROPPED,
   FAILED,
   failureOf,
+  GENERATION,
   HEAD,
   LAUNCH_HEADER_WORDS,
   MAX_SLOTS,
   OP_LAUNCH,
   OP_PAD,
+  OP_QUERY,
+  QUERY_KERNEL,
+  QUERY_WORDS,
   type RingMemory,
   SLEEPING,
   SLOT_SHIFT,
   type SlotMemory,
   STOP,
   TAIL,
+  WATCHING,
 } from './issue-ring.js';
 import type { Stream } from './stream.js';
 
@@ -65,6 +72,21 @@ export interface IssueEngineOptions {
    * find the issuer awake): a launch pushed meanwhile is issued without a wake-up.
    */
   spinMicroseconds?: number;
+  /**
+   * Whether a wait (`synchronize()`, `waitForStream`, `toHost`) on a stream the engine drains
+   * asks the stream's issuer to query it (default true): the issuer calls cuStreamQuery after
+   * the stream's launches, and the waiting thread reads the answer from shared memory, so that
+   * the event loop's thread makes no driver call for it. False: the waiting thread queries, as
+   * without the engine.
+   */
+  queriesOnIssuers?: boolean;
+  /**
+   * How long an issuer queries a stream that a wait asked about and that is not done yet, in
+   * microseconds (default 2000), before it leaves the wait to the waiting thread (which then
+   * queries, polls an event or sleeps, as without the engine): an issuer does not spin on long
+   * work.
+   */
+  watchMicroseconds?: number;
 }
 
 /** How the engine stands (`issueEngineStatistics`). */
@@ -88,6 +110,10 @@ export interface IssueEngineStatistics {
   readonly waitMs: number;
   /** The longest one of those waits, ms: the most the engine held the pushing thread at once. */
   readonly longestWaitMs: number;
+  /** Waits whose stream an issuer was asked to query (`queriesOnIssuers`). */
+  readonly queries: number;
+  /** Of those, the ones an issuer left to the waiting thread (not done within `watchMicroseconds`). */
+  readonly queriesLeft: number;
   /** Launches skipped because their task was cancelled before they were issued. */
   readonly cancelled: number;
   /** Streams drained by the engine now. */
@@ -104,6 +130,7 @@ export interface IssuerData {
   readonly ring: RingMemory;
   readonly slots: SlotMemory;
   readonly spinMicroseconds: number;
+  readonly watchMicroseconds: number;
   /**
    * The unit tests' double of libcuda's functions: a module whose default export makes an
    * `IssuerCalls` (never set by the product, which binds libcuda).
@@ -240,8 +267,14 @@ export class IssueAttachment {
   readonly #streamHi: number;
   readonly #contextLo: number;
   readonly #contextHi: number;
-  /** Launches pushed for this stream (int32, wraps). */
+  /** Commands (launches and queries) pushed for this stream (int32, wraps). */
   pushed = 0;
+  /** The slot's generation while this attachment holds it (see issue-ring.ts, QUERY). */
+  #generation: number;
+  /** The last query ticket given out (int32, wraps; the first is 1). */
+  #tickets = 0;
+  /** Whether waits ask the issuer to query the stream (`queriesOnIssuers` at the attach). */
+  readonly queriesOnIssuer = engine.queriesOnIssuers;
   /**
    * What this stream's `cancelled` word holds: launches at or below it (in int32 order, which
    * wraps) are skipped. Kept within 2^30 below the sequence numbers pushed, so that a launch
@@ -258,6 +291,7 @@ export class IssueAttachment {
     this.#errors = new Int32Array(memory.errors);
     this.#cancelled = new Int32Array(memory.cancelled);
     this.#issuedAt = slot << SLOT_SHIFT;
+    this.#generation = Atomics.load(this.#issued, this.#issuedAt + GENERATION);
     const handle = stream.rawHandle;
     this.#streamLo = Number(handle & 0xffff_ffffn) | 0;
     this.#streamHi = Number(handle >> 32n) | 0;
@@ -328,6 +362,49 @@ export class IssueAttachment {
     if (writer.publish()) engine.wakeUps++;
   }
 
+  /**
+   * Asks the stream's issuer to query the stream once the launches pushed so far are issued;
+   * returns the query's ticket (for `answer`). Everything issued to the stream before this call
+   * is covered by the answer.
+   */
+  requestQuery(): number {
+    const writer = this.#writer;
+    const at = writer.reserve(QUERY_WORDS);
+    const data = writer.data;
+    const ticket = (this.#tickets + 1) | 0;
+    this.#tickets = ticket;
+    data[at] = OP_QUERY;
+    data[at + 1] = QUERY_WORDS;
+    data[at + 2] = this.slot;
+    data[at + 3] = ticket;
+    data[at + 4] = this.#generation;
+    data[at + 5] = 0;
+    data[at + 6] = this.#streamLo;
+    data[at + 7] = this.#streamHi;
+    data[at + 8] = this.#contextLo;
+    data[at + 9] = this.#contextHi;
+    writer.head = (writer.head + QUERY_WORDS) | 0;
+    this.pushed = (this.pushed + 1) | 0;
+    engine.queries++;
+    if (writer.publish()) engine.wakeUps++;
+    return ticket;
+  }
+
+  /**
+   * What the issuer answered to the query `ticket`: 1 once the stream was found done (or
+   * failed: `takeError()` has it), -1 when the issuer left it to this thread (not done within
+   * its watch), 0 while it has not answered yet.
+   */
+  answer(ticket: number): number {
+    const issued = this.#issued;
+    if (((Atomics.load(issued, this.#issuedAt + ANSWERED) - ticket) | 0) >= 0) return 1;
+    if (((Atomics.load(issued, this.#issuedAt + DROPPED) - ticket) | 0) >= 0) {
+      engine.queriesLeft++;
+      return -1;
+    }
+    return 0;
+  }
+
   /** Whether launches pushed for the stream are not issued yet. */
   pending(): boolean {
     return Atomics.load(this.#issued, this.#issuedAt) !== this.pushed;
@@ -378,6 +455,9 @@ export class IssueAttachment {
     if (result === 0) return null;
     const kernel = Atomics.load(errors, 2 * this.slot + 1);
     Atomics.store(errors, 2 * this.slot, 0);
+    if (kernel === QUERY_KERNEL) {
+      return cudaError(result, `cuStreamQuery on ${this.#name}, made by the issue engine`);
+    }
     return cudaError(
       result,
       `cuLaunchKernel(${engine.kernelNames[kernel] ?? 'a kernel'}) on ${this.#name}, issued by the issue engine`,
@@ -400,6 +480,7 @@ export class IssueAttachment {
   detach(stream: Stream): void {
     if (this.#closed) return;
     this.fence();
+    this.quiesce();
     const at = this.#streams.findIndex((ref) => ref.deref() === stream);
     if (at >= 0) this.#streams.splice(at, 1);
     this.#release();
@@ -409,9 +490,36 @@ export class IssueAttachment {
   collected(): void {
     if (this.#closed) return;
     this.fence();
+    this.quiesce();
     const at = this.#streams.findIndex((ref) => ref.deref() === undefined);
     if (at >= 0) this.#streams.splice(at, 1);
     this.#release();
+  }
+
+  /**
+   * After a fence: makes sure the issuer no longer queries the stream (it may be destroyed
+   * next). The slot gets a new generation, so the issuer forgets the stream's watch, and this
+   * waits (microseconds: one query) until it has. Queries asked before are left to the waiting
+   * thread (`answer` gives -1).
+   */
+  quiesce(): void {
+    const issued = this.#issued;
+    const at = this.#issuedAt;
+    if (this.#tickets === 0) return;
+    this.#generation = (this.#generation + 1) | 0;
+    Atomics.store(issued, at + GENERATION, this.#generation);
+    if (Atomics.load(issued, at + WATCHING) !== 0) {
+      const started = performance.now();
+      let spins = 0;
+      while (Atomics.load(issued, at + WATCHING) !== 0) {
+        if (++spins % 4096 === 0) this.#writer.recheck(started);
+      }
+      waited(started);
+    }
+    // Every ticket so far is answered or left to the waiting thread.
+    if (((Atomics.load(issued, at + ANSWERED) - this.#tickets) | 0) < 0) {
+      Atomics.store(issued, at + DROPPED, this.#tickets);
+    }
   }
 
   /** A stream going together with another attachment: takes this one (`engine.attach`). */
@@ -437,6 +545,9 @@ export class IssueAttachment {
     this.#closed = true;
     if (engine.byHandle.get(this.key) === this) engine.byHandle.delete(this.key);
     Atomics.store(this.#issued, this.#issuedAt, 0);
+    Atomics.store(this.#issued, this.#issuedAt + ANSWERED, 0);
+    Atomics.store(this.#issued, this.#issuedAt + DROPPED, 0);
+    this.#tickets = 0;
     Atomics.store(this.#errors, 2 * this.slot, 0);
     Atomics.store(this.#cancelled, this.slot, 0);
     this.pushed = 0;
@@ -470,6 +581,10 @@ export const engine = {
   roomWaits: 0,
   waitMs: 0,
   longestWaitMs: 0,
+  queries: 0,
+  queriesLeft: 0,
+  /** Whether waits ask the issuers to query (`IssueEngineOptions.queriesOnIssuers`). */
+  queriesOnIssuers: true,
   /** Set when an issuer thread failed: fences throw it. */
   failure: undefined as Error | undefined,
   /** What the running engine was started with (its issuers, ring, spin and calls). */
@@ -557,6 +672,8 @@ export function startIssueEngineWith(
     options.issuers ?? Math.min(8, Math.max(1, Math.floor(availableParallelism() / 2)));
   const ringWords = options.ringWords ?? 1 << 18;
   const spinMicroseconds = options.spinMicroseconds ?? 200;
+  const watchMicroseconds = options.watchMicroseconds ?? 2000;
+  const queriesOnIssuers = options.queriesOnIssuers ?? true;
   if (!Number.isInteger(issuers) || issuers < 1 || issuers > 64) {
     throw new CudaArgumentError(
       `startIssueEngine: issuers must be an integer in [1, 64], got ${String(issuers)}`,
@@ -572,11 +689,27 @@ export function startIssueEngineWith(
       `startIssueEngine: spinMicroseconds must be a number >= 0, got ${String(spinMicroseconds)}`,
     );
   }
+  if (
+    typeof watchMicroseconds !== 'number' ||
+    !(watchMicroseconds >= 0) ||
+    watchMicroseconds === Infinity
+  ) {
+    throw new CudaArgumentError(
+      `startIssueEngine: watchMicroseconds must be a finite number >= 0, got ${String(watchMicroseconds)}`,
+    );
+  }
+  if (typeof queriesOnIssuers !== 'boolean') {
+    throw new CudaArgumentError(
+      `startIssueEngine: queriesOnIssuers must be a boolean, got ${String(queriesOnIssuers)}`,
+    );
+  }
   engine.freeSlots = Array.from({ length: MAX_SLOTS }, (_, i) => MAX_SLOTS - 1 - i);
   engine.failure = undefined;
   engine.launches = engine.wakeUps = engine.fenceWaits = engine.roomWaits = 0;
   engine.waitMs = engine.longestWaitMs = 0;
-  const key = `${issuers}/${ringWords}/${spinMicroseconds}/${callsModule ?? ''}`;
+  engine.queries = engine.queriesLeft = 0;
+  engine.queriesOnIssuers = queriesOnIssuers;
+  const key = `${issuers}/${ringWords}/${spinMicroseconds}/${watchMicroseconds}/${callsModule ?? ''}`;
   engine.key = key;
   const parked = engine.parked;
   engine.parked = undefined;
@@ -609,6 +742,7 @@ export function startIssueEngineWith(
         ring,
         slots,
         spinMicroseconds,
+        watchMicroseconds,
         ...(callsModule === undefined ? {} : { callsModule, callsData }),
       } satisfies IssuerData,
       ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),
@@ -704,6 +838,7 @@ export async function stopIssueEngine(options: StopIssueEngineOptions = {}): Pro
   for (const attachment of [...engine.attached]) {
     try {
       attachment.fence();
+      attachment.quiesce();
     } catch (error) {
       failure ??= error;
     }
@@ -732,6 +867,8 @@ export function issueEngineStatistics(): IssueEngineStatistics {
     roomWaits: engine.roomWaits,
     waitMs: engine.waitMs,
     longestWaitMs: engine.longestWaitMs,
+    queries: engine.queries,
+    queriesLeft: engine.queriesLeft,
     cancelled: engine.writers.reduce(
       (sum, writer) => sum + Atomics.load(writer.control, CANCELLED),
       0,

@@ -14,6 +14,8 @@
  *    gx, gy, gz, bx, by, bz, sharedMemory, count, sequence, 0,
  *    (valueLo, valueHi) x count]                                                 op = LAUNCH
  *   [op, length]                                                                 op = PAD
+ *   [op, length, slot, ticket, generation, 0, streamLo, streamHi, contextLo, contextHi]
+ *                                                                                op = QUERY
  *
  * `slot` is the stream's index in the engine's per-stream words: `issued[slot << SLOT_SHIFT]` counts the
  * commands of that stream issued so far (the writer compares it with what it pushed), and
@@ -23,6 +25,18 @@
  * `CANCELLED`, and still counts as issued.
  * Writes to the data block happen before the `HEAD` store that publishes them, and the reader
  * loads `HEAD` before it reads them (Atomics are sequentially consistent).
+ *
+ * A QUERY asks the issuer whether the stream's work is done, after the launches before it (a
+ * wait of the writer's thread: `synchronize()`), so that the writer's thread waits without a
+ * driver call of its own. `ticket` numbers the stream's queries from 1 (int32, wraps). The issuer
+ * calls cuStreamQuery: done (or failed: the CUresult goes to the error words, kernel
+ * `QUERY_KERNEL`) stores `ticket` into the stream's `ANSWERED` word; not ready puts the stream on
+ * the issuer's watch (`WATCHING` set), queried again between its drains until done or until
+ * `watchMicroseconds` have passed, when it stores the ticket into `DROPPED` instead and the
+ * writer's thread queries by itself. A newer ticket of a watched stream replaces the older one
+ * (its answer answers both). `generation` is the stream's `GENERATION` word when the query was
+ * pushed: a slot given up (its stream detached) gets a new generation, and the issuer neither
+ * queries nor answers for an older one. A QUERY counts as issued like a launch.
  */
 
 import { CudaArgumentError } from '../errors.js';
@@ -54,6 +68,27 @@ export const OP_LAUNCH = 1;
 export const OP_PAD = 2;
 /** Words of a launch command before its argument values. */
 export const LAUNCH_HEADER_WORDS = 20;
+
+export const OP_QUERY = 3;
+/** Words of a QUERY command. */
+export const QUERY_WORDS = 10;
+/** The kernel id of an error a QUERY found (the stream's work failed: a fault, a sticky error). */
+export const QUERY_KERNEL = -1;
+
+/**
+ * The per-stream words in `issued`, at `(slot << SLOT_SHIFT) + word`: commands issued, the
+ * latest query ticket answered, the latest dropped from the watch, whether the issuer watches
+ * the stream, and the slot's generation (see QUERY above). Written by the issuer, except
+ * `GENERATION` (the writer's thread).
+ */
+export const ISSUED = 0;
+export const ANSWERED = 1;
+export const DROPPED = 2;
+export const WATCHING = 3;
+export const GENERATION = 4;
+
+/** cuStreamQuery's CUDA_ERROR_NOT_READY. */
+const NOT_READY = 600;
 
 /** Streams the engine can drain at once (the per-stream words). */
 export const MAX_SLOTS = 4096;
@@ -132,6 +167,7 @@ export interface IssuerCalls {
     kernelParams: number,
     extra: number,
   ): number;
+  cuStreamQuery(stream: number): number;
   /**
    * Test doubles only (never in libcuda's calls): called when the issuer has found its ring
    * empty and the engine not stopping, just before it sleeps.
@@ -155,6 +191,40 @@ export interface Reader {
   /** The context last made current on this thread. */
   current: number;
   tail: number;
+  /** The streams this issuer watches for a query (see QUERY above). */
+  readonly watch: Watch;
+}
+
+/** An issuer's watched streams: a list of slots, and what it holds for each. */
+export interface Watch {
+  /** How long a stream is watched before its query is dropped, ms. */
+  readonly limitMs: number;
+  /** The clock, ms (`performance.now`; a test's own). */
+  readonly now: () => number;
+  /** The watched slots, `count` of them. */
+  readonly slots: Int32Array;
+  count: number;
+  /** Per slot: the ticket, generation, CUstream, context and when it was first not ready. */
+  readonly ticket: Int32Array;
+  readonly generation: Int32Array;
+  readonly stream: Float64Array;
+  readonly context: Float64Array;
+  readonly since: Float64Array;
+}
+
+/** An empty watch that drops a query after `microseconds` of `now` (ms). */
+export function createWatch(microseconds: number, now = () => performance.now()): Watch {
+  return {
+    limitMs: microseconds / 1000,
+    now,
+    slots: new Int32Array(MAX_SLOTS),
+    count: 0,
+    ticket: new Int32Array(MAX_SLOTS),
+    generation: new Int32Array(MAX_SLOTS),
+    stream: new Float64Array(MAX_SLOTS),
+    context: new Float64Array(MAX_SLOTS),
+    since: new Float64Array(MAX_SLOTS),
+  };
 }
 
 const TWO_32 = 4294967296;
@@ -220,10 +290,109 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
       }
       Atomics.add(issued, slot << SLOT_SHIFT, 1);
       count++;
+    } else if (op === OP_QUERY) {
+      const slot = data[at + 2]!;
+      const generation = data[at + 4]!;
+      if (Atomics.load(issued, (slot << SLOT_SHIFT) + GENERATION) === generation) {
+        const stream = (data[at + 6]! >>> 0) + (data[at + 7]! >>> 0) * TWO_32;
+        const context = (data[at + 8]! >>> 0) + (data[at + 9]! >>> 0) * TWO_32;
+        ask(reader, calls, slot, data[at + 3]!, generation, stream, context);
+      }
+      Atomics.add(issued, slot << SLOT_SHIFT, 1);
+      count++;
     }
     tail = (tail + length) | 0;
   }
   reader.tail = tail;
   Atomics.store(control, TAIL, tail);
   return count;
+}
+
+/** A QUERY's cuStreamQuery: answers it, or watches the stream while it is not ready. */
+function ask(
+  reader: Reader,
+  calls: IssuerCalls,
+  slot: number,
+  ticket: number,
+  generation: number,
+  stream: number,
+  context: number,
+): void {
+  let result = 0;
+  if (reader.current !== context) {
+    result = calls.cuCtxSetCurrent(context);
+    if (result === 0) reader.current = context;
+  }
+  if (result === 0) result = calls.cuStreamQuery(stream);
+  const watch = reader.watch;
+  const base = slot << SLOT_SHIFT;
+  const watched = Atomics.load(reader.issued, base + WATCHING) !== 0;
+  if (result === NOT_READY) {
+    if (!watched) {
+      watch.slots[watch.count++] = slot;
+      watch.since[slot] = watch.now();
+      Atomics.store(reader.issued, base + WATCHING, 1);
+    }
+    watch.ticket[slot] = ticket;
+    watch.generation[slot] = generation;
+    watch.stream[slot] = stream;
+    watch.context[slot] = context;
+    return;
+  }
+  answer(reader, slot, ticket, result);
+  if (watched) unwatch(reader, slot);
+}
+
+/** Stores a query's answer: its ticket, after the error words when the query failed. */
+function answer(reader: Reader, slot: number, ticket: number, result: number): void {
+  if (result !== 0 && Atomics.compareExchange(reader.errors, 2 * slot, 0, result) === 0) {
+    Atomics.store(reader.errors, 2 * slot + 1, QUERY_KERNEL);
+  }
+  Atomics.store(reader.issued, (slot << SLOT_SHIFT) + ANSWERED, ticket);
+}
+
+/** Takes `slot` off the watch (its answer, if any, stored first). */
+function unwatch(reader: Reader, slot: number): void {
+  const watch = reader.watch;
+  for (let i = 0; i < watch.count; i++) {
+    if (watch.slots[i] === slot) {
+      watch.slots[i] = watch.slots[--watch.count]!;
+      break;
+    }
+  }
+  Atomics.store(reader.issued, (slot << SLOT_SHIFT) + WATCHING, 0);
+}
+
+/**
+ * Queries each watched stream once: a done (or failed) one is answered, one watched for longer
+ * than the watch's limit is dropped (the waiting thread queries by itself), one whose slot has
+ * a new generation (its stream was detached) is forgotten. Returns how many are still watched.
+ */
+export function watchRound(reader: Reader, calls: IssuerCalls): number {
+  const watch = reader.watch;
+  const now = watch.now();
+  const { issued } = reader;
+  for (let i = watch.count - 1; i >= 0; i--) {
+    const slot = watch.slots[i]!;
+    const base = slot << SLOT_SHIFT;
+    if (Atomics.load(issued, base + GENERATION) !== watch.generation[slot]) {
+      unwatch(reader, slot);
+      continue;
+    }
+    const context = watch.context[slot]!;
+    let result = 0;
+    if (reader.current !== context) {
+      result = calls.cuCtxSetCurrent(context);
+      if (result === 0) reader.current = context;
+    }
+    if (result === 0) result = calls.cuStreamQuery(watch.stream[slot]!);
+    if (result !== NOT_READY) {
+      answer(reader, slot, watch.ticket[slot]!, result);
+      unwatch(reader, slot);
+    } else if (now - watch.since[slot]! > watch.limitMs) {
+      Atomics.store(issued, base + DROPPED, watch.ticket[slot]!);
+      unwatch(reader, slot);
+    }
+  }
+  return watch.count;
 }

@@ -3,7 +3,8 @@
  * binds libcuda (the process's own copy, through the package's FFI declarations), then drains
  * its ring (issue-ring.ts) for as long as the engine runs. An empty ring is checked again for
  * `spinMicroseconds`, then the thread sleeps in `Atomics.wait` until the engine publishes more
- * (it wakes the thread only when it sleeps). It exits once the engine stops and the ring is
+ * (it wakes the thread only when it sleeps). Between drains it queries the streams that a wait
+ * asked about (issue-ring.ts, QUERY), so the waiting thread makes no driver call. It exits once the engine stops and the ring is
  * empty. A thread that fails (throws, or exits before the stop) marks its ring `FAILED` with
  * why, so that the engine's thread, waiting for it without its event loop, sees it at once.
  */
@@ -12,6 +13,7 @@ import { cuda } from '../ffi/cuda.js';
 import { koffi } from '../ffi/library.js';
 import type { IssuerData } from './issue-engine.js';
 import {
+  createWatch,
   drain,
   HEAD,
   type IssuerCalls,
@@ -19,9 +21,11 @@ import {
   type Reader,
   SLEEPING,
   STOP,
+  watchRound,
 } from './issue-ring.js';
 
-const { ring, slots, spinMicroseconds, callsModule, callsData } = workerData as IssuerData;
+const { ring, slots, spinMicroseconds, watchMicroseconds, callsModule, callsData } =
+  workerData as IssuerData;
 const control = new Int32Array(ring.control);
 let stopped = false;
 process.once('exit', (code) => {
@@ -62,10 +66,15 @@ async function run(): Promise<void> {
     pointersAddress: Number(pointersAddress),
     current: 0,
     tail: 0,
+    watch: createWatch(watchMicroseconds),
   };
 
   for (;;) {
-    if (drain(reader, api) > 0) continue;
+    // Streams that a wait asked about are queried between drains, and the thread does not
+    // sleep while it watches any (each is watched `watchMicroseconds` at most).
+    const issued = drain(reader, api);
+    const watching = reader.watch.count > 0 && watchRound(reader, api) > 0;
+    if (issued > 0 || watching) continue;
     // Empty: look again for a while (a launch pushed meanwhile needs no wake-up), then sleep.
     const until = performance.now() + spinMicroseconds / 1000;
     while (Atomics.load(control, HEAD) === reader.tail && performance.now() < until) {}

@@ -174,7 +174,17 @@ export function waitForStream(stream: Stream, options?: WaitOptions): Promise<vo
     waiter.resolve = resolve;
     waiter.reject = reject;
   } else {
-    waiter = { stream, resolve, reject, spun: 0, abandoned: false, reusable: false };
+    waiter = {
+      stream,
+      resolve,
+      reject,
+      spun: 0,
+      abandoned: false,
+      reusable: false,
+      asked: ASK_NOT_YET,
+      ticket: 0,
+      stamp: 0,
+    };
     const onAbort = () => {
       // The waiter is dropped where it is (spinning, polled, or on a worker thread, whose
       // blocking call ends with the work): only its promise settles now.
@@ -226,7 +236,19 @@ interface Waiter {
    * and it goes back to `freeWaiters` (one that moved on to polling never comes back).
    */
   reusable: boolean;
+  /**
+   * With the issue engine: whether the stream's issuer was asked to query the stream
+   * (`ASK_NOT_YET`, `ASKED`, or `ASK_LEFT`: not at all, or the issuer left the wait to this
+   * thread), its query's ticket, and the use clock when it was asked.
+   */
+  asked: number;
+  ticket: number;
+  stamp: number;
 }
+
+const ASK_NOT_YET = 0;
+const ASKED = 1;
+const ASK_LEFT = 2;
 
 function settledNothing(): void {}
 
@@ -238,6 +260,9 @@ function newWaiter(): Waiter {
     spun: 0,
     abandoned: false,
     reusable: true,
+    asked: ASK_NOT_YET,
+    ticket: 0,
+    stamp: 0,
   };
 }
 
@@ -253,6 +278,7 @@ function recycle(waiter: Waiter): void {
   waiter.resolve = settledNothing;
   waiter.reject = settledNothing;
   waiter.spun = 0;
+  waiter.asked = ASK_NOT_YET;
   freeWaiters.push(waiter);
 }
 
@@ -333,6 +359,45 @@ function spinRound(): boolean {
     }
     waitState.spinBudget--;
     const issue = stream.issue;
+    if (issue != null && waiter.asked !== ASK_LEFT && issue.queriesOnIssuer) {
+      // The issue engine's issuer queries the stream after its launches and answers in shared
+      // memory: this thread makes no driver call for the wait. Reading the answer costs
+      // nanoseconds: it uses the turn's budget (so the loop still turns), not the waiter's
+      // spins. A failed engine is this wait's error.
+      const failure = issue.failure();
+      if (failure !== null) {
+        waiter.reject(failure);
+        recycle(waiter);
+        settled = true;
+        continue;
+      }
+      if (waiter.asked === ASK_NOT_YET) {
+        waiter.stamp = useClock.value;
+        waiter.ticket = issue.requestQuery();
+        waiter.asked = ASKED;
+        spinning[kept++] = waiter;
+        continue;
+      }
+      const answer = issue.answer(waiter.ticket);
+      if (answer === 0) {
+        spinning[kept++] = waiter;
+        continue;
+      }
+      if (answer > 0) {
+        // Done, or failed: a launch the driver refused, or the query's own error.
+        const failed = issue.takeError();
+        if (failed !== null) waiter.reject(failed);
+        else {
+          stream.markCompleted(waiter.stamp);
+          waiter.resolve();
+        }
+        recycle(waiter);
+        settled = true;
+        continue;
+      }
+      // Not done within the issuer's watch: this thread goes on as without the queries.
+      waiter.asked = ASK_LEFT;
+    }
     if (issue != null) {
       // Launches the issue engine has not issued yet (for microseconds): not done, and nothing
       // to query yet (a query now would not see them). Such a check costs nanoseconds, not a
