@@ -109,6 +109,9 @@ export class StreamCapture {
     const context = stream.context;
     context.makeCurrent();
     const api = driver();
+    // An issuer of the issue engine that watches the stream for a wait stops first: a query of
+    // a capturing stream would invalidate the capture.
+    stream.quiesceIssue();
     const event = stream.captureEvent();
     check(api.cuEventRecord(event, stream.ffiHandle), 'cuEventRecord');
     check(

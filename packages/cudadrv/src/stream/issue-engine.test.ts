@@ -978,6 +978,37 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     expect(issueEngineStatistics().streams).toBe(0);
   });
 
+  it('before a capture (quiesceIssue) the issuer stops querying the stream; a wait it watched is left to the waiting thread', async () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 1_000_000));
+    startIssueEngineWith(
+      { issuers: 1, spinMicroseconds: 0, watchMicroseconds: 10_000_000 },
+      DOUBLE,
+      log,
+    );
+    const stream = Stream.create({ context, name: 'to-capture' });
+    const handle = Number(stream.rawHandle);
+    launch(kernel, { grid: [1, 14], block: 32, stream }, fakeArray(0x7000), 1);
+    fake.state.queries = 0;
+    const waited = waitForStream(stream);
+    const started = performance.now();
+    while (entries(log).filter((e) => e.gx === -1).length < 3) {
+      expect(performance.now() - started).toBeLessThan(5_000);
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    stream.quiesceIssue();
+    const after = entries(log).length;
+    await waited; // this thread's query (the main thread's double answers done)
+    expect(fake.state.queries).toBeGreaterThan(0);
+    expect(issueEngineStatistics().queriesLeft).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(
+      entries(log)
+        .slice(after)
+        .filter((e) => e.stream === handle),
+    ).toEqual([]);
+    stream.dispose();
+  });
+
   it('queriesOnIssuers: false leaves every wait’s queries to the waiting thread', async () => {
     const log = new SharedArrayBuffer(4 * (1 + 5 * 100));
     startIssueEngineWith({ issuers: 1, spinMicroseconds: 0, queriesOnIssuers: false }, DOUBLE, log);

@@ -222,6 +222,17 @@ export class Stream {
   }
 
   /**
+   * @internal Before a capture begins: the issue engine's launches for this stream are issued,
+   * and its issuer no longer queries the stream for a wait (without the engine, nothing to do).
+   */
+  quiesceIssue(): void {
+    const issue = this.issue;
+    if (issue === null) return;
+    issue.fence();
+    issue.quiesce();
+  }
+
+  /**
    * @internal The work of a cancelled task: launches the issue engine holds for this stream
    * and has not issued yet never reach the driver (without the engine, nothing to do).
    */
