@@ -399,16 +399,23 @@ describeGpu('cudadrv on the GPU', () => {
       const last = result.stdout.trim().split('\n').pop() ?? '';
       expect(last.startsWith('{'), `child printed: ${result.stdout}\n${result.stderr}`).toBe(true);
       const report = JSON.parse(last);
-      expect(report.first?.name).toBe('CudaError');
-      expect(report.first?.status).toBe('CUDA_ERROR_ILLEGAL_ADDRESS');
-      expect(report.first?.message).toMatch(/sticky/);
+      const child = `child printed: ${last}\n${result.stderr}`;
+      expect(report.first?.name, child).toBe('CudaError');
+      expect(report.first?.status, child).toBe('CUDA_ERROR_ILLEGAL_ADDRESS');
+      expect(report.first?.message, child).toMatch(/sticky/);
       if (extra.length > 0) {
-        expect(report.first?.call).toMatch(
+        expect(report.first?.call, child).toMatch(
           /cuStreamQuery on Stream\(.*\), made by the issue engine/,
         );
+        // The issuer's query found it; the engine stops cleanly after.
+        expect(report.engine?.queries, child).toBeGreaterThanOrEqual(1);
+        expect(report.engine?.queriesLeft, child).toBe(0);
+        expect(report.stop, child).toBeUndefined();
       }
-      expect(report.later?.message).toMatch(/unusable since an earlier CUDA_ERROR_ILLEGAL_ADDRESS/);
-      expect(result.status).toBe(0);
+      expect(report.later?.message, child).toMatch(
+        /unusable since an earlier CUDA_ERROR_ILLEGAL_ADDRESS/,
+      );
+      expect(result.status, child).toBe(0);
     },
   );
 });

@@ -6,13 +6,16 @@ import {
   CudaError,
   currentStream,
   DeviceArray,
+  issueEngineStatistics,
   launch,
   Module,
   startIssueEngine,
+  stopIssueEngine,
   waitForStream,
 } from '../src/index.js';
 
-if (process.argv.includes('--engine')) startIssueEngine({ issuers: 2 });
+const engine = process.argv.includes('--engine');
+if (engine) startIssueEngine({ issuers: 2 });
 
 const module = Module.fromPtx(
   readFileSync(new URL('./fixtures/kernels.ptx', import.meta.url), 'utf8'),
@@ -37,5 +40,14 @@ try {
   report.later = { name: 'none', message: 'later call did not fail' };
 } catch (error) {
   report.later = describe(error);
+}
+if (engine) {
+  const { queries, queriesLeft, failure } = issueEngineStatistics();
+  report.engine = { queries, queriesLeft, failure };
+  try {
+    await stopIssueEngine();
+  } catch (error) {
+    report.stop = describe(error);
+  }
 }
 console.log(JSON.stringify(report));
