@@ -15,7 +15,9 @@ import {
 } from '../src/index.js';
 
 const engine = process.argv.includes('--engine');
-if (engine) startIssueEngine({ issuers: 2 });
+// The issuer watches the stream until the fault surfaces (milliseconds on an H100: longer than
+// the default watch of 2 ms, after which the wait would find it on this thread).
+if (engine) startIssueEngine({ issuers: 2, watchMicroseconds: 10_000_000 });
 
 const module = Module.fromPtx(
   readFileSync(new URL('./fixtures/kernels.ptx', import.meta.url), 'utf8'),
