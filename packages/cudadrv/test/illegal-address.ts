@@ -15,8 +15,8 @@ import {
 } from '../src/index.js';
 
 const engine = process.argv.includes('--engine');
-// The issuer watches the stream until the fault surfaces (milliseconds on an H100: longer than
-// the default watch of 2 ms, after which the wait would find it on this thread).
+// The issuer watches the stream until the fault surfaces, which can take longer than the
+// default watch of 2 ms (after it, the wait would find the fault on this thread).
 if (engine) startIssueEngine({ issuers: 2, watchMicroseconds: 10_000_000 });
 
 const module = Module.fromPtx(
