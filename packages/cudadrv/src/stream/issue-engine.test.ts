@@ -92,6 +92,26 @@ function readerOf(
   };
 }
 
+/** A ring of `capacity` words with its slots, its writer and its reader (a watch on `now`). */
+function oneRing(capacity: number, now?: () => number) {
+  const ring = createRing(capacity);
+  const slots = createSlots();
+  const reader: Reader = { ...readerOf(ring, slots), watch: createWatch(2000, now) };
+  return { ring, slots, writer: new Writer(ring), reader };
+}
+
+/** Issuer calls whose queries are logged into `queried` and answered by `answer`. */
+function queryCalls(queried: number[], answer: (stream: number) => number): IssuerCalls {
+  return {
+    cuCtxSetCurrent: () => 0,
+    cuLaunchKernel: () => 0,
+    cuStreamQuery: (stream) => {
+      queried.push(stream);
+      return answer(stream);
+    },
+  };
+}
+
 function fakeStream(handle: number, context = 77n): Stream {
   return {
     rawHandle: BigInt(handle),
@@ -378,14 +398,8 @@ describe('queries through the ring (one thread)', () => {
     );
     fc.assert(
       fc.property(fc.array(step, { maxLength: 80 }), (steps) => {
-        const ring = createRing(256);
-        const slots = createSlots();
-        const writer = new Writer(ring);
         let clock = 0;
-        const reader: Reader = {
-          ...readerOf(ring, slots),
-          watch: createWatch(2000, () => clock),
-        };
+        const { slots, writer, reader } = oneRing(256, () => clock);
         const handles = [0x900, 0x901, 0x902];
         const streams = handles.map(
           (h, i) => new IssueAttachment(fakeStream(h), 20 + i, writer, slots),
@@ -444,22 +458,12 @@ describe('queries through the ring (one thread)', () => {
   });
 
   it('a query that fails is the stream’s error, naming cuStreamQuery and the stream; a newer ticket’s answer answers the older one', () => {
-    const ring = createRing(256);
-    const slots = createSlots();
-    const writer = new Writer(ring);
-    const reader = readerOf(ring, slots);
+    const { slots, writer, reader } = oneRing(256);
     const a = new IssueAttachment(fakeStream(0x910), 30, writer, slots);
     const b = new IssueAttachment(fakeStream(0x911), 31, writer, slots);
     let answerOfA = 600;
     const queried: number[] = [];
-    const calls: IssuerCalls = {
-      cuCtxSetCurrent: () => 0,
-      cuLaunchKernel: () => 0,
-      cuStreamQuery: (stream) => {
-        queried.push(stream);
-        return stream === 0x910 ? answerOfA : 0;
-      },
-    };
+    const calls = queryCalls(queried, (stream) => (stream === 0x910 ? answerOfA : 0));
     const first = a.requestQuery();
     const other = b.requestQuery();
     drain(reader, calls);
@@ -481,20 +485,10 @@ describe('queries through the ring (one thread)', () => {
   });
 
   it('a stream given up (a new generation) is neither queried nor answered any more', () => {
-    const ring = createRing(256);
-    const slots = createSlots();
-    const writer = new Writer(ring);
-    const reader = readerOf(ring, slots);
+    const { slots, writer, reader } = oneRing(256);
     const a = new IssueAttachment(fakeStream(0x920), 40, writer, slots);
     const queried: number[] = [];
-    const calls: IssuerCalls = {
-      cuCtxSetCurrent: () => 0,
-      cuLaunchKernel: () => 0,
-      cuStreamQuery: (stream) => {
-        queried.push(stream);
-        return 600;
-      },
-    };
+    const calls = queryCalls(queried, () => 600);
     const watched = a.requestQuery();
     drain(reader, calls);
     const queued = a.requestQuery();
@@ -948,45 +942,18 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     stuck.dispose();
   });
 
-  it('a stream disposed while its issuer watches it is forgotten first: no query of it after dispose() returns', async () => {
+  /**
+   * An engine of one issuer that watches for 10 s, and a stream it watches: a launch that the
+   * double makes never ready, a wait on it, and the issuer's queries of it seen in the log.
+   */
+  async function watchedStream(name: string) {
     const log = new SharedArrayBuffer(4 * (1 + 5 * 1_000_000));
     startIssueEngineWith(
       { issuers: 1, spinMicroseconds: 0, watchMicroseconds: 10_000_000 },
       DOUBLE,
       log,
     );
-    const stuck = Stream.create({ context, name: 'watched' });
-    const handle = Number(stuck.rawHandle);
-    const x = fakeArray(0x7000);
-    launch(kernel, { grid: [1, 14], block: 32, stream: stuck }, x, 1);
-    const waited = waitForStream(stuck);
-    // Until the issuer has queried it a few times (it watches it).
-    const started = performance.now();
-    while (entries(log).filter((e) => e.gx === -1).length < 3) {
-      expect(performance.now() - started).toBeLessThan(5_000);
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
-    stuck.dispose();
-    const after = entries(log).length;
-    await waited; // a disposed stream's wait ends: its dispose drained it
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(
-      entries(log)
-        .slice(after)
-        .filter((e) => e.stream === handle),
-    ).toEqual([]);
-    expect(issueEngineStatistics().streams).toBe(0);
-  });
-
-  it('before a capture (quiesceIssue) the issuer stops querying the stream; a wait it watched is left to the waiting thread', async () => {
-    const log = new SharedArrayBuffer(4 * (1 + 5 * 1_000_000));
-    startIssueEngineWith(
-      { issuers: 1, spinMicroseconds: 0, watchMicroseconds: 10_000_000 },
-      DOUBLE,
-      log,
-    );
-    const stream = Stream.create({ context, name: 'to-capture' });
-    const handle = Number(stream.rawHandle);
+    const stream = Stream.create({ context, name });
     launch(kernel, { grid: [1, 14], block: 32, stream }, fakeArray(0x7000), 1);
     fake.state.queries = 0;
     const waited = waitForStream(stream);
@@ -995,17 +962,34 @@ describe('the engine with issuer threads (libcuda a double)', () => {
       expect(performance.now() - started).toBeLessThan(5_000);
       await new Promise((resolve) => setTimeout(resolve, 1));
     }
+    return { log, stream, handle: Number(stream.rawHandle), waited };
+  }
+
+  /** The log's entries of `handle` from `after` on, 20 ms later. */
+  async function entriesAfter(log: SharedArrayBuffer, after: number, handle: number) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    return entries(log)
+      .slice(after)
+      .filter((e) => e.stream === handle);
+  }
+
+  it('a stream disposed while its issuer watches it is forgotten first: no query of it after dispose() returns', async () => {
+    const { log, stream, handle, waited } = await watchedStream('watched');
+    stream.dispose();
+    const after = entries(log).length;
+    await waited; // a disposed stream's wait ends: its dispose drained it
+    expect(await entriesAfter(log, after, handle)).toEqual([]);
+    expect(issueEngineStatistics().streams).toBe(0);
+  });
+
+  it('before a capture (quiesceIssue) the issuer stops querying the stream; a wait it watched is left to the waiting thread', async () => {
+    const { log, stream, handle, waited } = await watchedStream('to-capture');
     stream.quiesceIssue();
     const after = entries(log).length;
     await waited; // this thread's query (the main thread's double answers done)
     expect(fake.state.queries).toBeGreaterThan(0);
     expect(issueEngineStatistics().queriesLeft).toBe(1);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(
-      entries(log)
-        .slice(after)
-        .filter((e) => e.stream === handle),
-    ).toEqual([]);
+    expect(await entriesAfter(log, after, handle)).toEqual([]);
     stream.dispose();
   });
 
