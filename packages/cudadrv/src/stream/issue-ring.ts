@@ -76,12 +76,11 @@ export const QUERY_WORDS = 10;
 export const QUERY_KERNEL = -1;
 
 /**
- * The per-stream words in `issued`, at `(slot << SLOT_SHIFT) + word`: commands issued, the
- * latest query ticket answered, the latest dropped from the watch, whether the issuer watches
- * the stream, and the slot's generation (see QUERY above). Written by the issuer, except
- * `GENERATION` (the writer's thread).
+ * The per-stream words in `issued` after the count of commands issued (word 0), at
+ * `(slot << SLOT_SHIFT) + word`: the latest query ticket answered, the latest dropped from the
+ * watch, whether the issuer watches the stream, and the slot's generation (see QUERY above).
+ * Written by the issuer, except `GENERATION` (the writer's thread).
  */
-export const ISSUED = 0;
 export const ANSWERED = 1;
 export const DROPPED = 2;
 export const WATCHING = 3;

@@ -4,9 +4,10 @@
  * its ring (issue-ring.ts) for as long as the engine runs. An empty ring is checked again for
  * `spinMicroseconds`, then the thread sleeps in `Atomics.wait` until the engine publishes more
  * (it wakes the thread only when it sleeps). Between drains it queries the streams that a wait
- * asked about (issue-ring.ts, QUERY), so the waiting thread makes no driver call. It exits once the engine stops and the ring is
- * empty. A thread that fails (throws, or exits before the stop) marks its ring `FAILED` with
- * why, so that the engine's thread, waiting for it without its event loop, sees it at once.
+ * asked about (issue-ring.ts, QUERY), so the waiting thread makes no driver call. It exits
+ * once the engine stops and the ring is empty. A thread that fails (throws, or exits before the
+ * stop) marks its ring `FAILED` with why, so that the engine's thread, waiting for it without
+ * its event loop, sees it at once.
  */
 import { workerData } from 'node:worker_threads';
 import { cuda } from '../ffi/cuda.js';
