@@ -511,6 +511,7 @@ const STOP_DOUBLE = fileURLToPath(new URL('../../test/issuer-stop-double.mjs', i
 const context = new Context({ ordinal: 0 } as unknown as Device, 77n);
 const fakeModule = { context, disposed: false } as unknown as Module;
 const kernel = new Kernel(fakeModule, 'sequence', 0x4242n, ['float32*', 'int32']);
+const threeArguments = new Kernel(fakeModule, 'sequence3', 0x4243n, ['float32*', 'int32', 'int32']);
 
 function fakeArray(pointer: number): DeviceArray<'float32'> {
   const buffer = {
@@ -791,6 +792,33 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     expect(performance.now() - started).toBeLessThan(5_000);
     expect(error).toBeInstanceOf(CudaError);
     expect((error as Error).message).toMatch(/issuer thread .*exited with code 3/);
+    await expect(stopIssueEngine()).rejects.toThrow(/exited with code 3/);
+    stream.dispose();
+  });
+
+  it('a wait whose query waits for room in the full ring of an issuer that exited is rejected with that failure', async () => {
+    startIssueEngineWith(
+      { issuers: 1, ringWords: 1024, spinMicroseconds: 0 },
+      STOP_DOUBLE,
+      new SharedArrayBuffer(16),
+    );
+    const stream = Stream.create({ context, name: 'query-orphan' });
+    const x = fakeArray(0x7000);
+    // 37 launches of 24 words (the first exits the issuer: nothing is taken from the ring) and
+    // 5 of 26 fill 1,018 of its 1,024 words without a wait: the query's 10 do not fit.
+    launch(kernel, { grid: [1, 67], block: 32, stream }, x, 1); // gy 67: the double exits
+    for (let i = 0; i < 36; i++) launch(kernel, { grid: 2, block: 32, stream }, x, 2);
+    for (let i = 0; i < 5; i++) launch(threeArguments, { grid: 2, block: 32, stream }, x, 2, 3);
+    expect(issueEngineStatistics().roomWaits).toBe(0);
+    // The spin pass runs before the event loop hears of the exit: the query's wait for room
+    // finds the issuer gone.
+    const error = await waitForStream(stream).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(CudaError);
+    expect((error as Error).message).toMatch(/issuer thread .*exited with code 3/);
+    expect(issueEngineStatistics().roomWaits).toBe(1);
     await expect(stopIssueEngine()).rejects.toThrow(/exited with code 3/);
     stream.dispose();
   });

@@ -248,7 +248,6 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
       const fn = (data[at + 4]! >>> 0) + (data[at + 5]! >>> 0) * TWO_32;
       const stream = (data[at + 6]! >>> 0) + (data[at + 7]! >>> 0) * TWO_32;
       const context = (data[at + 8]! >>> 0) + (data[at + 9]! >>> 0) * TWO_32;
-      let result = 0;
       if (((data[at + 18]! - Atomics.load(cancelled, slot)) | 0) <= 0) {
         // Cancelled before it was issued: nothing reaches the driver.
         Atomics.add(control, CANCELLED, 1);
@@ -257,10 +256,7 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
         count++;
         continue;
       }
-      if (reader.current !== context) {
-        result = calls.cuCtxSetCurrent(context);
-        if (result === 0) reader.current = context;
-      }
+      let result = enter(reader, calls, context);
       if (result === 0) {
         const values = data[at + 17]!;
         const pointers = reader.pointers;
@@ -307,6 +303,20 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
   return count;
 }
 
+/** Makes `context` current on the issuer's thread where it is not: 0, or the driver's error. */
+function enter(reader: Reader, calls: IssuerCalls, context: number): number {
+  if (reader.current === context) return 0;
+  const result = calls.cuCtxSetCurrent(context);
+  if (result === 0) reader.current = context;
+  return result;
+}
+
+/** `cuStreamQuery(stream)` with `context` current: its result, or the context switch's error. */
+function query(reader: Reader, calls: IssuerCalls, stream: number, context: number): number {
+  const result = enter(reader, calls, context);
+  return result === 0 ? calls.cuStreamQuery(stream) : result;
+}
+
 /** A QUERY's cuStreamQuery: answers it, or watches the stream while it is not ready. */
 function ask(
   reader: Reader,
@@ -317,12 +327,7 @@ function ask(
   stream: number,
   context: number,
 ): void {
-  let result = 0;
-  if (reader.current !== context) {
-    result = calls.cuCtxSetCurrent(context);
-    if (result === 0) reader.current = context;
-  }
-  if (result === 0) result = calls.cuStreamQuery(stream);
+  const result = query(reader, calls, stream, context);
   const watch = reader.watch;
   const base = slot << SLOT_SHIFT;
   const watched = Atomics.load(reader.issued, base + WATCHING) !== 0;
@@ -378,13 +383,7 @@ export function watchRound(reader: Reader, calls: IssuerCalls): number {
       unwatch(reader, slot);
       continue;
     }
-    const context = watch.context[slot]!;
-    let result = 0;
-    if (reader.current !== context) {
-      result = calls.cuCtxSetCurrent(context);
-      if (result === 0) reader.current = context;
-    }
-    if (result === 0) result = calls.cuStreamQuery(watch.stream[slot]!);
+    const result = query(reader, calls, watch.stream[slot]!, watch.context[slot]!);
     if (result !== NOT_READY) {
       answer(reader, slot, watch.ticket[slot]!, result);
       unwatch(reader, slot);

@@ -373,7 +373,16 @@ function spinRound(): boolean {
       }
       if (waiter.asked === ASK_NOT_YET) {
         waiter.stamp = useClock.value;
-        waiter.ticket = issue.requestQuery();
+        try {
+          waiter.ticket = issue.requestQuery();
+        } catch (error) {
+          // A full ring whose issuer died while this thread waited for room: the wait's error,
+          // not an exception out of the spin pass.
+          waiter.reject(error instanceof Error ? error : new Error(String(error)));
+          recycle(waiter);
+          settled = true;
+          continue;
+        }
         waiter.asked = ASKED;
         spinning[kept++] = waiter;
         continue;
