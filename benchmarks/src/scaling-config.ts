@@ -11,6 +11,19 @@ export type ShapeName = 'latency' | 'mixed' | 'control';
 /** Every shape, in report order. */
 export const SHAPE_NAMES: readonly ShapeName[] = ['latency', 'mixed', 'control'];
 
+/** Ours' variants of the jobs (see scaling.ts), in the order each shape runs them. */
+export const OURS_SYSTEMS = [
+  'ours',
+  'ours_workers',
+  'ours_engine',
+  'ours_graph',
+  'ours_floor',
+  'ours_floor_workers',
+] as const;
+
+/** One of ours' variants. */
+export type OursSystem = (typeof OURS_SYSTEMS)[number];
+
 /** The benchmark's settings. */
 export interface ScalingConfig {
   /** Numbers of jobs started together. */
@@ -50,6 +63,8 @@ export interface ScalingConfig {
    * default, `queriesOnIssuers`), 0 when by the main thread.
    */
   engineQueries: number;
+  /** Ours only: which of ours' variants run (all by default; `systems=ours,ours_floor`). */
+  systems: OursSystem[];
 }
 
 /** The defaults: about a minute of GPU time for all five systems on an H200. */
@@ -71,6 +86,7 @@ export const SCALING_DEFAULTS: Readonly<ScalingConfig> = Object.freeze({
   workers: 8,
   issuers: 8,
   engineQueries: 1,
+  systems: [...OURS_SYSTEMS],
 });
 
 /** The `key=value` names of the numeric settings, as the C and Python programs spell them. */
@@ -111,19 +127,22 @@ const OURS_ONLY_KEYS: ReadonlySet<keyof ScalingConfig> = new Set([
 /**
  * The settings as `key=value` arguments (`ks=1,2,4`, `shapes=latency,mixed`, `mixed_n=256`...):
  * those every program reads, and with `{ ours: true }` also those only ours reads (`workers`,
- * `issuers`).
+ * `issuers`, `engine_queries`, and `systems` when it leaves some out).
  * @example scalingArguments(SCALING_DEFAULTS); // ['ks=1,2,4,8,16,32,64', 'shapes=...', ...]
  */
 export function scalingArguments(
   config: ScalingConfig,
   options: { ours?: boolean } = {},
 ): string[] {
+  const every = OURS_SYSTEMS.every((system) => config.systems.includes(system));
   return [
     `ks=${config.ks.join(',')}`,
     `shapes=${config.shapes.join(',')}`,
     ...NUMERIC_KEYS.filter(([field]) => options.ours === true || !OURS_ONLY_KEYS.has(field)).map(
       ([field, key]) => `${key}=${config[field]}`,
     ),
+    // Only when some of ours' variants are left out: the default needs no argument.
+    ...(options.ours === true && !every ? [`systems=${config.systems.join(',')}`] : []),
   ];
 }
 
@@ -137,6 +156,7 @@ export function parseScalingArguments(argv: readonly string[]): ScalingConfig {
     ...SCALING_DEFAULTS,
     ks: [...SCALING_DEFAULTS.ks],
     shapes: [...SCALING_DEFAULTS.shapes],
+    systems: [...SCALING_DEFAULTS.systems],
   };
   const integer = (key: string, text: string, minimum: number) => {
     const value = Number(text);
@@ -161,6 +181,14 @@ export function parseScalingArguments(argv: readonly string[]): ScalingConfig {
         }
       }
       config.shapes = shapes as ShapeName[];
+    } else if (key === 'systems') {
+      const systems = value.split(',');
+      for (const system of systems) {
+        if (!OURS_SYSTEMS.includes(system as OursSystem)) {
+          throw new Error(`scaling: unknown system '${system}' (${OURS_SYSTEMS.join(', ')})`);
+        }
+      }
+      config.systems = systems as OursSystem[];
     } else {
       const entry = NUMERIC_KEYS.find(([, name]) => name === key);
       if (entry === undefined) throw new Error(`scaling: unknown setting '${key}'`);

@@ -18,7 +18,8 @@
  * the main thread, their launches made by `issuers` issuer threads (`startIssueEngine`). The
  * engine runs only during that variant's turns (started before its warm-up, stopped with
  * `stopIssueEngine` after its batches), so the other variants launch as without it; its `_meta`
- * line gives the issuers and what the engine counted over all its turns.
+ * line gives the issuers and what the engine counted over all its turns. The `systems` setting
+ * runs some of these variants only (`systems=ours_floor_workers,ours_workers workers=32`).
  *
  * Usage: tsx --conditions=@cuda-tasks/source src/scaling.ts [key=value ...] (see
  * scaling-config.ts)
@@ -38,6 +39,7 @@ import { bareStreamWaiter } from './bare.js';
 import {
   INTERLEAVE_ROUNDS,
   interleave,
+  type OursSystem,
   parseScalingArguments,
   type ShapeName,
   samplesFor,
@@ -63,6 +65,10 @@ import {
 
 const settings = process.argv.slice(2);
 const config = parseScalingArguments(settings);
+/** Whether ours' variant `system` runs (the `systems` setting). */
+const wanted = (system: OursSystem) => config.systems.includes(system);
+/** Whether a shape that is not the control runs (the floors, workers and engine run those). */
+const eagerShapes = config.shapes.some((shape) => shape !== 'control');
 
 /** `axpb_f32` from kernels.ptx (loaded in `main`): y = a x + b, x only read. */
 let axpb: Kernel;
@@ -159,13 +165,7 @@ function emit(
 
 /** One system's way of running a shape: a serial batch and a batch of K jobs together. */
 interface Variant {
-  system:
-    | 'ours'
-    | 'ours_graph'
-    | 'ours_floor'
-    | 'ours_floor_workers'
-    | 'ours_workers'
-    | 'ours_engine';
+  system: OursSystem;
   shape: ShapeName;
   serial: () => Promise<unknown>;
   concurrent: (k: number) => Promise<unknown>;
@@ -294,13 +294,14 @@ async function main(): Promise<void> {
   // captured once per job slot and replayed (ours_graph); the latency-bound and mixed shapes
   // also as the floor (ours_floor).
   const floorWait = bareStreamWaiter((stream) => driver().cuStreamQuery(stream));
-  const floorSlots: FloorSlot[] = config.shapes.some((shape) => shape !== 'control')
-    ? slots.map((slot, index) => makeFloorSlot(work, slot, index))
-    : [];
+  const floorSlots: FloorSlot[] =
+    eagerShapes && wanted('ours_floor')
+      ? slots.map((slot, index) => makeFloorSlot(work, slot, index))
+      : [];
   // The floor on W threads (ours_floor_workers): the floor's jobs on `workers` worker threads
   // of their own (scaling-floor-worker.ts). One that fails to start leaves its rows out.
   let floorWorkers: FloorWorkers | undefined;
-  if (config.shapes.some((shape) => shape !== 'control')) {
+  if (eagerShapes && wanted('ours_floor_workers')) {
     try {
       floorWorkers = await startFloorWorkers(settings, config.workers);
     } catch (error) {
@@ -312,7 +313,7 @@ async function main(): Promise<void> {
   // The worker tasks: `workers` threads, each job one `pool.run(shape, slot)` (scaling-jobs.ts).
   // A pool that fails to start leaves its rows out (a `_skip` line), not the other variants'.
   let pool: WorkerPool | undefined;
-  if (config.shapes.some((shape) => shape !== 'control')) {
+  if (eagerShapes && wanted('ours_workers')) {
     try {
       pool = await startWorkers();
     } catch (error) {
@@ -334,7 +335,7 @@ async function main(): Promise<void> {
   // The issue engine, tried once on one job; a failure leaves its rows out (a `_skip` line).
   const engineShape = config.shapes.find((shape) => shape !== 'control');
   let engineWorks = false;
-  if (engineShape !== undefined) {
+  if (engineShape !== undefined && wanted('ours_engine')) {
     const reason = await probeEngine(() => task(() => JOBS[engineShape](slots[0]!)));
     if (reason === undefined) engineWorks = true;
     else {
@@ -350,7 +351,7 @@ async function main(): Promise<void> {
   }
   const variants: Variant[] = [];
   for (const shape of config.shapes) {
-    variants.push(ofTasks('ours', shape, JOBS[shape]));
+    if (wanted('ours')) variants.push(ofTasks('ours', shape, JOBS[shape]));
     if (shape === 'control') continue;
     if (pool !== undefined) {
       const workers = pool;
@@ -376,19 +377,25 @@ async function main(): Promise<void> {
         leave: leaveEngine,
       });
     }
-    if (shape === 'latency') variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
+    if (shape === 'latency' && wanted('ours_graph')) {
+      variants.push(ofTasks('ours_graph', shape, latencyGraphJob));
+    }
     const floorJob = floorJobOf(shape);
-    variants.push({
-      system: 'ours_floor',
-      shape,
-      serial: async () => {
-        for (let i = 0; i < config.serialJobs; i++) await floorJob(work, floorSlots[0]!, floorWait);
-      },
-      concurrent: (k) =>
-        Promise.all(
-          Array.from({ length: k }, (_, index) => floorJob(work, floorSlots[index]!, floorWait)),
-        ),
-    });
+    if (wanted('ours_floor')) {
+      variants.push({
+        system: 'ours_floor',
+        shape,
+        serial: async () => {
+          for (let i = 0; i < config.serialJobs; i++) {
+            await floorJob(work, floorSlots[0]!, floorWait);
+          }
+        },
+        concurrent: (k) =>
+          Promise.all(
+            Array.from({ length: k }, (_, index) => floorJob(work, floorSlots[index]!, floorWait)),
+          ),
+      });
+    }
     if (floorWorkers !== undefined) {
       const threads = floorWorkers;
       variants.push({

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { renderScalingSvg } from '../src/scaling-chart.js';
 import {
   MAX_WORKERS,
+  OURS_SYSTEMS,
   parseScalingArguments,
   SCALING_DEFAULTS,
   scalingArguments,
@@ -556,5 +557,34 @@ describe('the Node floor on W threads (ours_floor_workers) under the worker task
     const built = buildScaling(parsed.lines);
     const alone = formatScaling(built, scalingTargets(built), SCALING_DEFAULTS, parsed.meta);
     expect(alone).not.toContain('workers/wfloor');
+  });
+});
+
+describe('the systems setting', () => {
+  it('runs every variant of ours by default, and parses a list that leaves some out', () => {
+    expect(parseScalingArguments([]).systems).toEqual([...OURS_SYSTEMS]);
+    expect(parseScalingArguments(['systems=ours_floor_workers,ours']).systems).toEqual([
+      'ours_floor_workers',
+      'ours',
+    ]);
+  });
+
+  it('is passed to ours only, and only when it leaves a variant out', () => {
+    expect(
+      scalingArguments(SCALING_DEFAULTS, { ours: true }).some((a) => a.startsWith('systems=')),
+    ).toBe(false);
+    const custom = parseScalingArguments(['ks=8', 'systems=ours_workers', 'workers=32']);
+    const ours = scalingArguments(custom, { ours: true });
+    expect(ours.at(-1)).toBe('systems=ours_workers');
+    expect(parseScalingArguments(ours)).toEqual(custom);
+    expect(scalingArguments(custom).some((a) => a.startsWith('systems='))).toBe(false);
+  });
+
+  it.each([
+    ['systems=c_threads', /unknown system 'c_threads'/],
+    ['systems=', /unknown system ''/],
+    ['systems=ours,,ours_graph', /unknown system ''/],
+  ])('rejects %s', (argument, message) => {
+    expect(() => parseScalingArguments([argument])).toThrow(message);
   });
 });
