@@ -63,6 +63,11 @@ export interface ScalingConfig {
    * default, `queriesOnIssuers`), 0 when by the main thread.
    */
   engineQueries: number;
+  /**
+   * Ours only: 1 when a thread of the worker floor that has one job in a batch waits for it with
+   * a blocking `cuStreamSynchronize`, as C's threads do; 0 (the default) when it queries.
+   */
+  floorSync: number;
   /** Ours only: which of ours' variants run (all by default; `systems=ours,ours_floor`). */
   systems: OursSystem[];
 }
@@ -86,6 +91,7 @@ export const SCALING_DEFAULTS: Readonly<ScalingConfig> = Object.freeze({
   workers: 8,
   issuers: 8,
   engineQueries: 1,
+  floorSync: 0,
   systems: [...OURS_SYSTEMS],
 });
 
@@ -106,6 +112,7 @@ const NUMERIC_KEYS: readonly (readonly [keyof ScalingConfig, string])[] = [
   ['workers', 'workers'],
   ['issuers', 'issuers'],
   ['engineQueries', 'engine_queries'],
+  ['floorSync', 'floor_sync'],
 ];
 
 /** The most worker threads `workers` may ask for (WorkerPool's own limit). */
@@ -122,6 +129,7 @@ const OURS_ONLY_KEYS: ReadonlySet<keyof ScalingConfig> = new Set([
   'workers',
   'issuers',
   'engineQueries',
+  'floorSync',
 ]);
 
 /**
@@ -193,13 +201,21 @@ export function parseScalingArguments(argv: readonly string[]): ScalingConfig {
       const entry = NUMERIC_KEYS.find(([, name]) => name === key);
       if (entry === undefined) throw new Error(`scaling: unknown setting '${key}'`);
       const minimum =
-        entry[0] === 'warmups' || entry[0] === 'seed' || entry[0] === 'engineQueries' ? 0 : 1;
+        entry[0] === 'warmups' ||
+        entry[0] === 'seed' ||
+        entry[0] === 'engineQueries' ||
+        entry[0] === 'floorSync'
+          ? 0
+          : 1;
       const parsed = integer(key, value, minimum);
       if (entry[0] === 'workers' && parsed > MAX_WORKERS) {
         throw new Error(`scaling: workers must be at most ${MAX_WORKERS}, got '${value}'`);
       }
       if (entry[0] === 'engineQueries' && parsed > 1) {
         throw new Error(`scaling: engine_queries must be 0 or 1, got '${value}'`);
+      }
+      if (entry[0] === 'floorSync' && parsed > 1) {
+        throw new Error(`scaling: floor_sync must be 0 or 1, got '${value}'`);
       }
       if (entry[0] === 'issuers' && parsed > MAX_ISSUERS) {
         throw new Error(`scaling: issuers must be at most ${MAX_ISSUERS}, got '${value}'`);

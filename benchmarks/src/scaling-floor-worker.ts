@@ -3,11 +3,12 @@
  * (j with j % workers equal to its index, below the largest K), says it is ready, then runs
  * each batch it is woken for: its share of the K jobs together (job j on slot j), as plain async
  * functions with bare koffi calls and a bare `cuStreamQuery` round-robin for the waits, or for a
- * serial batch (worker 0) the jobs one after another on slot 0. Between batches it sleeps in
+ * serial batch (worker 0) the jobs one after another on slot 0 (with `floor_sync=1`, a thread
+ * with one job waits in `cuStreamSynchronize`, as C's threads do). Between batches it sleeps in
  * `Atomics.wait` on its own word, as C's pool threads sleep on their semaphores.
  */
 import { workerData } from 'node:worker_threads';
-import { driver } from '@cuda-tasks/cudadrv';
+import { check, driver } from '@cuda-tasks/cudadrv';
 import { synchronizeSync } from '@cuda-tasks/task-runtime';
 import { bareStreamWaiter } from './bare.js';
 import { parseScalingArguments } from './scaling-config.js';
@@ -33,6 +34,13 @@ for (let j = index; j < maxK; j += workers) {
 }
 synchronizeSync();
 const wait = bareStreamWaiter((stream) => driver().cuStreamQuery(stream));
+const done = Promise.resolve();
+/** With `floor_sync=1`, the wait of a thread that has one job: C's blocking synchronize. */
+const synchronizeWait = (stream: number | bigint) => {
+  check(driver().cuStreamSynchronize(stream), 'cuStreamSynchronize');
+  return done;
+};
+const oneJobWait = config.floorSync === 1 ? synchronizeWait : wait;
 // Warm the job code (V8's JIT, the libraries' first calls) on one slot before saying ready.
 const first = slots.get(index);
 if (first !== undefined) {
@@ -54,10 +62,11 @@ for (;;) {
   try {
     if (words[FLOOR_CONTROL.SERIAL] === 1) {
       const slot = slots.get(0)!;
-      for (let i = 0; i < k; i++) await job(work, slot, wait);
+      for (let i = 0; i < k; i++) await job(work, slot, oneJobWait);
     } else {
+      const mine = index + workers < k ? wait : oneJobWait;
       const jobs: Promise<void>[] = [];
-      for (let j = index; j < k; j += workers) jobs.push(job(work, slots.get(j)!, wait));
+      for (let j = index; j < k; j += workers) jobs.push(job(work, slots.get(j)!, mine));
       await Promise.all(jobs);
     }
   } catch (error) {

@@ -92,6 +92,7 @@ describe('the workers setting', () => {
       'workers=4',
       `issuers=${SCALING_DEFAULTS.issuers}`,
       `engine_queries=${SCALING_DEFAULTS.engineQueries}`,
+      'floor_sync=0',
     ]);
   });
 
@@ -557,6 +558,17 @@ describe('the Node floor on W threads (ours_floor_workers) under the worker task
     const built = buildScaling(parsed.lines);
     const alone = formatScaling(built, scalingTargets(built), SCALING_DEFAULTS, parsed.meta);
     expect(alone).not.toContain('workers/wfloor');
+  });
+});
+
+describe('the floor_sync setting', () => {
+  it('is 0 (the worker floor queries) by default, 1 for C’s blocking synchronize, ours only', () => {
+    expect(parseScalingArguments([]).floorSync).toBe(0);
+    const custom = parseScalingArguments(['floor_sync=1']);
+    expect(custom.floorSync).toBe(1);
+    expect(parseScalingArguments(scalingArguments(custom, { ours: true }))).toEqual(custom);
+    expect(scalingArguments(custom).some((a) => a.startsWith('floor_sync='))).toBe(false);
+    expect(() => parseScalingArguments(['floor_sync=2'])).toThrow(/floor_sync must be 0 or 1/);
   });
 });
 
