@@ -64,8 +64,9 @@ export interface ScalingConfig {
    */
   engineQueries: number;
   /**
-   * Ours only: 1 when a thread of the worker floor that has one job in a batch waits for it with
-   * a blocking `cuStreamSynchronize`, as C's threads do; 0 (the default) when it queries.
+   * Ours only: 1 (the default) when a thread of the worker floor that has one job in a batch
+   * waits for it with a blocking `cuStreamSynchronize`, as C's threads do (the faster wait when
+   * a thread has one job: decision 0042); 0 when it queries, as a thread with several jobs does.
    */
   floorSync: number;
   /** Ours only: which of ours' variants run (all by default; `systems=ours,ours_floor`). */
@@ -91,7 +92,7 @@ export const SCALING_DEFAULTS: Readonly<ScalingConfig> = Object.freeze({
   workers: 8,
   issuers: 8,
   engineQueries: 1,
-  floorSync: 0,
+  floorSync: 1,
   systems: [...OURS_SYSTEMS],
 });
 

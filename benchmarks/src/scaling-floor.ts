@@ -7,7 +7,9 @@
  * - `ours_floor_workers`: the same jobs on W worker threads (scaling-floor-worker.ts), batches
  *   handed out through a `SharedArrayBuffer` (`Atomics.notify` wakes only the workers that have
  *   jobs, as C's pool posts only the semaphores of its K threads): what any JavaScript program
- *   reaches issuing from W threads, the floor under ours' worker tasks.
+ *   reaches issuing from W threads, the floor under ours' worker tasks. A thread with one job
+ *   in a batch waits in `cuStreamSynchronize`, as C's threads do (`floor_sync`, on by default);
+ *   one with several queries them round-robin.
  *
  * Per job slot a stream, CUlaunchConfigs and argument arrays made once, and for the mixed shape
  * a cuBLAS handle and a Philox cuRAND generator of its own on that stream, as C's slots have.

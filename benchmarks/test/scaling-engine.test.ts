@@ -92,7 +92,7 @@ describe('the issuers setting', () => {
       `workers=${config.workers}`,
       'issuers=4',
       'engine_queries=1',
-      'floor_sync=0',
+      'floor_sync=1',
     ]);
   });
 

@@ -92,7 +92,7 @@ describe('the workers setting', () => {
       'workers=4',
       `issuers=${SCALING_DEFAULTS.issuers}`,
       `engine_queries=${SCALING_DEFAULTS.engineQueries}`,
-      'floor_sync=0',
+      'floor_sync=1',
     ]);
   });
 
@@ -562,10 +562,10 @@ describe('the Node floor on W threads (ours_floor_workers) under the worker task
 });
 
 describe('the floor_sync setting', () => {
-  it('is 0 (the worker floor queries) by default, 1 for C’s blocking synchronize, ours only', () => {
-    expect(parseScalingArguments([]).floorSync).toBe(0);
-    const custom = parseScalingArguments(['floor_sync=1']);
-    expect(custom.floorSync).toBe(1);
+  it('is 1 (C’s blocking synchronize) by default, 0 for the worker floor’s queries, ours only', () => {
+    expect(parseScalingArguments([]).floorSync).toBe(1);
+    const custom = parseScalingArguments(['floor_sync=0']);
+    expect(custom.floorSync).toBe(0);
     expect(parseScalingArguments(scalingArguments(custom, { ours: true }))).toEqual(custom);
     expect(scalingArguments(custom).some((a) => a.startsWith('floor_sync='))).toBe(false);
     expect(() => parseScalingArguments(['floor_sync=2'])).toThrow(/floor_sync must be 0 or 1/);
