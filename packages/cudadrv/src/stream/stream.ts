@@ -228,6 +228,7 @@ export class Stream {
   quiesceIssue(): void {
     const issue = this.issue;
     if (issue === null) return;
+    issue.fence();
     issue.quiesce();
   }
 
