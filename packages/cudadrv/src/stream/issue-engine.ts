@@ -479,7 +479,6 @@ export class IssueAttachment {
    */
   detach(stream: Stream): void {
     if (this.#closed) return;
-    this.fence();
     this.quiesce();
     const at = this.#streams.findIndex((ref) => ref.deref() === stream);
     if (at >= 0) this.#streams.splice(at, 1);
@@ -489,7 +488,6 @@ export class IssueAttachment {
   /** One of its streams was collected without `dispose()` (its finalizer, after a fence). */
   collected(): void {
     if (this.#closed) return;
-    this.fence();
     this.quiesce();
     const at = this.#streams.findIndex((ref) => ref.deref() === undefined);
     if (at >= 0) this.#streams.splice(at, 1);
@@ -497,12 +495,13 @@ export class IssueAttachment {
   }
 
   /**
-   * After a fence: makes sure the issuer no longer queries the stream (it may be destroyed
-   * next). The slot gets a new generation, so the issuer forgets the stream's watch, and this
-   * waits (microseconds: one query) until it has. Queries asked before are left to the waiting
-   * thread (`answer` gives -1).
+   * Fences, then makes sure the issuer no longer queries the stream (it may be destroyed or
+   * captured next). The slot gets a new generation, so the issuer forgets the stream's watch,
+   * and this waits (microseconds: one query) until it has. Queries asked before are left to the
+   * waiting thread (`answer` gives -1).
    */
   quiesce(): void {
+    this.fence();
     const issued = this.#issued;
     const at = this.#issuedAt;
     if (this.#tickets === 0) return;
@@ -837,7 +836,6 @@ export async function stopIssueEngine(options: StopIssueEngineOptions = {}): Pro
   let failure: unknown;
   for (const attachment of [...engine.attached]) {
     try {
-      attachment.fence();
       attachment.quiesce();
     } catch (error) {
       failure ??= error;

@@ -40,6 +40,9 @@
  */
 
 import { CudaArgumentError } from '../errors.js';
+import { CUresult } from '../ffi/cuda.js';
+
+const NOT_READY = CUresult.CUDA_ERROR_NOT_READY;
 
 // Control words, each on a cache line of its own (16 words apart): the writer's and the
 // issuer's stores to their own words do not bounce one line between two cores.
@@ -86,8 +89,6 @@ export const DROPPED = 2;
 export const WATCHING = 3;
 export const GENERATION = 4;
 
-/** cuStreamQuery's CUDA_ERROR_NOT_READY. */
-const NOT_READY = 600;
 
 /** Streams the engine can drain at once (the per-stream words). */
 export const MAX_SLOTS = 4096;

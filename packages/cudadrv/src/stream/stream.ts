@@ -228,7 +228,6 @@ export class Stream {
   quiesceIssue(): void {
     const issue = this.issue;
     if (issue === null) return;
-    issue.fence();
     issue.quiesce();
   }
 

@@ -378,7 +378,7 @@ function spinRound(): boolean {
         } catch (error) {
           // A full ring whose issuer died while this thread waited for room: the wait's error,
           // not an exception out of the spin pass.
-          waiter.reject(error instanceof Error ? error : new Error(String(error)));
+          waiter.reject(error);
           recycle(waiter);
           settled = true;
           continue;
