@@ -89,7 +89,6 @@ export const DROPPED = 2;
 export const WATCHING = 3;
 export const GENERATION = 4;
 
-
 /** Streams the engine can drain at once (the per-stream words). */
 export const MAX_SLOTS = 4096;
 
