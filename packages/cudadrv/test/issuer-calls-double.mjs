@@ -4,7 +4,8 @@
 // cuStreamQuery appends [stream, -1, answer, 0, issuer thread id]: a stream is not ready
 // (CUDA_ERROR_NOT_READY, 600) at the first query after a launch, then done; after a launch
 // whose gy is 14 it is never ready (until a launch whose gy is 16); after one whose gy is 15 its
-// queries fail with CUDA_ERROR_ILLEGAL_ADDRESS (700).
+// queries fail with CUDA_ERROR_ILLEGAL_ADDRESS (700). A launch whose gy is 17 takes 30 ms (as
+// one does when the GPU's queue is full).
 import { threadId } from 'node:worker_threads';
 
 export default function calls(log) {
@@ -40,6 +41,7 @@ export default function calls(log) {
       if (gy === 14) states.set(stream, 'stuck');
       else if (gy === 15) states.set(stream, 'faulty');
       else if (gy === 16 || (state !== 'stuck' && state !== 'faulty')) states.set(stream, 'fresh');
+      if (gy === 17) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 30);
       return gy === 13 ? 1 : 0;
     },
   };

@@ -380,6 +380,27 @@ describe('the ring protocol (one thread)', () => {
     );
     expect(a.takeError()).toBeNull();
   });
+
+  it('each command’s words are free for the writer as soon as it is issued, not after the whole drain', () => {
+    const { ring, slots, writer, reader } = oneRing(1024);
+    const a = new IssueAttachment(fakeStream(0x700), 1, writer, slots);
+    const control = new Int32Array(ring.control);
+    const seen: number[] = [];
+    const calls: IssuerCalls = {
+      cuCtxSetCurrent: () => 0,
+      cuStreamQuery: () => 0,
+      cuLaunchKernel: () => {
+        seen.push(Atomics.load(control, TAIL));
+        return 0;
+      },
+    };
+    const values = new Int32Array(8);
+    for (const count of [0, 3, 1, 0]) a.launch(1, 0, 1, 1, 1, 1, 1, 1, 0, values, 0, count);
+    expect(drain(reader, calls)).toBe(4);
+    // While the n-th launch is made, TAIL is past every launch before it.
+    expect(seen).toEqual([0, 20, 46, 68]);
+    expect(Atomics.load(control, TAIL)).toBe(88);
+  });
 });
 
 describe('queries through the ring (one thread)', () => {
@@ -668,6 +689,32 @@ describe('the engine with issuer threads (libcuda a double)', () => {
     expect(stats.waitMs).toBeLessThanOrEqual(elapsed);
     expect(stats.longestWaitMs).toBeGreaterThan(0);
     expect(stats.longestWaitMs).toBeLessThanOrEqual(stats.waitMs);
+    stream.dispose();
+  });
+
+  it('a fence counts the time it held the thread; one inside a blocking Stream.synchronize() does not (that call holds it until the work is done anyway)', () => {
+    const log = new SharedArrayBuffer(4 * (1 + 5 * 100));
+    startIssueEngineWith({ issuers: 1, spinMicroseconds: 0 }, DOUBLE, log);
+    const stream = Stream.create({ context, name: 'slow' });
+    const x = fakeArray(0x7000);
+    launch(kernel, { grid: 1, block: 32, stream }, x, 1);
+    stream.fence(); // the issuer is up (its start is the longest wait so far)
+    const before = issueEngineStatistics();
+    launch(kernel, { grid: [2, 17], block: 32, stream }, x, 2); // 30 ms on the issuer
+    stream.synchronize();
+    const blocking = issueEngineStatistics();
+    expect(blocking.fenceWaits).toBe(before.fenceWaits + 1);
+    expect(blocking.waitMs).toBe(before.waitMs);
+    expect(blocking.longestWaitMs).toBe(before.longestWaitMs);
+    launch(kernel, { grid: [3, 17], block: 32, stream }, x, 3);
+    const t0 = performance.now();
+    stream.fence();
+    const held = performance.now() - t0;
+    const fenced = issueEngineStatistics();
+    expect(fenced.fenceWaits).toBe(before.fenceWaits + 2);
+    expect(fenced.waitMs - blocking.waitMs).toBeGreaterThan(20);
+    expect(fenced.waitMs - blocking.waitMs).toBeLessThanOrEqual(held);
+    expect(entries(log).map((e) => e.gx)).toEqual([1, 2, 3]);
     stream.dispose();
   });
 

@@ -105,7 +105,9 @@ export interface IssueEngineStatistics {
   readonly roomWaits: number;
   /**
    * Milliseconds the pushing thread spent in those waits and fences, in all: time it was held
-   * (on the main thread, the event loop), not time it worked.
+   * (on the main thread, the event loop), not time it worked. A fence inside a blocking
+   * `Stream.synchronize()` is not counted: that call holds the thread until the stream's work
+   * is done, with or without the engine.
    */
   readonly waitMs: number;
   /** The longest one of those waits, ms: the most the engine held the pushing thread at once. */
@@ -410,8 +412,13 @@ export class IssueAttachment {
     return Atomics.load(this.#issued, this.#issuedAt) !== this.pushed;
   }
 
-  /** Waits (spinning: microseconds) until the issuer has issued every launch pushed so far. */
-  fence(): void {
+  /**
+   * Waits (spinning: microseconds) until the issuer has issued every launch pushed so far.
+   * `blocking`: the caller goes on to block until the stream's work is done (a blocking
+   * `Stream.synchronize()`), which holds the thread longer than this wait in any case, with or
+   * without the engine; the wait is then not counted in `waitMs` and `longestWaitMs`.
+   */
+  fence(blocking = false): void {
     if (Atomics.load(this.#issued, this.#issuedAt) === this.pushed) return;
     engine.fenceWaits++;
     const writer = this.#writer;
@@ -419,7 +426,7 @@ export class IssueAttachment {
     try {
       this.#spinUntilIssued(writer, started);
     } finally {
-      waited(started);
+      if (!blocking) waited(started);
     }
   }
 

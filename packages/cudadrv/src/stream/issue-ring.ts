@@ -229,8 +229,8 @@ export function createWatch(microseconds: number, now = () => performance.now())
 const TWO_32 = 4294967296;
 
 /**
- * Issues every command published so far (from `tail` to `HEAD`), in order, and publishes the
- * new `TAIL`. Returns how many commands it issued. Never throws for a failed call: the
+ * Issues every command published so far (from `tail` to `HEAD`), in order, publishing the
+ * new `TAIL` after each. Returns how many commands it issued. Never throws for a failed call: the
  * CUresult goes to the stream's error words (the first one stays) and later commands go on.
  */
 export function drain(reader: Reader, calls: IssuerCalls): number {
@@ -253,6 +253,7 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
         Atomics.add(control, CANCELLED, 1);
         Atomics.add(issued, slot << SLOT_SHIFT, 1);
         tail = (tail + length) | 0;
+        Atomics.store(control, TAIL, tail);
         count++;
         continue;
       }
@@ -297,9 +298,11 @@ export function drain(reader: Reader, calls: IssuerCalls): number {
       count++;
     }
     tail = (tail + length) | 0;
+    // Each command's words are free once it is issued (the driver copied a launch's values):
+    // a writer waiting for room waits for one command, not for the whole drain.
+    Atomics.store(control, TAIL, tail);
   }
   reader.tail = tail;
-  Atomics.store(control, TAIL, tail);
   return count;
 }
 

@@ -344,7 +344,13 @@ export class Stream {
   synchronize(): void {
     this.assertUsable();
     if (this.capture !== null) throw this.capturingError('Stream.synchronize');
-    if (this.issue !== null) this.fence();
+    const issue = this.issue;
+    if (issue !== null) {
+      // This call blocks until the work is done: the fence's wait is part of it, not the engine's.
+      issue.fence(true);
+      const error = issue.takeError();
+      if (error !== null) throw error;
+    }
     const stamp = useClock.value;
     check(driver().cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
     this.markCompleted(stamp);
