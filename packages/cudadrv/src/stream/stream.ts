@@ -247,17 +247,9 @@ export class Stream {
    * the stream earlier (the kit's `IssueEnvelope` calls it for you).
    */
   fence(): void {
-    this.#fenceIssue(false);
-  }
-
-  /**
-   * `fence()`'s work: `blocking` when the caller blocks until the stream's work is done anyway
-   * (its wait is then not counted as the engine's).
-   */
-  #fenceIssue(blocking: boolean): void {
     const issue = this.issue;
     if (issue === null) return;
-    issue.fence(blocking);
+    issue.fence();
     const error = issue.takeError();
     if (error !== null) throw error;
   }
@@ -352,8 +344,13 @@ export class Stream {
   synchronize(): void {
     this.assertUsable();
     if (this.capture !== null) throw this.capturingError('Stream.synchronize');
-    // This call blocks until the work is done: the fence's wait is part of it, not the engine's.
-    this.#fenceIssue(true);
+    const issue = this.issue;
+    if (issue !== null) {
+      // This call blocks until the work is done: the fence's wait is part of it, not the engine's.
+      issue.fence(true);
+      const error = issue.takeError();
+      if (error !== null) throw error;
+    }
     const stamp = useClock.value;
     check(driver().cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
     this.markCompleted(stamp);
