@@ -116,6 +116,12 @@ const NUMERIC_KEYS: readonly (readonly [keyof ScalingConfig, string])[] = [
   ['floorSync', 'floor_sync'],
 ];
 
+/** Settings that take 0 or 1 (switches). */
+const SWITCH_KEYS: ReadonlySet<keyof ScalingConfig> = new Set(['engineQueries', 'floorSync']);
+
+/** Settings that may be 0 besides the switches (every other number is at least 1). */
+const ZERO_KEYS: ReadonlySet<keyof ScalingConfig> = new Set(['warmups', 'seed']);
+
 /** The most worker threads `workers` may ask for (WorkerPool's own limit). */
 export const MAX_WORKERS = 1024;
 
@@ -201,22 +207,13 @@ export function parseScalingArguments(argv: readonly string[]): ScalingConfig {
     } else {
       const entry = NUMERIC_KEYS.find(([, name]) => name === key);
       if (entry === undefined) throw new Error(`scaling: unknown setting '${key}'`);
-      const minimum =
-        entry[0] === 'warmups' ||
-        entry[0] === 'seed' ||
-        entry[0] === 'engineQueries' ||
-        entry[0] === 'floorSync'
-          ? 0
-          : 1;
-      const parsed = integer(key, value, minimum);
+      const isSwitch = SWITCH_KEYS.has(entry[0]);
+      const parsed = integer(key, value, isSwitch || ZERO_KEYS.has(entry[0]) ? 0 : 1);
       if (entry[0] === 'workers' && parsed > MAX_WORKERS) {
         throw new Error(`scaling: workers must be at most ${MAX_WORKERS}, got '${value}'`);
       }
-      if (entry[0] === 'engineQueries' && parsed > 1) {
-        throw new Error(`scaling: engine_queries must be 0 or 1, got '${value}'`);
-      }
-      if (entry[0] === 'floorSync' && parsed > 1) {
-        throw new Error(`scaling: floor_sync must be 0 or 1, got '${value}'`);
+      if (isSwitch && parsed > 1) {
+        throw new Error(`scaling: ${key} must be 0 or 1, got '${value}'`);
       }
       if (entry[0] === 'issuers' && parsed > MAX_ISSUERS) {
         throw new Error(`scaling: issuers must be at most ${MAX_ISSUERS}, got '${value}'`);
