@@ -168,6 +168,19 @@ export interface CompiledLaunch {
 }
 
 /**
+ * The lines that store `value` (an expression naming an address or handle as `ffiValue` gives
+ * it: a Number or a BigInt) as 64 bits at the `u32` index `word`.
+ */
+function storeAddress(value: string, word: number): string[] {
+  return [
+    `if (typeof ${value} === 'number') {`,
+    `  u32[${word}] = ${value} >>> 0;`,
+    `  u32[${word + 1}] = (${value} / ${TWO_32}) >>> 0;`,
+    `} else u64[${word >> 1}] = ${value};`,
+  ];
+}
+
+/**
  * The code made for one kernel's parameter list: straight-line code with each parameter's
  * check and store written out (no loop, no switch on the parameter type), so that the checks
  * cost what they would in hand-written code and the branches are the same at every launch
@@ -224,10 +237,10 @@ export function compileLaunch({
           // The valid cases inline (a live DeviceArray of the declared dtype; for an untyped
           // pointer also a bigint address), checkPointer for the rest: it accepts a live
           // DeviceBuffer for an untyped pointer and throws the argument's error otherwise. A
-          // live allocation has a nonzero address; at 0, `disposed` tells (an empty buffer,
-          // graph memory).
+          // live allocation has a nonzero address (`live`); at 0, `disposed` tells (an empty
+          // buffer, graph memory; an array of an older loaded copy, whose record has no `live`).
           const dtype = dtypes[i];
-          const dead = `(${v}.allocation.address === 0 && ${v}.disposed)`;
+          const dead = `(!${v}.allocation.live && ${v}.disposed)`;
           lines.push(
             dtype === undefined
               ? `if (typeof ${v} !== 'bigint' && !(DeviceArray.isInstance(${v}) && !${dead})) kernel.checkPointer(${i}, ${v});`
@@ -293,27 +306,30 @@ export function compileLaunch({
         // A bigint address, or a DeviceArray or DeviceBuffer of any loaded copy of the package.
         lines.push(
           `const ${p} = typeof ${v} === 'bigint' ? ${v} : ${v}.ffiAddressOn(stream, '${access}');`,
+          ...storeAddress(p, offset >> 2),
         );
       } else {
-        // A DeviceArray (checked above): its buffer, its allocation record and its address.
+        // A DeviceArray (checked above): its buffer, its allocation record and its address as
+        // two int32 halves (`ffiLo`; an array of an older loaded copy has only `ffiAddress`).
         lines.push(
           `handOff(${v}.buffer, ${v}.allocation, stream, '${access}');`,
-          `const ${p} = ${v}.ffiAddress;`,
+          `const ${p} = ${v}.ffiLo;`,
+          `if (typeof ${p} === 'number') {`,
+          `  i32[${offset >> 2}] = ${p};`,
+          `  i32[${(offset >> 2) + 1}] = ${v}.ffiHi;`,
+          '} else {',
+          `  const a${i} = ${v}.ffiAddress;`,
+          ...storeAddress(`a${i}`, offset >> 2),
+          '}',
         );
       }
-      lines.push(
-        `if (typeof ${p} === 'number') {`,
-        `  u32[${offset >> 2}] = ${p} >>> 0;`,
-        `  u32[${(offset >> 2) + 1}] = (${p} / ${TWO_32}) >>> 0;`,
-        `} else u64[${offset >> 3}] = ${p};`,
-      );
     }
     return lines;
   };
   /** The launch itself, written once: every launch function below ends with it. */
   const word = configBase >> 2;
-  /** The geometry and the stream handle (`handle`, an expression) written into the config. */
-  const configWrites = (handle: string): string[] => [
+  /** The geometry and the stream handle (`handle`, the lines that write it) into the config. */
+  const configWrites = (handle: string[]): string[] => [
     `u32[${word}] = gx;`,
     `u32[${word + 1}] = gy;`,
     `u32[${word + 2}] = gz;`,
@@ -321,11 +337,12 @@ export function compileLaunch({
     `u32[${word + 4}] = by;`,
     `u32[${word + 5}] = bz;`,
     `u32[${word + 6}] = sharedMemory;`,
+    ...handle,
+  ];
+  /** The stream's handle (an `ffiValue`, the expression `handle`) written into the config. */
+  const streamHandle = (handle: string): string[] => [
     `const streamHandle = ${handle};`,
-    `if (typeof streamHandle === 'number') {`,
-    `  u32[${word + 8}] = streamHandle >>> 0;`,
-    `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,
-    `} else u64[${(configBase >> 3) + 4}] = streamHandle;`,
+    ...storeAddress('streamHandle', word + 8),
   ];
   const issue = [
     'const capture = stream.capture;',
@@ -334,7 +351,16 @@ export function compileLaunch({
     // nothing below but the driver call applies, and the launch makes it at once
     // (docs/decisions/0051-the-launch-gate.md).
     'if (capture === null && GATE.open === CONTEXT && stream.context === CONTEXT) {',
-    ...configWrites('stream.rawFfiHandle'),
+    // The handle as two int32 halves (a stream of an older loaded copy has only its handle).
+    ...configWrites([
+      'const streamLo = stream.rawLo;',
+      "if (typeof streamLo === 'number') {",
+      `  i32[${word + 8}] = streamLo;`,
+      `  i32[${word + 9}] = stream.rawHi;`,
+      '} else {',
+      ...streamHandle('stream.rawFfiHandle'),
+      '}',
+    ]),
     '  const result = (cuLaunchKernelEx ??= driver().cuLaunchKernelEx)(CONFIG, FUNCTION, ARGUMENTS, 0);',
     `  if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
     '} else {',
@@ -356,7 +382,7 @@ export function compileLaunch({
         ]
       : ['{']),
     'stream.context.makeCurrent();',
-    ...configWrites('running ? stream.ffiHandle : stream.rawFfiHandle'),
+    ...configWrites(streamHandle('running ? stream.ffiHandle : stream.rawFfiHandle')),
     'const token = beginOperation(name, stream);',
     'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
     'endOperation(token);',
