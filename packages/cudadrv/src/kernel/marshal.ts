@@ -181,6 +181,31 @@ function storeAddress(value: string, word: number): string[] {
 }
 
 /**
+ * The lines that store the address or handle `owner` keeps as two int32 halves (`halves`: the
+ * fields of the low and the high half) at the `u32` index `word`, with two `Int32Array` stores;
+ * from its field `full` (an `ffiValue`) when `owner` comes from an older loaded copy of the
+ * package and has no halves. `name` names the local it reads the low half into.
+ */
+function storeHalves(
+  owner: string,
+  halves: readonly [string, string],
+  full: string,
+  word: number,
+  name: string,
+): string[] {
+  return [
+    `const ${name} = ${owner}.${halves[0]};`,
+    `if (typeof ${name} === 'number') {`,
+    `  i32[${word}] = ${name};`,
+    `  i32[${word + 1}] = ${owner}.${halves[1]};`,
+    '} else {',
+    `  const ${name}Full = ${owner}.${full};`,
+    ...storeAddress(`${name}Full`, word),
+    '}',
+  ];
+}
+
+/**
  * The code made for one kernel's parameter list: straight-line code with each parameter's
  * check and store written out (no loop, no switch on the parameter type), so that the checks
  * cost what they would in hand-written code and the branches are the same at every launch
@@ -313,14 +338,7 @@ export function compileLaunch({
         // two int32 halves (`ffiLo`; an array of an older loaded copy has only `ffiAddress`).
         lines.push(
           `handOff(${v}.buffer, ${v}.allocation, stream, '${access}');`,
-          `const ${p} = ${v}.ffiLo;`,
-          `if (typeof ${p} === 'number') {`,
-          `  i32[${offset >> 2}] = ${p};`,
-          `  i32[${(offset >> 2) + 1}] = ${v}.ffiHi;`,
-          '} else {',
-          `  const a${i} = ${v}.ffiAddress;`,
-          ...storeAddress(`a${i}`, offset >> 2),
-          '}',
+          ...storeHalves(v, ['ffiLo', 'ffiHi'], 'ffiAddress', offset >> 2, p),
         );
       }
     }
@@ -339,11 +357,6 @@ export function compileLaunch({
     `u32[${word + 6}] = sharedMemory;`,
     ...handle,
   ];
-  /** The stream's handle (an `ffiValue`, the expression `handle`) written into the config. */
-  const streamHandle = (handle: string): string[] => [
-    `const streamHandle = ${handle};`,
-    ...storeAddress('streamHandle', word + 8),
-  ];
   const issue = [
     'const capture = stream.capture;',
     // The launch gate (context/launch-gate.ts) is open for the kernel's context while that
@@ -352,15 +365,9 @@ export function compileLaunch({
     // (docs/decisions/0051-the-launch-gate.md).
     'if (capture === null && GATE.open === CONTEXT && stream.context === CONTEXT) {',
     // The handle as two int32 halves (a stream of an older loaded copy has only its handle).
-    ...configWrites([
-      'const streamLo = stream.rawLo;',
-      "if (typeof streamLo === 'number') {",
-      `  i32[${word + 8}] = streamLo;`,
-      `  i32[${word + 9}] = stream.rawHi;`,
-      '} else {',
-      ...streamHandle('stream.rawFfiHandle'),
-      '}',
-    ]),
+    ...configWrites(
+      storeHalves('stream', ['rawLo', 'rawHi'], 'rawFfiHandle', word + 8, 'streamLo'),
+    ),
     '  const result = (cuLaunchKernelEx ??= driver().cuLaunchKernelEx)(CONFIG, FUNCTION, ARGUMENTS, 0);',
     `  if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
     '} else {',
@@ -382,7 +389,10 @@ export function compileLaunch({
         ]
       : ['{']),
     'stream.context.makeCurrent();',
-    ...configWrites(streamHandle('running ? stream.ffiHandle : stream.rawFfiHandle')),
+    ...configWrites([
+      'const streamHandle = running ? stream.ffiHandle : stream.rawFfiHandle;',
+      ...storeAddress('streamHandle', word + 8),
+    ]),
     'const token = beginOperation(name, stream);',
     'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
     'endOperation(token);',
