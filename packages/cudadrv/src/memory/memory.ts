@@ -24,11 +24,6 @@ export interface StreamOption {
 export interface Allocation {
   /** The device address as `ffiValue` gives it (a Number below 2^53); 0 once freed. */
   address: number | bigint;
-  /**
-   * `address !== 0`, kept beside it for the hot paths (`handOff`, the launch's argument check):
-   * an address above 2^31 is a heap number of its own, one more load than this field's.
-   */
-  live: boolean;
   /** The address as a BigInt, made on first request (the public `pointer`). */
   pointer: bigint | undefined;
   /** The stream of the last write (or of the allocation). */
@@ -110,13 +105,6 @@ export interface GraphMemory {
   graphAlive: boolean;
 }
 
-/** The allocation's memory is gone (freed, cached, lent away or the graph's): no address. */
-function clearAddress(allocation: Allocation): void {
-  allocation.address = 0;
-  allocation.live = false;
-  allocation.pointer = undefined;
-}
-
 /**
  * Frees the allocation on the last stream that used it, after every read; with `reuse`, a
  * small block goes to that stream's cache instead (see block-cache.ts). When that stream is
@@ -139,7 +127,8 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
   if (memory?.graphAlive) {
     // The graph's memory: the graph frees it (at its next launch, or when it goes).
     memory.state = 'released';
-    clearAddress(allocation);
+    allocation.address = 0;
+    allocation.pointer = undefined;
     return;
   }
   const context = allocation.context;
@@ -154,7 +143,8 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
     // invalidates the capture): free it, in the stream's order, once the capture has ended.
     const later: Allocation = { ...allocation };
     capture.afterEnd(() => freeAllocation(later, false));
-    clearAddress(allocation);
+    allocation.address = 0;
+    allocation.pointer = undefined;
     return;
   }
   if (elsewhere) {
@@ -172,12 +162,14 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
     capture === null &&
     putCached(stream, allocation.cacheSize, allocation.address)
   ) {
-    clearAddress(allocation);
+    allocation.address = 0;
+    allocation.pointer = undefined;
     return;
   }
   context.makeCurrent();
   check(driver().cuMemFreeAsync(allocation.address, stream.ffiHandle), 'cuMemFreeAsync');
-  clearAddress(allocation);
+  allocation.address = 0;
+  allocation.pointer = undefined;
 }
 
 /**
@@ -203,7 +195,8 @@ function waitForReaders(
  */
 function releaseForeign(allocation: Allocation, foreign: ForeignMemory): void {
   const address = allocation.address;
-  clearAddress(allocation);
+  allocation.address = 0;
+  allocation.pointer = undefined;
   try {
     waitForUseSync(allocation.stream, allocation.stamp);
     const readers = allocation.readers;
@@ -235,11 +228,13 @@ function releaseForeignOn(allocation: Allocation, foreign: ForeignMemory): void 
   const capture = stream.capture;
   if (capture !== null) {
     const later: Allocation = { ...allocation, stream };
-    clearAddress(allocation);
+    allocation.address = 0;
+    allocation.pointer = undefined;
     capture.afterEnd(() => releaseForeignOn(later, foreign));
     return;
   }
-  clearAddress(allocation);
+  allocation.address = 0;
+  allocation.pointer = undefined;
   const readers = allocation.readers;
   if (readers !== null) waitForReaders(stream, readers, allocation.readerStamps!);
   foreign.releaseOn!(address, stream);
@@ -301,7 +296,6 @@ let allocationOf: (buffer: DeviceBuffer) => Allocation;
  */
 const untracked: Allocation = Object.freeze({
   address: 0,
-  live: false,
   pointer: undefined,
   stream: undefined as unknown as Stream,
   stamp: 0,
@@ -433,7 +427,6 @@ export class DeviceBuffer {
     return new DeviceBuffer(
       {
         address,
-        live: address !== 0,
         pointer: undefined,
         stream,
         stamp,
@@ -574,7 +567,8 @@ export class DeviceBuffer {
       if (loan !== undefined) {
         // Lent to native code: the buffer goes now, its memory when the last loan ends.
         loan.disposed = { ...allocation };
-        clearAddress(allocation);
+        allocation.address = 0;
+        allocation.pointer = undefined;
         return;
       }
     }
@@ -611,7 +605,7 @@ export function handOff(
 ): void {
   if (
     allocation.stream === stream &&
-    allocation.live &&
+    allocation.address !== 0 &&
     stream.capture === null &&
     allocation.capture === null &&
     !stream.disposed
@@ -842,7 +836,8 @@ export function relinquishAllocation(buffer: DeviceBuffer): void {
   const allocation = allocationOf(buffer);
   if (allocation.registered) finalizer.unregister(buffer);
   else forgetYoung(buffer);
-  clearAddress(allocation);
+  allocation.address = 0;
+  allocation.pointer = undefined;
 }
 
 /**
@@ -886,7 +881,8 @@ export function holdAsGraphOutput(buffer: DeviceBuffer): boolean {
   allocation.capture = null;
   if (allocation.address === 0) return false;
   allocation.graph = { address: allocation.address, state: 'pending', graphAlive: true };
-  clearAddress(allocation);
+  allocation.address = 0;
+  allocation.pointer = undefined;
   return true;
 }
 
@@ -896,7 +892,8 @@ export function abandonCapturedAllocation(buffer: DeviceBuffer): void {
   allocation.capture = null;
   if (allocation.address === 0) return;
   allocation.graph = { address: allocation.address, state: 'abandoned', graphAlive: false };
-  clearAddress(allocation);
+  allocation.address = 0;
+  allocation.pointer = undefined;
 }
 
 /** @internal The graph side of an output buffer (see `holdAsGraphOutput`). */
@@ -916,7 +913,6 @@ export function launchGraphOutput(buffer: DeviceBuffer, stream: Stream): void {
   } else if (memory.state === 'pending') {
     memory.state = 'live';
     allocation.address = memory.address;
-    allocation.live = memory.address !== 0;
     allocation.pointer = undefined;
     allocation.stream = stream;
     allocation.stamp = allocation.writeStamp = ++useClock.value;
