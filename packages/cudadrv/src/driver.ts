@@ -137,6 +137,22 @@ export function ffiValue(handle: bigint): number | bigint {
   return handle <= 0x1f_ffff_ffff_ffffn && handle >= 0n ? Number(handle) : handle;
 }
 
+/**
+ * The low 32 bits of a 64-bit address or handle (an `ffiValue`), as a signed integer: V8 keeps
+ * it in the object that holds it, where the value itself above 2^31 is a heap number of its own.
+ * The launch code stores it with `int32High`'s into an `Int32Array`, with no branch.
+ */
+export function int32Low(value: number | bigint): number {
+  return typeof value === 'number' ? value | 0 : Number(BigInt.asIntN(32, value));
+}
+
+/** The high 32 bits of a 64-bit address or handle, as a signed integer (see `int32Low`). */
+export function int32High(value: number | bigint): number {
+  return typeof value === 'number'
+    ? (value / 4294967296) | 0
+    : Number(BigInt.asIntN(32, BigInt.asUintN(64, value) >> 32n));
+}
+
 let scratchArena: Scratch | undefined;
 /** The process's scratch arena (see `Scratch`). */
 export function scratch(): Scratch {

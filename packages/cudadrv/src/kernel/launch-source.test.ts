@@ -36,6 +36,7 @@ vi.mock('../driver.js', async (importOriginal) => {
 
 import type { Context } from '../context/device.js';
 import { launchGate } from '../context/launch-gate.js';
+import { ffiValue, int32High, int32Low } from '../driver.js';
 import { CudaArgumentError } from '../errors.js';
 import { koffi } from '../ffi/library.js';
 import { DeviceArray } from '../memory/array.js';
@@ -267,6 +268,101 @@ describe('Kernel.launchSource: the generated launch, named and printable', () =>
     expect(outcomes.throughGate).toBeGreaterThan(10);
     expect(outcomes.launched - outcomes.throughGate).toBeGreaterThan(10);
     expect(outcomes.refused).toBeGreaterThan(20);
+  });
+});
+
+describe('launch: addresses and the stream handle written as two int32 halves', () => {
+  /** A float32 array at `base` (as `ffiValue` gives it), `offset` elements in. */
+  const arrayAt = (base: bigint, offset: number): DeviceArray<'float32'> => {
+    const address = ffiValue(base);
+    const buffer = {
+      byteLength: 1 << 24,
+      pointer: base,
+      address,
+      disposed: false,
+      context,
+      useOn: () => base,
+      ffiAddressOn: () => address,
+    };
+    return new DeviceArray(buffer as unknown as DeviceBuffer, 'float32', [16], [1], offset, false);
+  };
+  /** The same array as an older loaded copy of the package makes it: no `ffiLo`/`ffiHi`. */
+  const olderCopyOf = (array: DeviceArray<'float32'>): DeviceArray<'float32'> =>
+    ({
+      [Symbol.for('@cuda-tasks/DeviceArray')]: true,
+      dtype: array.dtype,
+      buffer: array.buffer,
+      allocation: array.allocation,
+      ffiAddress: array.ffiAddress,
+      disposed: false,
+    }) as unknown as DeviceArray<'float32'>;
+  /** A stream of `handle`; an older copy's has no `rawLo`/`rawHi`. */
+  const streamOf = (handle: bigint, older: boolean): Stream =>
+    streamDouble({
+      context,
+      name: 'handle stream',
+      capture: null,
+      disposed: false,
+      ffiHandle: ffiValue(handle),
+      rawFfiHandle: ffiValue(handle),
+      ...(older ? {} : { rawLo: int32Low(handle), rawHi: int32High(handle) }),
+      assertUsable() {},
+    });
+  // Addresses below 2^53 (Numbers, the common case) and above (BigInts), leaving room for the
+  // offset; handles anywhere in 64 bits.
+  const base = fc.oneof(
+    fc.bigInt({ min: 1n, max: 2n ** 53n - 2n ** 24n }),
+    fc.bigInt({ min: 2n ** 53n, max: 2n ** 64n - 2n ** 24n }),
+    fc.constantFrom(2n ** 31n, 2n ** 32n - 4n, 2n ** 32n, 0x7f00_0000_1000n),
+  );
+  const handle = fc.oneof(
+    fc.bigInt({ min: 1n, max: 2n ** 64n - 1n }),
+    fc.constantFrom(2n ** 31n, 2n ** 32n, 0x5555_8000_0000n),
+  );
+
+  it('the slots and the config hold the exact 64-bit values, gate open or closed', () => {
+    const k = koffi();
+    fc.assert(
+      fc.property(
+        base,
+        base,
+        fc.nat(1024),
+        handle,
+        fc.boolean(),
+        fc.boolean(),
+        fc.boolean(),
+        (yBase, xBase, offset, h, open, olderArray, olderStream) => {
+          launchGate.open = open ? (context as unknown as Context) : null;
+          const y = arrayAt(yBase, offset);
+          const x = arrayAt(xBase, 0);
+          const s = streamOf(h, olderStream);
+          fake.state.calls.length = 0;
+          launch(
+            kernel,
+            { grid: 3, block: 32, stream: s },
+            olderArray ? olderCopyOf(y) : y,
+            x,
+            2,
+            5,
+            7n,
+            1,
+          );
+          expect(fake.state.calls.length).toBe(1);
+          const slots = new DataView(fake.state.calls[0]!.bytes.buffer);
+          const slot = (i: number) => {
+            const address = new BigUint64Array(k.view(BigInt(kernel.ffiArgumentArray), COUNT * 8));
+            const offsetInArena = Number(address[i]! - fake.state.arena);
+            return slots.getBigUint64(offsetInArena, true);
+          };
+          expect(slot(0)).toBe(yBase + BigInt(offset * 4));
+          expect(slot(1)).toBe(xBase);
+          const config = new DataView(k.view(BigInt(kernel.launchConfigAddress), 40));
+          expect(config.getBigUint64(32, true)).toBe(h);
+        },
+      ),
+      { seed: 61, numRuns: 300 },
+    );
+    launchGate.open = null;
   });
 });
 

@@ -168,6 +168,44 @@ export interface CompiledLaunch {
 }
 
 /**
+ * The lines that store `value` (an expression naming an address or handle as `ffiValue` gives
+ * it: a Number or a BigInt) as 64 bits at the `u32` index `word`.
+ */
+function storeAddress(value: string, word: number): string[] {
+  return [
+    `if (typeof ${value} === 'number') {`,
+    `  u32[${word}] = ${value} >>> 0;`,
+    `  u32[${word + 1}] = (${value} / ${TWO_32}) >>> 0;`,
+    `} else u64[${word >> 1}] = ${value};`,
+  ];
+}
+
+/**
+ * The lines that store the address or handle `owner` keeps as two int32 halves (`halves`: the
+ * fields of the low and the high half) at the `u32` index `word`, with two `Int32Array` stores;
+ * from its field `full` (an `ffiValue`) when `owner` comes from an older loaded copy of the
+ * package and has no halves. `name` names the local it reads the low half into.
+ */
+function storeHalves(
+  owner: string,
+  halves: readonly [string, string],
+  full: string,
+  word: number,
+  name: string,
+): string[] {
+  return [
+    `const ${name} = ${owner}.${halves[0]};`,
+    `if (typeof ${name} === 'number') {`,
+    `  i32[${word}] = ${name};`,
+    `  i32[${word + 1}] = ${owner}.${halves[1]};`,
+    '} else {',
+    `  const ${name}Full = ${owner}.${full};`,
+    ...storeAddress(`${name}Full`, word),
+    '}',
+  ];
+}
+
+/**
  * The code made for one kernel's parameter list: straight-line code with each parameter's
  * check and store written out (no loop, no switch on the parameter type), so that the checks
  * cost what they would in hand-written code and the branches are the same at every launch
@@ -224,10 +262,10 @@ export function compileLaunch({
           // The valid cases inline (a live DeviceArray of the declared dtype; for an untyped
           // pointer also a bigint address), checkPointer for the rest: it accepts a live
           // DeviceBuffer for an untyped pointer and throws the argument's error otherwise. A
-          // live allocation has a nonzero address; at 0, `disposed` tells (an empty buffer,
-          // graph memory).
+          // live allocation has a nonzero address (`live`); at 0, `disposed` tells (an empty
+          // buffer, graph memory; an array of an older loaded copy, whose record has no `live`).
           const dtype = dtypes[i];
-          const dead = `(${v}.allocation.address === 0 && ${v}.disposed)`;
+          const dead = `(!${v}.allocation.live && ${v}.disposed)`;
           lines.push(
             dtype === undefined
               ? `if (typeof ${v} !== 'bigint' && !(DeviceArray.isInstance(${v}) && !${dead})) kernel.checkPointer(${i}, ${v});`
@@ -293,27 +331,23 @@ export function compileLaunch({
         // A bigint address, or a DeviceArray or DeviceBuffer of any loaded copy of the package.
         lines.push(
           `const ${p} = typeof ${v} === 'bigint' ? ${v} : ${v}.ffiAddressOn(stream, '${access}');`,
+          ...storeAddress(p, offset >> 2),
         );
       } else {
-        // A DeviceArray (checked above): its buffer, its allocation record and its address.
+        // A DeviceArray (checked above): its buffer, its allocation record and its address as
+        // two int32 halves (`ffiLo`; an array of an older loaded copy has only `ffiAddress`).
         lines.push(
           `handOff(${v}.buffer, ${v}.allocation, stream, '${access}');`,
-          `const ${p} = ${v}.ffiAddress;`,
+          ...storeHalves(v, ['ffiLo', 'ffiHi'], 'ffiAddress', offset >> 2, p),
         );
       }
-      lines.push(
-        `if (typeof ${p} === 'number') {`,
-        `  u32[${offset >> 2}] = ${p} >>> 0;`,
-        `  u32[${(offset >> 2) + 1}] = (${p} / ${TWO_32}) >>> 0;`,
-        `} else u64[${offset >> 3}] = ${p};`,
-      );
     }
     return lines;
   };
   /** The launch itself, written once: every launch function below ends with it. */
   const word = configBase >> 2;
-  /** The geometry and the stream handle (`handle`, an expression) written into the config. */
-  const configWrites = (handle: string): string[] => [
+  /** The geometry and the stream handle (`handle`, the lines that write it) into the config. */
+  const configWrites = (handle: string[]): string[] => [
     `u32[${word}] = gx;`,
     `u32[${word + 1}] = gy;`,
     `u32[${word + 2}] = gz;`,
@@ -321,11 +355,7 @@ export function compileLaunch({
     `u32[${word + 4}] = by;`,
     `u32[${word + 5}] = bz;`,
     `u32[${word + 6}] = sharedMemory;`,
-    `const streamHandle = ${handle};`,
-    `if (typeof streamHandle === 'number') {`,
-    `  u32[${word + 8}] = streamHandle >>> 0;`,
-    `  u32[${word + 9}] = (streamHandle / ${TWO_32}) >>> 0;`,
-    `} else u64[${(configBase >> 3) + 4}] = streamHandle;`,
+    ...handle,
   ];
   const issue = [
     'const capture = stream.capture;',
@@ -334,7 +364,10 @@ export function compileLaunch({
     // nothing below but the driver call applies, and the launch makes it at once
     // (docs/decisions/0051-the-launch-gate.md).
     'if (capture === null && GATE.open === CONTEXT && stream.context === CONTEXT) {',
-    ...configWrites('stream.rawFfiHandle'),
+    // The handle as two int32 halves (a stream of an older loaded copy has only its handle).
+    ...configWrites(
+      storeHalves('stream', ['rawLo', 'rawHi'], 'rawFfiHandle', word + 8, 'streamLo'),
+    ),
     '  const result = (cuLaunchKernelEx ??= driver().cuLaunchKernelEx)(CONFIG, FUNCTION, ARGUMENTS, 0);',
     `  if (result !== 0) check(result, 'cuLaunchKernelEx(' + name + ')');`,
     '} else {',
@@ -356,7 +389,10 @@ export function compileLaunch({
         ]
       : ['{']),
     'stream.context.makeCurrent();',
-    ...configWrites('running ? stream.ffiHandle : stream.rawFfiHandle'),
+    ...configWrites([
+      'const streamHandle = running ? stream.ffiHandle : stream.rawFfiHandle;',
+      ...storeAddress('streamHandle', word + 8),
+    ]),
     'const token = beginOperation(name, stream);',
     'const result = driver().cuLaunchKernelEx(CONFIG, FUNCTION, ARGUMENTS, 0);',
     'endOperation(token);',

@@ -1,4 +1,5 @@
 import { currentSignal, resolveStream } from '../context/provider.js';
+import { int32High, int32Low } from '../driver.js';
 import {
   assertDType,
   DTYPES,
@@ -128,6 +129,13 @@ export class DeviceArray<D extends DType = DType> {
    */
   readonly ffiAddress: number | bigint;
   /**
+   * @internal `ffiAddress`'s low and high 32 bits as signed integers, which V8 keeps in the
+   * object itself: a launch writes these, not the address (above 2^31, a heap number of its own).
+   */
+  readonly ffiLo: number;
+  /** @internal See `ffiLo`. */
+  readonly ffiHi: number;
+  /**
    * @internal The buffer's allocation record, handed to `handOff` by this array's uses and by
    * kernel launches (see `compileLaunch`); only the memory layer reads or moves it.
    */
@@ -162,8 +170,11 @@ export class DeviceArray<D extends DType = DType> {
     this.#contiguous = contiguous;
     const base = buffer.byteLength === 0 ? 0 : buffer.address;
     const offsetBytes = offset * dtypeBytes(dtype);
-    this.ffiAddress =
+    const address =
       typeof base === 'number' ? (base === 0 ? 0 : base + offsetBytes) : base + BigInt(offsetBytes);
+    this.ffiAddress = address;
+    this.ffiLo = int32Low(address);
+    this.ffiHi = int32High(address);
   }
 
   /** True for a DeviceArray of any loaded copy of this package. */

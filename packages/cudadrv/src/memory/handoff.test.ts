@@ -489,6 +489,25 @@ describe('handOff: the one hand-off of the memory layer', () => {
     expect(calls()).toEqual([]);
   });
 
+  it('`live` follows the address: a launch refuses an array whose memory went', () => {
+    const kernel = new Kernel({ context, disposed: false } as unknown as Module, 'k', 4n, [
+      'float32*',
+    ]);
+    const empty = DeviceBuffer.allocate(0, { stream: a });
+    expect([recordOf(empty).address, recordOf(empty).live]).toEqual([0, false]);
+    const buffer = DeviceBuffer.allocate(256, { stream: a });
+    const array = new DeviceArray(buffer, 'float32', [64], [1], 0, true);
+    expect(recordOf(buffer).live).toBe(true);
+    launch(kernel, { grid: 1, block: 64, stream: a }, array);
+    expect(calls()).toEqual(['launch']);
+    array.dispose();
+    expect([recordOf(buffer).address, recordOf(buffer).live]).toEqual([0, false]);
+    calls();
+    expect(() => launch(kernel, { grid: 1, block: 64, stream: a }, array)).toThrow(DisposedError);
+    expect(() => handOff(buffer, recordOf(buffer), a, 'write')).toThrow(DisposedError);
+    expect(calls()).toEqual([]);
+  });
+
   it("a buffer of another copy of the package: that copy's own ffiAddressOn", () => {
     const asked: string[] = [];
     const foreign = {

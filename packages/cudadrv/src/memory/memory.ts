@@ -24,6 +24,11 @@ export interface StreamOption {
 export interface Allocation {
   /** The device address as `ffiValue` gives it (a Number below 2^53); 0 once freed. */
   address: number | bigint;
+  /**
+   * `address !== 0`, kept beside it for the hot paths (`handOff`, the launch's argument check):
+   * an address above 2^31 is a heap number of its own, one more load than this field's.
+   */
+  live: boolean;
   /** The address as a BigInt, made on first request (the public `pointer`). */
   pointer: bigint | undefined;
   /** The stream of the last write (or of the allocation). */
@@ -105,6 +110,13 @@ export interface GraphMemory {
   graphAlive: boolean;
 }
 
+/** The allocation's memory is gone (freed, cached, lent away or the graph's): no address. */
+function clearAddress(allocation: Allocation): void {
+  allocation.address = 0;
+  allocation.live = false;
+  allocation.pointer = undefined;
+}
+
 /**
  * Frees the allocation on the last stream that used it, after every read; with `reuse`, a
  * small block goes to that stream's cache instead (see block-cache.ts). When that stream is
@@ -127,8 +139,7 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
   if (memory?.graphAlive) {
     // The graph's memory: the graph frees it (at its next launch, or when it goes).
     memory.state = 'released';
-    allocation.address = 0;
-    allocation.pointer = undefined;
+    clearAddress(allocation);
     return;
   }
   const context = allocation.context;
@@ -143,8 +154,7 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
     // invalidates the capture): free it, in the stream's order, once the capture has ended.
     const later: Allocation = { ...allocation };
     capture.afterEnd(() => freeAllocation(later, false));
-    allocation.address = 0;
-    allocation.pointer = undefined;
+    clearAddress(allocation);
     return;
   }
   if (elsewhere) {
@@ -162,14 +172,12 @@ function freeAllocation(allocation: Allocation, reuse: boolean): void {
     capture === null &&
     putCached(stream, allocation.cacheSize, allocation.address)
   ) {
-    allocation.address = 0;
-    allocation.pointer = undefined;
+    clearAddress(allocation);
     return;
   }
   context.makeCurrent();
   check(driver().cuMemFreeAsync(allocation.address, stream.ffiHandle), 'cuMemFreeAsync');
-  allocation.address = 0;
-  allocation.pointer = undefined;
+  clearAddress(allocation);
 }
 
 /**
@@ -195,8 +203,7 @@ function waitForReaders(
  */
 function releaseForeign(allocation: Allocation, foreign: ForeignMemory): void {
   const address = allocation.address;
-  allocation.address = 0;
-  allocation.pointer = undefined;
+  clearAddress(allocation);
   try {
     waitForUseSync(allocation.stream, allocation.stamp);
     const readers = allocation.readers;
@@ -228,13 +235,11 @@ function releaseForeignOn(allocation: Allocation, foreign: ForeignMemory): void 
   const capture = stream.capture;
   if (capture !== null) {
     const later: Allocation = { ...allocation, stream };
-    allocation.address = 0;
-    allocation.pointer = undefined;
+    clearAddress(allocation);
     capture.afterEnd(() => releaseForeignOn(later, foreign));
     return;
   }
-  allocation.address = 0;
-  allocation.pointer = undefined;
+  clearAddress(allocation);
   const readers = allocation.readers;
   if (readers !== null) waitForReaders(stream, readers, allocation.readerStamps!);
   foreign.releaseOn!(address, stream);
@@ -296,6 +301,7 @@ let allocationOf: (buffer: DeviceBuffer) => Allocation;
  */
 const untracked: Allocation = Object.freeze({
   address: 0,
+  live: false,
   pointer: undefined,
   stream: undefined as unknown as Stream,
   stamp: 0,
@@ -427,6 +433,7 @@ export class DeviceBuffer {
     return new DeviceBuffer(
       {
         address,
+        live: address !== 0,
         pointer: undefined,
         stream,
         stamp,
@@ -567,8 +574,7 @@ export class DeviceBuffer {
       if (loan !== undefined) {
         // Lent to native code: the buffer goes now, its memory when the last loan ends.
         loan.disposed = { ...allocation };
-        allocation.address = 0;
-        allocation.pointer = undefined;
+        clearAddress(allocation);
         return;
       }
     }
@@ -605,7 +611,7 @@ export function handOff(
 ): void {
   if (
     allocation.stream === stream &&
-    allocation.address !== 0 &&
+    allocation.live &&
     stream.capture === null &&
     allocation.capture === null &&
     !stream.disposed
@@ -836,8 +842,7 @@ export function relinquishAllocation(buffer: DeviceBuffer): void {
   const allocation = allocationOf(buffer);
   if (allocation.registered) finalizer.unregister(buffer);
   else forgetYoung(buffer);
-  allocation.address = 0;
-  allocation.pointer = undefined;
+  clearAddress(allocation);
 }
 
 /**
@@ -881,8 +886,7 @@ export function holdAsGraphOutput(buffer: DeviceBuffer): boolean {
   allocation.capture = null;
   if (allocation.address === 0) return false;
   allocation.graph = { address: allocation.address, state: 'pending', graphAlive: true };
-  allocation.address = 0;
-  allocation.pointer = undefined;
+  clearAddress(allocation);
   return true;
 }
 
@@ -892,8 +896,7 @@ export function abandonCapturedAllocation(buffer: DeviceBuffer): void {
   allocation.capture = null;
   if (allocation.address === 0) return;
   allocation.graph = { address: allocation.address, state: 'abandoned', graphAlive: false };
-  allocation.address = 0;
-  allocation.pointer = undefined;
+  clearAddress(allocation);
 }
 
 /** @internal The graph side of an output buffer (see `holdAsGraphOutput`). */
@@ -913,6 +916,7 @@ export function launchGraphOutput(buffer: DeviceBuffer, stream: Stream): void {
   } else if (memory.state === 'pending') {
     memory.state = 'live';
     allocation.address = memory.address;
+    allocation.live = memory.address !== 0;
     allocation.pointer = undefined;
     allocation.stream = stream;
     allocation.stamp = allocation.writeStamp = ++useClock.value;

@@ -1,6 +1,6 @@
 import { type Context, contextParts } from '../context/device.js';
 import { currentContext } from '../context/provider.js';
-import { check, cudaError, driver, ffiValue } from '../driver.js';
+import { check, cudaError, driver, ffiValue, int32High, int32Low } from '../driver.js';
 import { CaptureError, DisposedError } from '../errors.js';
 import { CU_EVENT_DISABLE_TIMING, CU_STREAM_NON_BLOCKING, CUresult } from '../ffi/cuda.js';
 import { CU_EVENT_WAIT_EXTERNAL } from '../ffi/graph.js';
@@ -125,6 +125,10 @@ export class Stream {
   }
   readonly #handle: bigint;
   readonly #ffiHandle: number | bigint;
+  /** @internal The handle's low 32 bits, for the launch code (see `int32Low`). */
+  readonly rawLo: number;
+  /** @internal The handle's high 32 bits (see `int32High`). */
+  readonly rawHi: number;
   /**
    * @internal The issue engine's record of this stream while the engine drains it (see
    * issue-engine.ts), else null.
@@ -160,6 +164,8 @@ export class Stream {
   private constructor(handle: bigint, context: Context, owned: boolean, name?: string) {
     this.#handle = handle;
     this.#ffiHandle = ffiValue(handle);
+    this.rawLo = int32Low(handle);
+    this.rawHi = int32High(handle);
     this.context = context;
     this.owned = owned;
     this.name = name;
@@ -247,9 +253,17 @@ export class Stream {
    * the stream earlier (the kit's `IssueEnvelope` calls it for you).
    */
   fence(): void {
+    this.#fenceIssue(false);
+  }
+
+  /**
+   * `fence()`'s work: `blocking` when the caller blocks until the stream's work is done anyway
+   * (its wait is then not counted as the engine's).
+   */
+  #fenceIssue(blocking: boolean): void {
     const issue = this.issue;
     if (issue === null) return;
-    issue.fence();
+    issue.fence(blocking);
     const error = issue.takeError();
     if (error !== null) throw error;
   }
@@ -344,13 +358,8 @@ export class Stream {
   synchronize(): void {
     this.assertUsable();
     if (this.capture !== null) throw this.capturingError('Stream.synchronize');
-    const issue = this.issue;
-    if (issue !== null) {
-      // This call blocks until the work is done: the fence's wait is part of it, not the engine's.
-      issue.fence(true);
-      const error = issue.takeError();
-      if (error !== null) throw error;
-    }
+    // This call blocks until the work is done: the fence's wait is part of it, not the engine's.
+    this.#fenceIssue(true);
     const stamp = useClock.value;
     check(driver().cuStreamSynchronize(this.ffiHandle), 'cuStreamSynchronize');
     this.markCompleted(stamp);
