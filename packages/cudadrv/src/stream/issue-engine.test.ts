@@ -39,6 +39,7 @@ vi.mock('../driver.js', async (importOriginal) => {
 
 import { Context, type Device } from '../context/device.js';
 import { launchGate } from '../context/launch-gate.js';
+import { int32High, int32Low } from '../driver.js';
 import { CudaError } from '../errors.js';
 import { Kernel } from '../kernel/kernel.js';
 import { launch } from '../kernel/launch.js';
@@ -115,6 +116,8 @@ function queryCalls(queried: number[], answer: (stream: number) => number): Issu
 function fakeStream(handle: number, context = 77n): Stream {
   return {
     rawHandle: BigInt(handle),
+    rawLo: int32Low(handle),
+    rawHi: int32High(handle),
     context: { handle: context },
     toString: () => `Stream(${handle})`,
   } as unknown as Stream;
@@ -400,6 +403,31 @@ describe('the ring protocol (one thread)', () => {
     // While the n-th launch is made, TAIL is past every launch before it.
     expect(seen).toEqual([0, 20, 46, 68]);
     expect(Atomics.load(control, TAIL)).toBe(88);
+  });
+
+  it('the function, stream and context handles reach libcuda whole, for any value below 2^53, the function given as a Number or a BigInt', () => {
+    const handle = fc.maxSafeNat().filter((h) => h > 0);
+    fc.assert(
+      fc.property(handle, handle, handle, fc.boolean(), (fn, stream, context, asBigInt) => {
+        const { writer, slots, reader } = oneRing(256);
+        const a = new IssueAttachment(fakeStream(stream, BigInt(context)), 2, writer, slots);
+        const seen: (number | bigint)[][] = [];
+        const calls: IssuerCalls = {
+          cuStreamQuery: () => 0,
+          cuCtxSetCurrent: (c) => {
+            seen.push([c]);
+            return 0;
+          },
+          cuLaunchKernel: (f, _gx, _gy, _gz, _bx, _by, _bz, _shared, s) => {
+            seen.push([f, s]);
+            return 0;
+          },
+        };
+        a.launch(asBigInt ? BigInt(fn) : fn, 0, 1, 1, 1, 1, 1, 1, 0, new Int32Array(2), 0, 0);
+        expect(drain(reader, calls)).toBe(1);
+        expect(seen).toEqual([[context], [fn, stream]]);
+      }),
+    );
   });
 });
 
