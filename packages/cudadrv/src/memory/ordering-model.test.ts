@@ -455,6 +455,8 @@ function runSequence(ops: readonly Operation[], dropWait = -1): string[] {
   const pick = <T>(items: T[], i: number): T | undefined =>
     items.length === 0 ? undefined : items[i % items.length];
   const alive = () => held.filter((h) => h.alive);
+  /** The arrays alive that this thread owns (its own and those received), not borrowed ones. */
+  const owned = () => alive().filter((h) => h.kind !== 'borrowed');
   const openLoansOf = (h: Held) => loans.filter((l) => !l.ended && l.lender === h);
 
   const allocate = (length: number, stream: Stream): void => {
@@ -564,10 +566,7 @@ function runSequence(ops: readonly Operation[], dropWait = -1): string[] {
       }
       case 'reallocate': {
         // Dispose, then allocate the same size on the stream that used the array last.
-        const h = pick(
-          alive().filter((h) => h.kind !== 'borrowed'),
-          op.target,
-        );
+        const h = pick(owned(), op.target);
         if (h === undefined) return;
         const last = h.array.buffer.lastStream;
         if (!dispose(h)) return;
@@ -596,10 +595,7 @@ function runSequence(ops: readonly Operation[], dropWait = -1): string[] {
         else releaseStreamCache(streams[op.stream]!);
         return;
       case 'lend': {
-        const h = pick(
-          alive().filter((h) => h.kind !== 'borrowed'),
-          op.target,
-        );
+        const h = pick(owned(), op.target);
         if (h === undefined) return;
         const open = openLoansOf(h);
         if (open.length > 0 && (!op.readOnly || open.some((l) => !l.readOnly))) {
